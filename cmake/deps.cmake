@@ -1,0 +1,57 @@
+# Third-party dependencies, found the same way on the Debian build machine and on the GPU host.
+# The GPU host has no Debian packages: ../shared/device/pack-deps.sh copies their headers and
+# libraries into .gpu-deps, which deploy/gpu-host.sh passes as KFORGE_DEPS_DIR. So everything but
+# LibTorch, CUDA and NCCL is found with find_path/find_library and plain imported targets rather than
+# the packages' own CMake configs, which .gpu-deps does not carry.
+set(KFORGE_DEPS_DIR "" CACHE PATH "Extra prefix with include/, lib/ and bin/ of packed dependencies")
+if(KFORGE_DEPS_DIR)
+  list(PREPEND CMAKE_PREFIX_PATH "${KFORGE_DEPS_DIR}")
+  list(PREPEND CMAKE_PROGRAM_PATH "${KFORGE_DEPS_DIR}/bin")
+endif()
+
+find_package(Threads REQUIRED)
+
+# kforge_dep(NAME HEADER <file> [LIBS lib...] [DEFS def...]): an imported target kforge_dep::NAME.
+function(kforge_dep name)
+  cmake_parse_arguments(ARG "" "HEADER" "LIBS;DEFS" ${ARGN})
+  find_path(${name}_INCLUDE_DIR ${ARG_HEADER} REQUIRED)
+  add_library(kforge_dep_${name} INTERFACE)
+  target_include_directories(kforge_dep_${name} SYSTEM INTERFACE ${${name}_INCLUDE_DIR})
+  foreach(lib IN LISTS ARG_LIBS)
+    find_library(${name}_${lib}_LIBRARY NAMES ${lib} REQUIRED)
+    target_link_libraries(kforge_dep_${name} INTERFACE ${${name}_${lib}_LIBRARY})
+  endforeach()
+  if(ARG_DEFS)
+    target_compile_definitions(kforge_dep_${name} INTERFACE ${ARG_DEFS})
+  endif()
+  add_library(kforge_dep::${name} ALIAS kforge_dep_${name})
+endfunction()
+
+kforge_dep(caf HEADER caf/all.hpp LIBS caf_io caf_core)
+target_link_libraries(kforge_dep_caf INTERFACE Threads::Threads)
+kforge_dep(zmq HEADER zmq.hpp LIBS zmq)
+kforge_dep(flatbuffers HEADER flatbuffers/flatbuffers.h)
+kforge_dep(toml HEADER toml++/toml.h LIBS tomlplusplus DEFS TOML_HEADER_ONLY=0)
+kforge_dep(json HEADER nlohmann/json.hpp)
+kforge_dep(cli11 HEADER CLI/CLI.hpp)
+kforge_dep(fmt HEADER fmt/format.h LIBS fmt DEFS FMT_SHARED)
+kforge_dep(doctest HEADER doctest/doctest.h)
+
+find_program(FLATC_EXECUTABLE flatc REQUIRED)
+
+# LibTorch: Debian's 1.13 CPU build here, PyTorch's CUDA build on the GPU host (CMAKE_PREFIX_PATH).
+# Only trainer/ (and later the policy model) links it: each TU including torch costs ~20 s in CI.
+option(KFORGE_WITH_TORCH "Build the LibTorch parts (trainer)" ON)
+if(KFORGE_WITH_TORCH)
+  find_package(Torch REQUIRED)
+endif()
+
+# CUDA device code (GPU tests, benchmarks) is only built where asked for: the CI machine has nvcc but
+# no GPU, and the GPU host script turns this on.
+option(KFORGE_WITH_CUDA "Build CUDA device code and GPU tests" OFF)
+if(KFORGE_WITH_CUDA)
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+endif()
