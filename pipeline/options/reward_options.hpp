@@ -1,0 +1,24 @@
+#pragma once
+// Settings of the reward stage, from the manifest's [reward] table (formula in ARCHITECTURE.md):
+// reward = correctness_weight * 1 + speed_weight * clamp(1 + alpha * (t_base / t_gen - 1), 0, 2)
+// for a correct kernel, 0 otherwise.
+
+#include <cstdint>
+
+namespace kforge {
+
+struct reward_options {
+  /// Slope of the speed term around speedup 1. >= 0 (0 ignores speed).
+  double alpha = 2.0;
+  /// Weight of the correctness term. >= 0; the two weights must not both be 0.
+  double correctness_weight = 0.5;
+  /// Weight of the speed term. >= 0.
+  double speed_weight = 0.5;
+  /// Median speedup over the reference at which a task's baseline switches from the reference's
+  /// eager time to the best kernel seen so far. >= 1.
+  double baseline_switch_speedup = 2.0;
+  /// How often, in training steps, the switch condition is checked. >= 1.
+  std::int64_t baseline_check_every = 15;
+};
+
+}  // namespace kforge

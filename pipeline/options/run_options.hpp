@@ -1,0 +1,30 @@
+#pragma once
+// Settings of one run as a whole, from the manifest's [run] table. Read by the head (`kforge run`).
+
+#include <cstdint>
+#include <string>
+
+namespace kforge {
+
+/// How rollout and training take turns.
+enum class run_mode {
+  sync,   ///< generate a batch, then train on it; rollout waits for the new weights
+  async,  ///< rollout keeps generating with the newest weights it has while the trainer trains
+};
+
+struct run_options {
+  /// Name of the run; also the default run directory's last component. [A-Za-z0-9_.-]+.
+  std::string name = "default";
+  /// sync or async (see run_mode).
+  run_mode mode = run_mode::async;
+  /// Training steps (optimizer updates) before the run stops. >= 1.
+  std::int64_t steps = 1000;
+  /// Seed for task sampling, generation and input initialisation. >= 0.
+  std::int64_t seed = 0;
+  /// Directory for metrics, recordings, checkpoints and ipc sockets. Default "runs/<name>".
+  std::string run_dir = "runs/default";
+  /// Draw the live progress line on the terminal.
+  bool progress = true;
+};
+
+}  // namespace kforge

@@ -1,0 +1,34 @@
+#pragma once
+// Settings of the sampler stage, from the manifest's [sampler] table. Header-only and free of other
+// kforge headers so the sampler can include it without depending on the manifest.
+
+#include <cstdint>
+#include <string>
+
+namespace kforge {
+
+/// Where the policy runs.
+enum class sampler_backend {
+  engine,  ///< in-process LibTorch model
+  openai,  ///< an OpenAI-compatible server (vLLM, SGLang) at server_url
+};
+
+struct sampler_options {
+  /// engine or openai (see sampler_backend).
+  sampler_backend backend = sampler_backend::engine;
+  /// Candidates per prompt: the GRPO group G. >= 2, since advantages are normalised in the group.
+  int group_size = 8;
+  /// Sampling temperature. > 0 (greedy decoding would make every group member identical).
+  double temperature = 0.8;
+  /// Nucleus sampling mass. In (0, 1]; 1 disables it.
+  double top_p = 1.0;
+  /// Generation budget per candidate, in tokens. >= 1.
+  int max_new_tokens = 2048;
+  /// Model: a directory for the engine backend, a model name for the openai backend. Empty means
+  /// "not chosen": `kforge run` then asks for one instead of guessing.
+  std::string model;
+  /// Base URL of the server for the openai backend (e.g. http://127.0.0.1:8000/v1). Required there.
+  std::string server_url;
+};
+
+}  // namespace kforge

@@ -1,0 +1,16 @@
+#pragma once
+// Settings of the sandbox (pool and workers), from the manifest's [sandbox] table.
+
+namespace kforge {
+
+struct sandbox_options {
+  /// Wall-clock limit for one candidate (compile + verify + time), in seconds. > 0.
+  double timeout_s = 60.0;
+  /// Timed trials per kernel; the median is reported. >= 30 (ARCHITECTURE.md: honest measurement).
+  int trials = 30;
+  /// nvcc processes one sandbox worker runs at once. Compiling is CPU work that overlaps timing on
+  /// the GPU, so it scales separately from the number of sandbox_worker actors. >= 1.
+  int compile_jobs = 2;
+};
+
+}  // namespace kforge

@@ -1,0 +1,28 @@
+#pragma once
+// Settings of the trainer stage (GRPO), from the manifest's [trainer] table.
+
+#include <cstdint>
+
+namespace kforge {
+
+struct trainer_options {
+  /// AdamW learning rate. > 0.
+  double lr = 3e-6;
+  /// Initial coefficient of the KL penalty to the reference policy (k3 estimator). >= 0.
+  double kl_coef = 0.04;
+  /// Lower end of the target band for the mean KL; below it the coefficient shrinks. >= 0.
+  double kl_target_low = 1e-3;
+  /// Upper end of the target band; above it the coefficient grows. > kl_target_low.
+  double kl_target_high = 5e-3;
+  /// Steps over which the mean KL is taken before the coefficient is adjusted. >= 1.
+  std::int64_t kl_window = 100;
+  /// Factor the coefficient is multiplied (KL above the band) or divided (below) by. > 1.
+  double kl_step = 1.5;
+  /// Policy ratio clipped below at 1 - clip_eps_low. In (0, 1).
+  double clip_eps_low = 0.2;
+  /// Policy ratio clipped above at 1 + clip_eps_high; larger than low lets rare good tokens grow
+  /// (DAPO's clip-higher). > 0.
+  double clip_eps_high = 0.28;
+};
+
+}  // namespace kforge
