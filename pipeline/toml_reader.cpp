@@ -30,20 +30,30 @@ std::string describe(const real_range& r) {
 
 void diagnostics::add(const toml::source_region* where, std::string_view key,
                       std::string_view reason) {
-  std::string line = source_;
-  if (where && where->begin.line > 0)
-    line += ":" + std::to_string(where->begin.line) + ":" + std::to_string(where->begin.column);
-  line += ": ";
-  if (!key.empty()) line += std::string(key) + ": ";
-  line += reason;
-  lines_.push_back(std::move(line));
+  line l;
+  l.text = source_;
+  if (where && where->begin.line > 0) {
+    l.row = where->begin.line;
+    l.column = where->begin.column;
+    l.text += ":" + std::to_string(l.row) + ":" + std::to_string(l.column);
+  }
+  l.text += ": ";
+  if (!key.empty()) l.text += std::string(key) + ": ";
+  l.text += reason;
+  lines_.push_back(std::move(l));
 }
 
 error diagnostics::to_error() const {
+  // In file order, whatever order the checks ran in.
+  std::vector<line> sorted = lines_;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const line& a, const line& b) {
+    if ((a.row == 0) != (b.row == 0)) return b.row == 0;
+    return a.row != b.row ? a.row < b.row : a.column < b.column;
+  });
   std::string msg;
-  for (std::size_t i = 0; i < lines_.size() && i < max_lines; ++i) {
+  for (std::size_t i = 0; i < sorted.size() && i < max_lines; ++i) {
     if (i) msg += '\n';
-    msg += lines_[i];
+    msg += sorted[i].text;
   }
   if (lines_.size() > max_lines)
     msg += "\n" + source_ + ": ... and " + std::to_string(lines_.size() - max_lines) +
@@ -75,7 +85,7 @@ std::string join_key(std::string_view parent, std::string_view key) {
 }
 
 const toml::node* table_reader::take(std::string_view k) {
-  taken_.emplace_back(k);
+  if (std::find(taken_.begin(), taken_.end(), k) == taken_.end()) taken_.emplace_back(k);
   return t_.get(k);
 }
 

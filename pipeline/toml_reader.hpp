@@ -33,8 +33,13 @@ class diagnostics {
   error to_error() const;
 
  private:
+  struct line {
+    std::uint32_t row = 0;  // 0: no position; listed after the others
+    std::uint32_t column = 0;
+    std::string text;
+  };
   std::string source_;
-  std::vector<std::string> lines_;
+  std::vector<line> lines_;
 };
 
 /// "an integer", "a string", ... for messages.

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# On the GPU host (see ../shared/DEVICE.md; Ubuntu 24.04, PyTorch's CUDA LibTorch, no Debian
+# packages): configures and builds kforge against the carried .gpu-deps, runs every test (the GPU
+# ones included) and the benchmarks, writes full logs to $OUT (or ./gpu-out) and prints a short
+# summary table last.
+#
+# Here, first:  cmake -S . -B build -G Ninja && cmake --build build &&
+#               ../shared/device/pack-deps.sh build .gpu-deps
+# Then run this script there with .gpu-deps carried along.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+deps=${KFORGE_DEPS:-$root/.gpu-deps}
+out=${OUT:-$root/gpu-out}
+build=${KFORGE_GPU_BUILD:-$root/build-gpu}
+mkdir -p "$out"
+declare -a rows=()
+row() { rows+=("$(printf '%-34s %-6s %s' "$1" "$2" "$3")"); }
+step() {  # step NAME LOGFILE CMD...: runs CMD, logs it, records pass/fail and its duration
+  local name=$1 log=$2; shift 2
+  local t0=$SECONDS
+  "$@" >"$out/$log" 2>&1
+  local rc=$?
+  row "$name" "$([[ $rc == 0 ]] && echo ok || echo FAIL)" "$((SECONDS - t0)) s, log $log"
+  return $rc
+}
+
+[[ -d $deps ]] || { echo "gpu-host: $deps missing: make it with ../shared/device/pack-deps.sh" >&2; exit 2; }
+export PATH=$deps/bin:/usr/local/cuda/bin:$PATH
+export LD_LIBRARY_PATH=$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+torch_prefix=$(python3 -c "import torch; print(torch.utils.cmake_prefix_path)")
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader >"$out/gpus.txt" 2>&1
+gpus=$(grep -c . "$out/gpus.txt")
+
+step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DKFORGE_DEPS_DIR="$deps" -DCMAKE_PREFIX_PATH="$torch_prefix" -DKFORGE_WITH_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
+  && step build build.log cmake --build "$build" -j "$(nproc)" \
+  && {
+    step "tests (all)" ctest.log ctest --test-dir "$build" --output-on-failure -j 4
+    step "tests (gpu label, verbose)" ctest-gpu.log ctest --test-dir "$build" -L gpu -V
+    for b in "$build"/bench/*_bench; do
+      [[ -x $b ]] || continue
+      name=$(basename "$b")
+      step "bench $name" "$name.log" "$b" --json "$out/$name.json"
+    done
+  }
+
+echo
+echo "== GPU host: $gpus GPU(s): $(head -1 "$out/gpus.txt")"
+grep -E "tests passed|tests failed|Skipped|\*\*\*Skipped|Failed" "$out/ctest.log" 2>/dev/null | tail -5
+grep -hE "^nccl |SKIP" "$out/ctest-gpu.log" 2>/dev/null | head -5
+printf '%-34s %-6s %s\n' step result detail
+printf '%s\n' "${rows[@]}"

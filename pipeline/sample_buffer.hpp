@@ -1,0 +1,77 @@
+#pragma once
+// The buffer stage's logic (ARCHITECTURE.md, "Buffer"): scored samples in, training batches of
+// whole GRPO groups out.
+//
+// - A sample whose (prompt_hash, code_hash) was seen before is a duplicate: dropped and counted.
+// - A sample more than max_staleness policy versions older than the newest weights is stale.
+// - Excluded samples (infra_error) count towards their group's arrival but are never trained on.
+// - A group is complete when all group_size members arrived; it is served if at least two members
+//   are kept (GRPO normalises within the group), else dropped as too small.
+// - groups_per_batch complete groups make one TrainBatch.
+// Every sample in is accounted for: kept (and later batched or dropped stale), or dropped by reason.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "messages/envelope.hpp"
+#include "pipeline/options/buffer_options.hpp"
+
+namespace kforge::pipeline {
+
+/// Every sample received ends in exactly one of: duplicate, stale, excluded, small_group, served,
+/// or is still pending in an open or ready group: received == sum of those (see accounted()).
+struct buffer_counters {
+  std::uint64_t received = 0;
+  std::uint64_t duplicate = 0;
+  std::uint64_t stale = 0;        ///< dropped for age, on arrival or while its group waited
+  std::uint64_t excluded = 0;     ///< no reward (infra_error)
+  std::uint64_t small_group = 0;  ///< kept, but its group ended with fewer than two kept samples
+  std::uint64_t served = 0;       ///< sent to the trainer in a batch
+  std::uint64_t groups_served = 0;
+  std::uint64_t groups_too_small = 0;
+  std::uint64_t batches = 0;
+};
+
+class sample_buffer {
+ public:
+  explicit sample_buffer(buffer_options opt) : opt_(opt) {}
+
+  /// Adds one scored sample generated under `version`; returns the batches it completed.
+  std::vector<wire::TrainBatchT> add(const wire::Scored& s, std::uint64_t version);
+
+  /// The newest policy version the trainer published; queued groups now too old are dropped.
+  void set_policy_version(std::uint64_t v);
+
+  const buffer_counters& counters() const noexcept { return counters_; }
+  /// Groups with members still outstanding.
+  std::size_t open_groups() const noexcept { return open_.size(); }
+  /// Complete groups waiting for a batch.
+  std::size_t ready_groups() const noexcept { return ready_.size(); }
+  /// Kept samples waiting in open or ready groups.
+  std::uint64_t pending() const noexcept;
+  /// Whether every received sample is counted exactly once (the buffer's in == out invariant).
+  bool accounted() const noexcept;
+
+ private:
+  struct group {
+    std::uint32_t expected = 0;
+    std::uint32_t arrived = 0;
+    std::uint64_t oldest_version = UINT64_MAX;
+    std::unique_ptr<wire::SampleGroupT> kept;
+  };
+  bool is_stale(std::uint64_t version) const noexcept;
+  std::vector<wire::TrainBatchT> take_batches();
+
+  buffer_options opt_;
+  std::uint64_t policy_version_ = 0;
+  std::set<std::pair<std::uint64_t, std::uint64_t>> seen_;
+  std::map<std::uint64_t, group> open_;  ///< by group_id
+  std::deque<group> ready_;
+  buffer_counters counters_;
+};
+
+}  // namespace kforge::pipeline

@@ -1,0 +1,488 @@
+// Tests of the pipeline manifest: the embedded default, a multi-process topology, and one test per
+// class of invalid manifest, each checking that the message names the file, the key and the reason.
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "pipeline/manifest.hpp"
+
+using namespace kforge;
+using namespace kforge::pipeline;
+
+namespace {
+
+std::string data(const std::string& name) {
+  return std::string(KFORGE_TEST_DATA) + "/manifests/" + name;
+}
+
+// The smallest valid topology: every stage once in one process. Tests append to it.
+const std::string minimal = R"(
+[[process]]
+name = "all"
+[process.actors]
+task_generator = {}
+sampler = {}
+sandbox_pool = {}
+sandbox_worker = {}
+reward = {}
+buffer = {}
+trainer = {}
+)";
+
+bool has(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// Parses text that must be rejected and returns the message.
+std::string rejected(const std::string& text) {
+  auto m = parse_manifest(text, "test.toml");
+  REQUIRE_MESSAGE(!m.ok(), "accepted:\n" << text);
+  INFO(m.message());
+  CHECK(has(m.message(), "test.toml"));
+  return m.message();
+}
+
+std::string rejected_file(const std::string& name) {
+  auto m = load_manifest(data(name));
+  REQUIRE_MESSAGE(!m.ok(), name << " was accepted");
+  INFO(m.message());
+  CHECK(has(m.message(), data(name)));
+  return m.message();
+}
+
+}  // namespace
+
+TEST_CASE("the embedded default parses, validates and runs everything in one local process") {
+  CHECK(has(std::string(default_manifest_text()), "[[process]]"));
+  auto m = default_manifest();
+  REQUIRE_MESSAGE(m.ok(), m.message());
+  CHECK(m->source == "<default manifest>");
+  CHECK(m->text == default_manifest_text());
+  REQUIRE(m->processes.size() == 1);
+  const process_spec& head = m->head();
+  CHECK(head.name == "head");
+  CHECK(head.head);
+  CHECK(head.is_local());
+  CHECK(m->find_process("head") == &head);
+  for (actor_kind k : all_actor_kinds) {
+    INFO(to_string(k));
+    REQUIRE(m->hosts(k).size() == 1);
+    CHECK(m->hosts(k).front() == &head);
+    CHECK(m->count(k) >= 1);
+  }
+  for (const endpoint_spec& e : m->endpoints) {
+    INFO(to_string(e.id));
+    CHECK(e.derived);
+    CHECK(e.address == "inproc://kforge." + std::string(to_string(e.id)));
+  }
+  CHECK(m->run.run_dir == "runs/default");
+  CHECK(m->run.mode == run_mode::async);
+  // The "auto" groups are what lets one default fit 0, 1 or many GPUs.
+  REQUIRE(m->gpu_groups.size() == 2);
+  CHECK(m->gpu_groups[0].automatic);
+  CHECK(m->gpu_groups[1].automatic);
+  // ARCHITECTURE.md's defaults.
+  CHECK(m->sampler.group_size == 8);
+  CHECK(m->sampler.temperature == doctest::Approx(0.8));
+  CHECK(m->reward.alpha == doctest::Approx(2.0));
+  CHECK(m->reward.correctness_weight == doctest::Approx(0.5));
+  CHECK(m->reward.speed_weight == doctest::Approx(0.5));
+  CHECK(m->reward.baseline_switch_speedup == doctest::Approx(2.0));
+  CHECK(m->reward.baseline_check_every == 15);
+  CHECK(m->trainer.lr == doctest::Approx(3e-6));
+  CHECK(m->trainer.kl_target_low == doctest::Approx(1e-3));
+  CHECK(m->trainer.kl_target_high == doctest::Approx(5e-3));
+  CHECK(m->trainer.kl_window == 100);
+  CHECK(m->sandbox.trials == 30);
+}
+
+TEST_CASE("a multi-process manifest with tcp and ipc endpoints parses with the right counts") {
+  auto m = load_manifest(data("good_multi.toml"));
+  REQUIRE_MESSAGE(m.ok(), m.message());
+  CHECK(m->run.name == "multi");
+  CHECK(m->run.mode == run_mode::sync);
+  CHECK(m->run.steps == 50);
+  CHECK(m->run.seed == 7);
+  CHECK_FALSE(m->run.progress);
+  CHECK(m->run.run_dir == "runs/multi");
+  REQUIRE(m->processes.size() == 4);
+  CHECK(m->head().name == "head");  // first process, no head = true anywhere
+  CHECK(m->count(actor_kind::sampler) == 2);
+  CHECK(m->count(actor_kind::sandbox_worker) == 4);
+  CHECK(m->count(actor_kind::trainer) == 2);
+  CHECK(m->count(actor_kind::reward) == 1);
+  const process_spec* sandbox = m->find_process("sandbox");
+  REQUIRE(sandbox);
+  CHECK(sandbox->node == "sbx-node");
+  CHECK_FALSE(sandbox->is_local());
+  REQUIRE(sandbox->find(actor_kind::sandbox_worker));
+  CHECK(sandbox->find(actor_kind::sandbox_worker)->gpu_group == "sandbox");
+  CHECK(m->find_process("nope") == nullptr);
+  REQUIRE(m->hosts(actor_kind::sampler).size() == 1);
+  CHECK(m->hosts(actor_kind::sampler).front()->name == "rollout");
+  CHECK(m->processes_on(link::control).size() == 4);
+  CHECK(m->processes_on(link::weights).size() == 2);
+  REQUIRE(m->find_gpu_group("trainer"));
+  CHECK(m->find_gpu_group("trainer")->gpus == std::vector<int>{2, 3});
+  CHECK(m->find_gpu_group("cpu")->gpus.empty());
+
+  CHECK(m->endpoint(link::tasks) == "ipc:///tmp/kforge-test/tasks");
+  CHECK(m->endpoint(link::batches) == "tcp://head-node:5602");
+  CHECK_FALSE(m->endpoints[static_cast<int>(link::batches)].derived);
+  // Left out: both ends on this host -> ipc under the run dir; both in one process -> inproc.
+  CHECK(m->endpoint(link::candidates) == "ipc://runs/multi/bus/candidates");
+  CHECK(m->endpoints[static_cast<int>(link::candidates)].derived);
+  CHECK(m->endpoint(link::verdicts) == "inproc://kforge.verdicts");
+  CHECK(m->endpoint(link::scored) == "inproc://kforge.scored");
+
+  CHECK(m->record.links.size() == link_count);
+  CHECK(m->record.max_bytes == 65536);
+  CHECK(m->sampler.group_size == 4);
+  CHECK(m->sampler.temperature == doctest::Approx(1.0));
+  CHECK(m->sampler.top_p == doctest::Approx(1.0));  // not given: the default
+  CHECK(m->sandbox.trials == 50);
+}
+
+TEST_CASE("summary() names every process, its actors, the GPU groups and the endpoints") {
+  auto m = load_manifest(data("good_multi.toml"));
+  REQUIRE_MESSAGE(m.ok(), m.message());
+  const std::string s = m->summary();
+  INFO(s);
+  for (const process_spec& p : m->processes) CHECK(has(s, p.name + " ["));
+  CHECK(has(s, "node sbx-node"));
+  CHECK(has(s, "kforge worker --manifest FILE --process trainer"));
+  CHECK(has(s, "sandbox_worker x4 on gpu group sandbox"));
+  CHECK(has(s, "trainer = [2, 3]"));
+  CHECK(has(s, "tcp://head-node:5602"));
+  CHECK(has(s, "ipc://runs/multi/bus/candidates"));
+  auto d = default_manifest();
+  REQUIRE(d.ok());
+  CHECK(has(d->summary(), "head [local, head]"));
+  CHECK(has(d->summary(), "rollout = auto"));
+}
+
+TEST_CASE("a TOML syntax error names the file, line and column") {
+  const std::string msg = rejected_file("bad_syntax.toml");
+  CHECK(has(msg, data("bad_syntax.toml") + ":3:"));
+  CHECK(has(msg, "TOML syntax error"));
+}
+
+TEST_CASE("a missing file is an error naming it") {
+  auto m = load_manifest(data("no_such_file.toml"));
+  REQUIRE_FALSE(m.ok());
+  CHECK(has(m.message(), "no_such_file.toml"));
+  CHECK(has(m.message(), "cannot open"));
+}
+
+TEST_CASE("an unknown key anywhere is an error, never ignored") {
+  const std::string msg = rejected_file("bad_unknown_key.toml");
+  CHECK(has(msg, "bad_unknown_key.toml:13:1: sampler.temprature: unknown key"));
+  CHECK(has(msg, "temperature"));  // the known keys are listed, so the typo is easy to spot
+
+  CHECK(has(rejected(minimal + "[samplr]\n"), "samplr: unknown key"));
+  CHECK(has(rejected(minimal + "[run]\nnaem = \"x\"\n"), "run.naem: unknown key"));
+  CHECK(has(rejected(R"([[process]]
+name = "all"
+nodes = "x"
+[process.actors]
+task_generator = {}
+)"),
+            "process[0].nodes: unknown key"));
+  CHECK(has(rejected(R"([[process]]
+name = "all"
+[process.actors]
+sampler = { cout = 2 }
+)"),
+            "process[0].actors.sampler.cout: unknown key"));
+  CHECK(has(rejected(R"([[process]]
+name = "all"
+[process.actors]
+load_generator = {}
+)"),
+            "process[0].actors.load_generator: unknown actor kind"));
+  CHECK(has(rejected(minimal + "[endpoints]\ntask = \"inproc://t\"\n"),
+            "endpoints.task: unknown link"));
+  CHECK(has(rejected(minimal + "[record]\nlinks = [\"verdict\"]\n"), "record.links: unknown link"));
+  CHECK(has(rejected(minimal + "[gpu_groups]\nx = []\n[trainer]\nkl_band = [0.1, 0.2]\n"),
+            "trainer.kl_band: unknown key"));
+}
+
+TEST_CASE("a wrong type names the key, the expected and the actual type") {
+  const std::string msg = rejected_file("bad_wrong_type.toml");
+  CHECK(has(msg, "bad_wrong_type.toml:2:9: run.steps: expected an integer, got a string"));
+
+  CHECK(has(rejected(minimal + "[run]\nprogress = \"yes\"\n"),
+            "run.progress: expected a boolean"));
+  CHECK(has(rejected(minimal + "[sampler]\ngroup_size = 8.0\n"),
+            "sampler.group_size: expected an integer, got a float"));
+  CHECK(has(rejected(minimal + "[reward]\nalpha = \"2\"\n"), "reward.alpha: expected a number"));
+  CHECK(has(rejected(minimal + "[gpu_groups]\nrollout = 0\n"),
+            "gpu_groups.rollout: expected an array of GPU indices"));
+  CHECK(has(rejected(minimal + "[endpoints]\ntasks = 5555\n"),
+            "endpoints.tasks: expected a string"));
+  CHECK(has(rejected("[process]\nname = \"x\"\n"), "process: expected an array of tables"));
+  CHECK(has(rejected(R"([[process]]
+name = "all"
+[process.actors]
+sampler = 2
+)"),
+            "process[0].actors.sampler: expected a table"));
+  CHECK(has(rejected(minimal + "[sampler]\nbackend = \"vllm\"\n"),
+            "sampler.backend: must be one of \"engine\", \"openai\", got \"vllm\""));
+  CHECK(has(rejected(minimal + "[run]\nmode = \"fast\"\n"), "run.mode: must be one of"));
+}
+
+TEST_CASE("out-of-range values name the key, the bound and the value") {
+  const std::string msg = rejected_file("bad_range.toml");
+  // All three problems are reported at once, each with its position.
+  CHECK(has(msg, "bad_range.toml:7:28: process[0].actors.sandbox_worker.count: must be >= 1, got -2"));
+  CHECK(has(msg, "sampler.group_size: must be >= 2, got 1"));
+  CHECK(has(msg, "sampler.temperature: must be > 0, got 0"));
+
+  CHECK(has(rejected(minimal + "[sampler]\ntop_p = 1.5\n"), "sampler.top_p: must be in (0, 1]"));
+  CHECK(has(rejected(minimal + "[sampler]\nmax_new_tokens = 0\n"), "sampler.max_new_tokens"));
+  CHECK(has(rejected(minimal + "[trainer]\nlr = -1e-6\n"), "trainer.lr: must be > 0"));
+  CHECK(has(rejected(minimal + "[trainer]\nkl_step = 1.0\n"), "trainer.kl_step: must be > 1"));
+  CHECK(has(rejected(minimal + "[trainer]\nkl_target_low = 0.01\n"),
+            "trainer.kl_target_low: the KL target band is empty"));
+  CHECK(has(rejected(minimal + "[trainer]\nclip_eps_low = 1.0\n"),
+            "trainer.clip_eps_low: must be in (0, 1)"));
+  CHECK(has(rejected(minimal + "[sandbox]\ntrials = 10\n"), "sandbox.trials: must be >= 30"));
+  CHECK(has(rejected(minimal + "[sandbox]\ntimeout_s = 0\n"), "sandbox.timeout_s: must be > 0"));
+  CHECK(has(rejected(minimal + "[buffer]\nmax_staleness = -1\n"), "buffer.max_staleness"));
+  CHECK(has(rejected(minimal + "[buffer]\ngroups_per_batch = 0\n"), "buffer.groups_per_batch"));
+  CHECK(has(rejected(minimal + "[reward]\ncorrectness_weight = 0\nspeed_weight = 0\n"),
+            "both 0"));
+  CHECK(has(rejected(minimal + "[reward]\nbaseline_switch_speedup = 0.5\n"),
+            "reward.baseline_switch_speedup: must be >= 1"));
+  CHECK(has(rejected(minimal + "[run]\nsteps = 0\n"), "run.steps: must be >= 1, got 0"));
+  CHECK(has(rejected(minimal + "[run]\nseed = -3\n"), "run.seed: must be >= 0"));
+  CHECK(has(rejected(minimal + "[run]\nname = \"a b\"\n"), "run.name: must be non-empty"));
+  CHECK(has(rejected(minimal + "[record]\nmax_bytes = 0\n"), "record.max_bytes"));
+  CHECK(has(rejected(minimal + "[gpu_groups]\ng = [-1]\n"),
+            "gpu_groups.g: GPU indices must be integers >= 0"));
+  CHECK(has(rejected(minimal + "[sampler]\nbackend = \"openai\"\n"),
+            "sampler.server_url: missing: backend \"openai\" needs"));
+}
+
+TEST_CASE("a GPU in two groups names both groups and the GPU") {
+  const std::string msg = rejected_file("bad_gpu_two_groups.toml");
+  CHECK(has(msg, "bad_gpu_two_groups.toml:3:"));
+  CHECK(has(msg, "gpu_groups.trainer: GPU 1 is in two groups, \"rollout\" and \"trainer\""));
+  CHECK(has(rejected(minimal + "[gpu_groups]\ng = [0, 0]\n"), "GPU 0 is listed twice"));
+}
+
+TEST_CASE("an actor naming an unknown GPU group is an error") {
+  const std::string msg = rejected_file("bad_unknown_group.toml");
+  CHECK(has(msg, "process[0].actors.sampler.gpu_group: unknown GPU group \"rolout\""));
+  CHECK(has(msg, "known: \"rollout\""));
+  // CPU stages take no GPU group: giving one is a mistake, not a hint.
+  CHECK(has(rejected(R"([gpu_groups]
+g = [0]
+[[process]]
+name = "all"
+[process.actors]
+reward = { gpu_group = "g" }
+)"),
+            "process[0].actors.reward.gpu_group: a reward runs on the CPU"));
+  // NCCL: one GPU per trainer rank.
+  CHECK(has(rejected(R"([gpu_groups]
+t = [0]
+[[process]]
+name = "all"
+[process.actors]
+task_generator = {}
+sampler = {}
+sandbox_pool = {}
+sandbox_worker = {}
+reward = {}
+buffer = {}
+trainer = { count = 2, gpu_group = "t" }
+)"),
+            "process[0].actors.trainer.count: 2 trainer ranks but group \"t\" has 1 GPU(s)"));
+}
+
+TEST_CASE("two links on one endpoint are a clash") {
+  const std::string msg = rejected_file("bad_endpoint_clash.toml");
+  CHECK(has(msg, "endpoints.verdicts: endpoint clash"));
+  CHECK(has(msg, "link \"tasks\""));
+  CHECK(has(rejected(minimal + "[endpoints]\nscored = \"inproc://x\"\nbatches = \"inproc://x\"\n"),
+            "endpoints.batches: endpoint clash: \"inproc://x\" is also used by link \"scored\""));
+  // A derived endpoint counts too.
+  CHECK(has(rejected(minimal + "[endpoints]\nweights = \"inproc://kforge.tasks\"\n"),
+            "endpoints.weights: endpoint clash"));
+  // Different ports, or different hosts on one port, do not clash.
+  auto ok = parse_manifest(minimal + "[endpoints]\ntasks = \"tcp://a:5000\"\nscored = "
+                                     "\"tcp://b:5000\"\nbatches = \"tcp://a:5001\"\n",
+                           "test.toml");
+  CHECK_MESSAGE(ok.ok(), ok.message());
+}
+
+TEST_CASE("inproc across processes, ipc across nodes and missing cross-node endpoints are errors") {
+  const std::string msg = rejected_file("bad_inproc_across.toml");
+  CHECK(has(msg, "bad_inproc_across.toml:17:9: endpoints.tasks: inproc:// only works inside one "
+                 "process"));
+  CHECK(has(msg, "\"head\" (local), \"rollout\" (local)"));
+
+  const std::string two_nodes = R"(
+[[process]]
+name = "head"
+[process.actors]
+task_generator = {}
+sandbox_pool = {}
+sandbox_worker = {}
+reward = {}
+buffer = {}
+trainer = {}
+[[process]]
+name = "far"
+node = "node-b"
+[process.actors]
+sampler = {}
+)";
+  CHECK(has(rejected(two_nodes + "[endpoints]\ntasks = \"ipc://t\"\n"),
+            "endpoints.tasks: ipc:// only reaches processes on one host"));
+  CHECK(has(rejected(two_nodes), "endpoints.tasks: missing: this link joins processes on "
+                                 "different nodes"));
+  CHECK(has(rejected(two_nodes + R"([endpoints]
+tasks = "tcp://*:5601"
+candidates = "tcp://head:5602"
+weights = "tcp://head:5603"
+control = "tcp://head:5604"
+metrics = "tcp://head:5605"
+)"),
+            "endpoints.tasks: tcp://*:PORT cannot be connected to"));
+  auto ok = parse_manifest(two_nodes + R"([endpoints]
+tasks = "tcp://head:5601"
+candidates = "tcp://head:5602"
+weights = "tcp://head:5603"
+control = "tcp://head:5604"
+metrics = "tcp://head:5605"
+)",
+                           "test.toml");
+  CHECK_MESSAGE(ok.ok(), ok.message());
+}
+
+TEST_CASE("a malformed endpoint names the link and what is wrong") {
+  const std::string msg = rejected_file("bad_endpoint_malformed.toml");
+  CHECK(has(msg, "endpoints.tasks: malformed endpoint \"udp://host:5000\": unknown scheme"));
+  CHECK(has(msg, "endpoints.scored: malformed endpoint \"tcp://host\": tcp needs HOST:PORT"));
+  CHECK(has(rejected(minimal + "[endpoints]\ntasks = \"ipc://\"\n"), "empty address"));
+  CHECK(has(rejected(minimal + "[endpoints]\ntasks = \"tcp://h:*\"\n"), "fixed port"));
+  CHECK(has(rejected(minimal + "[endpoints]\ntasks = \"tcp://h:70000\"\n"), "1..65535"));
+  CHECK(has(rejected(minimal + "[endpoints]\ntasks = \"localhost:5000\"\n"),
+            "expected inproc://NAME"));
+  CHECK(has(rejected(minimal + "[endpoints]\ntasks = \"ipc://" + std::string(120, 'x') + "\"\n"),
+            "more than a Unix socket allows"));
+}
+
+TEST_CASE("every stage must be hosted, and the singleton stages exactly once") {
+  const std::string msg = rejected_file("bad_missing_stage.toml");
+  CHECK(has(msg, "process: missing stage: no process hosts a trainer"));
+  CHECK(has(rejected("[run]\nname = \"x\"\n"), "process: missing: the manifest names no process"));
+  CHECK(has(rejected(R"([[process]]
+name = "all"
+)"),
+            "process[0].actors: missing"));
+  CHECK(has(rejected(minimal + R"([[process]]
+name = "extra"
+[process.actors]
+buffer = {}
+)"),
+            "process[1].actors.buffer: a second buffer (also in process \"all\")"));
+  const std::string two_pools = R"([[process]]
+name = "all"
+[process.actors]
+task_generator = {}
+sampler = {}
+sandbox_pool = { count = 2 }
+sandbox_worker = {}
+reward = {}
+buffer = {}
+trainer = {}
+)";
+  CHECK(has(rejected(two_pools), "process[0].actors.sandbox_pool.count: must be 1"));
+}
+
+TEST_CASE("process names are unique and there is exactly one local head") {
+  const std::string msg = rejected_file("bad_duplicate_process.toml");
+  CHECK(has(msg, "bad_duplicate_process.toml:16:8: process[2].name: duplicate process name "
+                 "\"worker\" (also process[1])"));
+  CHECK(has(rejected(R"([[process]]
+node = "x"
+[process.actors]
+task_generator = {}
+)"),
+            "process[0].name: missing"));
+  const std::string two = R"(
+[[process]]
+name = "a"
+head = true
+[process.actors]
+task_generator = {}
+sampler = {}
+sandbox_pool = {}
+sandbox_worker = {}
+[[process]]
+name = "b"
+)";
+  CHECK(has(rejected(two + "head = true\n[process.actors]\nreward = {}\nbuffer = {}\ntrainer = {}\n"),
+            "process[1].head: head = true on more than one process"));
+  auto second_head = parse_manifest(
+      two + "[process.actors]\nreward = {}\nbuffer = {}\ntrainer = {}\n", "test.toml");
+  REQUIRE_MESSAGE(second_head.ok(), second_head.message());
+  CHECK(second_head->head().name == "a");
+  CHECK_FALSE(second_head->find_process("b")->head);
+  CHECK(has(rejected(R"([[process]]
+name = "all"
+node = "elsewhere"
+[process.actors]
+task_generator = {}
+sampler = {}
+sandbox_pool = {}
+sandbox_worker = {}
+reward = {}
+buffer = {}
+trainer = {}
+)"),
+            "process[0].node: the head process runs where `kforge run` is started"));
+}
+
+TEST_CASE("resolve_gpu_groups shares visible GPUs out among auto groups") {
+  auto d = default_manifest();
+  REQUIRE(d.ok());
+  auto none = resolve_gpu_groups(*d, 0);
+  REQUIRE(none.ok());
+  CHECK(none->at("rollout").empty());
+  CHECK(none->at("trainer").empty());
+  auto one = resolve_gpu_groups(*d, 1);
+  REQUIRE(one.ok());
+  CHECK(one->at("rollout") == std::vector<int>{0});
+  CHECK(one->at("trainer") == std::vector<int>{0});  // one GPU: both groups share it
+  auto three = resolve_gpu_groups(*d, 3);
+  REQUIRE(three.ok());
+  CHECK(three->at("rollout") == std::vector<int>{0, 1});
+  CHECK(three->at("trainer") == std::vector<int>{2});
+
+  auto mixed = parse_manifest(minimal + "[gpu_groups]\nsandbox = [0]\nrest = \"auto\"\n", "t.toml");
+  REQUIRE_MESSAGE(mixed.ok(), mixed.message());
+  auto r = resolve_gpu_groups(*mixed, 4);
+  REQUIRE(r.ok());
+  CHECK(r->at("sandbox") == std::vector<int>{0});
+  CHECK(r->at("rest") == std::vector<int>{1, 2, 3});
+  auto missing = resolve_gpu_groups(*mixed, 0);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(has(missing.message(), "gpu_groups.sandbox: GPU 0 is not visible"));
+}
+
+TEST_CASE("GPU groups keep file order, which decides how auto groups share GPUs out") {
+  auto m = parse_manifest(minimal + "[gpu_groups]\nzeta = \"auto\"\nalpha = \"auto\"\n", "t.toml");
+  REQUIRE_MESSAGE(m.ok(), m.message());
+  REQUIRE(m->gpu_groups.size() == 2);
+  CHECK(m->gpu_groups[0].name == "zeta");
+  auto r = resolve_gpu_groups(*m, 3);
+  REQUIRE(r.ok());
+  CHECK(r->at("zeta") == std::vector<int>{0, 1});
+  CHECK(r->at("alpha") == std::vector<int>{2});
+}

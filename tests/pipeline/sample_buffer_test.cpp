@@ -1,0 +1,85 @@
+#include <doctest/doctest.h>
+
+#include "pipeline/sample_buffer.hpp"
+#include "stage_fixtures.hpp"
+
+using namespace kforge;
+using kforge::test::scored;
+
+namespace {
+std::vector<wire::TrainBatchT> add(pipeline::sample_buffer& b, const messages::envelope& e,
+                                   std::uint64_t version = 0) {
+  return b.add(*e.as<wire::Scored>(), version);
+}
+buffer_options opts(int groups_per_batch, int max_staleness = 2) {
+  buffer_options o;
+  o.groups_per_batch = groups_per_batch;
+  o.max_staleness = max_staleness;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("whole groups are served, groups_per_batch at a time") {
+  pipeline::sample_buffer b(opts(2));
+  std::vector<wire::TrainBatchT> batches;
+  for (std::uint64_t g = 0; g < 4; ++g)
+    for (std::uint32_t i = 0; i < 4; ++i) {
+      auto out = add(b, scored(g, i, 4, g * 10 + i, 0.1 * i));
+      // A batch appears exactly when the second and fourth groups complete.
+      CHECK(out.size() == ((i == 3 && g % 2 == 1) ? 1u : 0u));
+      for (auto& x : out) batches.push_back(std::move(x));
+    }
+  REQUIRE(batches.size() == 2);
+  CHECK(batches[0].step == 0);
+  CHECK(batches[1].step == 1);
+  REQUIRE(batches[0].groups.size() == 2);
+  CHECK(batches[0].groups[0]->samples.size() == 4);
+  CHECK(batches[0].groups[0]->group_id == 0);
+  CHECK(b.counters().served == 16);
+  CHECK(b.accounted());
+}
+
+TEST_CASE("duplicates by (prompt hash, code hash) are dropped and counted") {
+  pipeline::sample_buffer b(opts(1));
+  (void)add(b, scored(0, 0, 3, 42, 1));
+  (void)add(b, scored(0, 1, 3, 42, 1));  // same prompt, same code
+  auto out = add(b, scored(0, 2, 3, 43, 0));
+  CHECK(b.counters().duplicate == 1);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].groups[0]->samples.size() == 2);
+  // The same code for another prompt is not a duplicate.
+  (void)add(b, scored(1, 0, 2, 42, 1));
+  CHECK(b.counters().duplicate == 1);
+  CHECK(b.accounted());
+}
+
+TEST_CASE("stale samples and groups are dropped as the policy moves on") {
+  pipeline::sample_buffer b(opts(2, /*max_staleness=*/1));
+  b.set_policy_version(5);
+  (void)add(b, scored(0, 0, 2, 1, 1), 3);  // 2 versions old: stale on arrival
+  CHECK(b.counters().stale == 1);
+  (void)add(b, scored(1, 0, 2, 2, 1), 5);
+  (void)add(b, scored(1, 1, 2, 3, 1), 5);
+  CHECK(b.ready_groups() == 1);
+  b.set_policy_version(7);  // the waiting group is now 2 versions old
+  CHECK(b.ready_groups() == 0);
+  CHECK(b.counters().stale == 3);
+  CHECK(b.accounted());
+}
+
+TEST_CASE("excluded samples complete their group but are never trained on") {
+  pipeline::sample_buffer b(opts(1));
+  (void)add(b, scored(0, 0, 3, 1, 1));
+  (void)add(b, scored(0, 1, 3, 2, 0, "infra_error: GPU lost"));
+  auto out = add(b, scored(0, 2, 3, 3, 0.5));
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].groups[0]->samples.size() == 2);
+  CHECK(b.counters().excluded == 1);
+  // A group left with one trainable sample carries no GRPO signal: dropped and counted.
+  (void)add(b, scored(1, 0, 2, 4, 1));
+  CHECK(add(b, scored(1, 1, 2, 5, 0, "infra_error: x")).empty());
+  CHECK(b.counters().groups_too_small == 1);
+  CHECK(b.counters().small_group == 1);
+  CHECK(b.open_groups() == 0);
+  CHECK(b.accounted());
+}
