@@ -94,7 +94,8 @@ result<nccl_check_report> nccl_allreduce_check(const std::vector<int>& devices,
   }
   std::sort(us.begin(), us.end());
   rep.median_us = us.empty() ? 0 : us[us.size() / 2];
-  const double factor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
+  // nccl-tests' bus bandwidth; one rank moves nothing between GPUs, so it has none.
+  const double factor = 2.0 * (n - 1) / n;
   rep.bus_bandwidth_gbs = rep.median_us > 0 ? rep.bytes * factor / (rep.median_us * 1e3) : 0;
   return rep;
 }

@@ -15,7 +15,7 @@ struct nccl_check_report {
   int nccl_version = 0;
   std::size_t bytes = 0;
   double median_us = 0;       ///< median all-reduce time over the timed iterations
-  double bus_bandwidth_gbs = 0;  ///< nccl-tests' definition: bytes * 2 (n-1)/n / time
+  double bus_bandwidth_gbs = 0;  ///< nccl-tests' definition: bytes * 2 (n-1)/n / time; 0 for 1 rank
 };
 
 /// Sums `elements` floats across `devices` (one rank per device, ncclCommInitAll) `iters` times and

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -44,7 +45,7 @@ TEST_CASE("the known-good candidate runs on the GPU through the ABI") {
   REQUIRE_MESSAGE(lib != nullptr, dlerror());
   using forward_fn = int (*)(const kf_tensor*, int32_t, kf_tensor*, int32_t, void*, cudaStream_t);
   auto forward = reinterpret_cast<forward_fn>(dlsym(lib, "kf_forward"));
-  REQUIRE(forward != nullptr);
+  REQUIRE(reinterpret_cast<void*>(forward) != nullptr);
 
   const int64_t n = 1 << 20;
   std::vector<float> x(n), y(n, 0.f);
