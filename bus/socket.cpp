@@ -50,3 +50,73 @@ result<bool> wait_ready(zmq::socket_t& s, short events, std::chrono::millisecond
 }
 
 }  // namespace kforge::bus
+
+namespace kforge::bus {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// Time left until `deadline`, or -1 (wait forever) when there is none.
+std::chrono::milliseconds left(bool forever, clock::time_point deadline) {
+  if (forever) return std::chrono::milliseconds(-1);
+  auto d = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now());
+  return d.count() < 0 ? std::chrono::milliseconds(0) : d;
+}
+
+}  // namespace
+
+result<bool> send_within(zmq::socket_t& s, zmq::message_t* frames, std::size_t count,
+                         std::chrono::milliseconds timeout) {
+  const bool forever = timeout.count() < 0;
+  const auto deadline = clock::now() + (forever ? std::chrono::milliseconds(0) : timeout);
+  try {
+    for (;;) {
+      const auto first = count > 1 ? zmq::send_flags::dontwait | zmq::send_flags::sndmore
+                                   : zmq::send_flags::dontwait;
+      if (s.send(frames[0], first)) {
+        // Once the first frame is accepted zmq accepts the rest of the message.
+        for (std::size_t i = 1; i < count; ++i)
+          (void)s.send(frames[i], i + 1 < count ? zmq::send_flags::sndmore : zmq::send_flags::none);
+        return true;
+      }
+      const auto wait = left(forever, deadline);
+      if (wait.count() == 0) return false;
+      auto ready = wait_ready(s, ZMQ_POLLOUT, wait);
+      if (!ready) return ready.err();
+    }
+  } catch (const zmq::error_t& e) {
+    return error{std::string("bus: send failed: ") + e.what()};
+  }
+}
+
+result<std::size_t> receive_within(zmq::socket_t& s, std::vector<zmq::message_t>& frames,
+                                   std::size_t max_frames, std::chrono::milliseconds timeout) {
+  frames.clear();
+  const bool forever = timeout.count() < 0;
+  const auto deadline = clock::now() + (forever ? std::chrono::milliseconds(0) : timeout);
+  try {
+    zmq::message_t frame;
+    for (;;) {
+      if (s.recv(frame, zmq::recv_flags::dontwait)) break;
+      const auto wait = left(forever, deadline);
+      if (wait.count() == 0) return std::size_t{0};
+      auto ready = wait_ready(s, ZMQ_POLLIN, wait);
+      if (!ready) return ready.err();
+    }
+    std::size_t n = 1;
+    bool more = frame.more();
+    if (max_frames > 0) frames.push_back(std::move(frame));
+    // The rest of a message is already here: zmq delivers messages whole.
+    while (more) {
+      zmq::message_t part;
+      (void)s.recv(part, zmq::recv_flags::none);
+      more = part.more();
+      if (n++ < max_frames) frames.push_back(std::move(part));
+    }
+    return n;
+  } catch (const zmq::error_t& e) {
+    return error{std::string("bus: receive failed: ") + e.what()};
+  }
+}
+
+}  // namespace kforge::bus

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <zmq.hpp>
 
@@ -39,6 +40,18 @@ result<std::string> attach(zmq::socket_t& s, const attach_point& where);
 /// Waits until `s` has any of `events` (ZMQ_POLLIN / ZMQ_POLLOUT) or `timeout` passes; a negative
 /// timeout waits forever. True when ready.
 result<bool> wait_ready(zmq::socket_t& s, short events, std::chrono::milliseconds timeout);
+
+/// Sends the frames of one message, waiting up to `timeout` for room (negative: forever). True
+/// when sent, false when there was no room in time (then nothing was sent: zmq sends the frames
+/// of a message all or none). zmq errors other than would-block are returned as errors.
+result<bool> send_within(zmq::socket_t& s, zmq::message_t* frames, std::size_t count,
+                         std::chrono::milliseconds timeout);
+
+/// Receives one whole message, waiting up to `timeout` (negative: forever). Keeps at most
+/// `max_frames` frames in `frames` (cleared first) and returns how many the message had, so an
+/// oversized message is detectable without being kept; 0 means nothing arrived in time.
+result<std::size_t> receive_within(zmq::socket_t& s, std::vector<zmq::message_t>& frames,
+                                   std::size_t max_frames, std::chrono::milliseconds timeout);
 
 /// "bind" or "connect".
 std::string_view link_name(link how) noexcept;

@@ -253,6 +253,7 @@ void read_sandbox(table_reader r, sandbox_options& o) {
   // ARCHITECTURE.md: the median of at least 30 trials, or the timing is not honest.
   r.read("trials", o.trials, 30);
   r.read("compile_jobs", o.compile_jobs, 1);
+  r.read("stand_in_ms", o.stand_in_ms, 0);
   r.finish();
 }
 

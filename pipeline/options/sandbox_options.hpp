@@ -11,6 +11,9 @@ struct sandbox_options {
   /// nvcc processes one sandbox worker runs at once. Compiling is CPU work that overlaps timing on
   /// the GPU, so it scales separately from the number of sandbox_worker actors. >= 1.
   int compile_jobs = 2;
+  /// Milliseconds the stand-in sandbox (used until the real one is built) spends per candidate. It
+  /// compiles and runs nothing; the delay only keeps work in flight, as real workers would. >= 0.
+  int stand_in_ms = 0;
 };
 
 }  // namespace kforge

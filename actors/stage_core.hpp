@@ -1,0 +1,84 @@
+#pragma once
+// The bookkeeping every stage actor shares, kept out of CAF so it is plain to test: envelope
+// headers (sender, message ids, sample ids), the counters, and timed, exception-proof logic calls.
+
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "actors/stage_metrics.hpp"
+#include "common/clock.hpp"
+#include "common/result.hpp"
+#include "messages/envelope.hpp"
+
+namespace kforge::actors {
+
+/// A child sample id: the same (parent, index) gives the same id in every run and process, which
+/// replay relies on; different indexes give unrelated ids (a splitmix64 mix).
+std::uint64_t derive_sample_id(std::uint64_t parent, std::uint64_t index) noexcept;
+
+class stage_core {
+ public:
+  stage_core() = default;
+  /// `stage` is the kind ("sampler"), `name` the instance and envelope sender ("sampler/0").
+  stage_core(std::string stage, std::string name);
+
+  const std::string& name() const noexcept { return metrics_.name; }
+
+  /// A header for the next outgoing envelope: this stage as sender, the next message id (unique
+  /// per sender, from 1), the given sample id and policy version, send time stamped when sealed.
+  messages::header next_header(std::uint64_t sample_id, std::uint64_t policy_version);
+  /// A fresh sample id for a sample this stage originates (derived from its name and a counter).
+  std::uint64_t new_sample_id() noexcept;
+
+  void count_received() noexcept { ++metrics_.received; }
+  void count_sent(std::uint64_t n = 1) noexcept { metrics_.sent += n; }
+  void count_dropped(std::uint64_t n = 1) noexcept { metrics_.dropped += n; }
+  /// Counts an error and keeps its message (prefixed with the instance name) as last_error.
+  void count_error(const error& e);
+
+  /// Calls the logic through `f` (returning a result<T> or status), timing it into the latency
+  /// histogram. An exception escaping the logic becomes an error value here: it never crosses the
+  /// actor.
+  template <class F>
+  auto call(F&& f) -> decltype(f()) {
+    using R = decltype(f());
+    static_assert(std::is_constructible<R, error>::value, "logic must return result<T> or status");
+    const auto t0 = monotonic_ns();
+    struct timer {
+      latency_histogram& h;
+      std::int64_t t0;
+      ~timer() { h.record(monotonic_ns() - t0); }
+    } t{latency_, t0};
+    try {
+      return f();
+    } catch (const std::exception& e) {
+      return R(error{"stage logic threw: " + std::string(e.what())});
+    } catch (...) {
+      return R(error{"stage logic threw a non-standard exception"});
+    }
+  }
+
+  /// The counters with the given queue depth (which only the actor can see).
+  stage_metrics snapshot(std::uint64_t queue_depth) const;
+
+ private:
+  stage_metrics metrics_;
+  latency_histogram latency_;
+  std::uint64_t next_message_id_ = 1;
+  std::uint64_t next_sample_ = 0;
+  std::uint64_t name_hash_ = 0;
+};
+
+/// The state every stage actor keeps besides its logic and downstream; `Input` is its work message.
+template <class Input>
+struct stage_base {
+  stage_core core;
+  bool paused = false;
+  std::deque<Input> held;  ///< inputs that arrived while paused, in arrival order
+};
+
+}  // namespace kforge::actors

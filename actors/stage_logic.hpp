@@ -1,0 +1,116 @@
+#pragma once
+// The pluggable logic behind each stage actor. Plain C++ with no CAF in it: the real components
+// (prompt building, the LibTorch engine, the nvcc sandbox, the reward formula, GRPO) implement
+// these interfaces in their own folders, and tests use small fakes. An actor calls its logic one
+// input at a time, never concurrently, so implementations need no locking of their own.
+//
+// Inputs are verified FlatBuffers tables, valid for the duration of the call only (copy what you
+// keep). Outputs are object-API structs; the actor packs them into envelopes and fills the header:
+// sender, a per-sender message id, the propagated sample id and the policy version. Failures are
+// returned as values; an exception that escapes is caught by the actor and counted as an error.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "common/result.hpp"
+#include "messages/envelope.hpp"
+
+namespace kforge::actors {
+
+namespace wire = ::kforge::wire;
+
+/// The header of the envelope an input arrived in. `sender` points into the envelope: copy it to
+/// keep it beyond the call.
+struct envelope_info {
+  std::uint64_t message_id = 0;
+  std::uint64_t sample_id = 0;
+  std::string_view sender;
+  std::int64_t send_time_ns = 0;
+  std::uint64_t policy_version = 0;
+
+  static envelope_info of(const wire::Envelope& e) noexcept {
+    envelope_info i;
+    i.message_id = e.message_id();
+    i.sample_id = e.sample_id();
+    if (const auto* s = e.sender()) i.sender = std::string_view(s->c_str(), s->size());
+    i.send_time_ns = e.send_time_ns();
+    i.policy_version = e.policy_version();
+    return i;
+  }
+};
+
+/// Task generator: owns the task pool and turns a trainer step into generation requests.
+class task_source {
+ public:
+  virtual ~task_source() = default;
+  /// The requests (one per GRPO group) for trainer step `step`; empty when there is nothing to do.
+  virtual result<std::vector<wire::GenerateRequestT>> next(std::uint64_t step) = 0;
+  /// A task arriving from elsewhere (a synthesizer, a bus bridge) to join the pool.
+  virtual status add_task(const wire::Task& task, const envelope_info& info) {
+    return error{"this task source does not accept tasks from outside (task \"" +
+                 (task.id() ? task.id()->str() : std::string()) + "\")"};
+  }
+};
+
+/// Sampler: a prompt in, a group of completions out, with the policy at the version it holds.
+class sampler_logic {
+ public:
+  virtual ~sampler_logic() = default;
+  /// The group of candidates for one request (request.group_size() of them, normally). The actor
+  /// sets each candidate's group_id (the request's sample id), group_index and group_size.
+  virtual result<std::vector<wire::CandidateT>> generate(const wire::GenerateRequest& request,
+                                                         const envelope_info& info) = 0;
+  /// Switch to new weights. Only when this succeeds does the actor tag later candidates with
+  /// weights.version(); on failure it keeps the old version and counts the error.
+  virtual status set_weights(const wire::PolicyWeights& weights) = 0;
+};
+
+/// Sandbox pool: compile, verify and time one candidate.
+class sandbox_logic {
+ public:
+  virtual ~sandbox_logic() = default;
+  /// The verdict for `candidate`. A fault of the sandbox itself is a verdict (infra_error), not an
+  /// error; an error here means the candidate could not be handled at all.
+  virtual result<wire::VerdictT> evaluate(const wire::Candidate& candidate,
+                                          const envelope_info& info) = 0;
+};
+
+/// Reward: a verdict to a scalar.
+class reward_logic {
+ public:
+  virtual ~reward_logic() = default;
+  /// The scored sample, or nullopt to drop it (an infra_error verdict is never a reward); the
+  /// actor counts drops.
+  virtual result<std::optional<wire::ScoredT>> score(const wire::Verdict& verdict,
+                                                     const envelope_info& info) = 0;
+};
+
+/// What a buffer push produced: whole batches ready for the trainer, and how many samples were
+/// dropped (the pushed one as a duplicate or stale, or older ones that went stale meanwhile).
+struct buffer_output {
+  std::vector<wire::TrainBatchT> batches;
+  std::uint64_t dropped = 0;
+};
+
+/// Buffer: dedup, staleness, whole GRPO groups to the trainer.
+class buffer_logic {
+ public:
+  virtual ~buffer_logic() = default;
+  virtual result<buffer_output> push(const wire::Scored& scored, const envelope_info& info) = 0;
+  /// The trainer published `version`: returns how many held samples went stale and were dropped.
+  virtual std::uint64_t set_policy_version(std::uint64_t version) { return 0; }
+  /// Samples held waiting for their group or batch (reported as queue depth).
+  virtual std::uint64_t pending() const { return 0; }
+};
+
+/// Trainer: one GRPO step on a batch, producing the next policy version.
+class trainer_logic {
+ public:
+  virtual ~trainer_logic() = default;
+  virtual result<wire::PolicyWeightsT> train(const wire::TrainBatch& batch,
+                                             const envelope_info& info) = 0;
+};
+
+}  // namespace kforge::actors

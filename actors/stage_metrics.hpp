@@ -1,0 +1,49 @@
+#pragma once
+// Per-stage counters and the latency of logic calls. Plain C++: the actors keep one of these in
+// their state and reply with a stage_metrics snapshot; the pipeline writes those to metrics.jsonl.
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "messages/envelope.hpp"
+
+namespace kforge::actors {
+
+/// A snapshot of one stage actor's counters. What counts as an input or output is per stage and
+/// documented on each stage's header; in every stage an input ends up sent on, dropped, failed
+/// (errors), or still waiting (queue_depth), so those always add up.
+struct stage_metrics {
+  std::string stage;               ///< the stage kind: "sampler", "reward", ...
+  std::string name;                ///< the instance, also its envelopes' sender: "sampler/0"
+  std::uint64_t received = 0;      ///< work inputs accepted (including ones that then failed)
+  std::uint64_t sent = 0;          ///< output envelopes sent downstream
+  std::uint64_t dropped = 0;       ///< inputs deliberately not passed on (stale, duplicate, ...)
+  std::uint64_t errors = 0;        ///< inputs refused or whose logic call failed
+  std::uint64_t queue_depth = 0;   ///< messages waiting: mailbox, held while paused, logic backlog
+  std::uint64_t logic_calls = 0;   ///< calls into the stage logic (latency samples)
+  double latency_p50_us = 0;       ///< median logic call time, microseconds (bucketed, +-10%)
+  double latency_p99_us = 0;       ///< 99th percentile logic call time, microseconds
+  std::string last_error;          ///< the most recent error's message, empty if none
+};
+
+/// The snapshot as the wire's StageMetrics (stage = the instance name).
+wire::StageMetricsT to_wire(const stage_metrics& m);
+
+/// A log-bucketed histogram of durations: four buckets per power of two from 1 ns to ~18 min, so a
+/// percentile is known within about 10% in constant memory, whatever the number of samples.
+class latency_histogram {
+ public:
+  void record(std::int64_t nanoseconds) noexcept;
+  std::uint64_t count() const noexcept { return count_; }
+  /// The q-quantile (0 < q <= 1) in microseconds: the geometric middle of its bucket; 0 if empty.
+  double quantile_us(double q) const noexcept;
+
+ private:
+  static constexpr int buckets_per_octave = 4;
+  static constexpr int octaves = 40;
+  std::array<std::uint64_t, buckets_per_octave * octaves + 1> buckets_{};
+  std::uint64_t count_ = 0;
+};
+
+}  // namespace kforge::actors

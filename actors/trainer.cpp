@@ -1,0 +1,80 @@
+#include "actors/trainer.hpp"
+
+#include <algorithm>
+
+#include <caf/actor_system.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/stage_handlers.hpp"
+
+namespace kforge::actors {
+
+namespace {
+
+using self_ptr = trainer_actor::stateful_pointer<trainer_state>;
+
+void train(self_ptr self, const train_batch_msg& m) {
+  auto& st = self->state;
+  const auto info = envelope_info::of(m.header());
+  auto out = st.core.call([&] { return st.logic->train(m.payload(), info); });
+  if (!out.ok()) {
+    st.core.count_error(error{"batch of step " + std::to_string(m.payload().step()) + ": " +
+                              out.message()});
+    return;
+  }
+  auto h = st.core.next_header(0, out.value().version);
+  st.latest = policy_weights_msg::pack(h, out.value());
+  if (st.subscribers.empty()) {
+    st.core.count_dropped();
+    return;
+  }
+  for (const auto& s : st.subscribers) self->send(s, st.latest);
+  st.core.count_sent();
+}
+
+void subscribe(self_ptr self, const weights_sink& sink) {
+  auto& st = self->state;
+  const auto& subs = st.subscribers;
+  if (!sink || std::find(subs.begin(), subs.end(), sink) != subs.end()) return;
+  st.subscribers.push_back(sink);
+  if (st.latest.valid()) self->send(sink, st.latest);
+}
+
+}  // namespace
+
+trainer_actor::behavior_type trainer_stage(self_ptr self, std::string name,
+                                           std::shared_ptr<trainer_logic> logic,
+                                           std::vector<weights_sink> subscribers) {
+  auto& st = self->state;
+  st.core = stage_core{"trainer", std::move(name)};
+  st.logic = std::move(logic);
+  st.subscribers = std::move(subscribers);
+  auto work = [self](const train_batch_msg& m) { train(self, m); };
+  return {
+      [=](train_batch_msg& m) { detail::accept(self, std::move(m), work); },
+      [=](caf::subscribe_atom, const weights_sink& sink) { subscribe(self, sink); },
+      [=](const messages::envelope& e) {
+        if (detail::route<train_batch_msg>(
+                e, [&](train_batch_msg m) { detail::accept(self, std::move(m), work); }))
+          return;
+        if (detail::route<control_msg>(e, [&](control_msg m) { detail::control(self, m, work); }))
+          return;
+        detail::reject(self, e, "TrainBatch or Control");
+      },
+      [=](const control_msg& m) { detail::control(self, m, work); },
+      [=](metrics_atom) { return detail::metrics(self); },
+  };
+}
+
+result<trainer_actor> spawn_trainer(caf::actor_system& sys, std::string name,
+                                    std::shared_ptr<trainer_logic> logic,
+                                    std::vector<weights_sink> subscribers, spawn_mode mode) {
+  if (!logic) return error{"trainer \"" + name + "\": no trainer logic given"};
+  if (mode == spawn_mode::detached)
+    return sys.spawn<caf::detached>(trainer_stage, std::move(name), std::move(logic),
+                                    std::move(subscribers));
+  return sys.spawn(trainer_stage, std::move(name), std::move(logic), std::move(subscribers));
+}
+
+}  // namespace kforge::actors

@@ -1,0 +1,434 @@
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "bus/broker.hpp"
+#include "bus/broker_protocol.hpp"
+#include "bus/channel.hpp"
+#include "bus/frames.hpp"
+#include "bus/socket.hpp"
+#include "bus/worker.hpp"
+#include "helpers.hpp"
+
+using namespace kforge::bus;
+using namespace kforge::bus::test;
+using kforge::messages::envelope;
+namespace proto = kforge::bus::protocol;
+
+namespace {
+
+// Short intervals keep the failure tests quick; liveness is generous where a loaded 2-core CI
+// machine could otherwise stall a healthy thread past it.
+constexpr auto hb = 20ms;
+
+// A result for work item `id`: same sample_id (the trace id), a distinct message id, and the
+// worker's name as sender so the test can see who did it.
+envelope result_for(const work_item& w, const std::string& who) {
+  return kforge::messages::make_blob({w.id + 1'000'000, w.work->sample_id(), who, 0, 0}, "ok", 2);
+}
+
+// A broker, a producer on its frontend and a consumer on its result sink, all over tcp.
+struct pool {
+  receiver sink;
+  broker b;
+  sender producer;
+
+  static pool make(broker_options o) {
+    auto sink = receiver::bind("tcp://127.0.0.1:*");
+    REQUIRE(sink.ok());
+    o.results = {sink->last_endpoint(), link::connect};
+    auto b = broker::create(std::move(o));
+    REQUIRE(b.ok());
+    auto p = sender::connect(b->frontend_endpoint());
+    REQUIRE(p.ok());
+    return pool{std::move(sink).value(), std::move(b).value(), std::move(p).value()};
+  }
+
+  // Reads results until `n` arrived (or the deadline); counts them per sample id and per worker.
+  void collect(std::uint64_t n, std::map<std::uint64_t, int>& per_sample,
+               std::map<std::string, int>& per_worker, std::chrono::milliseconds timeout = 10000ms) {
+    std::uint64_t got = 0;
+    eventually([&] { return got >= n; }, [&] {
+      auto r = sink.receive(50ms);
+      if (!r.ok() || !r->has_value()) return;
+      ++got;
+      ++per_sample[(**r)->sample_id()];
+      ++per_worker[(**r)->sender()->str()];
+    }, timeout);
+  }
+};
+
+// Runs a worker on its own thread until `stop`: take an item, send its result.
+std::thread worker_thread(const std::string& endpoint, const std::string& name,
+                          std::atomic<bool>& stop, std::atomic<int>& errors, int liveness = 25) {
+  return std::thread([endpoint, name, &stop, &errors, liveness] {
+    worker_options wo;
+    wo.name = name;
+    wo.capacity = 2;
+    wo.heartbeat_interval = hb;
+    wo.liveness = liveness;
+    auto w = worker::connect(endpoint, wo);
+    if (!w.ok()) {
+      ++errors;
+      return;
+    }
+    while (!stop.load()) {
+      auto item = w->next(20ms);
+      if (!item.ok()) {
+        ++errors;
+        return;
+      }
+      if (!item->has_value()) continue;
+      if (!w->complete((*item)->id, result_for(**item, name)).ok()) ++errors;
+    }
+    (void)w->leave();
+  });
+}
+
+// A hand-driven DEALER that speaks the protocol frame by frame, to misbehave precisely.
+struct raw_worker {
+  zmq::socket_t s;
+
+  static raw_worker connect(const std::string& endpoint) {
+    auto s = open_socket(shared_context(), zmq::socket_type::dealer, {});
+    REQUIRE(s.ok());
+    REQUIRE(attach(*s, {endpoint, link::connect}).ok());
+    return raw_worker{std::move(s).value()};
+  }
+  void send(std::vector<zmq::message_t> frames) {
+    REQUIRE(send_within(s, frames.data(), frames.size(), 1000ms).value());
+  }
+  void ready(std::uint32_t credit, const std::string& name) {
+    std::vector<zmq::message_t> f;
+    f.emplace_back(proto::tag.data(), proto::tag.size());
+    f.emplace_back("\x01", 1);
+    f.push_back(u32_frame(credit));
+    f.push_back(u32_frame(static_cast<std::uint32_t>(hb.count())));
+    f.emplace_back(name.data(), name.size());
+    send(std::move(f));
+  }
+  void result(std::uint64_t id, const envelope& e) {
+    std::vector<zmq::message_t> f;
+    f.emplace_back(proto::tag.data(), proto::tag.size());
+    f.emplace_back("\x03", 1);
+    f.push_back(u64_frame(id));
+    f.push_back(frame_of(e));
+    send(std::move(f));
+  }
+  // The next message's command byte and envelope (if any); nullopt when nothing is there.
+  std::optional<std::pair<std::uint8_t, envelope>> poll() {
+    std::vector<zmq::message_t> f;
+    auto n = receive_within(s, f, 3, 0ms);
+    REQUIRE(n.ok());
+    if (*n == 0) return std::nullopt;
+    REQUIRE(*n >= 2);
+    envelope e;
+    if (*n == 3) e = envelope_of(f[2]).value();
+    return std::make_pair(f[1].data<std::uint8_t>()[0], e);
+  }
+  // Reads until a WORK message arrives, driving the broker meanwhile; returns its envelope.
+  envelope await_work(broker& b) {
+    envelope got;
+    REQUIRE(eventually([&] { return got.valid(); }, [&] {
+      REQUIRE(b.poll_once(5ms).ok());
+      while (auto m = poll())
+        if (m->first == 0x11) got = m->second;
+    }));
+    return got;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("three workers share the work and every result comes back exactly once") {
+  broker_options o;
+  o.heartbeat_interval = hb;
+  o.liveness = 25;
+  auto p = pool::make(o);
+  REQUIRE(p.b.start().ok());
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  std::vector<std::thread> workers;
+  for (const char* name : {"w1", "w2", "w3"})
+    workers.push_back(worker_thread(p.b.backend_endpoint(), name, stop, errors));
+
+  constexpr std::uint64_t n = 3000;
+  for (std::uint64_t i = 1; i <= n; ++i) REQUIRE(p.producer.send(blob(i, 256), 5000ms).ok());
+
+  std::map<std::uint64_t, int> per_sample;
+  std::map<std::string, int> per_worker;
+  p.collect(n, per_sample, per_worker);
+  stop = true;
+  for (auto& t : workers) t.join();
+
+  CHECK(errors == 0);
+  CHECK(per_sample.size() == n);
+  int duplicates = 0;
+  for (auto& [id, count] : per_sample) duplicates += count != 1;
+  CHECK(duplicates == 0);
+  REQUIRE(per_worker.size() == 3);
+  for (auto& [name, count] : per_worker) {
+    CAPTURE(name);
+    CHECK(count > static_cast<int>(n / 20));  // every worker took a real share
+  }
+  auto c = p.b.counters();
+  CHECK(c.received == n);
+  CHECK(c.completed == n);
+  CHECK(c.failed == 0);
+  CHECK(c.queued == 0);
+  CHECK(c.in_flight == 0);
+  CHECK(c.dispatched == n + c.requeued);
+  CHECK(c.rejected == 0);
+  p.b.stop();
+}
+
+TEST_CASE("a worker that dies holding work: its items are re-queued and finished by the others") {
+  broker_options o;
+  o.heartbeat_interval = hb;
+  o.liveness = 25;
+  auto p = pool::make(o);
+  REQUIRE(p.b.start().ok());
+
+  constexpr std::uint64_t n = 300;
+  for (std::uint64_t i = 1; i <= n; ++i) REQUIRE(p.producer.send(blob(i, 128), 5000ms).ok());
+
+  std::set<std::uint64_t> held_by_doomed;
+  {
+    worker_options wo;
+    wo.name = "doomed";
+    wo.capacity = 4;
+    wo.heartbeat_interval = hb;
+    auto doomed = worker::connect(p.b.backend_endpoint(), wo);
+    REQUIRE(doomed.ok());
+    REQUIRE(eventually([&] { return held_by_doomed.size() == 4; }, [&] {
+      auto item = doomed->next(20ms);
+      REQUIRE(item.ok());
+      if (item->has_value()) held_by_doomed.insert((*item)->id);
+    }));
+    // Leaves scope without completing, heartbeating or saying goodbye: its socket just closes.
+  }
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  std::vector<std::thread> workers;
+  for (const char* name : {"w1", "w2"})
+    workers.push_back(worker_thread(p.b.backend_endpoint(), name, stop, errors));
+
+  std::map<std::uint64_t, int> per_sample;
+  std::map<std::string, int> per_worker;
+  p.collect(n, per_sample, per_worker);
+  // A short extra read: a duplicate would show up here.
+  p.collect(1, per_sample, per_worker, 100ms);
+  stop = true;
+  for (auto& t : workers) t.join();
+
+  CHECK(errors == 0);
+  CHECK(per_sample.size() == n);
+  int duplicates = 0;
+  for (auto& [id, count] : per_sample) duplicates += count != 1;
+  CHECK(duplicates == 0);
+  for (auto id : held_by_doomed) CHECK(per_sample[id] == 1);
+  CHECK(per_worker.count("doomed") == 0);
+  auto c = p.b.counters();
+  CHECK(c.requeued == 4);
+  CHECK(c.workers_dead >= 1);
+  CHECK(c.completed == n);
+  CHECK(c.failed == 0);
+  CHECK(c.received == c.queued + c.in_flight + c.pending_results + c.completed + c.failed);
+}
+
+TEST_CASE("a silent worker is declared dead; an item lost twice is failed and reported") {
+  std::mutex m;
+  std::vector<failed_item> failures;
+  broker_options o;
+  o.heartbeat_interval = hb;
+  o.liveness = 3;
+  o.on_failed = [&](const failed_item& f) {
+    std::lock_guard<std::mutex> lock(m);
+    failures.push_back(f);
+  };
+  auto p = pool::make(o);  // driven by this thread through poll_once: fully deterministic
+
+  REQUIRE(p.producer.send(blob(7, 32), 1000ms).ok());
+  auto a = raw_worker::connect(p.b.backend_endpoint());
+  a.ready(1, "silent-a");
+  CHECK(a.await_work(p.b)->message_id() == 7);
+
+  // A stays connected but says nothing: liveness (3 x 20 ms) declares it dead.
+  REQUIRE(eventually([&] { return p.b.counters().requeued == 1; },
+                     [&] { REQUIRE(p.b.poll_once(5ms).ok()); }));
+  CHECK(p.b.counters().workers_dead == 1);
+  CHECK(p.b.counters().queued == 1);
+
+  auto b = raw_worker::connect(p.b.backend_endpoint());
+  b.ready(1, "silent-b");
+  CHECK(b.await_work(p.b)->message_id() == 7);
+  REQUIRE(eventually([&] { return p.b.counters().failed == 1; },
+                     [&] { REQUIRE(p.b.poll_once(5ms).ok()); }));
+  {
+    std::lock_guard<std::mutex> lock(m);
+    REQUIRE(failures.size() == 1);
+    CHECK(failures[0].work->message_id() == 7);
+    CHECK(failures[0].reason.find("lost by 2 workers") != std::string::npos);
+    CHECK(failures[0].reason.find("silent-b") != std::string::npos);
+  }
+
+  // A wakes up and sends a late result: dropped as stale, and A is told to reconnect.
+  a.result(7, blob(1007));
+  bool told = false;
+  REQUIRE(eventually([&] { return told; }, [&] {
+    REQUIRE(p.b.poll_once(5ms).ok());
+    while (auto msg = a.poll()) told = told || msg->first == 0x13;
+  }));
+  auto c = p.b.counters();
+  CHECK(c.stale_results == 1);
+  CHECK(c.completed == 0);
+  CHECK(c.workers_dead == 2);
+  CHECK(c.received == 1);
+  CHECK(c.received == c.queued + c.in_flight + c.pending_results + c.completed + c.failed);
+  auto nothing = p.sink.receive(0ms);
+  REQUIRE(nothing.ok());
+  CHECK_FALSE(nothing->has_value());
+}
+
+TEST_CASE("the broker rejects protocol garbage, duplicates and bad results, and keeps working") {
+  std::vector<failed_item> failures;
+  broker_options o;
+  o.heartbeat_interval = hb;
+  o.liveness = 50;
+  o.on_failed = [&](const failed_item& f) { failures.push_back(f); };  // same thread: poll_once
+  auto p = pool::make(o);
+  auto step = [&] { REQUIRE(p.b.poll_once(5ms).ok()); };
+
+  // Frontend junk.
+  auto raw = open_socket(shared_context(), zmq::socket_type::push, {});
+  REQUIRE(raw.ok());
+  REQUIRE(attach(*raw, {p.b.frontend_endpoint(), link::connect}).ok());
+  raw->send(zmq::str_buffer("junk"));
+  raw->send(zmq::str_buffer("a"), zmq::send_flags::sndmore);
+  raw->send(zmq::str_buffer("b"));
+  // Backend junk: wrong tag, unknown command, READY without credit.
+  auto w = raw_worker::connect(p.b.backend_endpoint());
+  {
+    std::vector<zmq::message_t> f;
+    f.emplace_back("XXXX", 4);
+    f.emplace_back("\x02", 1);
+    w.send(std::move(f));
+    std::vector<zmq::message_t> g;
+    g.emplace_back(proto::tag.data(), proto::tag.size());
+    g.emplace_back("\x7f", 1);
+    w.send(std::move(g));
+  }
+  w.ready(0, "zero-credit");
+  REQUIRE(eventually([&] { return p.b.counters().rejected == 5; }, step));
+  CHECK(p.b.counters().workers_alive == 0);
+
+  // A duplicate message_id while the first is still queued is failed, not merged.
+  REQUIRE(p.producer.send(blob(1), 1000ms).ok());
+  REQUIRE(p.producer.send(blob(1), 1000ms).ok());
+  REQUIRE(eventually([&] { return p.b.counters().failed == 1; }, step));
+  REQUIRE(failures.size() == 1);
+  CHECK(failures[0].reason.find("duplicate message_id 1") != std::string::npos);
+
+  // A result that fails verification fails its item (and credit comes back).
+  w.ready(1, "sloppy");
+  CHECK(w.await_work(p.b)->message_id() == 1);
+  {
+    std::vector<zmq::message_t> f;
+    f.emplace_back(proto::tag.data(), proto::tag.size());
+    f.emplace_back("\x03", 1);
+    f.push_back(u64_frame(1));
+    f.emplace_back("garbage", 7);
+    w.send(std::move(f));
+  }
+  REQUIRE(eventually([&] { return p.b.counters().failed == 2; }, step));
+  CHECK(failures[1].reason.find("invalid result") != std::string::npos);
+
+  // The same worker still works: the next item completes and reaches the sink.
+  REQUIRE(p.producer.send(blob(2), 1000ms).ok());
+  CHECK(w.await_work(p.b)->message_id() == 2);
+  w.result(2, blob(1002, 8, 2));
+  std::optional<envelope> out;
+  REQUIRE(eventually([&] { return out.has_value(); }, [&] {
+    step();
+    auto r = p.sink.receive(0ms);
+    REQUIRE(r.ok());
+    if (r->has_value()) out = **r;
+  }));
+  CHECK((*out)->sample_id() == 2);
+  auto c = p.b.counters();
+  CHECK(c.completed == 1);
+  CHECK(c.received == 3);
+  CHECK(c.received == c.queued + c.in_flight + c.pending_results + c.completed + c.failed);
+}
+
+TEST_CASE("a worker rebuilds its socket when the broker goes silent, and on RECONNECT") {
+  // A raw ROUTER plays a broker that reads READY and then never answers.
+  auto router = open_socket(shared_context(), zmq::socket_type::router, {});
+  REQUIRE(router.ok());
+  auto ep = attach(*router, {"tcp://127.0.0.1:*", link::bind});
+  REQUIRE(ep.ok());
+
+  worker_options wo;
+  wo.name = "lonely";
+  wo.heartbeat_interval = hb;
+  wo.liveness = 3;
+  wo.reconnect_initial = 10ms;
+  auto w = worker::connect(*ep, wo);
+  REQUIRE(w.ok());
+
+  std::set<std::string> ready_from;  // routing ids that sent READY
+  std::string newest;                // the latest of them
+  bool keep_alive = false;           // answer every message with HEARTBEAT
+  int heartbeats_from_newest = 0;
+  std::vector<zmq::message_t> f;
+  auto read_router = [&] {
+    for (;;) {
+      auto n = receive_within(*router, f, 6, 0ms);
+      REQUIRE(n.ok());
+      if (*n == 0) return;
+      if (*n == 6 && f[2].size() == 1 && f[2].data<std::uint8_t>()[0] == 0x01) {
+        newest = f[0].to_string();
+        ready_from.insert(newest);
+        heartbeats_from_newest = 0;
+      }
+      if (*n == 3 && f[2].size() == 1 && f[2].data<std::uint8_t>()[0] == 0x02 &&
+          f[0].to_string() == newest)
+        ++heartbeats_from_newest;
+      if (keep_alive) {
+        std::vector<zmq::message_t> hb_msg;
+        hb_msg.emplace_back(f[0].data(), f[0].size());
+        hb_msg.emplace_back(proto::tag.data(), proto::tag.size());
+        hb_msg.emplace_back("\x12", 1);
+        (void)send_within(*router, hb_msg.data(), hb_msg.size(), 0ms);
+      }
+    }
+  };
+  auto step = [&] {
+    REQUIRE(w->next(5ms).ok());
+    read_router();
+  };
+  REQUIRE(eventually([&] { return ready_from.size() >= 2; }, step));
+  CHECK(w->counters().reconnects >= 1);
+
+  // Now the "broker" answers; RECONNECT makes the worker start a new session at once.
+  // Wait until the newest session is alive and answered (it heartbeats twice) before RECONNECT.
+  keep_alive = true;
+  heartbeats_from_newest = 0;
+  REQUIRE(eventually([&] { return heartbeats_from_newest >= 2; }, step));
+  const std::string current = newest;
+  const auto before = w->counters().reconnects;
+  std::vector<zmq::message_t> rc;
+  rc.emplace_back(current.data(), current.size());
+  rc.emplace_back(proto::tag.data(), proto::tag.size());
+  rc.emplace_back("\x13", 1);
+  REQUIRE(send_within(*router, rc.data(), rc.size(), 1000ms).value());
+  REQUIRE(eventually([&] { return newest != current; }, step));
+  CHECK(w->counters().reconnects > before);
+  CHECK_FALSE(w->complete(12345, blob(1)).ok());  // never held
+}
