@@ -26,7 +26,9 @@ stage_core::stage_core(std::string stage, std::string name) {
 
 messages::header stage_core::next_header(std::uint64_t sample_id, std::uint64_t policy_version) {
   messages::header h;
-  h.message_id = next_message_id_++;
+  // Unique across senders, not just within one: the broker tracks work by message id, and several
+  // samplers feed one broker. The top 24 bits come from the sender's name, the rest count.
+  h.message_id = (name_hash_ & 0xffffff0000000000ull) | (next_message_id_++ & 0xffffffffffull);
   h.sample_id = sample_id;
   h.sender = metrics_.name;
   h.policy_version = policy_version;

@@ -28,8 +28,9 @@ class stage_core {
 
   const std::string& name() const noexcept { return metrics_.name; }
 
-  /// A header for the next outgoing envelope: this stage as sender, the next message id (unique
-  /// per sender, from 1), the given sample id and policy version, send time stamped when sealed.
+  /// A header for the next outgoing envelope: this stage as sender, the next message id (counting
+  /// up by one per sender, with the sender's name hash in the top 24 bits so ids of different
+  /// senders do not collide), the given sample id and policy version, send time stamped when sealed.
   messages::header next_header(std::uint64_t sample_id, std::uint64_t policy_version);
   /// A fresh sample id for a sample this stage originates (derived from its name and a counter).
   std::uint64_t new_sample_id() noexcept;

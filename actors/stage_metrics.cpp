@@ -15,6 +15,9 @@ wire::StageMetricsT to_wire(const stage_metrics& m) {
   w.queue_depth = m.queue_depth;
   w.latency_p50_us = m.latency_p50_us;
   w.latency_p99_us = m.latency_p99_us;
+  w.kind = m.stage;
+  w.logic_calls = m.logic_calls;
+  w.last_error = m.last_error;
   return w;
 }
 

@@ -27,7 +27,8 @@ struct stage_metrics {
   std::string last_error;          ///< the most recent error's message, empty if none
 };
 
-/// The snapshot as the wire's StageMetrics (stage = the instance name).
+/// The snapshot as the wire's StageMetrics (stage = the instance name, kind = the stage kind;
+/// the process is left for the caller to fill in).
 wire::StageMetricsT to_wire(const stage_metrics& m);
 
 /// A log-bucketed histogram of durations: four buckets per power of two from 1 ns to ~18 min, so a

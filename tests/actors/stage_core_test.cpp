@@ -38,8 +38,11 @@ TEST_CASE("a stage core stamps headers and counts") {
   auto a = core.next_header(11, 4);
   auto b = core.next_header(12, 4);
   CHECK(a.sender == "reward/1");
-  CHECK(a.message_id == 1);
-  CHECK(b.message_id == 2);
+  CHECK(b.message_id == a.message_id + 1);
+  CHECK((a.message_id & 0xffffffffffull) == 1);
+  // Two senders never hand out the same ids (a broker serves several samplers).
+  stage_core other{"reward", "reward/2"};
+  CHECK(other.next_header(11, 4).message_id != a.message_id);
   CHECK(a.sample_id == 11);
   CHECK(a.policy_version == 4);
   CHECK(core.new_sample_id() != core.new_sample_id());

@@ -1,0 +1,102 @@
+// The kforge binary: one executable, a subcommand per job. Each subcommand is a function in
+// pipeline/ returning an exit code; this file only parses flags.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "pipeline/head.hpp"
+#include "pipeline/inspect_command.hpp"
+#include "pipeline/manifest.hpp"
+#include "pipeline/replay_command.hpp"
+
+namespace {
+
+int not_available(const std::string& what, const std::string& issue) {
+  std::cerr << "kforge " << what << ": not available yet (" << issue
+            << "). The foundation (bus, actors, manifest, recordings) is in place; this command "
+               "arrives with that issue.\n";
+  return 3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kforge: reinforcement learning for fast, correct CUDA kernels"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kforge 0.1.0");
+
+  kforge::pipeline::run_command_options run;
+  auto* run_cmd = app.add_subcommand("run", "Start a run: the topology of a pipeline manifest");
+  run_cmd->add_option("--manifest,-m", run.manifest, "Pipeline manifest (TOML); default: embedded")
+      ->check(CLI::ExistingFile);
+  run_cmd->add_option("--steps", run.steps, "Training steps (overrides run.steps)");
+  run_cmd->add_option("--run-dir", run.run_dir, "Run directory (overrides run.run_dir)");
+  bool no_progress = false;
+  run_cmd->add_flag("--no-progress", no_progress, "No live progress line");
+  run_cmd->add_flag("--check", run.check_only,
+                    "Validate the manifest, print the plan and what each stage needs; start nothing");
+
+  kforge::pipeline::worker_command_options worker;
+  auto* worker_cmd = app.add_subcommand(
+      "worker", "Run one process of a manifest's topology (the head starts local ones itself)");
+  worker_cmd->add_option("--manifest,-m", worker.manifest, "Pipeline manifest")->required();
+  worker_cmd->add_option("--process,-p", worker.process, "Process name in the manifest")->required();
+  worker_cmd->add_option("--run-dir", worker.run_dir, "Run directory (default: run.run_dir)");
+  worker_cmd->add_option("--steps", worker.steps, "Training steps (the head passes its override)");
+
+  kforge::pipeline::inspect_options inspect;
+  auto* inspect_cmd = app.add_subcommand("inspect", "Print a recording as JSON lines");
+  inspect_cmd->add_option("file", inspect.file, "Recording (.kfrec)")->required();
+  inspect_cmd->add_option("--payload", inspect.payload, "Only envelopes of this payload type");
+  inspect_cmd->add_option("--limit", inspect.limit, "At most this many envelopes (0: all)");
+  inspect_cmd->add_flag("--header", inspect.header, "Print the recording header first");
+
+  kforge::pipeline::replay_options replay;
+  auto* replay_cmd = app.add_subcommand(
+      "replay", "Feed a stage its recorded inputs and diff its outputs against the recorded ones");
+  replay_cmd->add_option("file", replay.file, "The stage's input recording")->required();
+  replay_cmd->add_option("--stage", replay.stage, "Stage to replay: reward or buffer")->required();
+  replay_cmd->add_option("--expect", replay.expect, "Recording of the expected outputs");
+  replay_cmd->add_option("--weights", replay.weights, "Buffer only: recording of its weights input");
+  replay_cmd->add_option("--manifest", replay.manifest, "The run's manifest (stage settings)");
+  replay_cmd->add_option("--show", replay.show, "Differences to print in full");
+
+  std::string manifest_file;
+  auto* manifest_cmd =
+      app.add_subcommand("manifest", "Validate a pipeline manifest and print its summary");
+  manifest_cmd->add_option("file", manifest_file, "Manifest (default: the embedded one)");
+  bool print_default = false;
+  manifest_cmd->add_flag("--print-default", print_default, "Print the embedded default manifest");
+
+  auto* eval_cmd = app.add_subcommand("eval", "Evaluate kernels in the sandbox (not available yet)");
+  eval_cmd->allow_extras();
+  auto* tasks_cmd = app.add_subcommand("tasks", "Task library and synthesis (not available yet)");
+  tasks_cmd->allow_extras();
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (*run_cmd) {
+    if (no_progress) run.progress = false;
+    return kforge::pipeline::run_command(run, std::cout, std::cerr);
+  }
+  if (*worker_cmd) return kforge::pipeline::worker_command(worker, std::cerr);
+  if (*inspect_cmd) return kforge::pipeline::inspect(inspect, std::cout, std::cerr);
+  if (*replay_cmd) return kforge::pipeline::replay(replay, std::cout, std::cerr);
+  if (*manifest_cmd) {
+    if (print_default) {
+      std::cout << kforge::pipeline::default_manifest_text();
+      return 0;
+    }
+    auto m = manifest_file.empty() ? kforge::pipeline::default_manifest()
+                                   : kforge::pipeline::load_manifest(manifest_file);
+    if (!m) {
+      std::cerr << "kforge manifest: " << m.message() << "\n";
+      return 2;
+    }
+    std::cout << m->summary();
+    return 0;
+  }
+  if (*eval_cmd) return not_available("eval", "issue 3: the sandbox");
+  if (*tasks_cmd) return not_available("tasks", "issue 4: the task library and synthesis");
+  return 1;
+}

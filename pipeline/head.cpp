@@ -1,0 +1,486 @@
+#include "pipeline/head.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <csignal>
+#include <sstream>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <thread>
+
+#include "bus/channel.hpp"
+#include "bus/pubsub.hpp"
+#include "common/clock.hpp"
+#include "common/subprocess.hpp"
+#include "pipeline/manifest.hpp"
+#include "pipeline/process_runtime.hpp"
+#include "pipeline/readiness.hpp"
+#include "pipeline/stage_factory.hpp"
+
+namespace kforge::pipeline {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+std::atomic<int> g_signal{0};
+void on_signal(int sig) { g_signal = sig; }
+
+struct child {
+  std::string name;
+  pid_t pid = -1;
+  bool running = true;
+  std::string exit;  ///< how it ended, once it has
+};
+
+result<child> spawn_child(const std::string& manifest_path, const std::string& process,
+                          const std::string& run_dir, std::int64_t steps) {
+  const auto steps_arg = std::to_string(steps);
+  const auto exe = self_executable();
+  const auto log = (fs::path(run_dir) / "logs" / (process + ".log")).string();
+  const pid_t pid = ::fork();
+  if (pid < 0) return error{"cannot start process " + process + ": fork failed"};
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    ::execl(exe.c_str(), exe.c_str(), "worker", "--manifest", manifest_path.c_str(), "--process",
+            process.c_str(), "--run-dir", run_dir.c_str(), "--steps", steps_arg.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return child{process, pid, true, ""};
+}
+
+std::string describe_exit(int st) {
+  if (WIFEXITED(st)) return "exited with status " + std::to_string(WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) return std::string("killed by signal ") + std::to_string(WTERMSIG(st)) +
+                              " (" + ::strsignal(WTERMSIG(st)) + ")";
+  return "ended";
+}
+
+nlohmann::json to_json(const wire::StageMetricsT& m) {
+  nlohmann::json extra = nlohmann::json::object();
+  for (const auto& c : m.extra) extra[c->name] = c->value;
+  return {{"process", m.process}, {"stage", m.stage},       {"kind", m.kind},
+          {"received", m.received}, {"sent", m.sent},     {"dropped", m.dropped},
+          {"errors", m.errors},    {"queue_depth", m.queue_depth}, {"logic_calls", m.logic_calls},
+          {"latency_p50_us", m.latency_p50_us}, {"latency_p99_us", m.latency_p99_us},
+          {"extra", extra},        {"last_error", m.last_error}};
+}
+
+/// The latest metrics of every stage instance, keyed by process and instance name.
+struct metrics_board {
+  std::map<std::string, wire::StageMetricsT> latest;
+
+  std::uint64_t sum(const std::string& kind, std::uint64_t wire::StageMetricsT::*field) const {
+    std::uint64_t n = 0;
+    for (const auto& [k, m] : latest)
+      if (m.kind == kind) n += m.*field;
+    return n;
+  }
+  std::uint64_t extra(const std::string& kind, const std::string& name) const {
+    std::uint64_t n = 0;
+    for (const auto& [k, m] : latest)
+      if (m.kind == kind)
+        for (const auto& c : m.extra)
+          if (c->name == name) n += c->value;
+    return n;
+  }
+  /// Everything that moves; unchanged across an interval means nothing happened.
+  std::uint64_t activity() const {
+    std::uint64_t n = 0;
+    for (const auto& [k, m] : latest) n += m.received + m.sent + m.dropped + m.errors;
+    return n;
+  }
+  std::uint64_t queued(bool count_buffer) const {
+    std::uint64_t n = 0;
+    for (const auto& [k, m] : latest)
+      if (count_buffer || m.kind != "buffer") n += m.queue_depth;
+    return n;
+  }
+};
+
+/// A check that counts along the pipeline balance, for summary.json and the final table.
+struct balance_check {
+  std::string what;
+  std::uint64_t left, right;
+  bool ok() const { return left == right; }
+};
+
+std::vector<balance_check> balance(const metrics_board& b) {
+  using M = wire::StageMetricsT;
+  const auto pool_received = b.sum("sandbox_pool", &M::received);
+  const auto pool_done = b.extra("sandbox_pool", "completed") + b.extra("sandbox_pool", "failed");
+  return {
+      {"candidates: samplers sent = sandbox pool received", b.sum("sampler", &M::sent), pool_received},
+      {"sandbox pool: received = completed + failed", pool_received, pool_done},
+      {"verdicts: pool completed + failed = reward received", pool_done,
+       b.sum("reward", &M::received)},
+      {"scored: reward sent = buffer received", b.sum("reward", &M::sent),
+       b.sum("buffer", &M::received)},
+      {"batches: buffer sent = trainer received", b.sum("buffer", &M::sent),
+       b.sum("trainer", &M::received)},
+  };
+}
+
+class progress_line {
+ public:
+  explicit progress_line(bool enabled) : enabled_(enabled), tty_(::isatty(2)) {}
+  void draw(std::ostream& err, const std::string& text, bool force = false) {
+    if (!enabled_) return;
+    const auto now = clock_type::now();
+    if (tty_) {
+      err << "\r\033[K" << text << std::flush;
+    } else if (force || now - last_ >= 5s) {
+      err << text << "\n" << std::flush;
+      last_ = now;
+    }
+  }
+  void end(std::ostream& err) {
+    if (enabled_ && tty_) err << "\n";
+  }
+
+ private:
+  bool enabled_, tty_;
+  clock_type::time_point last_{};
+};
+
+}  // namespace
+
+int worker_command(const worker_command_options& opt, std::ostream& err) {
+  auto m = load_manifest(opt.manifest);
+  if (!m) {
+    err << "kforge worker: " << m.message() << "\n";
+    return 2;
+  }
+  if (opt.steps) m->run.steps = *opt.steps;
+  runtime_options ro;
+  ro.run_dir = opt.run_dir ? *opt.run_dir : m->run.run_dir;
+  auto rt = process_runtime::create(*m, opt.process, ro);
+  if (!rt) {
+    err << "kforge worker: " << rt.message() << "\n";
+    return 1;
+  }
+  err << "kforge worker: process " << opt.process << " running (pid " << ::getpid() << ")\n";
+  auto s = (*rt)->run();
+  if (!s) {
+    err << "kforge worker: " << s.message() << "\n";
+    return 1;
+  }
+  err << "kforge worker: process " << opt.process << " shut down\n";
+  return 0;
+}
+
+int run_command(const run_command_options& opt, std::ostream& out, std::ostream& err) {
+  auto loaded = opt.manifest ? load_manifest(*opt.manifest) : default_manifest();
+  if (!loaded) {
+    err << "kforge run: " << loaded.message() << "\n";
+    return 2;
+  }
+  manifest m = std::move(*loaded);
+  if (opt.steps) {
+    if (*opt.steps < 1) {
+      err << "kforge run: --steps must be >= 1, got " << *opt.steps << "\n";
+      return 2;
+    }
+    m.run.steps = *opt.steps;
+  }
+  if (opt.run_dir) m.run.run_dir = *opt.run_dir;
+  if (opt.progress) m.run.progress = *opt.progress;
+
+  out << "kforge run: manifest " << m.source << "\n" << m.summary() << "\n";
+  const auto host = probe_host();
+  out << readiness_report(m, host) << "\n";
+  bool stand_ins = false;
+  for (auto k : all_actor_kinds) stand_ins = stand_ins || (is_stand_in(k) && m.count(k) > 0);
+  if (stand_ins)
+    out << "NOTE: stand-ins run in place of the stages not built yet (marked above). The topology,\n"
+           "bus, actors, recordings, metrics, reward and buffer are real; the candidates, verdicts\n"
+           "and weights are synthetic. No kernel is generated, compiled or trained on.\n\n";
+  if (opt.check_only) return 0;
+
+  // The run directory, and the manifest snapshot every process of this run reads.
+  const auto& dir = m.run.run_dir;
+  std::error_code ec;
+  for (const char* sub : {"", "recordings", "logs"}) fs::create_directories(fs::path(dir) / sub, ec);
+  if (ec) {
+    err << "kforge run: cannot create run directory " << dir << ": " << ec.message() << "\n";
+    return 2;
+  }
+  const auto snapshot = (fs::path(dir) / "manifest.toml").string();
+  {
+    std::ofstream f(snapshot);
+    f << m.text;
+    // Command-line overrides reach the other processes as worker options, not through this file.
+    if (opt.steps || opt.run_dir)
+      f << "\n# kforge run overrides: steps = " << m.run.steps << ", run_dir = \"" << dir << "\"\n";
+  }
+
+  // The head's own sockets: control out, metrics in, and a weights subscriber for progress.
+  if (auto s = prepare_endpoint(m.endpoint(link::control)); !s) { err << s.message() << "\n"; return 2; }
+  if (auto s = prepare_endpoint(m.endpoint(link::metrics)); !s) { err << s.message() << "\n"; return 2; }
+  auto control = bus::publisher::bind(bind_address(m.endpoint(link::control)));
+  auto metrics_in = bus::receiver::bind(bind_address(m.endpoint(link::metrics)));
+  auto weights = bus::subscriber::connect(m.endpoint(link::weights), {"weights"});
+  if (!control || !metrics_in || !weights) {
+    err << "kforge run: cannot open the head's links: "
+        << (!control ? control.message() : !metrics_in ? metrics_in.message() : weights.message())
+        << "\n";
+    return 2;
+  }
+
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+  const auto started = clock_type::now();
+
+  // Other local processes run `kforge worker` on the snapshot; remote ones are started by the user.
+  std::vector<child> children;
+  for (const auto& p : m.processes) {
+    if (p.head) continue;
+    if (!p.is_local()) {
+      out << "waiting for process " << p.name << " on node " << p.node
+          << ": run there `kforge worker --manifest " << snapshot << " --process " << p.name << "`\n";
+      continue;
+    }
+    auto c = spawn_child(snapshot, p.name, dir, m.run.steps);
+    if (!c) {
+      err << "kforge run: " << c.message() << "\n";
+      return 1;
+    }
+    children.push_back(*c);
+  }
+  {
+    nlohmann::json procs = nlohmann::json::array();
+    procs.push_back({{"name", m.head().name}, {"pid", ::getpid()}, {"head", true}});
+    for (const auto& c : children) procs.push_back({{"name", c.name}, {"pid", c.pid}, {"head", false}});
+    std::ofstream(fs::path(dir) / "processes.json") << procs.dump(2) << "\n";
+  }
+
+  // The head's own share of the stages runs on its own thread; this one monitors.
+  runtime_options ro;
+  ro.run_dir = dir;
+  std::unique_ptr<process_runtime> head_rt;
+  std::atomic<bool> head_ready{false}, head_done{false};
+  std::string head_error;
+  std::thread head_thread([&] {
+    auto rt = process_runtime::create(m, m.head().name, ro);
+    if (!rt) {
+      head_error = rt.message();
+      head_done = true;
+      return;
+    }
+    head_rt = std::move(*rt);
+    head_ready = true;
+    if (auto s = head_rt->run(); !s) head_error = s.message();
+    head_done = true;
+  });
+
+  std::ofstream metrics_file(fs::path(dir) / "metrics.jsonl");
+  metrics_board board;
+  progress_line progress(m.run.progress);
+  std::uint64_t version = 0, heartbeat_seq = 0;
+  auto next_heartbeat = clock_type::now();
+  auto last_activity_change = clock_type::now();
+  std::uint64_t last_activity = 0;
+  std::string outcome;
+  int code = 0;
+
+  auto pump_head_links = [&] {
+    for (;;) {
+      auto r = metrics_in->receive(0ms);
+      if (!r.ok()) continue;
+      if (!r->has_value()) break;
+      if (const auto* sm = (*r)->as<wire::StageMetrics>()) {
+        wire::StageMetricsT t;
+        sm->UnPackTo(&t);
+        auto j = to_json(t);
+        j["t"] = std::chrono::duration<double>(clock_type::now() - started).count();
+        metrics_file << j.dump() << "\n";
+        // Instance names are unique across the topology (stage_name in process_runtime.cpp).
+        const auto key = t.stage;
+        board.latest[key] = std::move(t);
+      }
+    }
+    for (;;) {
+      auto r = weights->receive(0ms);
+      if (!r.ok()) continue;
+      if (!r->has_value()) break;
+      if (const auto* w = (*r)->env.as<wire::PolicyWeights>()) version = std::max(version, w->version());
+    }
+  };
+  auto publish_control = [&](wire::ControlCommand cmd, const std::string& why) {
+    wire::ControlT c;
+    c.command = cmd;
+    c.reason = why;
+    messages::header h;
+    h.sender = "head";
+    h.message_id = ++heartbeat_seq;
+    (void)control->publish("control", messages::pack(h, c), 100ms);
+  };
+  auto reap = [&] {
+    for (auto& c : children) {
+      if (!c.running) continue;
+      int st = 0;
+      if (::waitpid(c.pid, &st, WNOHANG) == c.pid) {
+        c.running = false;
+        c.exit = describe_exit(st);
+        progress.end(err);
+        err << "kforge run: process " << c.name << " (pid " << c.pid << ") " << c.exit << "\n";
+      }
+    }
+  };
+  auto draw = [&](bool force) {
+    using M = wire::StageMetricsT;
+    std::ostringstream s;
+    s << "step " << version << "/" << m.run.steps << " | candidates "
+      << board.sum("sampler", &M::sent) << " | verdicts " << board.sum("reward", &M::received)
+      << " | batches " << board.sum("trainer", &M::received) << " | queued " << board.queued(false)
+      << " | workers " << board.extra("sandbox_pool", "workers_alive") << " alive, "
+      << board.extra("sandbox_pool", "requeued") << " requeued | "
+      << std::fixed << std::setprecision(1)
+      << std::chrono::duration<double>(clock_type::now() - started).count() << " s";
+    progress.draw(err, s.str(), force);
+  };
+
+  // Main loop: until the steps are done, a signal, the head's stages fail, or nothing moves.
+  const auto stall_after = 20s;
+  while (true) {
+    std::this_thread::sleep_for(50ms);  // pacing of the monitor only; no synchronisation rests on it
+    pump_head_links();
+    reap();
+    const auto now = clock_type::now();
+    if (now >= next_heartbeat) {
+      publish_control(wire::ControlCommand::start, "heartbeat");
+      next_heartbeat = now + 250ms;
+    }
+    draw(false);
+    if (board.activity() != last_activity) {
+      last_activity = board.activity();
+      last_activity_change = now;
+    }
+    if (version >= static_cast<std::uint64_t>(m.run.steps)) {
+      outcome = "completed";
+      break;
+    }
+    if (g_signal) {
+      outcome = "interrupted";
+      code = 130;
+      break;
+    }
+    if (head_done) {
+      outcome = "failed: " + (head_error.empty() ? std::string("head stopped") : head_error);
+      code = 1;
+      break;
+    }
+    if (now - last_activity_change > stall_after) {
+      outcome = "stalled: nothing moved for " + std::to_string(stall_after.count()) + " s";
+      code = 1;
+      break;
+    }
+  }
+
+  // Drain: let in-flight work settle (queues empty and counts still), at most 15 s.
+  const auto drain_until = clock_type::now() + 15s;
+  std::uint64_t settled_at = ~0ull;
+  int still = 0;
+  while (clock_type::now() < drain_until && !head_done) {
+    std::this_thread::sleep_for(100ms);
+    pump_head_links();
+    reap();
+    publish_control(wire::ControlCommand::drain, "run " + outcome);
+    if (board.queued(false) == 0 && board.activity() == settled_at) {
+      if (++still >= 5) break;
+    } else {
+      still = 0;
+    }
+    settled_at = board.activity();
+  }
+  // Shut down: every process, then the head's own stages; their last metrics come in meanwhile.
+  const auto stop_until = clock_type::now() + 10s;
+  auto any_running = [&] {
+    for (const auto& c : children)
+      if (c.running) return true;
+    return false;
+  };
+  while (any_running() && clock_type::now() < stop_until) {
+    publish_control(wire::ControlCommand::shutdown, "run " + outcome);
+    std::this_thread::sleep_for(50ms);
+    pump_head_links();
+    reap();
+  }
+  for (auto& c : children)
+    if (c.running) {
+      ::kill(c.pid, SIGKILL);
+      int st = 0;
+      ::waitpid(c.pid, &st, 0);
+      c.running = false;
+      c.exit = "did not stop in 10 s; killed";
+    }
+  while (!head_ready && !head_done) std::this_thread::sleep_for(10ms);
+  if (head_rt) head_rt->stop();
+  head_thread.join();
+  for (int i = 0; i < 10; ++i) {  // the head stages' final report is on its way
+    std::this_thread::sleep_for(20ms);
+    pump_head_links();
+  }
+  draw(true);
+  progress.end(err);
+
+  // Summary: the outcome, the final counts and whether they balance.
+  const auto checks = balance(board);
+  bool balanced = true;
+  nlohmann::json js_checks = nlohmann::json::array();
+  for (const auto& c : checks) {
+    balanced = balanced && c.ok();
+    js_checks.push_back({{"check", c.what}, {"left", c.left}, {"right", c.right}, {"ok", c.ok()}});
+  }
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& [k, s] : board.latest) stages.push_back(to_json(s));
+  nlohmann::json procs = nlohmann::json::array();
+  for (const auto& c : children) procs.push_back({{"name", c.name}, {"pid", c.pid}, {"exit", c.exit}});
+  const double elapsed = std::chrono::duration<double>(clock_type::now() - started).count();
+  const nlohmann::json summary = {{"outcome", outcome},   {"steps", m.run.steps},
+                                  {"versions", version},  {"elapsed_s", elapsed},
+                                  {"balanced", balanced}, {"checks", js_checks},
+                                  {"stages", stages},     {"processes", procs},
+                                  {"stand_ins", stand_ins}};
+  std::ofstream(fs::path(dir) / "summary.json") << summary.dump(2) << "\n";
+
+  out << "\nkforge run: " << outcome << " after " << std::fixed << std::setprecision(1) << elapsed
+      << " s; " << version << " policy versions; run directory " << dir << "\n";
+  out << std::left << std::setw(26) << "stage" << std::right << std::setw(10) << "received"
+      << std::setw(10) << "sent" << std::setw(9) << "dropped" << std::setw(8) << "errors"
+      << std::setw(8) << "queued" << std::setw(11) << "p50 us" << "\n";
+  for (const auto& [k, s] : board.latest) {
+    if (s.kind == "bus" && s.errors == 0) continue;
+    out << std::left << std::setw(26) << k << std::right << std::setw(10) << s.received
+        << std::setw(10) << s.sent << std::setw(9) << s.dropped << std::setw(8) << s.errors
+        << std::setw(8) << s.queue_depth << std::setw(11) << std::setprecision(0)
+        << s.latency_p50_us << "\n";
+  }
+  out << "counts in = counts out:\n";
+  for (const auto& c : checks)
+    out << "  " << (c.ok() ? "ok  " : "FAIL") << " " << c.what << " (" << c.left << " vs "
+        << c.right << ")\n";
+  if (!head_error.empty()) err << "kforge run: head: " << head_error << "\n";
+  if (code == 0 && !balanced) code = 1;
+  return code;
+}
+
+}  // namespace kforge::pipeline

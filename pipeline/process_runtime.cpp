@@ -1,0 +1,561 @@
+#include "pipeline/process_runtime.hpp"
+
+#include <unistd.h>
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "actors/actor_types.hpp"
+#include "actors/buffer.hpp"
+#include "actors/reward.hpp"
+#include "actors/sampler.hpp"
+#include "actors/task_generator.hpp"
+#include "actors/trainer.hpp"
+#include "bus/broker.hpp"
+#include "bus/worker.hpp"
+#include "messages/recording.hpp"
+#include "pipeline/outlet.hpp"
+#include "pipeline/stage_factory.hpp"
+
+namespace kforge::pipeline {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string bind_address(const std::string& endpoint) {
+  if (endpoint.rfind("tcp://", 0) != 0) return endpoint;
+  const auto colon = endpoint.rfind(':');
+  return colon == std::string::npos ? endpoint : "tcp://*" + endpoint.substr(colon);
+}
+
+status prepare_endpoint(const std::string& endpoint) {
+  if (endpoint.rfind("ipc://", 0) != 0) return {};
+  const fs::path p = endpoint.substr(6);
+  std::error_code ec;
+  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  if (ec) return error{"cannot create the folder of " + endpoint + ": " + ec.message()};
+  return {};
+}
+
+std::string recording_path(const std::string& run_dir, link l, const std::string& process) {
+  return (fs::path(run_dir) / "recordings" / (std::string(to_string(l)) + "@" + process + ".kfrec"))
+      .string();
+}
+
+namespace {
+
+/// One socket the pump reads, and the local actors its envelopes go to.
+struct inbound {
+  link id = link::tasks;
+  std::unique_ptr<bus::receiver> pull;
+  std::unique_ptr<bus::subscriber> sub;
+  std::vector<caf::actor> targets;
+  bool round_robin = false;  ///< one target per envelope (work) rather than all (broadcast)
+  std::size_t next = 0;
+  std::optional<messages::recording_writer> recording;
+
+  zmq::socket_ref handle() { return pull ? pull->handle() : sub->handle(); }
+};
+
+/// A sandbox worker thread's counters, read by the pump thread under the mutex.
+struct worker_slot {
+  std::string name;
+  std::mutex mu;
+  actors::stage_core core;
+  std::uint64_t held = 0;
+  std::thread thread;
+};
+
+/// Sends the generation requests of step s once the trainer is close enough: sync mode waits for
+/// the weights of step s - 1 (lookahead 1); async runs up to max_staleness steps ahead.
+struct step_driver {
+  actors::task_generator_actor generator;
+  std::uint64_t steps = 0;
+  std::uint64_t lookahead = 1;
+  std::uint64_t next = 0;
+  std::uint64_t version = 0;
+
+  void advance() {
+    while (next < steps && next < version + lookahead)
+      caf::anon_send(generator, actors::step_atom_v, next++);
+  }
+};
+
+bool hosts(const process_spec& p, actor_kind k) { return p.count(k) > 0; }
+
+// Instance names are unique across the whole topology: they are the envelopes' sender and seed
+// the sample and message ids. Singleton stages go by their kind; others carry their process.
+std::string stage_name(actor_kind k, const std::string& process, int i, int count) {
+  auto n = std::string(to_string(k));
+  if (is_singleton(k)) return n;
+  return n + "@" + process + (count > 1 ? "/" + std::to_string(i) : "");
+}
+
+}  // namespace
+
+struct process_runtime::impl {
+  manifest m;
+  process_spec self;
+  runtime_options o;
+  std::atomic<bool> stop_requested{false};
+
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::vector<std::pair<std::string, caf::actor>> stages;  ///< stage actors and outlets
+  std::vector<inbound> inputs;
+  std::unique_ptr<bus::sender> metrics_out;
+  std::optional<bus::broker> broker;
+  std::unique_ptr<bus::sender> failures_out;  ///< used only on the broker's thread
+  std::vector<std::unique_ptr<worker_slot>> workers;
+  std::optional<step_driver> driver;
+  std::uint64_t broker_failed_sent = 0;
+
+  ~impl() { shutdown(); }
+
+  // ---- set-up ---------------------------------------------------------------------------------
+
+  status open_input(link l, bool bind, std::vector<std::string> topics = {}) {
+    const auto& ep = m.endpoint(l);
+    if (auto s = prepare_endpoint(ep); !s) return s;
+    inbound in;
+    in.id = l;
+    const bus::attach_point at{bind ? bind_address(ep) : ep,
+                               bind ? bus::link::bind : bus::link::connect};
+    if (l == link::weights || l == link::control) {
+      auto s = bus::subscriber::open(at, topics);
+      if (!s) return error{"link " + std::string(to_string(l)) + ": " + s.message()};
+      in.sub = std::make_unique<bus::subscriber>(std::move(*s));
+    } else {
+      auto r = bus::receiver::open(at);
+      if (!r) return error{"link " + std::string(to_string(l)) + ": " + r.message()};
+      in.pull = std::make_unique<bus::receiver>(std::move(*r));
+    }
+    in.round_robin = l == link::tasks || l == link::batches;
+    const auto& rec = m.record.links;
+    if (std::find(rec.begin(), rec.end(), l) != rec.end()) {
+      auto w = messages::recording_writer::create(recording_path(o.run_dir, l, self.name),
+                                                  std::string(to_string(l)), m.record.max_bytes);
+      if (!w) return w.err();
+      in.recording.emplace(std::move(*w));
+    }
+    inputs.push_back(std::move(in));
+    return {};
+  }
+
+  inbound* input(link l) {
+    for (auto& in : inputs)
+      if (in.id == l) return &in;
+    return nullptr;
+  }
+
+  result<outlet_actor> open_outlet(link l, bool bind) {
+    const auto& ep = m.endpoint(l);
+    if (auto s = prepare_endpoint(ep); !s) return s.err();
+    const bus::attach_point at{bind ? bind_address(ep) : ep,
+                               bind ? bus::link::bind : bus::link::connect};
+    outlet_socket sock;
+    if (l == link::weights) {
+      auto p = bus::publisher::open(at);
+      if (!p) return error{"link weights: " + p.message()};
+      // Subscribers that join late miss weights (PUB/SUB's slow joiner), and a sync run waits for
+      // them, so the trainer's process waits until every subscribing process is attached.
+      std::uint64_t expected = 1;  // the head's own progress subscriber
+      for (const auto& p2 : m.processes)
+        if (hosts(p2, actor_kind::sampler) || hosts(p2, actor_kind::buffer) ||
+            hosts(p2, actor_kind::task_generator) || p2.head)
+          ++expected;
+      auto ok = p->wait_for_subscriptions(expected, 60s);
+      if (!ok || !*ok)
+        return error{"link weights: " + std::to_string(expected) +
+                     " subscribing processes did not attach within 60 s"};
+      sock.pub = std::make_unique<bus::publisher>(std::move(*p));
+      sock.topic = "weights";
+    } else {
+      auto s = bus::sender::open(at);
+      if (!s) return error{"link " + std::string(to_string(l)) + ": " + s.message()};
+      sock.push = std::make_unique<bus::sender>(std::move(*s));
+    }
+    const auto name = "out:" + std::string(to_string(l)) + "@" + self.name;
+    auto h = spawn_outlet(*sys, name, std::move(sock), o.send_timeout);
+    stages.emplace_back(name, caf::actor_cast<caf::actor>(h));
+    return h;
+  }
+
+  template <class Handle>
+  void add_stage(const std::string& name, const Handle& h) {
+    stages.emplace_back(name, caf::actor_cast<caf::actor>(h));
+  }
+
+  status build() {
+    for (const char* sub : {"recordings", "logs"}) fs::create_directories(fs::path(o.run_dir) / sub);
+    actors::init_actor_types(cfg);
+    cfg.set("logger.file-verbosity", caf::atom("quiet"));
+    cfg.set("scheduler.max-threads", 2);
+    sys = std::make_unique<caf::actor_system>(cfg);
+
+    const bool sampler = hosts(self, actor_kind::sampler);
+    const bool buffer = hosts(self, actor_kind::buffer);
+    const bool generator = hosts(self, actor_kind::task_generator);
+
+    // Inputs first: the trainer's process waits for weights subscribers, which may be us.
+    if (!self.head)
+      if (auto s = open_input(link::control, false, {""}); !s) return s;
+    if (sampler || buffer || generator)
+      if (auto s = open_input(link::weights, false, {"weights"}); !s) return s;
+    if (sampler)
+      if (auto s = open_input(link::tasks, false); !s) return s;
+    if (hosts(self, actor_kind::reward))
+      if (auto s = open_input(link::verdicts, true); !s) return s;
+    if (buffer)
+      if (auto s = open_input(link::scored, true); !s) return s;
+    if (hosts(self, actor_kind::trainer))
+      if (auto s = open_input(link::batches, false); !s) return s;
+    {
+      auto s = bus::sender::connect(m.endpoint(link::metrics));
+      if (!s) return error{"link metrics: " + s.message()};
+      metrics_out = std::make_unique<bus::sender>(std::move(*s));
+    }
+
+    if (generator) {
+      auto out = open_outlet(link::tasks, true);
+      if (!out) return out.err();
+      auto g = actors::spawn_task_generator(*sys, "task_generator", make_task_source(m),
+                                            {actors::request_sink(*out)});
+      if (!g) return g.err();
+      add_stage("task_generator", *g);
+      driver.emplace();
+      driver->generator = *g;
+      driver->steps = static_cast<std::uint64_t>(m.run.steps);
+      driver->lookahead =
+          m.run.mode == run_mode::sync ? 1 : 1 + static_cast<std::uint64_t>(m.buffer.max_staleness);
+    }
+    if (sampler) {
+      auto out = open_outlet(link::candidates, false);
+      if (!out) return out.err();
+      const int n = self.count(actor_kind::sampler);
+      for (int i = 0; i < n; ++i) {
+        const auto name = stage_name(actor_kind::sampler, self.name, i, n);
+        auto s = actors::spawn_sampler(*sys, name, make_sampler_logic(m),
+                                       actors::candidate_sink(*out), 0, actors::spawn_mode::detached);
+        if (!s) return s.err();
+        add_stage(name, *s);
+        input(link::tasks)->targets.push_back(caf::actor_cast<caf::actor>(*s));
+        input(link::weights)->targets.push_back(caf::actor_cast<caf::actor>(*s));
+      }
+    }
+    if (hosts(self, actor_kind::reward)) {
+      auto out = open_outlet(link::scored, false);
+      if (!out) return out.err();
+      auto r = actors::spawn_reward(*sys, "reward", make_reward_logic(m), actors::scored_sink(*out));
+      if (!r) return r.err();
+      add_stage("reward", *r);
+      input(link::verdicts)->targets.push_back(caf::actor_cast<caf::actor>(*r));
+    }
+    if (buffer) {
+      auto out = open_outlet(link::batches, true);
+      if (!out) return out.err();
+      auto b = actors::spawn_buffer(*sys, "buffer", make_buffer_logic(m), actors::batch_sink(*out));
+      if (!b) return b.err();
+      add_stage("buffer", *b);
+      input(link::scored)->targets.push_back(caf::actor_cast<caf::actor>(*b));
+      input(link::weights)->targets.push_back(caf::actor_cast<caf::actor>(*b));
+    }
+    if (hosts(self, actor_kind::trainer)) {
+      auto out = open_outlet(link::weights, true);
+      if (!out) return out.err();
+      const int n = self.count(actor_kind::trainer);
+      for (int i = 0; i < n; ++i) {
+        const auto name = stage_name(actor_kind::trainer, self.name, i, n);
+        auto t = actors::spawn_trainer(*sys, name, make_trainer_logic(m),
+                                       {actors::weights_sink(*out)}, actors::spawn_mode::detached);
+        if (!t) return t.err();
+        add_stage(name, *t);
+        input(link::batches)->targets.push_back(caf::actor_cast<caf::actor>(*t));
+      }
+    }
+    if (hosts(self, actor_kind::sandbox_pool))
+      if (auto s = start_broker(); !s) return s;
+    for (int i = 0, n = self.count(actor_kind::sandbox_worker); i < n; ++i)
+      start_worker(stage_name(actor_kind::sandbox_worker, self.name, i, n));
+    if (driver) driver->advance();
+    return {};
+  }
+
+  status start_broker() {
+    for (link l : {link::candidates, link::sandbox_workers})
+      if (auto s = prepare_endpoint(m.endpoint(l)); !s) return s;
+    auto f = bus::sender::connect(m.endpoint(link::verdicts));
+    if (!f) return error{"link verdicts (failed items): " + f.message()};
+    failures_out = std::make_unique<bus::sender>(std::move(*f));
+    bus::broker_options bo;
+    bo.frontend = {bind_address(m.endpoint(link::candidates)), bus::link::bind};
+    bo.backend = {bind_address(m.endpoint(link::sandbox_workers)), bus::link::bind};
+    bo.results = {m.endpoint(link::verdicts), bus::link::connect};
+    bo.heartbeat_interval = o.heartbeat_interval;
+    bo.liveness = o.liveness;
+    bo.on_failed = [this](const bus::failed_item& item) { report_failed(item); };
+    auto b = bus::broker::create(std::move(bo));
+    if (!b) return error{"sandbox_pool: " + b.message()};
+    broker.emplace(std::move(*b));
+    return broker->start();
+  }
+
+  // An item lost with two workers still gets a verdict — infra_error, the sandbox's fault — so its
+  // GRPO group completes and the loss is visible downstream. Runs on the broker's thread.
+  void report_failed(const bus::failed_item& item) {
+    wire::VerdictT v;
+    if (const auto* c = item.work.as<wire::Candidate>()) v.candidate.reset(c->UnPack());
+    v.status = wire::VerdictStatus::infra_error;
+    v.reason = "sandbox_pool: " + item.reason;
+    v.worker = "sandbox_pool";
+    messages::header h;
+    h.message_id = item.work->message_id();
+    h.sample_id = item.work->sample_id();
+    h.sender = "sandbox_pool";
+    h.policy_version = item.work->policy_version();
+    if (failures_out->send(messages::pack(h, v), o.send_timeout).ok()) ++broker_failed_sent;
+  }
+
+  void start_worker(const std::string& name) {
+    auto slot = std::make_unique<worker_slot>();
+    slot->name = name;
+    slot->core = actors::stage_core{"sandbox_worker", name};
+    auto* s = slot.get();
+    s->thread = std::thread([this, s] { worker_loop(*s); });
+    workers.push_back(std::move(slot));
+  }
+
+  void worker_loop(worker_slot& slot) {
+    bus::worker_options wo;
+    wo.name = slot.name;
+    wo.heartbeat_interval = o.heartbeat_interval;
+    wo.liveness = o.liveness;
+    auto w = bus::worker::connect(m.endpoint(link::sandbox_workers), wo);
+    if (!w) {
+      std::lock_guard<std::mutex> g(slot.mu);
+      slot.core.count_error(w.err());
+      return;
+    }
+    auto logic = make_sandbox_logic(m);
+    while (!stop_requested.load()) {
+      auto item = w->next(100ms);
+      if (!item) {
+        std::lock_guard<std::mutex> g(slot.mu);
+        slot.core.count_error(item.err());
+        continue;
+      }
+      if (!item->has_value()) continue;
+      const auto& work = (*item)->work;
+      wire::VerdictT v;
+      std::unique_lock<std::mutex> g(slot.mu);
+      slot.core.count_received();
+      slot.held = w->held();
+      g.unlock();
+      auto cand = actors::candidate_msg::make(work);
+      if (!cand) {
+        v.status = wire::VerdictStatus::infra_error;
+        v.reason = "malformed work item: " + cand.message();
+      } else {
+        const auto info = actors::envelope_info::of(cand->header());
+        auto r = slot.core.call([&] { return logic->evaluate(cand->payload(), info); });
+        if (r) {
+          v = std::move(*r);
+        } else {
+          v.candidate.reset(cand->payload().UnPack());
+          v.status = wire::VerdictStatus::infra_error;
+          v.reason = "sandbox logic failed: " + r.message();
+        }
+      }
+      v.worker = slot.name;
+      g.lock();
+      const auto h = slot.core.next_header(work->sample_id(), work->policy_version());
+      g.unlock();
+      auto done = w->complete((*item)->id, messages::pack(h, v));
+      g.lock();
+      if (done.ok())
+        slot.core.count_sent();
+      else
+        slot.core.count_error(done.err());
+      slot.held = w->held();
+    }
+    (void)w->leave();
+  }
+
+  // ---- the pump ---------------------------------------------------------------------------------
+
+  void dispatch(inbound& in, const messages::envelope& e) {
+    if (in.recording) in.recording->write(e, wall_time_ns());
+    if (in.id == link::control) {
+      if (const auto* c = e.as<wire::Control>(); c && c->command() == wire::ControlCommand::shutdown)
+        stop_requested = true;
+      return;
+    }
+    if (in.id == link::weights && driver)
+      if (const auto* w = e.as<wire::PolicyWeights>()) {
+        driver->version = std::max(driver->version, w->version());
+        driver->advance();
+      }
+    if (in.targets.empty()) return;
+    if (in.round_robin) {
+      caf::anon_send(in.targets[in.next++ % in.targets.size()], e);
+    } else {
+      for (const auto& t : in.targets) caf::anon_send(t, e);
+    }
+  }
+
+  void send_metric(wire::StageMetricsT w) {
+    w.process = self.name;
+    messages::header h;
+    h.sender = self.name;
+    (void)metrics_out->send(messages::pack(h, w), 100ms);
+  }
+
+  void report_metrics() {
+    caf::scoped_actor ask{*sys};
+    for (const auto& [name, actor] : stages)
+      ask->request(actor, std::chrono::milliseconds(500), actors::metrics_atom_v)
+          .receive([&](const actors::stage_metrics& s) { send_metric(actors::to_wire(s)); },
+                   [&](const caf::error&) {});
+    for (auto& w : workers) {
+      std::lock_guard<std::mutex> g(w->mu);
+      send_metric(actors::to_wire(w->core.snapshot(w->held)));
+    }
+    if (broker) {
+      const auto c = broker->counters();
+      wire::StageMetricsT w;
+      w.stage = "sandbox_pool";
+      w.kind = "sandbox_pool";
+      w.received = c.received;
+      w.sent = c.completed + broker_failed_sent;
+      w.dropped = c.failed - std::min(c.failed, broker_failed_sent);
+      w.errors = c.rejected;
+      w.queue_depth = c.queued + c.in_flight + c.pending_results;
+      w.last_error = broker->last_error();
+      auto add = [&](const char* n, std::uint64_t v) {
+        auto x = std::make_unique<wire::CounterT>();
+        x->name = n;
+        x->value = v;
+        w.extra.push_back(std::move(x));
+      };
+      add("queued", c.queued);
+      add("in_flight", c.in_flight);
+      add("completed", c.completed);
+      add("failed", c.failed);
+      add("requeued", c.requeued);
+      add("dispatched", c.dispatched);
+      add("stale_results", c.stale_results);
+      add("workers_alive", c.workers_alive);
+      add("workers_dead", c.workers_dead);
+      send_metric(std::move(w));
+    }
+    std::uint64_t rejected = 0;
+    for (auto& in : inputs)
+      rejected += in.pull ? in.pull->counters().rejected : in.sub->counters().rejected;
+    wire::StageMetricsT bus;
+    bus.stage = "bus@" + self.name;
+    bus.kind = "bus";
+    bus.errors = rejected;  // received messages that were not valid envelopes
+    for (auto& in : inputs)
+      bus.received += in.pull ? in.pull->counters().received : in.sub->counters().received;
+    send_metric(std::move(bus));
+  }
+
+  status run() {
+    auto next_metrics = std::chrono::steady_clock::now();
+    auto last_control = std::chrono::steady_clock::now();
+    std::vector<zmq::pollitem_t> items;
+    for (auto& in : inputs) items.push_back({in.handle().handle(), 0, ZMQ_POLLIN, 0});
+    status result;
+    while (!stop_requested.load()) {
+      try {
+        zmq::poll(items.data(), items.size(), 50ms);
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        result = error{std::string("bus poll failed: ") + e.what()};
+        break;
+      }
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        if (!(items[i].revents & ZMQ_POLLIN)) continue;
+        auto& in = inputs[i];
+        for (int n = 0; n < 256; ++n) {  // bounded, so one busy link cannot starve the others
+          if (in.sub) {
+            auto r = in.sub->receive(0ms);
+            if (!r.ok()) continue;  // counted by the subscriber as rejected
+            if (!r->has_value()) break;
+            if (in.id == link::control) last_control = std::chrono::steady_clock::now();
+            dispatch(in, (*r)->env);
+          } else {
+            auto r = in.pull->receive(0ms);
+            if (!r.ok()) continue;  // counted by the receiver as rejected
+            if (!r->has_value()) break;
+            dispatch(in, **r);
+          }
+        }
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= next_metrics) {
+        report_metrics();
+        next_metrics = now + o.metrics_interval;
+      }
+      if (!self.head && now - last_control > o.orphan_timeout) {
+        result = error{"process " + self.name + ": the head has been silent on the control link for " +
+                       std::to_string(o.orphan_timeout.count()) + " ms; stopping"};
+        break;
+      }
+    }
+    report_metrics();  // the final counts reach the head before this process goes
+    return result;
+  }
+
+  void shutdown() {
+    stop_requested = true;
+    for (auto& w : workers)
+      if (w->thread.joinable()) w->thread.join();
+    if (broker) broker->stop();
+    if (sys) {
+      for (const auto& [name, actor] : stages) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+      stages.clear();
+      driver.reset();
+      for (auto& in : inputs) in.targets.clear();
+      sys.reset();  // waits for every actor; outlets close their sockets as they go
+    }
+    for (auto& in : inputs)
+      if (in.recording) (void)in.recording->flush();
+    inputs.clear();
+    broker.reset();
+    failures_out.reset();
+    metrics_out.reset();
+  }
+};
+
+process_runtime::process_runtime(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+process_runtime::~process_runtime() = default;
+
+result<std::unique_ptr<process_runtime>> process_runtime::create(const manifest& m,
+                                                                 const std::string& process,
+                                                                 const runtime_options& o) {
+  const auto* p = m.find_process(process);
+  if (!p) return error{m.source + ": no process named \"" + process + "\""};
+  auto i = std::make_unique<impl>();
+  i->m = m;
+  i->self = *p;
+  i->o = o;
+  if (auto s = i->build(); !s) return error{"process " + process + ": " + s.message()};
+  return std::unique_ptr<process_runtime>(new process_runtime(std::move(i)));
+}
+
+status process_runtime::run() {
+  auto s = impl_->run();
+  impl_->shutdown();
+  return s;
+}
+
+void process_runtime::stop() noexcept { impl_->stop_requested = true; }
+
+}  // namespace kforge::pipeline

@@ -1,0 +1,26 @@
+#pragma once
+// Which logic each stage runs, made from the manifest. Today reward and buffer are real; the task
+// library, policy model, sandbox and trainer are stand-ins until their issues land (stand_ins.hpp).
+// `kforge run`, `kforge worker` and `kforge replay` all build stages here, so they agree.
+
+#include <memory>
+#include <string>
+
+#include "actors/stage_logic.hpp"
+#include "pipeline/manifest.hpp"
+
+namespace kforge::pipeline {
+
+std::shared_ptr<actors::task_source> make_task_source(const manifest& m);
+std::shared_ptr<actors::sampler_logic> make_sampler_logic(const manifest& m);
+std::shared_ptr<actors::sandbox_logic> make_sandbox_logic(const manifest& m);
+std::shared_ptr<actors::reward_logic> make_reward_logic(const manifest& m);
+std::shared_ptr<actors::buffer_logic> make_buffer_logic(const manifest& m);
+std::shared_ptr<actors::trainer_logic> make_trainer_logic(const manifest& m);
+
+/// What the stage of kind `k` runs today, in a few words; "stand-in" when it is not the real thing.
+std::string logic_description(actor_kind k);
+/// Whether kind `k` runs a stand-in rather than its real logic.
+bool is_stand_in(actor_kind k) noexcept;
+
+}  // namespace kforge::pipeline
