@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iomanip>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <thread>
@@ -86,6 +87,9 @@ nlohmann::json to_json(const wire::StageMetricsT& m) {
 /// The latest metrics of every stage instance, keyed by process and instance name.
 struct metrics_board {
   std::map<std::string, wire::StageMetricsT> latest;
+  /// Processes that have exited: their last report stays (its counts happened) but what it says
+  /// was queued there is gone with them, so it no longer holds up draining.
+  std::set<std::string> gone;
 
   std::uint64_t sum(const std::string& kind, std::uint64_t wire::StageMetricsT::*field) const {
     std::uint64_t n = 0;
@@ -101,16 +105,18 @@ struct metrics_board {
           if (c->name == name) n += c->value;
     return n;
   }
-  /// Everything that moves; unchanged across an interval means nothing happened.
+  /// Work that moves through the stages; unchanged across an interval means nothing happened.
+  /// The bus rows are left out: they count control heartbeats, which never stop.
   std::uint64_t activity() const {
     std::uint64_t n = 0;
-    for (const auto& [k, m] : latest) n += m.received + m.sent + m.dropped + m.errors;
+    for (const auto& [k, m] : latest)
+      if (m.kind != "bus") n += m.received + m.sent + m.dropped + m.errors;
     return n;
   }
   std::uint64_t queued(bool count_buffer) const {
     std::uint64_t n = 0;
     for (const auto& [k, m] : latest)
-      if (count_buffer || m.kind != "buffer") n += m.queue_depth;
+      if ((count_buffer || m.kind != "buffer") && !gone.count(m.process)) n += m.queue_depth;
     return n;
   }
 };
@@ -340,6 +346,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
       if (::waitpid(c.pid, &st, WNOHANG) == c.pid) {
         c.running = false;
         c.exit = describe_exit(st);
+        board.gone.insert(c.name);
         progress.end(err);
         err << "kforge run: process " << c.name << " (pid " << c.pid << ") " << c.exit << "\n";
       }
