@@ -21,7 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,15 +69,30 @@ struct check_failure {
 
 [[noreturn]] void fail(const std::string& what) { throw check_failure{what}; }
 
+// ipc socket files this run created; zmq leaves them behind, so main() removes them at the end.
+std::vector<std::string>& ipc_files() {
+  static std::vector<std::string> files;
+  return files;
+}
+
 // A fresh endpoint per run, so no run sees another's leftovers.
 std::string endpoint_for(const std::string& transport) {
   static int n = 0;
   ++n;
   if (transport == "inproc") return "inproc://bench-" + std::to_string(n);
-  if (transport == "ipc")
-    return "ipc:///tmp/kforge-bench-" + std::to_string(::getpid()) + "-" + std::to_string(n);
+  if (transport == "ipc") {
+    ipc_files().push_back("/tmp/kforge-bench-" + std::to_string(::getpid()) + "-" +
+                          std::to_string(n));
+    return "ipc://" + ipc_files().back();
+  }
   return "tcp://127.0.0.1:*";
 }
+
+struct remove_ipc_files {
+  ~remove_ipc_files() {
+    for (const auto& f : ipc_files()) ::unlink(f.c_str());
+  }
+};
 
 // The payload: seeded bytes with the sequence number in the first 8 bytes.
 struct payload {
@@ -108,7 +123,8 @@ messages::envelope build(payload& p, std::uint64_t seq) {
 
 void check_envelope(const payload& p, const messages::envelope& e, std::uint64_t seq) {
   const auto* b = e.as<messages::wire::Blob>();
-  if (e->message_id() != seq || !b || !b->data() || !p.matches(b->data()->data(), b->data()->size(), seq))
+  if (e->message_id() != seq || !b || !b->data() ||
+      !p.matches(b->data()->data(), b->data()->size(), seq))
     fail("kforge envelope " + std::to_string(seq) + " arrived wrong");
 }
 
@@ -264,7 +280,8 @@ std::vector<double> raw_latency(const std::string& transport, std::size_t size, 
 
 enum class half { build_send, send, receive };
 
-double half_throughput(half h, const std::string& transport, std::size_t size, std::uint64_t count) {
+double half_throughput(half h, const std::string& transport, std::size_t size,
+                       std::uint64_t count) {
   payload p(size);
   const auto prebuilt = build(p, 1);
   std::optional<bus::receiver> krx;
@@ -287,7 +304,8 @@ double half_throughput(half h, const std::string& transport, std::size_t size, s
       if (h == half::receive) {
         zmq::message_t m(prebuilt.data(), prebuilt.size());
         (void)rtx.send(m, zmq::send_flags::none);
-      } else if (auto st = ktx->send(h == half::send ? prebuilt : build(q, i), milliseconds(10000)); !st) {
+      } else if (auto st = ktx->send(h == half::send ? prebuilt : build(q, i), milliseconds(10000));
+                 !st) {
         producer_error = st.message();
       }
     }
@@ -373,7 +391,8 @@ row measure(const std::string& transport, std::size_t size, const config& cfg) {
     lat_ratio.push_back(p50[1].back() / p50[0].back());
   }
   auto pack = [&](int k) {
-    return measured{spread::of(rate[k]), spread::of(mbps[k]), spread::of(p50[k]), spread::of(p99[k])};
+    return measured{spread::of(rate[k]), spread::of(mbps[k]), spread::of(p50[k]),
+                    spread::of(p99[k])};
   };
   return row{transport, size, pack(0), pack(1), spread::of(thr_ratio), spread::of(lat_ratio)};
 }
@@ -397,13 +416,15 @@ void print_table(const std::vector<row>& rows) {
       "| p50 kforge/raw |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& r : rows) {
-    std::printf("| %s | %s | %s | %s | %s | %s | **%.2f** (%.2f–%.2f) | %s | %s | %s | %s | %.2f (%.2f–%.2f) |\n",
-                r.transport.c_str(), size_name(r.size).c_str(), cell(r.raw.msgs_per_s, 0).c_str(),
-                cell(r.kf.msgs_per_s, 0).c_str(), cell(r.raw.mb_per_s, 1).c_str(),
-                cell(r.kf.mb_per_s, 1).c_str(), r.throughput_ratio.median, r.throughput_ratio.min,
-                r.throughput_ratio.max, cell(r.raw.p50_us, 1).c_str(), cell(r.kf.p50_us, 1).c_str(),
-                cell(r.raw.p99_us, 1).c_str(), cell(r.kf.p99_us, 1).c_str(), r.p50_ratio.median,
-                r.p50_ratio.min, r.p50_ratio.max);
+    std::printf(
+        "| %s | %s | %s | %s | %s | %s | **%.2f** (%.2f–%.2f) | %s | %s | %s | %s | %.2f "
+        "(%.2f–%.2f) |\n",
+        r.transport.c_str(), size_name(r.size).c_str(), cell(r.raw.msgs_per_s, 0).c_str(),
+        cell(r.kf.msgs_per_s, 0).c_str(), cell(r.raw.mb_per_s, 1).c_str(),
+        cell(r.kf.mb_per_s, 1).c_str(), r.throughput_ratio.median, r.throughput_ratio.min,
+        r.throughput_ratio.max, cell(r.raw.p50_us, 1).c_str(), cell(r.kf.p50_us, 1).c_str(),
+        cell(r.raw.p99_us, 1).c_str(), cell(r.kf.p99_us, 1).c_str(), r.p50_ratio.median,
+        r.p50_ratio.min, r.p50_ratio.max);
   }
   std::fflush(stdout);
 }
@@ -436,8 +457,8 @@ nlohmann::json to_json(const std::vector<row>& rows, const config& cfg, double s
 struct breakdown_row {
   std::string transport;
   std::size_t size;
-  spread raw, parts[3];        // msgs/s
-  spread part_ratio[3];        // per-rep part/raw
+  spread raw, parts[3];  // msgs/s
+  spread part_ratio[3];  // per-rep part/raw
 };
 
 breakdown_row measure_breakdown(const std::string& transport, std::size_t size, const config& cfg) {
@@ -449,7 +470,8 @@ breakdown_row measure_breakdown(const std::string& transport, std::size_t size, 
     double v[3];
     for (int k = 0; k < 3; ++k) {
       const int j = (k + rep + 3) % 3;  // rotate the order each rep
-      v[j] = static_cast<double>(count) / half_throughput(static_cast<half>(j), transport, size, count);
+      v[j] = static_cast<double>(count) /
+             half_throughput(static_cast<half>(j), transport, size, count);
     }
     if (rep < 0) continue;
     raw.push_back(r);
@@ -467,8 +489,9 @@ breakdown_row measure_breakdown(const std::string& transport, std::size_t size, 
 }
 
 void print_breakdown(const std::vector<breakdown_row>& rows) {
-  std::printf("\n| transport | payload | raw msgs/s | make_blob+send → raw | send (prebuilt) → raw "
-              "| raw → receive+verify |\n|---|---|---|---|---|---|\n");
+  std::printf(
+      "\n| transport | payload | raw msgs/s | make_blob+send → raw | send (prebuilt) → raw "
+      "| raw → receive+verify |\n|---|---|---|---|---|---|\n");
   for (const auto& b : rows) {
     std::printf("| %s | %s | %s |", b.transport.c_str(), size_name(b.size).c_str(),
                 cell(b.raw, 0).c_str());
@@ -480,16 +503,18 @@ void print_breakdown(const std::vector<breakdown_row>& rows) {
 }
 
 int usage(const char* argv0) {
-  std::fprintf(stderr,
-               "usage: %s [--reps N] [--scale X] [--json FILE] [--transports LIST] [--sizes LIST]\n"
-               "  --reps N     measured repetitions per case, after one warm-up (default 5, min 1)\n"
-               "  --scale X    multiply message and round-trip counts (default 1.0)\n"
-               "  --json FILE  also write the results as JSON\n"
-               "  --transports inproc,ipc,tcp (default: all)\n"
-               "  --sizes      payload bytes, e.g. 256,4096,65536 (default)\n"
-               "  --default-malloc  keep glibc's heap trimming (see RESULTS.md)\n"
-               "  --breakdown  also time each half of the kforge path against raw (throughput)\n",
-               argv0);
+  std::fprintf(
+      stderr,
+      "usage: %s [--reps N] [--scale X] [--json FILE] [--transports LIST] [--sizes LIST]\n"
+      "                [--breakdown] [--default-malloc]\n"
+      "  --reps N     measured repetitions per case, after one warm-up (default 5, min 1)\n"
+      "  --scale X    multiply message and round-trip counts (default 1.0)\n"
+      "  --json FILE  also write the results as JSON\n"
+      "  --transports inproc,ipc,tcp (default: all)\n"
+      "  --sizes      payload bytes, e.g. 256,4096,65536 (default)\n"
+      "  --default-malloc  keep glibc's heap trimming (see RESULTS.md)\n"
+      "  --breakdown  also time each half of the kforge path against raw (throughput)\n",
+      argv0);
   return 2;
 }
 
@@ -514,15 +539,19 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc) return usage(argv[0]);
     const std::string v = argv[++i];
     try {
-      if (a == "--reps") cfg.reps = std::stoi(v);
-      else if (a == "--scale") cfg.scale = std::stod(v);
-      else if (a == "--json") cfg.json_path = v;
-      else if (a == "--transports") cfg.transports = split(v);
+      if (a == "--reps")
+        cfg.reps = std::stoi(v);
+      else if (a == "--scale")
+        cfg.scale = std::stod(v);
+      else if (a == "--json")
+        cfg.json_path = v;
+      else if (a == "--transports")
+        cfg.transports = split(v);
       else if (a == "--sizes") {
         cfg.sizes.clear();
         for (const auto& x : split(v)) cfg.sizes.push_back(std::stoul(x));
-      }
-      else return usage(argv[0]);
+      } else
+        return usage(argv[0]);
     } catch (const std::exception&) {
       return usage(argv[0]);
     }
@@ -540,6 +569,7 @@ int main(int argc, char** argv) {
   // keeps freed pages mapped, so the runs measure the bus, not the VM's page-fault path.
   if (!cfg.default_malloc) mallopt(M_TRIM_THRESHOLD, 256 << 20);
 
+  const remove_ipc_files cleanup;  // on every return path below
   const auto start = clock_type::now();
   std::vector<row> rows;
   try {
@@ -547,8 +577,9 @@ int main(int argc, char** argv) {
       for (std::size_t size : cfg.sizes) {
         rows.push_back(measure(t, size, cfg));
         const auto& r = rows.back();
-        std::fprintf(stderr, "%-6s %6s  throughput kforge/raw %.2f  p50 kforge/raw %.2f\n", t.c_str(),
-                     size_name(size).c_str(), r.throughput_ratio.median, r.p50_ratio.median);
+        std::fprintf(stderr, "%-6s %6s  throughput kforge/raw %.2f  p50 kforge/raw %.2f\n",
+                     t.c_str(), size_name(size).c_str(), r.throughput_ratio.median,
+                     r.p50_ratio.median);
       }
     }
   } catch (const check_failure& f) {
@@ -571,9 +602,10 @@ int main(int argc, char** argv) {
     print_breakdown(parts);
   }
   const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
-  std::printf("\n%d reps after a warm-up; cells are median ±half-range (max-min)/2 as %% of the "
-              "median; ratios are the median (min–max) of per-rep kforge/raw pairs; %.1f s total\n",
-              cfg.reps, seconds);
+  std::printf(
+      "\n%d reps after a warm-up; cells are median ±half-range (max-min)/2 as %% of the "
+      "median; ratios are the median (min–max) of per-rep kforge/raw pairs; %.1f s total\n",
+      cfg.reps, seconds);
   if (!cfg.json_path.empty()) {
     std::ofstream f(cfg.json_path);
     auto j = to_json(rows, cfg, seconds);

@@ -209,7 +209,8 @@ struct broker::impl {
         auto env = envelope_of(frames[4]);
         if (!env) {
           bump(c.rejected);
-          fail(node.mapped().work, "worker " + w.name + " returned an invalid result: " + env.message());
+          fail(node.mapped().work,
+               "worker " + w.name + " returned an invalid result: " + env.message());
           return;
         }
         outbox.push_back(std::move(env).value());
@@ -250,6 +251,7 @@ struct broker::impl {
         continue;
       }
       bump(c.received);
+      if (opts.on_received) opts.on_received(*env);
       work_entry w{std::move(env).value(), 0, 0};
       w.id = w.env->message_id();
       if (queued_ids.count(w.id) || in_flight.count(w.id)) {
@@ -330,16 +332,19 @@ struct broker::impl {
       for (auto& kv : workers) {
         auto r = route(kv.first, proto::command::broker_heartbeat, nullptr);
         if (!r) return r.err();
-        if (*r == route_outcome::gone) lost.emplace_back(kv.first, "unroutable (its connection is gone)");
+        if (*r == route_outcome::gone)
+          lost.emplace_back(kv.first, "unroutable (its connection is gone)");
         // full: the worker has not read for a while; its own silence will decide.
       }
       next_heartbeat = now + opts.heartbeat_interval;
     }
     for (auto& kv : workers) {
       if (now > kv.second.expiry)
-        lost.emplace_back(kv.first, "silent for " +
-                                        std::to_string(ms_between(kv.second.expiry - opts.liveness * kv.second.interval, now)) +
-                                        " ms");
+        lost.emplace_back(kv.first,
+                          "silent for " +
+                              std::to_string(ms_between(
+                                  kv.second.expiry - opts.liveness * kv.second.interval, now)) +
+                              " ms");
     }
     for (auto& [id, why] : lost) lose_worker(id, why);
     return status::success();

@@ -62,6 +62,9 @@ struct broker_options {
   int high_water_mark = 1000;
   /// Called on the broker's thread for each failed item; nothing else is done with it.
   std::function<void(const failed_item&)> on_failed;
+  /// Called on the broker's thread for each valid work envelope read from the frontend (e.g. to
+  /// record the link); must not block.
+  std::function<void(const messages::envelope&)> on_received;
 };
 
 /// A snapshot of the broker's counters; safe to take from any thread (each field is exact, the

@@ -60,6 +60,11 @@ result<receiver> receiver::open(const attach_point& where, const channel_options
   return receiver(std::move(s).value(), std::move(ep).value());
 }
 
+receiver::receiver(zmq::socket_t s, std::string endpoint)
+    : socket_(std::move(s)),
+      endpoint_(std::move(endpoint)),
+      inproc_(origin_of(endpoint_) == frame_origin::inproc) {}
+
 result<std::optional<messages::envelope>> receiver::receive(std::chrono::milliseconds timeout) {
   std::size_t n = 0;
   try {
@@ -71,7 +76,7 @@ result<std::optional<messages::envelope>> receiver::receive(std::chrono::millise
     }
     zmq::message_t frame;
     if (!socket_.recv(frame, zmq::recv_flags::none)) return std::optional<messages::envelope>{};
-    if (!frame.more()) return accept(frame);
+    if (!frame.more()) return accept(std::move(frame));
     // A multi-frame message: read the rest (already here: zmq delivers messages whole) so the
     // next receive starts on a message boundary.
     for (n = 1; frame.more(); ++n)
@@ -86,11 +91,12 @@ result<std::optional<messages::envelope>> receiver::receive(std::chrono::millise
                " frames (a channel message is one envelope frame)"};
 }
 
-result<std::optional<messages::envelope>> receiver::accept(const zmq::message_t& frame) {
-  auto e = envelope_of(frame);
+result<std::optional<messages::envelope>> receiver::accept(zmq::message_t&& frame) {
+  const std::size_t size = frame.size();
+  auto e = envelope_of(std::move(frame), inproc_ ? frame_origin::inproc : frame_origin::stream);
   if (!e) {
     ++counters_.rejected;
-    return error{"bus: receiver on " + endpoint_ + ": rejected " + std::to_string(frame.size()) +
+    return error{"bus: receiver on " + endpoint_ + ": rejected " + std::to_string(size) +
                  " bytes: " + e.message()};
   }
   ++counters_.received;

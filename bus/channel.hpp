@@ -64,7 +64,8 @@ class sender {
   zmq::socket_ref handle() noexcept { return socket_; }
 
  private:
-  sender(zmq::socket_t s, std::string endpoint) : socket_(std::move(s)), endpoint_(std::move(endpoint)) {}
+  sender(zmq::socket_t s, std::string endpoint)
+      : socket_(std::move(s)), endpoint_(std::move(endpoint)) {}
   zmq::socket_t socket_;
   std::string endpoint_;
   channel_counters counters_;
@@ -98,11 +99,12 @@ class receiver {
   zmq::socket_ref handle() noexcept { return socket_; }
 
  private:
-  receiver(zmq::socket_t s, std::string endpoint) : socket_(std::move(s)), endpoint_(std::move(endpoint)) {}
-  // Verifies one received frame and counts it.
-  result<std::optional<messages::envelope>> accept(const zmq::message_t& frame);
+  receiver(zmq::socket_t s, std::string endpoint);
+  // Verifies one received frame (kept as the envelope's bytes where that is safe) and counts it.
+  result<std::optional<messages::envelope>> accept(zmq::message_t&& frame);
   zmq::socket_t socket_;
   std::string endpoint_;
+  bool inproc_;  // frames come from inproc peers only: they can be kept without a copy
   channel_counters counters_;
   int receive_timeout_ms_ = -1;  // RCVTIMEO as last set (zmq's default is -1)
 };

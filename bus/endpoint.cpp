@@ -71,9 +71,12 @@ bool is_loopback(const std::string& host) {
 
 std::string_view transport_name(transport t) noexcept {
   switch (t) {
-    case transport::inproc: return "inproc";
-    case transport::ipc: return "ipc";
-    case transport::tcp: return "tcp";
+    case transport::inproc:
+      return "inproc";
+    case transport::ipc:
+      return "ipc";
+    case transport::tcp:
+      return "tcp";
   }
   return "unknown";
 }
@@ -84,9 +87,12 @@ bool endpoint::is_host_local() const noexcept {
 
 bool endpoint::is_wildcard() const noexcept {
   switch (kind) {
-    case transport::inproc: return false;
-    case transport::ipc: return address == "*";
-    case transport::tcp: return host == "*" || !port.has_value();
+    case transport::inproc:
+      return false;
+    case transport::ipc:
+      return address == "*";
+    case transport::tcp:
+      return host == "*" || !port.has_value();
   }
   return false;
 }
@@ -110,7 +116,8 @@ result<endpoint> parse_endpoint(std::string_view text) {
   } else if (scheme == "tcp") {
     e.kind = transport::tcp;
   } else {
-    return bad(text, "unknown transport \"" + std::string(scheme) + "\" (expected inproc, ipc or tcp)");
+    return bad(text,
+               "unknown transport \"" + std::string(scheme) + "\" (expected inproc, ipc or tcp)");
   }
   if (e.address.empty()) return bad(text, "address after \"://\" is empty");
 

@@ -33,8 +33,10 @@ status publisher::drain_subscriptions(milliseconds timeout) {
   }
 }
 
-status publisher::publish(std::string_view topic, const messages::envelope& e, milliseconds timeout) {
-  if (!e.valid()) return error{"bus: publisher on " + endpoint_ + ": cannot publish an empty envelope"};
+status publisher::publish(std::string_view topic, const messages::envelope& e,
+                          milliseconds timeout) {
+  if (!e.valid())
+    return error{"bus: publisher on " + endpoint_ + ": cannot publish an empty envelope"};
   // Subscriptions queue up inside zmq until read; reading them here keeps that bounded.
   if (auto s = drain_subscriptions(milliseconds(0)); !s) return s;
   zmq::message_t frames[2] = {zmq::message_t(topic.data(), topic.size()), frame_of(e)};
@@ -60,7 +62,8 @@ result<bool> publisher::wait_for_subscriptions(std::uint64_t n, milliseconds tim
   return true;
 }
 
-result<subscriber> subscriber::open(const attach_point& where, const std::vector<std::string>& topics,
+result<subscriber> subscriber::open(const attach_point& where,
+                                    const std::vector<std::string>& topics,
                                     const pubsub_options& opts, zmq::context_t& ctx) {
   auto s = open_socket(ctx, zmq::socket_type::sub, {opts.high_water_mark, opts.high_water_mark});
   if (!s) return s.err();

@@ -40,11 +40,11 @@ struct topic_message {
 
 /// What one end has done. Counts only; the owner reads them from its own thread.
 struct pubsub_counters {
-  std::uint64_t published = 0;      ///< messages handed to zmq
+  std::uint64_t published = 0;         ///< messages handed to zmq
   std::uint64_t publish_timeouts = 0;  ///< publishes refused because a subscriber was full
-  std::uint64_t subscriptions = 0;  ///< subscribe notifications seen by the publisher
-  std::uint64_t received = 0;       ///< verified messages returned by a subscriber
-  std::uint64_t rejected = 0;       ///< messages that were not [topic, valid envelope]
+  std::uint64_t subscriptions = 0;     ///< subscribe notifications seen by the publisher
+  std::uint64_t received = 0;          ///< verified messages returned by a subscriber
+  std::uint64_t rejected = 0;          ///< messages that were not [topic, valid envelope]
 };
 
 /// The publishing end (XPUB).
@@ -73,7 +73,8 @@ class publisher {
   zmq::socket_ref handle() noexcept { return socket_; }
 
  private:
-  publisher(zmq::socket_t s, std::string endpoint) : socket_(std::move(s)), endpoint_(std::move(endpoint)) {}
+  publisher(zmq::socket_t s, std::string endpoint)
+      : socket_(std::move(s)), endpoint_(std::move(endpoint)) {}
   // Reads the subscription notifications zmq has queued, waiting up to `timeout` for the first.
   status drain_subscriptions(std::chrono::milliseconds timeout);
   zmq::socket_t socket_;
@@ -107,7 +108,8 @@ class subscriber {
   zmq::socket_ref handle() noexcept { return socket_; }
 
  private:
-  subscriber(zmq::socket_t s, std::string endpoint) : socket_(std::move(s)), endpoint_(std::move(endpoint)) {}
+  subscriber(zmq::socket_t s, std::string endpoint)
+      : socket_(std::move(s)), endpoint_(std::move(endpoint)) {}
   zmq::socket_t socket_;
   std::string endpoint_;
   pubsub_counters counters_;

@@ -22,8 +22,8 @@ result<zmq::socket_t> open_socket(zmq::context_t& ctx, zmq::socket_type type,
 }
 
 result<std::string> attach(zmq::socket_t& s, const attach_point& where) {
-  auto ep = where.how == link::bind ? parse_endpoint(where.endpoint)
-                                    : parse_connectable(where.endpoint);
+  auto ep =
+      where.how == link::bind ? parse_endpoint(where.endpoint) : parse_connectable(where.endpoint);
   if (!ep) return ep.err();
   try {
     if (where.how == link::bind) {

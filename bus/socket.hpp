@@ -18,7 +18,7 @@ enum class link { bind, connect };
 
 /// An endpoint and whether to bind or connect it.
 struct attach_point {
-  std::string endpoint;    ///< e.g. "tcp://127.0.0.1:*" (bind) or "inproc://results"
+  std::string endpoint;  ///< e.g. "tcp://127.0.0.1:*" (bind) or "inproc://results"
   link how = link::bind;
 };
 

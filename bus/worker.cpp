@@ -28,7 +28,9 @@ bool frame_is(const zmq::message_t& f, std::string_view s) {
 }  // namespace
 
 worker::worker(zmq::context_t& ctx, std::string endpoint, worker_options opts)
-    : ctx_(&ctx), endpoint_(std::move(endpoint)), opts_(std::move(opts)),
+    : ctx_(&ctx),
+      endpoint_(std::move(endpoint)),
+      opts_(std::move(opts)),
       backoff_(opts_.reconnect_initial) {}
 
 result<worker> worker::connect(std::string_view broker_endpoint, worker_options opts,
@@ -46,7 +48,8 @@ result<worker> worker::connect(std::string_view broker_endpoint, worker_options 
 }
 
 status worker::open_session() {
-  auto s = open_socket(*ctx_, zmq::socket_type::dealer, {opts_.high_water_mark, opts_.high_water_mark});
+  auto s =
+      open_socket(*ctx_, zmq::socket_type::dealer, {opts_.high_water_mark, opts_.high_water_mark});
   if (!s) return s.err();
   auto ep = attach(*s, {endpoint_, link::connect});
   if (!ep) return ep.err();

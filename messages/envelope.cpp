@@ -1,5 +1,9 @@
 #include "messages/envelope.hpp"
 
+#include <cstring>
+#include <new>
+#include <stdexcept>
+
 #include <flatbuffers/idl.h>
 
 #include "common/clock.hpp"
@@ -31,42 +35,58 @@ std::string verify(const std::uint8_t* data, std::size_t size) {
   return {};
 }
 
-}  // namespace
+// The block an envelope_builder (or a copy) allocates: this owner, then the bytes. One allocation
+// holds the reference count and the envelope, and the bytes start 16-aligned.
+class block_owner final : public detail::buffer_owner {
+ public:
+  block_owner() noexcept : buffer_owner(&destroy) {}
 
-result<envelope> envelope::from_bytes(const void* data, std::size_t size) {
-  if (size > max_envelope_bytes || size < 8)
-    return error{verify(static_cast<const std::uint8_t*>(data), size)};
-  const auto* p = static_cast<const std::uint8_t*>(data);
-  return from_bytes(std::vector<std::uint8_t>(p, p + size));
+ private:
+  static void destroy(buffer_owner* o) noexcept;
+};
+
+constexpr std::size_t block_align = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+constexpr std::size_t block_header =
+    (sizeof(block_owner) + block_align - 1) / block_align * block_align;
+static_assert(block_align % envelope_alignment == 0);
+
+// Bytes with room for a block_owner in front (constructed there once the bytes are an envelope's).
+std::uint8_t* allocate_block(std::size_t size) {
+  return static_cast<std::uint8_t*>(::operator new(block_header + size)) + block_header;
+}
+void free_block(std::uint8_t* bytes) noexcept { ::operator delete(bytes - block_header); }
+block_owner* own_block(std::uint8_t* bytes) noexcept {
+  return new (bytes - block_header) block_owner();
 }
 
-result<envelope> envelope::from_bytes(std::vector<std::uint8_t> bytes) {
-  if (auto why = verify(bytes.data(), bytes.size()); !why.empty()) return error{std::move(why)};
-  return envelope(std::make_shared<const std::vector<std::uint8_t>>(std::move(bytes)));
+void block_owner::destroy(buffer_owner* o) noexcept {
+  auto* b = static_cast<block_owner*>(o);
+  b->~block_owner();
+  ::operator delete(static_cast<void*>(b));
 }
 
-envelope envelope::from_builder(flatbuffers::FlatBufferBuilder& fbb) {
-  auto* p = fbb.GetBufferPointer();
-  std::vector<std::uint8_t> bytes(p, p + fbb.GetSize());
+// The envelope_builder's allocator. Stateless; FlatBuffers' default reallocate_downward (allocate,
+// copy, deallocate) serves a builder that outgrows its initial size.
+class block_allocator final : public flatbuffers::Allocator {
+ public:
+  std::uint8_t* allocate(std::size_t size) override { return allocate_block(size); }
+  void deallocate(std::uint8_t* p, std::size_t) override { free_block(p); }
+};
+
+block_allocator the_block_allocator;
+
 #ifndef NDEBUG
-  if (auto why = verify(bytes.data(), bytes.size()); !why.empty())
+void check_built(const envelope& e) {
+  if (auto why = verify(e.data(), e.size()); !why.empty())
     throw std::logic_error("kforge built an invalid envelope: " + why);
+  if (reinterpret_cast<std::uintptr_t>(e.data()) % envelope_alignment != 0)
+    throw std::logic_error("kforge built a misaligned envelope");
+}
 #endif
-  return envelope(std::make_shared<const std::vector<std::uint8_t>>(std::move(bytes)));
-}
 
-const std::vector<std::uint8_t>& envelope::bytes() const {
-  static const std::vector<std::uint8_t> none;
-  return valid() ? *bytes_ : none;
-}
-
-bool operator==(const envelope& a, const envelope& b) noexcept {
-  if (a.bytes_ == b.bytes_) return true;
-  return a.valid() && b.valid() && *a.bytes_ == *b.bytes_;
-}
-
-envelope seal(flatbuffers::FlatBufferBuilder& fbb, const header& h, wire::Payload type,
-              flatbuffers::Offset<void> payload) {
+template <class Builder>
+envelope finish(Builder& fbb, const header& h, wire::Payload type,
+                flatbuffers::Offset<void> payload) {
   auto sender = fbb.CreateString(h.sender);
   wire::EnvelopeBuilder b(fbb);
   b.add_message_id(h.message_id);
@@ -80,9 +100,81 @@ envelope seal(flatbuffers::FlatBufferBuilder& fbb, const header& h, wire::Payloa
   return envelope::from_builder(fbb);
 }
 
+}  // namespace
+
+envelope_builder::envelope_builder(std::size_t initial_size)
+    : flatbuffers::FlatBufferBuilder(initial_size, &the_block_allocator, false) {}
+
+result<envelope> envelope::from_bytes(const void* data, std::size_t size) {
+  if (size > max_envelope_bytes || size < 8)
+    return error{verify(static_cast<const std::uint8_t*>(data), size)};
+  auto* bytes = allocate_block(size);
+  std::memcpy(bytes, data, size);
+  // Verify the copy, not the source: the source may change under us (shared memory).
+  envelope e(own_block(bytes), bytes, size);
+  if (auto why = verify(bytes, size); !why.empty()) return error{std::move(why)};
+  return e;
+}
+
+result<envelope> envelope::adopt_verified(detail::buffer_owner* owner, const std::uint8_t* data,
+                                          std::size_t size) {
+  envelope held(owner, data, size);  // released on every path below
+  // FlatBuffers reads scalars in place; an odd start would make every 64-bit read misaligned.
+  if (reinterpret_cast<std::uintptr_t>(data) % envelope_alignment != 0)
+    return from_bytes(data, size);
+  if (auto why = verify(data, size); !why.empty()) return error{std::move(why)};
+  return held;
+}
+
+envelope envelope::from_builder(envelope_builder& fbb) {
+  const std::size_t size = fbb.GetSize();
+  std::size_t reserved = 0;
+  std::size_t offset = 0;
+  std::uint8_t* block = fbb.ReleaseRaw(reserved, offset);  // allocated by the_block_allocator
+  fbb.Clear();
+  envelope e(own_block(block), block + offset, size);
+#ifndef NDEBUG
+  check_built(e);
+#endif
+  return e;
+}
+
+envelope envelope::from_builder(flatbuffers::FlatBufferBuilder& fbb) {
+  using owner_type = detail::holder_owner<flatbuffers::DetachedBuffer>;
+  auto owner = std::make_unique<owner_type>(fbb.Release());
+  fbb.Clear();
+  const auto* data = owner->value.data();
+  const auto size = owner->value.size();
+  envelope e(owner.release(), data, size);
+#ifndef NDEBUG
+  check_built(e);
+#endif
+  return e;
+}
+
+bool operator==(const envelope& a, const envelope& b) noexcept {
+  if (a.size_ != b.size_) return false;
+  if (a.data_ == b.data_) return true;
+  return std::memcmp(a.data_, b.data_, a.size_) == 0;
+}
+
+envelope seal(envelope_builder& fbb, const header& h, wire::Payload type,
+              flatbuffers::Offset<void> payload) {
+  return finish(fbb, h, type, payload);
+}
+
+envelope seal(flatbuffers::FlatBufferBuilder& fbb, const header& h, wire::Payload type,
+              flatbuffers::Offset<void> payload) {
+  return finish(fbb, h, type, payload);
+}
+
 envelope make_blob(const header& h, const void* data, std::size_t size) {
-  flatbuffers::FlatBufferBuilder fbb(size + 256);
-  auto bytes = fbb.CreateVector(static_cast<const std::uint8_t*>(data), size);
+  // Room for the payload, the header fields, tables, padding and the builder's scratch space, so
+  // the builder allocates once.
+  envelope_builder fbb(size + h.sender.size() + 256);
+  std::uint8_t* dst = nullptr;
+  auto bytes = fbb.CreateUninitializedVector<std::uint8_t>(size, &dst);
+  if (size > 0) std::memcpy(dst, data, size);
   auto blob = wire::CreateBlob(fbb, bytes);
   return seal(fbb, h, wire::Payload::Blob, blob.Union());
 }

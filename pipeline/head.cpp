@@ -23,6 +23,7 @@
 #include "bus/pubsub.hpp"
 #include "common/clock.hpp"
 #include "common/subprocess.hpp"
+#include "messages/recording.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/process_runtime.hpp"
 #include "pipeline/readiness.hpp"
@@ -298,6 +299,16 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   });
 
   std::ofstream metrics_file(fs::path(dir) / "metrics.jsonl");
+  std::optional<messages::recording_writer> metrics_recording;
+  if (std::find(m.record.links.begin(), m.record.links.end(), link::metrics) != m.record.links.end()) {
+    auto w = messages::recording_writer::create(recording_path(dir, link::metrics, m.head().name),
+                                                "metrics", m.record.max_bytes);
+    if (!w) {
+      err << "kforge run: " << w.message() << "\n";
+      return 2;
+    }
+    metrics_recording.emplace(std::move(*w));
+  }
   metrics_board board;
   progress_line progress(m.run.progress);
   std::uint64_t version = 0, heartbeat_seq = 0;
@@ -312,6 +323,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
       auto r = metrics_in->receive(0ms);
       if (!r.ok()) continue;
       if (!r->has_value()) break;
+      if (metrics_recording) metrics_recording->write(**r, wall_time_ns());
       if (const auto* sm = (*r)->as<wire::StageMetrics>()) {
         wire::StageMetricsT t;
         sm->UnPackTo(&t);

@@ -66,6 +66,7 @@ struct inbound {
 /// A sandbox worker thread's counters, read by the pump thread under the mutex.
 struct worker_slot {
   std::string name;
+  std::optional<messages::recording_writer> recording;  ///< the worker thread's own
   std::mutex mu;
   actors::stage_core core;
   std::uint64_t held = 0;
@@ -112,6 +113,7 @@ struct process_runtime::impl {
   std::unique_ptr<bus::sender> metrics_out;
   std::optional<bus::broker> broker;
   std::unique_ptr<bus::sender> failures_out;  ///< used only on the broker's thread
+  std::optional<messages::recording_writer> candidates_recording;  ///< broker's thread only
   std::vector<std::unique_ptr<worker_slot>> workers;
   std::optional<step_driver> driver;
   std::uint64_t broker_failed_sent = 0;
@@ -137,15 +139,23 @@ struct process_runtime::impl {
       in.pull = std::make_unique<bus::receiver>(std::move(*r));
     }
     in.round_robin = l == link::tasks || l == link::batches;
-    const auto& rec = m.record.links;
-    if (std::find(rec.begin(), rec.end(), l) != rec.end()) {
-      auto w = messages::recording_writer::create(recording_path(o.run_dir, l, self.name),
-                                                  std::string(to_string(l)), m.record.max_bytes);
+    if (recorded(l)) {
+      auto w = recorder(l, self.name);
       if (!w) return w.err();
       in.recording.emplace(std::move(*w));
     }
     inputs.push_back(std::move(in));
     return {};
+  }
+
+  bool recorded(link l) const {
+    const auto& rec = m.record.links;
+    return std::find(rec.begin(), rec.end(), l) != rec.end();
+  }
+
+  result<messages::recording_writer> recorder(link l, const std::string& who) const {
+    return messages::recording_writer::create(recording_path(o.run_dir, l, who),
+                                              std::string(to_string(l)), m.record.max_bytes);
   }
 
   inbound* input(link l) {
@@ -282,7 +292,10 @@ struct process_runtime::impl {
     if (hosts(self, actor_kind::sandbox_pool))
       if (auto s = start_broker(); !s) return s;
     for (int i = 0, n = self.count(actor_kind::sandbox_worker); i < n; ++i)
-      start_worker(stage_name(actor_kind::sandbox_worker, self.name, i, n));
+      if (auto s = start_worker(stage_name(actor_kind::sandbox_worker, self.name, i, n),
+                                self.name + (n > 1 ? "-" + std::to_string(i) : ""));
+          !s)
+        return s;
     if (driver) driver->advance();
     return {};
   }
@@ -300,6 +313,15 @@ struct process_runtime::impl {
     bo.heartbeat_interval = o.heartbeat_interval;
     bo.liveness = o.liveness;
     bo.on_failed = [this](const bus::failed_item& item) { report_failed(item); };
+    if (recorded(link::candidates)) {
+      // The broker's thread is the only one touching this writer once the broker starts.
+      auto w = recorder(link::candidates, self.name);
+      if (!w) return w.err();
+      candidates_recording.emplace(std::move(*w));
+      bo.on_received = [this](const messages::envelope& e) {
+        candidates_recording->write(e, wall_time_ns());
+      };
+    }
     auto b = bus::broker::create(std::move(bo));
     if (!b) return error{"sandbox_pool: " + b.message()};
     broker.emplace(std::move(*b));
@@ -322,13 +344,20 @@ struct process_runtime::impl {
     if (failures_out->send(messages::pack(h, v), o.send_timeout).ok()) ++broker_failed_sent;
   }
 
-  void start_worker(const std::string& name) {
+  /// `file_tag` names its recording of the sandbox_workers link (one file per worker thread).
+  status start_worker(const std::string& name, const std::string& file_tag) {
     auto slot = std::make_unique<worker_slot>();
     slot->name = name;
+    if (recorded(link::sandbox_workers)) {
+      auto w = recorder(link::sandbox_workers, file_tag);
+      if (!w) return w.err();
+      slot->recording.emplace(std::move(*w));
+    }
     slot->core = actors::stage_core{"sandbox_worker", name};
     auto* s = slot.get();
     s->thread = std::thread([this, s] { worker_loop(*s); });
     workers.push_back(std::move(slot));
+    return {};
   }
 
   void worker_loop(worker_slot& slot) {
@@ -352,6 +381,7 @@ struct process_runtime::impl {
       }
       if (!item->has_value()) continue;
       const auto& work = (*item)->work;
+      if (slot.recording) slot.recording->write(work, wall_time_ns());
       wire::VerdictT v;
       std::unique_lock<std::mutex> g(slot.mu);
       slot.core.count_received();
@@ -385,6 +415,7 @@ struct process_runtime::impl {
       slot.held = w->held();
     }
     (void)w->leave();
+    if (slot.recording) (void)slot.recording->flush();
   }
 
   // ---- the pump ---------------------------------------------------------------------------------
@@ -518,6 +549,7 @@ struct process_runtime::impl {
     for (auto& w : workers)
       if (w->thread.joinable()) w->thread.join();
     if (broker) broker->stop();
+    if (candidates_recording) (void)candidates_recording->flush();
     if (sys) {
       for (const auto& [name, actor] : stages) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
       stages.clear();

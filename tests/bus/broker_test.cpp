@@ -50,15 +50,18 @@ struct pool {
 
   // Reads results until `n` arrived (or the deadline); counts them per sample id and per worker.
   void collect(std::uint64_t n, std::map<std::uint64_t, int>& per_sample,
-               std::map<std::string, int>& per_worker, std::chrono::milliseconds timeout = 10000ms) {
+               std::map<std::string, int>& per_worker,
+               std::chrono::milliseconds timeout = 10000ms) {
     std::uint64_t got = 0;
-    eventually([&] { return got >= n; }, [&] {
-      auto r = sink.receive(50ms);
-      if (!r.ok() || !r->has_value()) return;
-      ++got;
-      ++per_sample[(**r)->sample_id()];
-      ++per_worker[(**r)->sender()->str()];
-    }, timeout);
+    eventually([&] { return got >= n; },
+               [&] {
+                 auto r = sink.receive(50ms);
+                 if (!r.ok() || !r->has_value()) return;
+                 ++got;
+                 ++per_sample[(**r)->sample_id()];
+                 ++per_worker[(**r)->sender()->str()];
+               },
+               timeout);
   }
 };
 
@@ -133,11 +136,12 @@ struct raw_worker {
   // Reads until a WORK message arrives, driving the broker meanwhile; returns its envelope.
   envelope await_work(broker& b) {
     envelope got;
-    REQUIRE(eventually([&] { return got.valid(); }, [&] {
-      REQUIRE(b.poll_once(5ms).ok());
-      while (auto m = poll())
-        if (m->first == 0x11) got = m->second;
-    }));
+    REQUIRE(eventually([&] { return got.valid(); },
+                       [&] {
+                         REQUIRE(b.poll_once(5ms).ok());
+                         while (auto m = poll())
+                           if (m->first == 0x11) got = m->second;
+                       }));
     return got;
   }
 };
@@ -205,11 +209,12 @@ TEST_CASE("a worker that dies holding work: its items are re-queued and finished
     wo.heartbeat_interval = hb;
     auto doomed = worker::connect(p.b.backend_endpoint(), wo);
     REQUIRE(doomed.ok());
-    REQUIRE(eventually([&] { return held_by_doomed.size() == 4; }, [&] {
-      auto item = doomed->next(20ms);
-      REQUIRE(item.ok());
-      if (item->has_value()) held_by_doomed.insert((*item)->id);
-    }));
+    REQUIRE(eventually([&] { return held_by_doomed.size() == 4; },
+                       [&] {
+                         auto item = doomed->next(20ms);
+                         REQUIRE(item.ok());
+                         if (item->has_value()) held_by_doomed.insert((*item)->id);
+                       }));
     // Leaves scope without completing, heartbeating or saying goodbye: its socket just closes.
   }
 
@@ -281,10 +286,11 @@ TEST_CASE("a silent worker is declared dead; an item lost twice is failed and re
   // A wakes up and sends a late result: dropped as stale, and A is told to reconnect.
   a.result(7, blob(1007));
   bool told = false;
-  REQUIRE(eventually([&] { return told; }, [&] {
-    REQUIRE(p.b.poll_once(5ms).ok());
-    while (auto msg = a.poll()) told = told || msg->first == 0x13;
-  }));
+  REQUIRE(eventually([&] { return told; },
+                     [&] {
+                       REQUIRE(p.b.poll_once(5ms).ok());
+                       while (auto msg = a.poll()) told = told || msg->first == 0x13;
+                     }));
   auto c = p.b.counters();
   CHECK(c.stale_results == 1);
   CHECK(c.completed == 0);
@@ -354,12 +360,13 @@ TEST_CASE("the broker rejects protocol garbage, duplicates and bad results, and 
   CHECK(w.await_work(p.b)->message_id() == 2);
   w.result(2, blob(1002, 8, 2));
   std::optional<envelope> out;
-  REQUIRE(eventually([&] { return out.has_value(); }, [&] {
-    step();
-    auto r = p.sink.receive(0ms);
-    REQUIRE(r.ok());
-    if (r->has_value()) out = **r;
-  }));
+  REQUIRE(eventually([&] { return out.has_value(); },
+                     [&] {
+                       step();
+                       auto r = p.sink.receive(0ms);
+                       REQUIRE(r.ok());
+                       if (r->has_value()) out = **r;
+                     }));
   CHECK((*out)->sample_id() == 2);
   auto c = p.b.counters();
   CHECK(c.completed == 1);

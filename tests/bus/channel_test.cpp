@@ -146,15 +146,16 @@ TEST_CASE("garbage, truncated and multi-frame messages are rejected and counted"
 
   std::uint64_t errors = 0;
   std::optional<envelope> got;
-  const bool done = eventually([&] { return got.has_value(); }, [&] {
-    auto r = rx->receive(100ms);
-    if (!r.ok()) {
-      ++errors;
-      CHECK(r.message().find("rejected") != std::string::npos);
-    } else if (r->has_value()) {
-      got = **r;
-    }
-  });
+  const bool done = eventually([&] { return got.has_value(); },
+                               [&] {
+                                 auto r = rx->receive(100ms);
+                                 if (!r.ok()) {
+                                   ++errors;
+                                   CHECK(r.message().find("rejected") != std::string::npos);
+                                 } else if (r->has_value()) {
+                                   got = **r;
+                                 }
+                               });
   REQUIRE(done);
   CHECK(*got == good);
   CHECK(errors == bad_sent);

@@ -27,7 +27,8 @@ inline bool is_blob(const messages::envelope& e, std::uint64_t id, std::size_t s
   const auto* b = e.as<messages::wire::Blob>();
   if (!b || !b->data() || b->data()->size() != size || e->message_id() != id) return false;
   for (std::size_t i = 0; i < size; ++i)
-    if (b->data()->Get(static_cast<flatbuffers::uoffset_t>(i)) != static_cast<std::uint8_t>(id * 31 + i))
+    if (b->data()->Get(static_cast<flatbuffers::uoffset_t>(i)) !=
+        static_cast<std::uint8_t>(id * 31 + i))
       return false;
   return true;
 }

@@ -28,10 +28,11 @@ TEST_CASE("subscribers get exactly the topics they asked for, in order") {
 
   auto drain = [](subscriber& s, std::uint64_t expect) {
     std::vector<topic_message> got;
-    eventually([&] { return got.size() >= expect; }, [&] {
-      auto r = s.receive(100ms);
-      if (r.ok() && r->has_value()) got.push_back(std::move(**r));
-    });
+    eventually([&] { return got.size() >= expect; },
+               [&] {
+                 auto r = s.receive(100ms);
+                 if (r.ok() && r->has_value()) got.push_back(std::move(**r));
+               });
     auto extra = s.receive(20ms);
     CHECK((extra.ok() && !extra->has_value()));
     return got;
@@ -101,11 +102,14 @@ TEST_CASE("malformed pub/sub messages are rejected and counted") {
 
   std::uint64_t errors = 0;
   std::optional<topic_message> got;
-  REQUIRE(eventually([&] { return got.has_value(); }, [&] {
-    auto r = sub->receive(100ms);
-    if (!r.ok()) ++errors;
-    else if (r->has_value()) got = std::move(**r);
-  }));
+  REQUIRE(eventually([&] { return got.has_value(); },
+                     [&] {
+                       auto r = sub->receive(100ms);
+                       if (!r.ok())
+                         ++errors;
+                       else if (r->has_value())
+                         got = std::move(**r);
+                     }));
   CHECK(got->topic == "t");
   CHECK(got->env == good);
   CHECK(errors == 4);

@@ -1,6 +1,11 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "messages/envelope.hpp"
 
@@ -64,7 +69,8 @@ TEST_CASE("every truncation of a valid envelope is rejected with a reason") {
 }
 
 TEST_CASE("a flipped length field is caught by the verifier") {
-  auto bytes = sample_candidate().bytes();
+  const auto e = sample_candidate();
+  const std::vector<std::uint8_t> bytes(e.data(), e.data() + e.size());
   int rejected = 0;
   for (std::size_t i = 8; i < bytes.size(); ++i) {
     auto copy = bytes;
@@ -104,4 +110,107 @@ TEST_CASE("blobs carry their bytes and JSON rendering names the payload") {
   CHECK(json->find("\"payload_type\": \"Candidate\"") != std::string::npos);
   CHECK(json->find("l1/relu") != std::string::npos);
   CHECK(schema_hash().size() == 64);
+}
+
+namespace {
+
+// Bytes in a holder that reports its own destruction, and can present them `skew` bytes into its
+// storage (to model a frame that does not start aligned).
+struct tracked_bytes {
+  std::vector<std::uint8_t> storage;
+  std::size_t skew = 0;
+  bool* destroyed = nullptr;
+  tracked_bytes(const envelope& e, std::size_t skew_by, bool* flag)
+      : storage(skew_by + e.size()), skew(skew_by), destroyed(flag) {
+    std::copy_n(e.data(), e.size(), storage.begin() + static_cast<std::ptrdiff_t>(skew));
+  }
+  tracked_bytes(tracked_bytes&& o) noexcept
+      : storage(std::move(o.storage)),
+        skew(o.skew),
+        destroyed(std::exchange(o.destroyed, nullptr)) {}
+  tracked_bytes& operator=(tracked_bytes&&) = delete;
+  ~tracked_bytes() {
+    if (destroyed) *destroyed = true;
+  }
+  const std::uint8_t* data() const { return storage.data() + skew; }
+  std::size_t size() const { return storage.size() - skew; }
+};
+
+}  // namespace
+
+TEST_CASE("adopt verifies bytes where they lie and keeps their holder while any copy lives") {
+  const auto original = sample_candidate();
+  bool destroyed = false;
+  tracked_bytes holder(original, 0, &destroyed);
+  const auto* where = holder.data();
+  auto r = envelope::adopt(std::move(holder));
+  REQUIRE(r.ok());
+  CHECK(r->data() == where);  // not copied
+  CHECK(*r == original);
+  CHECK(r->as<wire::Candidate>()->code_hash() == 22);
+
+  auto copy = *r;
+  CHECK(copy.data() == where);
+  void* token = copy.retain();
+  r = envelope{};
+  copy = envelope{};
+  CHECK_FALSE(destroyed);  // the retained reference still holds it
+  envelope::release(token);
+  CHECK(destroyed);
+}
+
+TEST_CASE("adopt copies misaligned bytes and refuses bad ones, freeing the holder either way") {
+  const auto original = sample_candidate();
+  for (std::size_t skew : {1, 4, 7}) {
+    bool destroyed = false;
+    auto r = envelope::adopt(tracked_bytes(original, skew, &destroyed));
+    REQUIRE(r.ok());
+    CHECK(destroyed);  // copied, so the holder is gone already
+    CHECK(reinterpret_cast<std::uintptr_t>(r->data()) % envelope_alignment == 0);
+    CHECK(*r == original);
+  }
+  bool destroyed = false;
+  tracked_bytes bad(original, 0, &destroyed);
+  bad.storage[3] = 0x7f;  // the root offset now points outside the buffer
+  auto r = envelope::adopt(std::move(bad));
+  CHECK_FALSE(r.ok());
+  CHECK(destroyed);
+}
+
+TEST_CASE("built envelopes keep the builder's buffer, aligned, whatever its size") {
+  // An object larger than pack()'s initial 1 KB makes the builder reallocate first.
+  wire::CandidateT c;
+  c.source = std::string(100000, 'x');
+  c.code_hash = 5;
+  const auto big = pack(header{1, 1, "s", 0, 0}, c);
+  REQUIRE(big.valid());
+  CHECK(reinterpret_cast<std::uintptr_t>(big.data()) % envelope_alignment == 0);
+  auto back = envelope::from_bytes(big.data(), big.size());
+  REQUIRE(back.ok());
+  CHECK(back->as<wire::Candidate>()->source()->size() == 100000);
+
+  // A builder is reusable after seal(), and a plain FlatBufferBuilder works too.
+  envelope_builder fbb(64);
+  const auto first = seal(fbb, header{1, 1, "a", 0, 0}, wire::Payload::Blob,
+                          wire::CreateBlob(fbb).Union());
+  const auto second = seal(fbb, header{2, 2, "b", 0, 0}, wire::Payload::Blob,
+                           wire::CreateBlob(fbb).Union());
+  CHECK(first->message_id() == 1);
+  CHECK(second->message_id() == 2);
+  CHECK(first.data() != second.data());
+  flatbuffers::FlatBufferBuilder plain;
+  const auto third = seal(plain, header{3, 3, "c", 0, 0}, wire::Payload::Blob,
+                          wire::CreateBlob(plain).Union());
+  REQUIRE(third.valid());
+  CHECK(third->message_id() == 3);
+  CHECK(envelope::from_bytes(third.data(), third.size()).ok());
+
+  // Blobs of any size, the empty one included, verify.
+  for (std::size_t n : {0, 1, 255, 4096, 70000}) {
+    std::vector<std::uint8_t> data(n, 0xab);
+    const auto e = make_blob(header{n, 0, "bench"}, data.data(), n);
+    auto v = envelope::from_bytes(e.data(), e.size());
+    REQUIRE(v.ok());
+    CHECK(v->as<wire::Blob>()->data()->size() == n);
+  }
 }

@@ -98,6 +98,7 @@ TEST_CASE("the default manifest runs end to end, and replay reproduces reward an
   REQUIRE(inspect.ok());
   CHECK(inspect->exit_code == 0);
   CHECK(json::parse(inspect->output, nullptr, false)["envelope"]["payload_type"] == "TrainBatch");
+  fs::remove_all(dir);
 }
 
 TEST_CASE("three processes exchange over 10,000 envelopes; a SIGKILLed worker loses nothing") {
@@ -136,7 +137,7 @@ name = "w2"
 sandbox_worker = { count = 2, gpu_group = "rollout" }
 
 [record]
-links = ["verdicts", "scored", "batches", "weights"]
+links = "all"
 
 [sandbox]
 stand_in_ms = 3
@@ -214,6 +215,19 @@ stand_in_ms = 3
   CHECK(std::set<std::pair<std::uint64_t, std::uint32_t>>(keys.begin(), keys.end()).size() ==
         keys.size());
 
+  // Every link was recorded; the pool's recording of candidates holds each candidate once.
+  std::uint64_t recorded_candidates = 0;
+  {
+    auto r = kforge::messages::recording_reader::open(
+        (run_dir / "recordings" / "candidates@head.kfrec").string());
+    REQUIRE(r.ok());
+    for (auto rec = r->next(); rec.ok() && rec->has_value(); rec = r->next()) ++recorded_candidates;
+  }
+  CHECK(recorded_candidates == candidates);
+  for (const char* f : {"tasks@head.kfrec", "metrics@head.kfrec", "control@w2.kfrec",
+                        "sandbox_workers@w2-0.kfrec", "sandbox_workers@w2-1.kfrec"})
+    CHECK_MESSAGE(fs::exists(run_dir / "recordings" / f), f);
+
   // Envelopes between processes and stages: tasks, candidates, verdicts, scored, batches, weights.
   std::uint64_t exchanged = 0;
   for (const auto& s : summary["stages"])
@@ -225,4 +239,5 @@ stand_in_ms = 3
   // The recording of this multi-process run replays too.
   std::string out;
   CHECK(replay(run_dir / "recordings" / "verdicts@head.kfrec", "reward", &out) == 0);
+  fs::remove_all(dir);
 }
