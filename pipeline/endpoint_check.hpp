@@ -1,6 +1,6 @@
 #pragma once
-// A local check of bus endpoint strings, so the manifest can reject a bad one before anything
-// starts. Deliberately small: bus/endpoint.hpp is the full parser, and the manifest may switch to it.
+// The manifest's check of endpoint strings, so a bad one is rejected before anything starts:
+// bus/endpoint.hpp's parser plus the rule a topology adds (a fixed tcp port).
 
 #include <string>
 #include <string_view>
