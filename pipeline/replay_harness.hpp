@@ -58,14 +58,20 @@ class deterministic_system {
   caf::scheduler::test_coordinator& sched_;
 };
 
+/// The behavior of a collector (below). `out` is a spawn argument rather than a lambda capture:
+/// CAF 0.17 binds a reference through a null pointer when a function actor has no arguments.
+template <class Sink, class Msg>
+typename Sink::behavior_type collector(typename Sink::pointer,
+                                       std::shared_ptr<std::vector<messages::envelope>> out) {
+  return {[out](const Msg& m) { out->push_back(m.envelope()); }};
+}
+
 /// A downstream sink (e.g. actors::scored_sink taking actors::scored_msg) that appends every
 /// envelope it receives to `out`, in arrival order. Only safe on a deterministic_system, where it
 /// runs on the thread that reads `out`.
 template <class Sink, class Msg>
 Sink spawn_collector(caf::actor_system& sys, std::shared_ptr<std::vector<messages::envelope>> out) {
-  return sys.spawn([out](typename Sink::pointer) -> typename Sink::behavior_type {
-    return {[out](const Msg& m) { out->push_back(m.envelope()); }};
-  });
+  return sys.spawn(collector<Sink, Msg>, std::move(out));
 }
 
 }  // namespace kforge::pipeline

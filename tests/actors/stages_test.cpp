@@ -24,12 +24,16 @@ using namespace kforge;
 using namespace kforge::actors;
 using namespace kforge::actors::testing;
 
-/// A sink that keeps what it receives: the shape of a bus bridge's outgoing side.
+template <class Sink, class Msg>
+typename Sink::behavior_type collector(typename Sink::pointer, std::shared_ptr<std::vector<Msg>> out) {
+  return {[out](const Msg& m) { out->push_back(m); }};
+}
+
+/// A sink that keeps what it receives: the shape of a bus bridge's outgoing side. `out` is a spawn
+/// argument: CAF 0.17 binds a reference through a null pointer for a function actor without any.
 template <class Sink, class Msg>
 Sink spawn_collector(caf::actor_system& sys, std::shared_ptr<std::vector<Msg>> out) {
-  return sys.spawn([out](typename Sink::pointer) -> typename Sink::behavior_type {
-    return {[out](const Msg& m) { out->push_back(m); }};
-  });
+  return sys.spawn(collector<Sink, Msg>, std::move(out));
 }
 
 messages::header test_header(std::uint64_t id, std::uint64_t version = 0) {
