@@ -29,6 +29,7 @@ TEST_CASE("the known-good candidate compiles with the sandbox's fixed flags") {
   auto nm = kforge::run_process(nm_cmd, std::chrono::seconds(30));
   REQUIRE(nm.ok());
   CHECK(nm->output.find(" T kf_forward") != std::string::npos);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("a candidate that does not compile fails with nvcc's message") {
@@ -43,6 +44,7 @@ TEST_CASE("a candidate that does not compile fails with nvcc's message") {
   REQUIRE(out.ok());
   CHECK(out->exit_code != 0);
   CHECK(out->output.find("bad.cu") != std::string::npos);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("run_process reports exit codes, output and time limits") {

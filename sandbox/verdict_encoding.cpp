@@ -1,0 +1,92 @@
+#include "sandbox/verdict_encoding.hpp"
+
+#include <memory>
+
+namespace kforge::sandbox {
+
+wire::VerdictStatus to_wire(compile_status s) noexcept {
+  switch (s) {
+    case compile_status::ok:
+      return wire::VerdictStatus::ok;
+    case compile_status::compile_error:
+      return wire::VerdictStatus::compile_error;
+    case compile_status::link_error:
+      return wire::VerdictStatus::link_error;
+    case compile_status::rejected:
+      return wire::VerdictStatus::rejected;
+    case compile_status::timeout:
+      return wire::VerdictStatus::timeout;
+    case compile_status::infra_error:
+      return wire::VerdictStatus::infra_error;
+  }
+  return wire::VerdictStatus::infra_error;
+}
+
+wire::VerdictStatus to_wire(static_status s) noexcept {
+  switch (s) {
+    case static_status::ok:
+      return wire::VerdictStatus::ok;
+    case static_status::rejected:
+      return wire::VerdictStatus::rejected;
+    case static_status::link_error:
+      return wire::VerdictStatus::link_error;
+    case static_status::infra_error:
+      return wire::VerdictStatus::infra_error;
+  }
+  return wire::VerdictStatus::infra_error;
+}
+
+wire::Severity to_wire(severity s) noexcept {
+  switch (s) {
+    case severity::error:
+      return wire::Severity::error;
+    case severity::warning:
+      return wire::Severity::warning;
+    case severity::note:
+      return wire::Severity::note;
+  }
+  return wire::Severity::error;
+}
+
+void encode_compile(const compile_result& r, wire::VerdictT& v) {
+  v.status = to_wire(r.status);
+  v.reason = r.reason;
+  v.diagnostics.clear();
+  for (const auto& d : r.diagnostics) {
+    auto w = std::make_unique<wire::DiagnosticT>();
+    w->line = d.line;
+    w->column = d.column;
+    w->severity = to_wire(d.level);
+    w->code = d.code;
+    w->message = d.message;
+    v.diagnostics.push_back(std::move(w));
+  }
+  v.resources.clear();
+  for (const auto& u : r.resources) {
+    auto w = std::make_unique<wire::ResourceUsageT>();
+    w->kernel = u.kernel;
+    w->registers = u.registers;
+    w->shared_bytes = u.shared_bytes;
+    w->spill_store_bytes = u.spill_store_bytes;
+    w->spill_load_bytes = u.spill_load_bytes;
+    v.resources.push_back(std::move(w));
+  }
+  v.compile_ms = r.elapsed_ms;
+}
+
+void encode_static(const static_verdict& s, wire::VerdictT& v) {
+  v.status = to_wire(s.status);
+  if (s.ok()) return;
+  v.reason = s.reason;
+  v.diagnostics.clear();
+  for (const auto& f : s.findings) {
+    auto w = std::make_unique<wire::DiagnosticT>();
+    w->line = f.line;
+    w->severity = wire::Severity::error;
+    w->code = std::string(rule_name(f.why));
+    w->message = f.what + " (" + std::string(rule_summary(f.why)) + ")";
+    v.diagnostics.push_back(std::move(w));
+  }
+}
+
+}  // namespace kforge::sandbox

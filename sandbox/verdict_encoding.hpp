@@ -1,0 +1,24 @@
+#pragma once
+// The sandbox's compile-stage outcomes as wire::Verdict fields (messages/rollout.fbs), so a worker
+// can answer with a Verdict whichever stage decided it.
+
+#include "messages/rollout_generated.h"
+#include "sandbox/compiler.hpp"
+#include "sandbox/static_check.hpp"
+
+namespace kforge::sandbox {
+
+wire::VerdictStatus to_wire(compile_status s) noexcept;
+wire::VerdictStatus to_wire(static_status s) noexcept;
+wire::Severity to_wire(severity s) noexcept;
+
+/// Sets status, reason, diagnostics and resources from a compile, and compile_ms to the time the
+/// compile took this time (a cache hit costs only the lookup; the original nvcc time is in the
+/// result). Diagnostics and resources replace what `v` held.
+void encode_compile(const compile_result& r, wire::VerdictT& v);
+
+/// Sets status and reason from a static check, and one diagnostic per finding (code: the rule's
+/// name). For an ok check it sets status ok and leaves the rest alone.
+void encode_static(const static_verdict& s, wire::VerdictT& v);
+
+}  // namespace kforge::sandbox
