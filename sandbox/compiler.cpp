@@ -11,7 +11,7 @@
 #include "common/hash.hpp"
 #include "sandbox/compile_cache.hpp"
 #include "sandbox/library_check.hpp"
-#include "sandbox/limited_process.hpp"
+#include "common/subprocess.hpp"
 #include "sandbox/scratch_dir.hpp"
 
 namespace kforge::sandbox {

@@ -7,7 +7,7 @@
 #include <map>
 #include <sstream>
 
-#include "sandbox/limited_process.hpp"
+#include "common/subprocess.hpp"
 #include "sandbox/scratch_dir.hpp"
 #include "sandbox/source_lexer.hpp"
 

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "sandbox/compile_cache.hpp"
-#include "sandbox/limited_process.hpp"
+#include "common/subprocess.hpp"
 #include "sandbox/verdict_encoding.hpp"
 
 using namespace kforge::sandbox;
@@ -272,23 +272,23 @@ TEST_CASE(
 }
 
 TEST_CASE("run_limited applies rlimits, environment and kills the whole group at the deadline") {
-  process_limits lim;
+  kforge::process_limits lim;
   lim.address_space_bytes = 256ull << 20;
   lim.env = {{"KFORGE_PROBE", "yes"}};
   lim.time = std::chrono::seconds(10);
-  auto r = run_limited({"sh", "-c", "ulimit -v; ulimit -c; echo $KFORGE_PROBE"}, lim);
+  auto r = kforge::run_limited({"sh", "-c", "ulimit -v; ulimit -c; echo $KFORGE_PROBE"}, lim);
   REQUIRE(r.ok());
   CHECK(r->exit_code == 0);
   CHECK(r->output == "262144\n0\nyes\n");
 
   lim.time = std::chrono::milliseconds(300);
   const auto t0 = std::chrono::steady_clock::now();
-  r = run_limited({"sh", "-c", "sleep 30 & sleep 30; wait"}, lim);
+  r = kforge::run_limited({"sh", "-c", "sleep 30 & sleep 30; wait"}, lim);
   REQUIRE(r.ok());
   CHECK(r->timed_out);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
 
-  r = run_limited({"/nonexistent/kforge-tool"}, lim);
+  r = kforge::run_limited({"/nonexistent/kforge-tool"}, lim);
   REQUIRE(r.ok());
   CHECK(r->exit_code == 127);
 }
