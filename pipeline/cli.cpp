@@ -8,6 +8,7 @@
 #include "pipeline/inspect_command.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/replay_command.hpp"
+#include "tasks/tasks_cli.hpp"
 
 namespace {
 
@@ -70,8 +71,8 @@ int main(int argc, char** argv) {
 
   auto* eval_cmd = app.add_subcommand("eval", "Evaluate kernels in the sandbox (not available yet)");
   eval_cmd->allow_extras();
-  auto* tasks_cmd = app.add_subcommand("tasks", "Task library and synthesis (not available yet)");
-  tasks_cmd->allow_extras();
+  kforge::tasks::tasks_options tasks;
+  auto* tasks_cmd = kforge::tasks::add_tasks_subcommand(app, tasks);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -97,6 +98,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*eval_cmd) return not_available("eval", "issue 3: the sandbox");
-  if (*tasks_cmd) return not_available("tasks", "issue 4: the task library and synthesis");
+  if (*tasks_cmd)
+    return kforge::tasks::run_tasks_subcommand(*tasks_cmd, tasks, std::cout, std::cerr);
   return 1;
 }

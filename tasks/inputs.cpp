@@ -1,0 +1,332 @@
+// One of the two translation units of kforge::tasks that include LibTorch (reference.cpp is the
+// other): tensor_list, input generation, summaries and comparisons. Only ATen is included, which
+// compiles in about half the time of <torch/torch.h>.
+#include "tasks/inputs.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <mutex>
+
+#include "common/hash.hpp"
+
+namespace kforge::tasks {
+namespace {
+
+at::ScalarType to_at(dtype t) {
+  switch (t) {
+    case dtype::float32: return at::kFloat;
+    case dtype::float16: return at::kHalf;
+    case dtype::bfloat16: return at::kBFloat16;
+    case dtype::int32: return at::kInt;
+    case dtype::int64: return at::kLong;
+    case dtype::boolean: return at::kBool;
+  }
+  return at::kFloat;
+}
+
+at::Device to_at(const device& d) {
+  return d.type == device::kind::cuda ? at::Device(at::kCUDA, static_cast<at::DeviceIndex>(d.index))
+                                      : at::Device(at::kCPU);
+}
+
+status check_device(const device& d) {
+  if (d.type == device::kind::cpu) return {};
+  if (!at::hasCUDA()) return error{"device " + d.str() + ": LibTorch sees no CUDA device"};
+  const auto n = static_cast<int>(at::detail::getCUDAHooks().getNumGPUs());
+  if (d.index < 0 || d.index >= n)
+    return error{"device " + d.str() + ": only " + std::to_string(n) + " CUDA device(s) visible"};
+  return {};
+}
+
+// A private generator: a clone of the device's default one, reseeded. Torch's global generator is
+// never touched, so nothing else in the process can shift these numbers (or be shifted by them).
+at::Generator fresh_generator(const at::Device& dev, std::uint64_t seed) {
+  at::Generator gen;
+  {
+    const auto& def = at::globalContext().defaultGenerator(dev);
+    std::lock_guard<std::mutex> lock(const_cast<at::Generator&>(def).mutex());
+    gen = def.clone();
+  }
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(seed);
+  return gen;
+}
+
+at::Tensor draw(const input_spec& in, const shape& dims, std::uint64_t seed, const device& dev) {
+  const auto where = to_at(dev);
+  auto gen = fresh_generator(where, seed);
+  const auto f32 = at::TensorOptions().dtype(at::kFloat).device(where);
+  at::Tensor t;
+  switch (in.init.dist) {
+    case distribution::normal:
+      t = at::empty(dims, f32).normal_(in.init.mean, in.init.std, gen);
+      break;
+    case distribution::uniform:
+      t = at::empty(dims, f32).uniform_(in.init.low, in.init.high, gen);
+      break;
+    case distribution::randint:
+      t = at::randint(static_cast<std::int64_t>(in.init.low),
+                      static_cast<std::int64_t>(in.init.high), dims, gen,
+                      at::TensorOptions().dtype(at::kLong).device(where));
+      break;
+    case distribution::constant:
+      t = at::full(dims, in.init.value, at::TensorOptions().dtype(at::kDouble).device(where));
+      break;
+  }
+  return t.to(to_at(in.type)).contiguous();
+}
+
+std::string torch_message(const std::exception& e) {
+  // c10::Error messages carry a C++ backtrace after the first line on some builds; the first
+  // lines are what a person needs.
+  std::string m = e.what();
+  if (auto pos = m.find("\nException raised from"); pos != std::string::npos) m.resize(pos);
+  return m;
+}
+
+}  // namespace
+
+// ---- device --------------------------------------------------------------------------------
+
+result<device> device::parse(const std::string& s) {
+  if (s == "cpu") return device::cpu();
+  if (s == "cuda") return device::cuda(0);
+  if (s.rfind("cuda:", 0) == 0 && s.size() > 5 &&
+      std::all_of(s.begin() + 5, s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return device::cuda(std::stoi(s.substr(5)));
+  return error{"device '" + s + "': expected cpu, cuda or cuda:N"};
+}
+
+std::string device::str() const {
+  return type == kind::cpu ? "cpu" : "cuda:" + std::to_string(index);
+}
+
+bool cuda_available() {
+  try {
+    return at::hasCUDA() && at::detail::getCUDAHooks().getNumGPUs() > 0;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// ---- tensor_list ---------------------------------------------------------------------------
+
+struct tensor_list::impl {
+  std::vector<at::Tensor> tensors;
+};
+
+tensor_list::tensor_list() : impl_(std::make_unique<impl>()) {}
+tensor_list::~tensor_list() = default;
+tensor_list::tensor_list(const tensor_list& o) : impl_(std::make_unique<impl>(*o.impl_)) {}
+tensor_list& tensor_list::operator=(const tensor_list& o) {
+  if (this != &o) *impl_ = *o.impl_;
+  return *this;
+}
+tensor_list::tensor_list(tensor_list&& o) noexcept : impl_(std::make_unique<impl>()) {
+  std::swap(impl_, o.impl_);
+}
+tensor_list& tensor_list::operator=(tensor_list&& o) noexcept {
+  std::swap(impl_, o.impl_);
+  return *this;
+}
+
+std::size_t tensor_list::size() const { return impl_->tensors.size(); }
+
+shape tensor_list::shape_of(std::size_t i) const {
+  const auto s = impl_->tensors.at(i).sizes();
+  return shape(s.begin(), s.end());
+}
+
+result<dtype> tensor_list::type_of(std::size_t i) const {
+  switch (impl_->tensors.at(i).scalar_type()) {
+    case at::kFloat: return dtype::float32;
+    case at::kHalf: return dtype::float16;
+    case at::kBFloat16: return dtype::bfloat16;
+    case at::kInt: return dtype::int32;
+    case at::kLong: return dtype::int64;
+    case at::kBool: return dtype::boolean;
+    default: return error{"dtype " + type_name(i) + " is not one of " + dtype_names()};
+  }
+}
+
+std::string tensor_list::type_name(std::size_t i) const {
+  return std::string(c10::toString(impl_->tensors.at(i).scalar_type()));
+}
+
+void tensor_list::replace(std::size_t i, const tensor_list& from, std::size_t j) {
+  impl_->tensors.at(i) = from.impl_->tensors.at(j);
+}
+
+tensor_list tensor_list::pick(std::size_t i) const {
+  tensor_list one;
+  one.impl_->tensors.push_back(impl_->tensors.at(i));
+  return one;
+}
+
+std::vector<at::Tensor>& tensor_list::tensors() { return impl_->tensors; }
+const std::vector<at::Tensor>& tensor_list::tensors() const { return impl_->tensors; }
+
+// ---- inputs --------------------------------------------------------------------------------
+
+std::uint64_t input_seed(std::string_view task_id, std::uint64_t seed, std::string_view input) {
+  std::uint64_t h = fnv1a64(task_id.data(), task_id.size());
+  const unsigned char sep = 0;
+  h = fnv1a64(&sep, 1, h);
+  for (int b = 0; b < 8; ++b) {
+    const auto byte = static_cast<unsigned char>(seed >> (8 * b));
+    h = fnv1a64(&byte, 1, h);
+  }
+  h = fnv1a64(&sep, 1, h);
+  h = fnv1a64(input.data(), input.size(), h);
+  return (h ^ (h >> 32)) & 0xffffffffull;
+}
+
+result<tensor_list> make_input(const task& t, std::size_t index, std::uint64_t seed,
+                               shape_choice which, const device& dev) {
+  if (index >= t.inputs.size())
+    return error{"task '" + t.id + "': no input " + std::to_string(index)};
+  if (which && *which >= t.variants.size())
+    return error{"task '" + t.id + "': no variant " + std::to_string(*which)};
+  if (auto s = check_device(dev); !s) return s.err();
+  const auto& in = t.inputs[index];
+  try {
+    tensor_list out;
+    out.tensors().push_back(
+        draw(in, input_shapes(t, which)[index], input_seed(t.id, seed, in.name), dev));
+    return out;
+  } catch (const std::exception& e) {
+    return error{"task '" + t.id + "': input '" + in.name + "' on " + dev.str() + ": " +
+                 torch_message(e)};
+  }
+}
+
+result<tensor_list> make_inputs(const task& t, std::uint64_t seed, shape_choice which,
+                                const device& dev) {
+  tensor_list all;
+  for (std::size_t i = 0; i < t.inputs.size(); ++i) {
+    auto one = make_input(t, i, seed, which, dev);
+    if (!one) return one.err();
+    all.tensors().push_back(one->tensors().front());
+  }
+  return all;
+}
+
+result<tensor_list> copy_to(const tensor_list& list, const device& dev) {
+  if (auto s = check_device(dev); !s) return s.err();
+  try {
+    tensor_list out;
+    for (const auto& t : list.tensors())
+      out.tensors().push_back(
+          t.to(to_at(dev), t.scalar_type(), /*non_blocking=*/false, /*copy=*/true));
+    return out;
+  } catch (const std::exception& e) {
+    return error{"copy to " + dev.str() + ": " + torch_message(e)};
+  }
+}
+
+// ---- summaries and comparison --------------------------------------------------------------
+
+result<std::vector<tensor_summary>> summarize(const tensor_list& list, bool content_hash,
+                                              double tiny) {
+  try {
+    std::vector<tensor_summary> out;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const auto& t = list.tensors()[i];
+      tensor_summary s;
+      s.dims = list.shape_of(i);
+      s.type = list.type_name(i);
+      s.numel = t.numel();
+      if (content_hash) {
+        const auto host = t.detach().cpu().contiguous();
+        s.content_hash = fnv1a64(host.data_ptr(), host.numel() * host.element_size());
+      }
+      if (s.numel > 0) {
+        const bool floating = at::isFloatingType(t.scalar_type());
+        if (floating) s.all_finite = at::isfinite(t).all().item<bool>();
+        // float32 keeps every float16/bfloat16 value exactly; integers widen to double.
+        const auto mag = t.to(floating ? at::kFloat : at::kDouble).abs();
+        s.max_abs = mag.max().item<double>();
+        if (tiny > 0) {
+          const auto nonzero = mag.ne(0);
+          const auto n = nonzero.sum().item<std::int64_t>();
+          const auto small = nonzero.logical_and(mag.le(tiny)).sum().item<std::int64_t>();
+          if (n > 0) s.tiny_fraction = static_cast<double>(small) / static_cast<double>(n);
+        }
+        const auto flat = t.reshape({-1});
+        s.constant = at::equal(flat, flat[0].expand_as(flat));
+      }
+      out.push_back(std::move(s));
+    }
+    return out;
+  } catch (const std::exception& e) {
+    return error{"summarize: " + torch_message(e)};
+  }
+}
+
+result<comparison> compare(const tensor_list& expected, const tensor_list& actual,
+                           const tolerance& tol) {
+  if (expected.size() != actual.size())
+    return error{"compare: " + std::to_string(actual.size()) + " tensors, expected " +
+                 std::to_string(expected.size())};
+  comparison c;
+  double worst_excess = -1.0;
+  try {
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      const auto& e = expected.tensors()[i];
+      auto a = actual.tensors()[i].to(e.device());
+      if (e.sizes() != a.sizes())
+        return error{"compare: tensor " + std::to_string(i) + " has shape " +
+                     to_string(actual.shape_of(i)) + ", expected " +
+                     to_string(expected.shape_of(i))};
+      if (e.scalar_type() != a.scalar_type())
+        return error{"compare: tensor " + std::to_string(i) + " has dtype " + actual.type_name(i) +
+                     ", expected " + expected.type_name(i)};
+      if (e.numel() == 0) continue;
+      const bool floating = at::isFloatingType(e.scalar_type());
+      // float32 arithmetic is exact enough here: fp16/bf16 widen exactly, and the tolerance is
+      // orders of magnitude above float32 rounding of the difference.
+      const auto ew = e.to(floating ? at::kFloat : at::kDouble);
+      const auto aw = a.to(floating ? at::kFloat : at::kDouble);
+      const auto diff = (aw - ew).abs();
+      at::Tensor bad;
+      if (floating) {
+        const auto allowed = tol.atol + tol.rtol * ew.abs();
+        // `!(diff <= allowed)` also catches NaN; `a == e` lets equal infinities pass.
+        bad = diff.le(allowed).logical_not().logical_and(aw.ne(ew));
+      } else {
+        bad = aw.ne(ew);
+      }
+      const auto finite_diff =
+          at::where(at::isnan(diff), at::full({}, INFINITY, diff.options()), diff);
+      const double max_abs = finite_diff.max().item<double>();
+      const auto nz = ew.abs() > 0;
+      const double max_rel =
+          nz.any().item<bool>() ? (finite_diff.masked_select(nz) / ew.abs().masked_select(nz))
+                                      .max()
+                                      .item<double>()
+                                : 0.0;
+      c.max_abs_error = std::max(c.max_abs_error, max_abs);
+      c.max_rel_error = std::max(c.max_rel_error, max_rel);
+      const auto n_bad = bad.sum().item<std::int64_t>();
+      if (n_bad > 0) {
+        c.bad_count += static_cast<std::size_t>(n_bad);
+        const double excess =
+            (finite_diff - (tol.atol + tol.rtol * ew.abs())).max().item<double>();
+        if (c.close || excess > worst_excess) {
+          worst_excess = excess;
+          c.worst_tensor = i;
+          c.first_bad = bad.reshape({-1}).to(at::kByte).argmax().item<std::int64_t>();
+        }
+        c.close = false;
+      }
+    }
+    return c;
+  } catch (const std::exception& e) {
+    return error{"compare: " + torch_message(e)};
+  }
+}
+
+}  // namespace kforge::tasks

@@ -1,0 +1,48 @@
+#pragma once
+// The flags of `kforge tasks`, for pipeline/cli.cpp (header-only: only the kforge executable,
+// which links CLI11, includes it). Kept here so the command and its flags change together.
+
+#include <CLI/CLI.hpp>
+
+#include <ostream>
+
+#include "tasks/tasks_command.hpp"
+
+namespace kforge::tasks {
+
+/// Adds `tasks` and its subcommands to `app`, filling `opt`; after parsing, when the returned
+/// subcommand was given, run_tasks_subcommand runs it.
+inline CLI::App* add_tasks_subcommand(CLI::App& app, tasks_options& opt) {
+  auto* cmd = app.add_subcommand("tasks", "Task library: list, show and validate tasks");
+  cmd->require_subcommand(1);
+  auto* list = cmd->add_subcommand("list", "List tasks (default: the built-in library)");
+  list->add_option("--category,-c", opt.category,
+                   "Only this category (elementwise, reduction, normalization, gemm, conv, "
+                   "fused, other)");
+  list->add_option("--file,-f", opt.files, "Task file(s) instead of the built-in library");
+  auto* show = cmd->add_subcommand("show", "Print one task as JSON");
+  show->add_option("id", opt.id, "Task id")->required();
+  show->add_option("--file,-f", opt.files, "Task file(s) instead of the built-in library");
+  auto* validate = cmd->add_subcommand(
+      "validate", "Parse, compile and run every reference at its smallest shapes, with the "
+                  "degenerate-task checks");
+  validate->add_option("file", opt.files, "Task file(s); default: the built-in library");
+  validate->add_option("--device", opt.device, "cpu, cuda or cuda:N (default cpu)");
+  validate->add_option("--shapes", opt.shapes,
+                       "smallest (default), variants (every variant) or all (the primary shapes "
+                       "too)")
+      ->check(CLI::IsMember({"smallest", "variants", "all"}));
+  cmd->add_subcommand("synth", "Synthesize tasks (not available yet)")->allow_extras();
+  cmd->add_subcommand("baseline", "Time every reference on the GPU (not available yet)")
+      ->allow_extras();
+  return cmd;
+}
+
+/// Runs the parsed `tasks` subcommand; returns the exit code of tasks_command.
+inline int run_tasks_subcommand(const CLI::App& tasks_cmd, tasks_options& opt,
+                                std::ostream& out, std::ostream& err) {
+  for (const auto* sub : tasks_cmd.get_subcommands()) opt.action = sub->get_name();
+  return tasks_command(opt, out, err);
+}
+
+}  // namespace kforge::tasks

@@ -1,0 +1,188 @@
+#include "tasks/tasks_command.hpp"
+
+#include <chrono>
+#include <iomanip>
+#include <map>
+#include <ostream>
+
+#include "tasks/builtin.hpp"
+#include "tasks/task_parser.hpp"
+#ifdef KFORGE_TASKS_WITH_TORCH
+#include "tasks/task_check.hpp"
+#endif
+
+namespace kforge::tasks {
+namespace {
+
+// The tasks named by the options: the files given, or the built-in library. Parse errors are
+// collected (validate reports them as failures; list and show refuse to go on).
+struct loaded {
+  std::vector<task> tasks;
+  std::vector<error> errors;
+};
+
+loaded load(const tasks_options& opt) {
+  loaded l;
+  if (opt.files.empty()) {
+    auto b = builtin_tasks();
+    if (b)
+      l.tasks = std::move(b).value();
+    else
+      l.errors.push_back(b.err());
+    return l;
+  }
+  task_set_reader reader;
+  for (const auto& f : opt.files) reader.add_file(f);
+  l.errors = reader.errors();
+  l.tasks = reader.take_tasks();
+  return l;
+}
+
+// "x[4096, 4096], w[4096] bfloat16": the inputs at the chosen shapes (dtype when not float32).
+std::string inputs_line(const task& t, shape_choice which = std::nullopt) {
+  const auto shapes = input_shapes(t, which);
+  std::string s;
+  for (std::size_t i = 0; i < t.inputs.size(); ++i) {
+    const auto& in = t.inputs[i];
+    if (!s.empty()) s += ", ";
+    s += in.name + to_string(shapes[i]);
+    if (in.type != dtype::float32) s += " " + std::string(to_string(in.type));
+  }
+  return s;
+}
+
+int list(const tasks_options& opt, std::ostream& out, std::ostream& err) {
+  if (opt.category && !parse_category(*opt.category)) {
+    err << "kforge tasks list: --category: unknown category '" << *opt.category << "' (expected "
+        << category_names() << ")\n";
+    return 2;
+  }
+  auto l = load(opt);
+  for (const auto& e : l.errors) err << "kforge tasks list: " << e.message << "\n";
+  if (!l.errors.empty()) return 2;
+  std::map<std::string, int> per_category;
+  int shown = 0;
+  for (const auto& t : l.tasks) {
+    if (opt.category && to_string(t.category) != *opt.category) continue;
+    out << std::left << std::setw(36) << t.id << " " << std::setw(14) << to_string(t.category)
+        << " " << t.variants.size() << " var  " << inputs_line(t) << "\n";
+    ++per_category[std::string(to_string(t.category))];
+    ++shown;
+  }
+  out << shown << " tasks";
+  const char* sep = ": ";
+  for (const auto& [c, n] : per_category) {
+    out << sep << c << " " << n;
+    sep = ", ";
+  }
+  out << "\n";
+  return 0;
+}
+
+int show(const tasks_options& opt, std::ostream& out, std::ostream& err) {
+  auto l = load(opt);
+  for (const auto& e : l.errors) err << "kforge tasks show: " << e.message << "\n";
+  if (!l.errors.empty()) return 2;
+  for (const auto& t : l.tasks)
+    if (t.id == opt.id) {
+      out << to_json_pretty(t) << "\n";
+      return 0;
+    }
+  err << "kforge tasks show: no task '" << opt.id << "' in "
+      << (opt.files.empty() ? std::string("the built-in library") : "the given files") << "\n";
+  return 2;
+}
+
+#ifdef KFORGE_TASKS_WITH_TORCH
+int validate(const tasks_options& opt, std::ostream& out, std::ostream& err) {
+  auto dev = device::parse(opt.device);
+  if (!dev) {
+    err << "kforge tasks validate: --device: " << dev.message() << "\n";
+    return 2;
+  }
+  if (dev->type == device::kind::cuda && !cuda_available()) {
+    err << "kforge tasks validate: --device " << opt.device << ": no CUDA device visible\n";
+    return 2;
+  }
+  if (opt.shapes != "smallest" && opt.shapes != "variants" && opt.shapes != "all") {
+    err << "kforge tasks validate: --shapes: expected smallest, variants or all\n";
+    return 2;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto l = load(opt);
+  int failed = 0, passed = 0;
+  for (const auto& e : l.errors) {
+    out << "FAIL  " << e.message << "\n";
+    ++failed;
+  }
+  for (const auto& t : l.tasks) {
+    std::vector<shape_choice> choices;
+    if (opt.shapes == "smallest") {
+      choices.push_back(smallest_shapes(t));
+    } else {
+      if (opt.shapes == "all" || t.variants.empty()) choices.push_back(std::nullopt);
+      for (std::size_t v = 0; v < t.variants.size(); ++v) choices.push_back(v);
+    }
+    std::vector<std::string> problems;
+    double ms = 0;
+    for (const auto& c : choices) {
+      check_options co;
+      co.dev = *dev;
+      co.shapes = c;
+      auto r = check_task_runs(t, co);
+      ms += r.elapsed_ms;
+      const std::string at = c ? "variant " + std::to_string(*c) : std::string("primary");
+      for (auto& p : r.problems) problems.push_back(choices.size() > 1 ? at + ": " + p : p);
+    }
+    if (problems.empty()) {
+      ++passed;
+      const auto which = choices.size() > 1 ? std::to_string(choices.size()) + " shape sets"
+                                            : "at " + inputs_line(t, choices.front());
+      out << "ok    " << std::left << std::setw(36) << t.id << " " << std::fixed
+          << std::setprecision(1) << std::setw(8) << ms << " ms  " << which << "\n";
+    } else {
+      ++failed;
+      out << "FAIL  " << t.id << ": " << problems.front() << "\n";
+      for (std::size_t i = 1; i < problems.size(); ++i) out << "      " << problems[i] << "\n";
+    }
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out << "validate: " << passed + failed << " tasks on " << dev->str() << ", " << passed << " ok, "
+      << failed << " failed (" << std::fixed << std::setprecision(1) << secs << " s)\n";
+  return failed ? 1 : 0;
+}
+#endif
+
+}  // namespace
+
+int tasks_command(const tasks_options& opt, std::ostream& out, std::ostream& err) {
+  if (opt.action == "list") return list(opt, out, err);
+  if (opt.action == "show") return show(opt, out, err);
+  if (opt.action == "validate") {
+#ifdef KFORGE_TASKS_WITH_TORCH
+    return validate(opt, out, err);
+#else
+    err << "kforge tasks validate: not available in this build (it runs references with "
+           "LibTorch; configure with -DKFORGE_WITH_TORCH=ON)\n";
+    return 3;
+#endif
+  }
+  if (opt.action == "synth") {
+    err << "kforge tasks synth: not available yet (issue 4: the op catalogue with shape rules, "
+           "compositions of 1-5 ops, execution-driven filters and dedup by op signature remain "
+           "to be built)\n";
+    return 3;
+  }
+  if (opt.action == "baseline") {
+    err << "kforge tasks baseline: not available yet (issue 4: recording every reference's "
+           "eager GPU time to a file remains to be built; today the GPU test test_tasks_gpu "
+           "prints them)\n";
+    return 3;
+  }
+  err << "kforge tasks: unknown action '" << opt.action
+      << "' (expected list, show, validate, synth or baseline)\n";
+  return 2;
+}
+
+}  // namespace kforge::tasks

@@ -1,0 +1,118 @@
+// `kforge tasks ...` through tasks_command: output, exit codes and errors.
+#include <doctest/doctest.h>
+
+#include <sstream>
+
+#include "tasks/task_parser.hpp"
+#include "tasks/tasks_command.hpp"
+
+using namespace kforge::tasks;
+
+namespace {
+
+struct ran {
+  int code;
+  std::string out, err;
+};
+
+ran run(tasks_options opt) {
+  std::ostringstream out, err;
+  const int code = tasks_command(opt, out, err);
+  return {code, out.str(), err.str()};
+}
+
+tasks_options action(const std::string& a) {
+  tasks_options o;
+  o.action = a;
+  return o;
+}
+
+const std::string data_dir = std::string(KFORGE_TEST_DATA) + "/data/";
+
+}  // namespace
+
+TEST_CASE("tasks list: the built-in library with a count per category") {
+  auto r = run(action("list"));
+  CHECK(r.code == 0);
+  CHECK(r.out.find("l1/relu ") != std::string::npos);
+  CHECK(r.out.find(" tasks: conv ") != std::string::npos);
+
+  auto o = action("list");
+  o.category = "gemm";
+  r = run(o);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("l1/matmul_square") != std::string::npos);
+  CHECK(r.out.find("l1/relu ") == std::string::npos);
+
+  o.category = "matmul";
+  r = run(o);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("unknown category 'matmul'") != std::string::npos);
+}
+
+TEST_CASE("tasks list and show read given files; a bad file is exit 2 naming its line") {
+  auto o = action("list");
+  o.files = {data_dir + "good.jsonl"};
+  auto r = run(o);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("3 tasks: gemm 1, other 1, reduction 1") != std::string::npos);
+
+  o.files = {data_dir + "bad.jsonl"};
+  r = run(o);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("bad.jsonl:2: inputs[0].dtype: unknown dtype") != std::string::npos);
+}
+
+TEST_CASE("tasks show: one task as JSON that parses back; an unknown id is exit 2") {
+  auto o = action("show");
+  o.id = "l1/softmax_rows";
+  auto r = run(o);
+  REQUIRE(r.code == 0);
+  auto t = parse_task(r.out, "show output");
+  REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.message()));
+  CHECK(t->id == "l1/softmax_rows");
+  CHECK(t->provenance == "builtin:reduction.jsonl");
+
+  o.id = "l1/no_such_task";
+  r = run(o);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("no task 'l1/no_such_task'") != std::string::npos);
+}
+
+TEST_CASE("tasks synth and baseline are not available yet (exit 3, saying what remains)") {
+  auto r = run(action("synth"));
+  CHECK(r.code == 3);
+  CHECK(r.err.find("not available yet") != std::string::npos);
+  r = run(action("baseline"));
+  CHECK(r.code == 3);
+  CHECK(r.err.find("not available yet") != std::string::npos);
+  r = run(action("frobnicate"));
+  CHECK(r.code == 2);
+}
+
+#ifdef KFORGE_TASKS_WITH_TORCH
+TEST_CASE("tasks validate: per-task verdicts; parse, compile and degeneracy failures exit 1") {
+  auto o = action("validate");
+  o.files = {data_dir + "good.jsonl"};
+  auto r = run(o);
+  CHECK_MESSAGE(r.code == 0, (r.out + r.err));
+  CHECK(r.out.find("ok    t/softmax_rows") != std::string::npos);
+  CHECK(r.out.find("3 tasks on cpu, 3 ok, 0 failed") != std::string::npos);
+
+  o.files = {data_dir + "bad.jsonl"};
+  r = run(o);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("ok    t/ok") != std::string::npos);
+  CHECK(r.out.find("FAIL  " + data_dir + "bad.jsonl:2: inputs[0].dtype") != std::string::npos);
+  CHECK(r.out.find("FAIL  t/no_compile: task 't/no_compile': reference: does not compile") !=
+        std::string::npos);
+  CHECK(r.out.find("FAIL  t/ignores_y: no output changes beyond the tolerance when input 'y'") !=
+        std::string::npos);
+  CHECK(r.out.find("4 tasks on cpu, 1 ok, 3 failed") != std::string::npos);
+
+  o.device = "tpu";
+  r = run(o);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("expected cpu, cuda or cuda:N") != std::string::npos);
+}
+#endif
