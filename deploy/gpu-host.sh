@@ -36,8 +36,13 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
   -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
   && step build build.log cmake --build "$build" -j "$(nproc)" \
   && {
+    # The GPU task test writes every built-in reference's eager time here (kforge tasks baseline's seed).
+    export KFORGE_TASKS_TIMES=$out/eager_times.jsonl
     step "tests (all)" ctest.log ctest --test-dir "$build" --output-on-failure -j 4
     step "tests (gpu label, verbose)" ctest-gpu.log ctest --test-dir "$build" -L gpu -V
+    step "main job: kforge run --steps 20" run.log "$build/kforge" run --steps 20 --no-progress \
+      --run-dir "$build/run"
+    cp "$build/run/summary.json" "$out/run_summary.json" 2>/dev/null
     for b in "$build"/bench/*_bench; do
       [[ -x $b ]] || continue
       name=$(basename "$b")
