@@ -43,6 +43,13 @@ find_program(FLATC_EXECUTABLE flatc REQUIRED)
 option(KFORGE_WITH_TORCH "Build the LibTorch parts (trainer)" ON)
 if(KFORGE_WITH_TORCH)
   find_package(Torch REQUIRED)
+  # PyTorch's wheels export a copy of std::filesystem from libtorch_cpu.so. When libtorch comes
+  # before libstdc++ in a binary's DT_NEEDED list, our std::filesystem calls bind to that copy, and
+  # some crash (remove_all, seen on the GPU host with g++ 13). Naming libstdc++ first on the link
+  # line binds them to the system's library. Link LibTorch only through this target.
+  add_library(kforge_dep_torch INTERFACE)
+  target_link_libraries(kforge_dep_torch INTERFACE stdc++ ${TORCH_LIBRARIES})
+  add_library(kforge_dep::torch ALIAS kforge_dep_torch)
 endif()
 
 # CUDA device code (GPU tests, benchmarks) is only built where asked for: the CI machine has nvcc but
