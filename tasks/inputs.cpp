@@ -3,6 +3,8 @@
 // compiles in about half the time of <torch/torch.h>.
 #include "tasks/inputs.hpp"
 
+#include "tasks/aten_convert.hpp"
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -15,22 +17,7 @@
 namespace kforge::tasks {
 namespace {
 
-at::ScalarType to_at(dtype t) {
-  switch (t) {
-    case dtype::float32: return at::kFloat;
-    case dtype::float16: return at::kHalf;
-    case dtype::bfloat16: return at::kBFloat16;
-    case dtype::int32: return at::kInt;
-    case dtype::int64: return at::kLong;
-    case dtype::boolean: return at::kBool;
-  }
-  return at::kFloat;
-}
-
-at::Device to_at(const device& d) {
-  return d.type == device::kind::cuda ? at::Device(at::kCUDA, static_cast<at::DeviceIndex>(d.index))
-                                      : at::Device(at::kCPU);
-}
+using detail::to_at;
 
 status check_device(const device& d) {
   if (d.type == device::kind::cpu) return {};

@@ -2,6 +2,8 @@
 // reference. <torch/jit.h> rather than <torch/torch.h> halves its compile time.
 #include "tasks/reference.hpp"
 
+#include "tasks/aten_convert.hpp"
+
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/jit.h>
@@ -19,17 +21,7 @@ std::string torch_message(const std::exception& e) {
   return m;
 }
 
-at::ScalarType to_at(dtype t) {
-  switch (t) {
-    case dtype::float32: return at::kFloat;
-    case dtype::float16: return at::kHalf;
-    case dtype::bfloat16: return at::kBFloat16;
-    case dtype::int32: return at::kInt;
-    case dtype::int64: return at::kLong;
-    case dtype::boolean: return at::kBool;
-  }
-  return at::kFloat;
-}
+using detail::to_at;
 
 void synchronize(const at::Device& dev) {
   if (dev.is_cuda()) at::detail::getCUDAHooks().deviceSynchronize(dev.index());
