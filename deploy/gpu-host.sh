@@ -43,6 +43,8 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
     step "main job: kforge run --steps 20" run.log "$build/kforge" run --steps 20 --no-progress \
       --run-dir "$build/run"
     cp "$build/run/summary.json" "$out/run_summary.json" 2>/dev/null
+    step "kforge tasks baseline (GPU eager times)" baseline.log "$build/kforge" tasks baseline \
+      --out "$out/baseline.jsonl"
     for b in "$build"/bench/*_bench; do
       [[ -x $b ]] || continue
       name=$(basename "$b")

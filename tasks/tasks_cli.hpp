@@ -33,8 +33,18 @@ inline CLI::App* add_tasks_subcommand(CLI::App& app, tasks_options& opt) {
                        "too)")
       ->check(CLI::IsMember({"smallest", "variants", "all"}));
   cmd->add_subcommand("synth", "Synthesize tasks (not available yet)")->allow_extras();
-  cmd->add_subcommand("baseline", "Time every reference on the GPU (not available yet)")
-      ->allow_extras();
+  auto* baseline = cmd->add_subcommand(
+      "baseline", "Time every reference eagerly (CUDA events, L2 flushed) and write the times");
+  baseline->add_option("file", opt.files, "Task file(s); default: the built-in library");
+  baseline->add_option("--device", opt.device, "cuda (default), cuda:N or cpu");
+  baseline->add_option("--out,-o", opt.out, "JSON Lines file for the timings");
+  baseline->add_option("--trials", opt.trials, "Timed trials per reference (default 30)");
+  baseline->add_option("--shapes", opt.shapes, "primary (default) or smallest")
+      ->check(CLI::IsMember({"primary", "smallest"}));
+  baseline->preparse_callback([&opt](std::size_t) {
+    opt.device = "cuda";
+    opt.shapes = "primary";
+  });
   return cmd;
 }
 

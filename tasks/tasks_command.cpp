@@ -8,6 +8,10 @@
 #include "tasks/builtin.hpp"
 #include "tasks/task_parser.hpp"
 #ifdef KFORGE_TASKS_WITH_TORCH
+#include <fstream>
+
+#include "tasks/inputs.hpp"
+#include "tasks/reference.hpp"
 #include "tasks/task_check.hpp"
 #endif
 
@@ -154,6 +158,70 @@ int validate(const tasks_options& opt, std::ostream& out, std::ostream& err) {
 }
 #endif
 
+#ifdef KFORGE_TASKS_WITH_TORCH
+/// Times every reference eagerly at its primary shapes (or the smallest with --shapes smallest),
+/// one JSON line per task: the reference eager time the reward's first baseline starts from.
+int baseline(const tasks_options& opt, std::ostream& out, std::ostream& err) {
+  auto dev = device::parse(opt.device);
+  if (!dev) {
+    err << "kforge tasks baseline: --device: " << dev.message() << "\n";
+    return 2;
+  }
+  if (dev->type == device::kind::cuda && !cuda_available()) {
+    err << "kforge tasks baseline: --device " << opt.device
+        << ": no CUDA device visible (use --device cpu to time on the CPU)\n";
+    return 2;
+  }
+  if (opt.shapes != "primary" && opt.shapes != "smallest") {
+    err << "kforge tasks baseline: --shapes: expected primary or smallest\n";
+    return 2;
+  }
+  if (opt.trials < 1) {
+    err << "kforge tasks baseline: --trials must be >= 1\n";
+    return 2;
+  }
+  std::ofstream file;
+  if (!opt.out.empty()) {
+    file.open(opt.out);
+    if (!file) {
+      err << "kforge tasks baseline: cannot write " << opt.out << "\n";
+      return 2;
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto l = load(opt);
+  int failed = static_cast<int>(l.errors.size());
+  for (const auto& e : l.errors) err << "FAIL  " << e.message << "\n";
+  int timed = 0;
+  for (const auto& t : l.tasks) {
+    const shape_choice which = opt.shapes == "smallest" ? smallest_shapes(t) : std::nullopt;
+    auto ref = reference::compile(t);
+    auto in = ref ? make_inputs(t, 1, which, *dev) : result<tensor_list>(ref.err());
+    auto tm = in ? ref->time(*in, 3, opt.trials) : result<timing>(in.err());
+    if (!tm) {
+      ++failed;
+      err << "FAIL  " << t.id << ": " << tm.message() << "\n";
+      continue;
+    }
+    ++timed;
+    out << std::left << std::setw(40) << t.id << " " << std::setw(14) << to_string(t.category)
+        << std::right << std::fixed << std::setprecision(3) << std::setw(10) << tm->median_ms
+        << " ms  (IQR " << tm->p25_ms << "-" << tm->p75_ms << ")\n";
+    if (file)
+      file << "{\"id\": \"" << t.id << "\", \"category\": \"" << to_string(t.category)
+           << "\", \"device\": \"" << dev->str() << "\", \"shapes\": \"" << opt.shapes
+           << "\", \"median_ms\": " << tm->median_ms << ", \"p25_ms\": " << tm->p25_ms
+           << ", \"p75_ms\": " << tm->p75_ms << ", \"trials\": " << tm->trials << "}\n";
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out << "baseline: " << timed << " references timed on " << dev->str() << ", " << failed
+      << " failed (" << std::fixed << std::setprecision(1) << secs << " s)"
+      << (opt.out.empty() ? "" : "; written to " + opt.out) << "\n";
+  return failed ? 1 : 0;
+}
+#endif
+
 }  // namespace
 
 int tasks_command(const tasks_options& opt, std::ostream& out, std::ostream& err) {
@@ -175,10 +243,13 @@ int tasks_command(const tasks_options& opt, std::ostream& out, std::ostream& err
     return 3;
   }
   if (opt.action == "baseline") {
-    err << "kforge tasks baseline: not available yet (issue 4: recording every reference's "
-           "eager GPU time to a file remains to be built; today the GPU test test_tasks_gpu "
-           "prints them)\n";
+#ifdef KFORGE_TASKS_WITH_TORCH
+    return baseline(opt, out, err);
+#else
+    err << "kforge tasks baseline: not available in this build (it runs references with "
+           "LibTorch; configure with -DKFORGE_WITH_TORCH=ON)\n";
     return 3;
+#endif
   }
   err << "kforge tasks: unknown action '" << opt.action
       << "' (expected list, show, validate, synth or baseline)\n";

@@ -31,6 +31,10 @@ struct tasks_options {
   /// validate: which shapes to run: "smallest" (what CI runs), "variants" (every variant) or
   /// "all" (the primary shapes too: slow on a CPU, they are sized for an H200).
   std::string shapes = "smallest";
+  /// baseline: JSON Lines file of the timings (empty: only the table).
+  std::string out;
+  /// baseline: timed trials per reference (the median is reported).
+  int trials = 30;
 };
 
 /// Returns the exit code: 0 success; 1 a task failed validation; 2 bad input (unreadable or

@@ -1,7 +1,10 @@
 // `kforge tasks ...` through tasks_command: output, exit codes and errors.
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <sstream>
+#include <unistd.h>
 
 #include "tasks/task_parser.hpp"
 #include "tasks/tasks_command.hpp"
@@ -79,11 +82,8 @@ TEST_CASE("tasks show: one task as JSON that parses back; an unknown id is exit 
   CHECK(r.err.find("no task 'l1/no_such_task'") != std::string::npos);
 }
 
-TEST_CASE("tasks synth and baseline are not available yet (exit 3, saying what remains)") {
+TEST_CASE("tasks synth is not available yet (exit 3, saying what remains)") {
   auto r = run(action("synth"));
-  CHECK(r.code == 3);
-  CHECK(r.err.find("not available yet") != std::string::npos);
-  r = run(action("baseline"));
   CHECK(r.code == 3);
   CHECK(r.err.find("not available yet") != std::string::npos);
   r = run(action("frobnicate"));
@@ -91,6 +91,36 @@ TEST_CASE("tasks synth and baseline are not available yet (exit 3, saying what r
 }
 
 #ifdef KFORGE_TASKS_WITH_TORCH
+TEST_CASE("tasks baseline times every reference and writes one JSON line per task") {
+  const auto out_file = std::string("/tmp/kforge-baseline-test-") + std::to_string(::getpid());
+  auto o = action("baseline");
+  o.files = {data_dir + "good.jsonl"};
+  o.device = "cpu";
+  o.shapes = "smallest";
+  o.trials = 5;
+  o.out = out_file;
+  auto r = run(o);
+  CHECK_MESSAGE(r.code == 0, (r.out + r.err));
+  CHECK(r.out.find("baseline: 3 references timed on cpu, 0 failed") != std::string::npos);
+  std::ifstream f(out_file);
+  int lines = 0;
+  for (std::string line; std::getline(f, line); ++lines) {
+    CHECK(line.find("\"median_ms\": ") != std::string::npos);
+    CHECK(line.find("\"trials\": 5") != std::string::npos);
+  }
+  CHECK(lines == 3);
+  std::remove(out_file.c_str());
+
+  o.device = "tpu";  // not a device kforge knows
+  CHECK(run(o).code == 2);
+  o.device = "cpu";
+  o.trials = 0;
+  CHECK(run(o).code == 2);
+  o.trials = 5;
+  o.out = "/nonexistent-dir/x.jsonl";
+  CHECK(run(o).code == 2);
+}
+
 TEST_CASE("tasks validate: per-task verdicts; parse, compile and degeneracy failures exit 1") {
   auto o = action("validate");
   o.files = {data_dir + "good.jsonl"};
