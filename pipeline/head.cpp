@@ -13,8 +13,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
-#include <map>
-#include <set>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <thread>
@@ -27,6 +25,7 @@
 #include "pipeline/manifest.hpp"
 #include "pipeline/process_runtime.hpp"
 #include "pipeline/readiness.hpp"
+#include "pipeline/run_metrics.hpp"
 #include "pipeline/stage_factory.hpp"
 
 namespace kforge::pipeline {
@@ -74,98 +73,6 @@ std::string describe_exit(int st) {
                               " (" + ::strsignal(WTERMSIG(st)) + ")";
   return "ended";
 }
-
-nlohmann::json to_json(const wire::StageMetricsT& m) {
-  nlohmann::json extra = nlohmann::json::object();
-  for (const auto& c : m.extra) extra[c->name] = c->value;
-  return {{"process", m.process}, {"stage", m.stage},       {"kind", m.kind},
-          {"received", m.received}, {"sent", m.sent},     {"dropped", m.dropped},
-          {"errors", m.errors},    {"queue_depth", m.queue_depth}, {"logic_calls", m.logic_calls},
-          {"latency_p50_us", m.latency_p50_us}, {"latency_p99_us", m.latency_p99_us},
-          {"extra", extra},        {"last_error", m.last_error}};
-}
-
-/// The latest metrics of every stage instance, keyed by process and instance name.
-struct metrics_board {
-  std::map<std::string, wire::StageMetricsT> latest;
-  /// Processes that have exited: their last report stays (its counts happened) but what it says
-  /// was queued there is gone with them, so it no longer holds up draining.
-  std::set<std::string> gone;
-
-  std::uint64_t sum(const std::string& kind, std::uint64_t wire::StageMetricsT::*field) const {
-    std::uint64_t n = 0;
-    for (const auto& [k, m] : latest)
-      if (m.kind == kind) n += m.*field;
-    return n;
-  }
-  std::uint64_t extra(const std::string& kind, const std::string& name) const {
-    std::uint64_t n = 0;
-    for (const auto& [k, m] : latest)
-      if (m.kind == kind)
-        for (const auto& c : m.extra)
-          if (c->name == name) n += c->value;
-    return n;
-  }
-  /// Work that moves through the stages; unchanged across an interval means nothing happened.
-  /// The bus rows are left out: they count control heartbeats, which never stop.
-  std::uint64_t activity() const {
-    std::uint64_t n = 0;
-    for (const auto& [k, m] : latest)
-      if (m.kind != "bus") n += m.received + m.sent + m.dropped + m.errors;
-    return n;
-  }
-  std::uint64_t queued(bool count_buffer) const {
-    std::uint64_t n = 0;
-    for (const auto& [k, m] : latest)
-      if ((count_buffer || m.kind != "buffer") && !gone.count(m.process)) n += m.queue_depth;
-    return n;
-  }
-};
-
-/// A check that counts along the pipeline balance, for summary.json and the final table.
-struct balance_check {
-  std::string what;
-  std::uint64_t left, right;
-  bool ok() const { return left == right; }
-};
-
-std::vector<balance_check> balance(const metrics_board& b) {
-  using M = wire::StageMetricsT;
-  const auto pool_received = b.sum("sandbox_pool", &M::received);
-  const auto pool_done = b.extra("sandbox_pool", "completed") + b.extra("sandbox_pool", "failed");
-  return {
-      {"candidates: samplers sent = sandbox pool received", b.sum("sampler", &M::sent), pool_received},
-      {"sandbox pool: received = completed + failed", pool_received, pool_done},
-      {"verdicts: pool completed + failed = reward received", pool_done,
-       b.sum("reward", &M::received)},
-      {"scored: reward sent = buffer received", b.sum("reward", &M::sent),
-       b.sum("buffer", &M::received)},
-      {"batches: buffer sent = trainer received", b.sum("buffer", &M::sent),
-       b.sum("trainer", &M::received)},
-  };
-}
-
-class progress_line {
- public:
-  explicit progress_line(bool enabled) : enabled_(enabled), tty_(::isatty(2)) {}
-  void draw(std::ostream& err, const std::string& text, bool force = false) {
-    if (!enabled_) return;
-    const auto now = clock_type::now();
-    if (tty_) {
-      err << "\r\033[K" << text << std::flush;
-    } else if (force || now - last_ >= 5s) {
-      err << text << "\n" << std::flush;
-      last_ = now;
-    }
-  }
-  void end(std::ostream& err) {
-    if (enabled_ && tty_) err << "\n";
-  }
-
- private:
-  bool enabled_, tty_;
-  clock_type::time_point last_{};
-};
 
 }  // namespace
 

@@ -1,0 +1,83 @@
+#include "pipeline/run_metrics.hpp"
+
+#include <unistd.h>
+
+namespace kforge::pipeline {
+
+using namespace std::chrono_literals;
+
+nlohmann::json to_json(const wire::StageMetricsT& m) {
+  nlohmann::json extra = nlohmann::json::object();
+  for (const auto& c : m.extra) extra[c->name] = c->value;
+  return {{"process", m.process}, {"stage", m.stage},       {"kind", m.kind},
+          {"received", m.received}, {"sent", m.sent},     {"dropped", m.dropped},
+          {"errors", m.errors},    {"queue_depth", m.queue_depth}, {"logic_calls", m.logic_calls},
+          {"latency_p50_us", m.latency_p50_us}, {"latency_p99_us", m.latency_p99_us},
+          {"extra", extra},        {"last_error", m.last_error}};
+}
+
+std::uint64_t metrics_board::sum(const std::string& kind,
+                                 std::uint64_t wire::StageMetricsT::*field) const {
+  std::uint64_t n = 0;
+  for (const auto& [k, m] : latest)
+    if (m.kind == kind) n += m.*field;
+  return n;
+}
+
+std::uint64_t metrics_board::extra(const std::string& kind, const std::string& name) const {
+  std::uint64_t n = 0;
+  for (const auto& [k, m] : latest)
+    if (m.kind == kind)
+      for (const auto& c : m.extra)
+        if (c->name == name) n += c->value;
+  return n;
+}
+
+std::uint64_t metrics_board::activity() const {
+  std::uint64_t n = 0;
+  for (const auto& [k, m] : latest)
+    if (m.kind != "bus") n += m.received + m.sent + m.dropped + m.errors;
+  return n;
+}
+
+std::uint64_t metrics_board::queued(bool count_buffer) const {
+  std::uint64_t n = 0;
+  for (const auto& [k, m] : latest)
+    if ((count_buffer || m.kind != "buffer") && !gone.count(m.process)) n += m.queue_depth;
+  return n;
+}
+
+std::vector<balance_check> balance(const metrics_board& b) {
+  using M = wire::StageMetricsT;
+  const auto pool_received = b.sum("sandbox_pool", &M::received);
+  const auto pool_done = b.extra("sandbox_pool", "completed") + b.extra("sandbox_pool", "failed");
+  return {
+      {"candidates: samplers sent = sandbox pool received", b.sum("sampler", &M::sent), pool_received},
+      {"sandbox pool: received = completed + failed", pool_received, pool_done},
+      {"verdicts: pool completed + failed = reward received", pool_done,
+       b.sum("reward", &M::received)},
+      {"scored: reward sent = buffer received", b.sum("reward", &M::sent),
+       b.sum("buffer", &M::received)},
+      {"batches: buffer sent = trainer received", b.sum("buffer", &M::sent),
+       b.sum("trainer", &M::received)},
+  };
+}
+
+progress_line::progress_line(bool enabled) : enabled_(enabled), tty_(::isatty(2)) {}
+
+void progress_line::draw(std::ostream& err, const std::string& text, bool force) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (tty_) {
+    err << "\r\033[K" << text << std::flush;
+  } else if (force || now - last_ >= 5s) {
+    err << text << "\n" << std::flush;
+    last_ = now;
+  }
+}
+
+void progress_line::end(std::ostream& err) {
+  if (enabled_ && tty_) err << "\n";
+}
+
+}  // namespace kforge::pipeline
