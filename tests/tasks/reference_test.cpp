@@ -7,6 +7,7 @@
 #include "tasks/inputs.hpp"
 #include "tasks/reference.hpp"
 #include "tasks/task_parser.hpp"
+#include "task_builders.hpp"
 
 using namespace kforge::tasks;
 using json = nlohmann::json;
@@ -15,26 +16,10 @@ namespace {
 
 // A task with inputs x[4, 6] and y[4, 6] (float32), one output z[4, 6], a variant x,y [2, 3].
 json base(const std::string& source) {
-  auto in = [](const char* name) {
-    return json{{"name", name},
-                {"shape", {4, 6}},
-                {"dtype", "float32"},
-                {"init", {{"dist", "normal"}, {"mean", 0.0}, {"std", 1.0}}}};
-  };
-  return json{{"id", "t/ref"},
-              {"category", "other"},
-              {"description", "reference runner test"},
-              {"inputs", {in("x"), in("y")}},
-              {"outputs", {{{"name", "z"}, {"shape", {4, 6}}, {"dtype", "float32"}}}},
-              {"reference", source},
-              {"variants", {{{"x", {2, 3}}, {"y", {2, 3}}}}}};
+  return testing::two_input_task("t/ref", "reference runner test", source, {4, 6}, {2, 3});
 }
 
-task make(const json& j) {
-  auto t = parse_task(j.dump(), "test");
-  REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.message()));
-  return *t;
-}
+task make(const json& j) { return testing::parse_or_fail(j); }
 
 std::string run_error(const task& t, shape_choice which = std::nullopt) {
   auto ref = reference::compile(t);

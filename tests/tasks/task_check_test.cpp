@@ -6,6 +6,7 @@
 
 #include "tasks/task_check.hpp"
 #include "tasks/task_parser.hpp"
+#include "task_builders.hpp"
 
 using namespace kforge::tasks;
 using json = nlohmann::json;
@@ -13,27 +14,14 @@ using json = nlohmann::json;
 namespace {
 
 json base(const std::string& source) {
-  auto in = [](const char* name) {
-    return json{{"name", name},
-                {"shape", {8, 16}},
-                {"dtype", "float32"},
-                {"init", {{"dist", "normal"}, {"mean", 0.0}, {"std", 1.0}}}};
-  };
-  return json{{"id", "t/check"},
-              {"category", "other"},
-              {"description", "degenerate-task check"},
-              {"inputs", {in("x"), in("y")}},
-              {"outputs", {{{"name", "z"}, {"shape", {8, 16}}, {"dtype", "float32"}}}},
-              {"reference", source},
-              {"variants", {{{"x", {3, 5}}, {"y", {3, 5}}}}}};
+  return testing::two_input_task("t/check", "degenerate-task check", source, {8, 16}, {3, 5});
 }
 
 check_report check(const json& j) {
-  auto t = parse_task(j.dump(), "test");
-  REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.message()));
+  const auto t = testing::parse_or_fail(j);
   check_options o;
-  o.shapes = smallest_shapes(*t);
-  return check_task_runs(*t, o);
+  o.shapes = smallest_shapes(t);
+  return check_task_runs(t, o);
 }
 
 // Whether some problem of the report contains `part`.
