@@ -8,18 +8,9 @@
 #include "pipeline/inspect_command.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/replay_command.hpp"
+#include "sandbox/children.hpp"
+#include "sandbox/eval_cli.hpp"
 #include "tasks/tasks_cli.hpp"
-
-namespace {
-
-int not_available(const std::string& what, const std::string& issue) {
-  std::cerr << "kforge " << what << ": not available yet (" << issue
-            << "). The foundation (bus, actors, manifest, recordings) is in place; this command "
-               "arrives with that issue.\n";
-  return 3;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"kforge: reinforcement learning for fast, correct CUDA kernels"};
@@ -69,8 +60,9 @@ int main(int argc, char** argv) {
   bool print_default = false;
   manifest_cmd->add_flag("--print-default", print_default, "Print the embedded default manifest");
 
-  auto* eval_cmd = app.add_subcommand("eval", "Evaluate kernels in the sandbox (not available yet)");
-  eval_cmd->allow_extras();
+  kforge::sandbox::eval_options eval;
+  auto* eval_cmd = kforge::sandbox::add_eval_subcommand(app, eval);
+  const auto [child_cmd, ref_cmd] = kforge::sandbox::add_sandbox_children(app);
   kforge::tasks::tasks_options tasks;
   auto* tasks_cmd = kforge::tasks::add_tasks_subcommand(app, tasks);
 
@@ -97,7 +89,9 @@ int main(int argc, char** argv) {
     std::cout << m->summary();
     return 0;
   }
-  if (*eval_cmd) return not_available("eval", "issue 3: the sandbox");
+  if (*eval_cmd) return kforge::sandbox::eval_command(eval, std::cout, std::cerr);
+  if (*child_cmd) return kforge::sandbox::candidate_child_main();
+  if (*ref_cmd) return kforge::sandbox::reference_server_main();
   if (*tasks_cmd)
     return kforge::tasks::run_tasks_subcommand(*tasks_cmd, tasks, std::cout, std::cerr);
   return 1;

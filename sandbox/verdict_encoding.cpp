@@ -89,4 +89,29 @@ void encode_static(const static_verdict& s, wire::VerdictT& v) {
   }
 }
 
+namespace {
+std::unique_ptr<wire::TimingT> to_wire(const trial_stats& s) {
+  auto t = std::make_unique<wire::TimingT>();
+  t->median_ms = s.median_ms;
+  t->iqr_ms = s.iqr_ms();
+  t->trials = static_cast<std::uint32_t>(s.trials);
+  return t;
+}
+}  // namespace
+
+void encode_run(const run_outcome& r, wire::VerdictT& v) {
+  v.status = r.status;
+  v.reason = r.reason;
+  v.max_abs_error = r.max_abs_error;
+  v.max_rel_error = r.max_rel_error;
+  v.first_bad_index = r.first_bad_index;
+  v.checks = static_cast<std::uint32_t>(r.checks);
+  if (r.candidate.trials > 0) v.candidate_timing = to_wire(r.candidate);
+  if (r.baseline.trials > 0) v.baseline_timing = to_wire(r.baseline);
+  v.audit = r.audit;
+  v.output = r.output;
+  v.verify_ms = r.verify_ms;
+  v.time_ms = r.time_ms;
+}
+
 }  // namespace kforge::sandbox

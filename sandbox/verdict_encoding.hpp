@@ -4,6 +4,7 @@
 
 #include "messages/rollout_generated.h"
 #include "sandbox/compiler.hpp"
+#include "sandbox/runner.hpp"
 #include "sandbox/static_check.hpp"
 
 namespace kforge::sandbox {
@@ -20,5 +21,9 @@ void encode_compile(const compile_result& r, wire::VerdictT& v);
 /// Sets status and reason from a static check, and one diagnostic per finding (code: the rule's
 /// name). For an ok check it sets status ok and leaves the rest alone.
 void encode_static(const static_verdict& s, wire::VerdictT& v);
+
+/// Sets status, reason, errors, timings, audit, output and check count from the run stage; keeps
+/// the compile's diagnostics and resources.
+void encode_run(const run_outcome& r, wire::VerdictT& v);
 
 }  // namespace kforge::sandbox

@@ -1,0 +1,238 @@
+#include "common/child_process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/process_setup.hpp"
+
+namespace kforge {
+
+namespace {
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+}  // namespace
+
+result<child_process> child_process::start(const std::vector<std::string>& argv,
+                                           const child_options& options) {
+  if (argv.empty()) return error{"child_process: empty command"};
+  const std::string exe = detail::resolve_program(argv[0]);
+  auto args = detail::c_strings(argv);
+  const auto env_strings =
+      detail::child_environment(options.env, options.scrub_env, options.keep_env);
+  auto envp = detail::c_strings(env_strings);
+  const detail::child_rlimits rl{0, options.file_size_bytes, options.cpu_seconds,
+                                 options.processes, false};
+
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return error{std::string("socketpair: ") + std::strerror(errno)};
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return error{std::string("pipe: ") + std::strerror(errno)};
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    for (int fd : {sv[0], sv[1], out[0], out[1]}) ::close(fd);
+    return error{std::string("fork: ") + std::strerror(errno)};
+  }
+  if (pid == 0) {
+    // Only async-signal-safe calls from here to exec. fd 3 is the control socket.
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
+    ::dup2(sv[1], 3);  // dup2 clears CLOEXEC on the new descriptor
+    detail::child_prepare(rl, 4);
+    if (!options.working_dir.empty() && ::chdir(options.working_dir.c_str()) != 0)
+      detail::child_fail("cannot enter the working directory\n");
+    ::execve(exe.c_str(), args.data(), envp.data());
+    detail::child_fail("cannot run the program: exec failed\n");
+  }
+  ::setpgid(pid, pid);
+  ::close(sv[1]);
+  ::close(out[1]);
+  child_process c;
+  c.pid_ = pid;
+  c.control_ = sv[0];
+  c.output_ = out[0];
+  c.options_ = options;
+  ::fcntl(c.output_, F_SETFL, ::fcntl(c.output_, F_GETFL) | O_NONBLOCK);
+  return c;
+}
+
+child_process::child_process(child_process&& o) noexcept { *this = std::move(o); }
+
+child_process& child_process::operator=(child_process&& o) noexcept {
+  if (this != &o) {
+    kill();
+    pid_ = std::exchange(o.pid_, -1);
+    control_ = std::exchange(o.control_, -1);
+    output_ = std::exchange(o.output_, -1);
+    pending_ = std::move(o.pending_);
+    output_buf_ = std::move(o.output_buf_);
+    dropped_ = o.dropped_;
+    options_ = std::move(o.options_);
+    last_end_ = std::move(o.last_end_);
+  }
+  return *this;
+}
+
+child_process::~child_process() { kill(); }
+
+void child_process::drain_output() {
+  if (output_ < 0) return;
+  char buf[8192];
+  for (;;) {
+    const ssize_t n = ::read(output_, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    const std::size_t room =
+        output_buf_.size() < options_.max_output ? options_.max_output - output_buf_.size() : 0;
+    output_buf_.append(buf, std::min<std::size_t>(room, n));
+    dropped_ += n - std::min<std::size_t>(room, n);
+  }
+}
+
+std::string child_process::take_output() {
+  drain_output();
+  std::string s = std::move(output_buf_);
+  if (dropped_ > 0) s += "\n[" + std::to_string(dropped_) + " more bytes of output dropped]\n";
+  output_buf_.clear();
+  dropped_ = 0;
+  return s;
+}
+
+std::string child_process::reap_description(int status) const {
+  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = ::strsignal(sig);
+    return "signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : "");
+  }
+  return "ended";
+}
+
+std::string child_process::kill() {
+  drain_output();
+  if (pid_ > 0) {
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    int st = 0;
+    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+    last_end_ = reap_description(st);
+    pid_ = -1;
+  }
+  close_fd(control_);
+  drain_output();
+  close_fd(output_);
+  return last_end_;
+}
+
+std::string child_process::end_after_hangup() {
+  // The control socket closed: the child is exiting or dead. Give it a moment to finish, so the
+  // description says how it really ended (a crash is not a kill of ours).
+  for (int i = 0; i < 50; ++i) {
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      ::kill(-pid_, SIGKILL);  // helpers it left in its group must not survive it
+      last_end_ = reap_description(st);
+      pid_ = -1;
+      kill();  // closes the descriptors
+      return last_end_;
+    }
+    ::usleep(10'000);
+  }
+  return kill() + " after closing its control channel";
+}
+
+child_reply child_process::request(const std::string& json_line,
+                                   std::chrono::milliseconds timeout) {
+  child_reply reply;
+  auto fail = [&](child_failure f, std::string detail) {
+    reply.failure = f;
+    reply.detail = std::move(detail);
+    if (running()) kill();
+    return reply;
+  };
+  if (!running()) return fail(child_failure::died, last_end_.empty() ? "not started" : last_end_);
+
+  const std::string line = json_line + "\n";
+  for (std::size_t sent = 0; sent < line.size();) {
+    const ssize_t n = ::send(control_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail(child_failure::died, end_after_hangup());
+    sent += static_cast<std::size_t>(n);
+  }
+
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buf[65536];
+  for (;;) {
+    if (const auto nl = pending_.find('\n'); nl != std::string::npos) {
+      reply.json = pending_.substr(0, nl);
+      pending_.erase(0, nl + 1);
+      if (reply.json.empty() || reply.json.front() != '{')
+        return fail(child_failure::protocol, "reply is not a JSON object");
+      return reply;
+    }
+    if (pending_.size() > options_.max_reply)
+      return fail(child_failure::protocol, "reply longer than " +
+                                               std::to_string(options_.max_reply) + " bytes");
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return fail(child_failure::timeout,
+                  "no reply within " + std::to_string(timeout.count()) + " ms");
+    pollfd p[2] = {{control_, POLLIN, 0}, {output_, POLLIN, 0}};
+    const int r = ::poll(p, output_ >= 0 ? 2 : 1,
+                         static_cast<int>(std::min<long long>(left.count(), 1'000'000)));
+    if (r <= 0) continue;
+    if (p[1].revents & (POLLIN | POLLHUP)) drain_output();
+    if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      const ssize_t n = ::recv(control_, buf, sizeof buf, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return fail(child_failure::died, end_after_hangup());
+      pending_.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+}
+
+bool control_channel::read(std::string& line) {
+  char buf[65536];
+  for (;;) {
+    if (const auto nl = pending_.find('\n'); nl != std::string::npos) {
+      line = pending_.substr(0, nl);
+      pending_.erase(0, nl + 1);
+      return true;
+    }
+    const ssize_t n = ::read(fd_, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    pending_.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+bool control_channel::write(const std::string& json_line) {
+  const std::string line = json_line + "\n";
+  for (std::size_t sent = 0; sent < line.size();) {
+    const ssize_t n = ::send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace kforge

@@ -1,0 +1,369 @@
+// `kforge sandbox-child`: the process candidate code runs in (protocol: child_protocol.hpp).
+//
+// What it guarantees the supervisor: inputs are regenerated here from the task's seeds (the same
+// tensors the reference server draws), outputs are poisoned before every call (NaN, then a
+// finite value) so unwritten elements show, inputs are compared with a private copy after the
+// calls, the candidate runs on a non-blocking stream of ours so work it hides on the legacy or
+// per-thread stream escapes the events but not the device-wide synchronize around each timed
+// trial, and any CUDA error from synchronizing ends this process after the reply (the context may
+// be unusable). It never sees an expected output: those live in the reference server.
+#include <ATen/ATen.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#if __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)
+#include <c10/cuda/CUDACachingAllocator.h>
+#define KFORGE_HAVE_C10_CUDA 1
+#endif
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "common/child_process.hpp"
+#include "kforge/kernel_abi.h"
+#include "sandbox/child_protocol.hpp"
+#include "sandbox/children.hpp"
+#include "sandbox/gpu_facts.hpp"
+#include "sandbox/gpu_timing.hpp"
+#include "tasks/aten_convert.hpp"
+#include "tasks/inputs.hpp"
+#include "tasks/task_parser.hpp"
+
+namespace kforge::sandbox {
+
+namespace {
+
+using json = nlohmann::json;
+using forward_fn = int (*)(const kf_tensor*, int32_t, kf_tensor*, int32_t, void*, cudaStream_t);
+using workspace_fn = size_t (*)(const kf_tensor*, int32_t);
+
+/// Workspace beyond this is refused (runtime_error) rather than exhausting the GPU.
+constexpr std::size_t max_workspace = std::size_t{8} << 30;
+/// A candidate that leaves more device memory taken than this gets the child recycled.
+constexpr std::size_t leak_limit = std::size_t{1} << 30;
+
+json fail(const std::string& status, const std::string& reason, bool fatal = false) {
+  return json{{"ok", false}, {"status", status}, {"reason", reason}, {"fatal", fatal}};
+}
+
+std::string cuda_text(cudaError_t e) {
+  return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+}
+
+kf_dtype to_kf(at::ScalarType t) {
+  switch (t) {
+    case at::kHalf: return KF_FLOAT16;
+    case at::kBFloat16: return KF_BFLOAT16;
+    case at::kInt: return KF_INT32;
+    case at::kLong: return KF_INT64;
+    case at::kBool: return KF_BOOL;
+    default: return KF_FLOAT32;
+  }
+}
+
+kf_tensor describe(const at::Tensor& t) {
+  kf_tensor k{};
+  k.data = t.data_ptr();
+  k.dtype = to_kf(t.scalar_type());
+  k.ndim = static_cast<int32_t>(t.dim());
+  for (int64_t d = 0; d < t.dim() && d < KF_MAX_DIMS; ++d) {
+    k.shape[d] = t.size(d);
+    k.strides[d] = t.stride(d);
+  }
+  return k;
+}
+
+/// The two poison values: NaN first (never passes a comparison), then a finite value far from
+/// any real output. Integers and bools get two different bit patterns.
+void poison(at::Tensor& t, int which) {
+  if (at::isFloatingType(t.scalar_type())) {
+    const double finite = t.scalar_type() == at::kHalf ? 31337.0 : 1.2345e30;
+    t.fill_(which == 0 ? std::numeric_limits<double>::quiet_NaN() : finite);
+  } else if (t.scalar_type() == at::kBool) {
+    t.fill_(which == 0);
+  } else {
+    t.fill_(which == 0 ? 1515870810 : -1234567);
+  }
+}
+
+class candidate_child {
+ public:
+  int serve() {
+    for (std::string line; channel_.read(line);) {
+      json reply;
+      bool fatal = false;
+      try {
+        reply = dispatch(json::parse(line));
+      } catch (const std::exception& e) {
+        reply = fail("infra_error", std::string("sandbox child: ") + e.what());
+      }
+      fatal = reply.value("fatal", false);
+      if (!channel_.write(reply.dump())) return 1;
+      if (fatal) return 3;
+    }
+    return 0;
+  }
+
+ private:
+  json dispatch(const json& req) {
+    const std::string op = req.at("op").get<std::string>();
+    if (op == "hello") return hello();
+    if (op == "probe") return probe(req.at("library").get<std::string>());
+    if (op == "load") return load(req);
+    if (op == "check") return check(req);
+    if (op == "time") return time(req);
+    if (op == "unload") return unload();
+    return fail("infra_error", "sandbox child: unknown op '" + op + "'");
+  }
+
+  json hello() {
+    if (const auto e = cudaSetDevice(0); e != cudaSuccess)
+      return fail("infra_error", "no usable GPU: " + cuda_text(e), true);
+    auto facts = query_gpu(0);
+    if (!facts) return fail("infra_error", facts.err().message, true);
+    if (const auto e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); e != cudaSuccess)
+      return fail("infra_error", "cudaStreamCreate: " + cuda_text(e), true);
+    if (const auto e = flusher_.init(static_cast<std::size_t>(facts->l2_bytes)); e != cudaSuccess)
+      return fail("infra_error", "L2 flush buffer: " + cuda_text(e), true);
+    // Let torch create its context and allocator now, not inside the first candidate's check.
+    (void)at::zeros({1}, at::device(at::kCUDA));
+    cudaDeviceSynchronize();
+    free_at_start_ = free_bytes();
+    return json{{"ok", true}, {"gpu", json::parse(to_json(*facts))}, {"free_bytes", free_at_start_}};
+  }
+
+  std::size_t free_bytes() {
+#ifdef KFORGE_HAVE_C10_CUDA
+    c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+    std::size_t free = 0, total = 0;
+    cudaMemGetInfo(&free, &total);
+    return free;
+  }
+
+  json probe(const std::string& library) {
+    void* h = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) return fail("infra_error", std::string("probe: dlopen: ") + ::dlerror(), true);
+    auto fwd = reinterpret_cast<forward_fn>(::dlsym(h, "kf_forward"));
+    json reply = json{{"ok", true}};
+    if (!fwd) {
+      reply = fail("infra_error", "probe: no kf_forward", true);
+    } else {
+      const auto x = at::randn({1 << 20}, at::device(at::kCUDA));
+      auto y = at::empty_like(x);
+      const kf_tensor in = describe(x);
+      kf_tensor out = describe(y);
+      const int rc = fwd(&in, 1, &out, 1, nullptr, stream_);
+      const auto e = cudaStreamSynchronize(stream_);
+      if (rc != 0 || e != cudaSuccess)
+        reply = fail("infra_error", "probe kernel failed: " + cuda_text(e), true);
+      else if (!at::equal(y, at::relu(x)))
+        reply = fail("infra_error", "probe kernel gave a wrong answer: the GPU is not trustworthy",
+                     true);
+    }
+    ::dlclose(h);
+    return reply;
+  }
+
+  json load(const json& req) {
+    if (lib_) unload();
+    auto t = tasks::parse_task(req.at("task").dump(), "supervisor");
+    if (!t) return fail("infra_error", t.err().message);
+    task_ = std::move(*t);
+    lib_ = ::dlopen(req.at("library").get<std::string>().c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib_) return fail("link_error", std::string("dlopen: ") + ::dlerror());
+    forward_ = reinterpret_cast<forward_fn>(::dlsym(lib_, "kf_forward"));
+    workspace_ = reinterpret_cast<workspace_fn>(::dlsym(lib_, "kf_workspace_bytes"));
+    if (!forward_) return fail("link_error", "the library does not export kf_forward");
+    return json{{"ok", true}};
+  }
+
+  /// Everything one call needs: kf_tensor views and the workspace.
+  struct call_frame {
+    std::vector<kf_tensor> in, out;
+    at::Tensor workspace;
+  };
+
+  std::optional<json> prepare_frame(const std::vector<at::Tensor>& inputs,
+                                    std::vector<at::Tensor>& outputs, call_frame& f) {
+    f.in.clear();
+    f.out.clear();
+    for (const auto& t : inputs) f.in.push_back(describe(t));
+    for (const auto& t : outputs) f.out.push_back(describe(t));
+    const std::size_t bytes =
+        workspace_ ? workspace_(f.in.data(), static_cast<int32_t>(f.in.size())) : 0;
+    if (bytes > max_workspace)
+      return fail("runtime_error", "kf_workspace_bytes asked for " + std::to_string(bytes) +
+                                       " bytes (the limit is 8 GiB)");
+    if (bytes > 0 && (!f.workspace.defined() || static_cast<std::size_t>(f.workspace.numel()) < bytes))
+      f.workspace = at::empty({static_cast<int64_t>(bytes)}, at::device(at::kCUDA).dtype(at::kByte));
+    return std::nullopt;
+  }
+
+  /// One call on our stream, synchronized; a failure reply or nothing.
+  std::optional<json> call(call_frame& f) {
+    int rc = 0;
+    try {
+      rc = forward_(f.in.data(), static_cast<int32_t>(f.in.size()), f.out.data(),
+                    static_cast<int32_t>(f.out.size()),
+                    f.workspace.defined() ? f.workspace.data_ptr() : nullptr, stream_);
+    } catch (...) {
+      return fail("runtime_error", "kf_forward threw a C++ exception");
+    }
+    if (const auto e = cudaStreamSynchronize(stream_); e != cudaSuccess)
+      return fail("runtime_error", "CUDA error in the candidate's kernel: " + cuda_text(e), true);
+    if (const auto e = cudaDeviceSynchronize(); e != cudaSuccess)
+      return fail("runtime_error", "CUDA error (outside the given stream): " + cuda_text(e), true);
+    if (const auto e = cudaGetLastError(); e != cudaSuccess)
+      return fail("runtime_error", "CUDA error at launch: " + cuda_text(e));
+    if (rc != 0) return fail("runtime_error", "kf_forward returned " + std::to_string(rc));
+    return std::nullopt;
+  }
+
+  json check(const json& req) {
+    if (!lib_ || !task_) return fail("infra_error", "check before load");
+    const int k = req.at("check").get<int>();
+    const auto seed = req.at("seed").get<std::uint64_t>();
+    const int variant = req.at("variant").get<int>();
+    const tasks::shape_choice which =
+        variant == protocol::primary ? tasks::shape_choice{} : tasks::shape_choice{variant};
+    auto drawn = tasks::make_inputs(*task_, seed, which, tasks::device::cuda(0));
+    if (!drawn) return fail("infra_error", drawn.err().message);
+    const std::vector<at::Tensor> inputs = drawn->tensors();
+    std::vector<at::Tensor> pristine;
+    for (const auto& t : inputs) pristine.push_back(t.clone());
+
+    const auto shapes = req.at("output_shapes").get<std::vector<std::vector<int64_t>>>();
+    if (shapes.size() != task_->outputs.size())
+      return fail("infra_error", "output shape count does not match the task");
+    std::vector<at::Tensor> first, second;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      const auto opts = at::device(at::kCUDA).dtype(tasks::detail::to_at(task_->outputs[i].type));
+      first.push_back(at::empty(shapes[i], opts));
+      second.push_back(at::empty(shapes[i], opts));
+    }
+    cudaDeviceSynchronize();  // inputs drawn on torch's stream are ready before ours runs
+
+    call_frame f;
+    for (int pass = 0; pass < 2; ++pass) {
+      auto& outs = pass == 0 ? first : second;
+      for (auto& o : outs) poison(o, pass);
+      cudaDeviceSynchronize();
+      if (auto bad = prepare_frame(inputs, outs, f)) return *bad;
+      if (auto bad = call(f)) return *bad;
+    }
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if (!at::equal(inputs[i], pristine[i]))
+        return fail("hack_suspected", "the candidate changed input " + std::to_string(i) + " ('" +
+                                          task_->inputs[i].name + "'), which is read-only");
+    const auto& tol = task_->tolerance;
+    for (std::size_t i = 0; i < first.size(); ++i) {
+      const bool agree = at::isFloatingType(first[i].scalar_type())
+                             ? at::allclose(first[i], second[i], tol.rtol, tol.atol, true)
+                             : at::equal(first[i], second[i]);
+      if (!agree)
+        return fail("hack_suspected",
+                    "two calls on the same inputs disagree on output " + std::to_string(i) +
+                        ": outputs not fully written, or the result depends on the call count");
+    }
+    json files = json::array();
+    const std::string dir = req.at("dir").get<std::string>();
+    for (std::size_t i = 0; i < first.size(); ++i) {
+      const auto host = first[i].contiguous().cpu();
+      const std::string path = protocol::output_file(dir, k, static_cast<int>(i));
+      std::ofstream os(path, std::ios::binary | std::ios::trunc);
+      os.write(static_cast<const char*>(host.data_ptr()),
+               static_cast<std::streamsize>(host.numel() * host.element_size()));
+      if (!os) return fail("infra_error", "cannot write " + path);
+      files.push_back(path);
+    }
+    return json{{"ok", true}, {"files", files}};
+  }
+
+  json time(const json& req) {
+    if (!lib_ || !task_) return fail("infra_error", "time before load");
+    const auto seed = req.at("seed").get<std::uint64_t>();
+    if (!timed_seed_ || *timed_seed_ != seed) {
+      auto drawn = tasks::make_inputs(*task_, seed, std::nullopt, tasks::device::cuda(0));
+      if (!drawn) return fail("infra_error", drawn.err().message);
+      timed_inputs_ = drawn->tensors();
+      timed_outputs_.clear();
+      const auto shapes = req.at("output_shapes").get<std::vector<std::vector<int64_t>>>();
+      for (std::size_t i = 0; i < shapes.size() && i < task_->outputs.size(); ++i)
+        timed_outputs_.push_back(at::empty(
+            shapes[i], at::device(at::kCUDA).dtype(tasks::detail::to_at(task_->outputs[i].type))));
+      timed_seed_ = seed;
+      cudaDeviceSynchronize();
+    }
+    if (auto bad = prepare_frame(timed_inputs_, timed_outputs_, timed_frame_)) return *bad;
+    const int warmup = req.value("warmup", 0);
+    const int trials = req.at("trials").get<int>();
+    for (int i = 0; i < warmup; ++i)
+      if (auto bad = call(timed_frame_)) return *bad;
+    json event_ms = json::array(), wall_ms = json::array();
+    event_pair ev;
+    for (int i = 0; i < trials; ++i) {
+      flusher_.flush(stream_);
+      cudaStreamSynchronize(stream_);
+      const auto t0 = std::chrono::steady_clock::now();
+      ev.start(stream_);
+      const int rc = forward_(timed_frame_.in.data(), static_cast<int32_t>(timed_frame_.in.size()),
+                              timed_frame_.out.data(), static_cast<int32_t>(timed_frame_.out.size()),
+                              timed_frame_.workspace.defined() ? timed_frame_.workspace.data_ptr()
+                                                               : nullptr,
+                              stream_);
+      ev.stop(stream_);
+      const auto e = cudaDeviceSynchronize();
+      const auto t1 = std::chrono::steady_clock::now();
+      if (e != cudaSuccess)
+        return fail("runtime_error", "CUDA error while timing: " + cuda_text(e), true);
+      if (rc != 0) return fail("runtime_error", "kf_forward returned " + std::to_string(rc));
+      event_ms.push_back(ev.elapsed_ms());
+      wall_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    return json{{"ok", true}, {"event_ms", event_ms}, {"wall_ms", wall_ms}};
+  }
+
+  json unload() {
+    timed_inputs_.clear();
+    timed_outputs_.clear();
+    timed_frame_ = call_frame{};
+    timed_seed_.reset();
+    task_.reset();
+    forward_ = nullptr;
+    workspace_ = nullptr;
+    if (lib_) ::dlclose(lib_);
+    lib_ = nullptr;
+    cudaDeviceSynchronize();
+    const std::size_t now = free_bytes();
+    const bool leaked = now + leak_limit < free_at_start_;
+    return json{{"ok", true}, {"recycle", leaked}, {"free_bytes", now}};
+  }
+
+  control_channel channel_;
+  cudaStream_t stream_{};
+  l2_flusher flusher_;
+  std::size_t free_at_start_ = 0;
+  void* lib_ = nullptr;
+  forward_fn forward_ = nullptr;
+  workspace_fn workspace_ = nullptr;
+  std::optional<tasks::task> task_;
+  std::optional<std::uint64_t> timed_seed_;
+  std::vector<at::Tensor> timed_inputs_, timed_outputs_;
+  call_frame timed_frame_;
+};
+
+}  // namespace
+
+int candidate_child_main() {
+  candidate_child child;
+  return child.serve();
+}
+
+}  // namespace kforge::sandbox

@@ -1,0 +1,41 @@
+#pragma once
+// The line protocol between the sandbox supervisor (runner.hpp) and its two kinds of child, one
+// JSON object per line over the child's fd 3 (common/child_process.hpp). Every reply has "ok";
+// a failed one has "status" (a verdict name: runtime_error, hack_suspected, link_error,
+// infra_error), "reason" (one line) and "fatal" (the child exits after replying: a sticky CUDA
+// error leaves its context unusable).
+//
+// Candidate child (`kforge sandbox-child`, candidate_child.cpp): loads candidate libraries and
+// calls them. It never sees an expected output.
+//   hello                                  -> device, l2_bytes, free_bytes
+//   probe   {library}                      -> runs the known-good kernel, checks it in-process
+//   load    {library, task}                -> dlopen + dlsym
+//   check   {check, seed, variant, output_shapes, dir}
+//                                          -> files (raw output bytes of the NaN-poisoned call),
+//                                             after: inputs unchanged, two calls with different
+//                                             poison agree
+//   time    {seed, warmup, trials}         -> event_ms[], wall_ms[] (primary shapes)
+//   unload                                 -> recycle (true: the child leaked device memory)
+//
+// Reference server (`kforge sandbox-ref`, reference_server.cpp): runs task references, keeps
+// expected outputs per (task, seed, variant), compares, times the eager baseline. It never loads
+// candidate code.
+//   hello                                  -> device facts (name, sm count, L2, memory, ...)
+//   prepare {task, checks: [{seed, variant}]} -> output_shapes per check
+//   compare {task, check: {seed, variant}, earlier: [{seed, variant}], files}
+//                                          -> close, max_abs, max_rel, first_bad, bad_tensor,
+//                                             stale (matches an earlier check's expected output)
+//   time    {task, seed, warmup, trials}   -> event_ms[]
+#include <string>
+
+namespace kforge::sandbox::protocol {
+
+/// Variant index on the wire for the primary shapes.
+inline constexpr int primary = -1;
+
+/// Name of the raw file holding output `index` of check `check` in a scratch directory.
+inline std::string output_file(const std::string& dir, int check, int index) {
+  return dir + "/check" + std::to_string(check) + "_out" + std::to_string(index) + ".bin";
+}
+
+}  // namespace kforge::sandbox::protocol

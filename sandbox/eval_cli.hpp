@@ -1,0 +1,40 @@
+#pragma once
+// The flags of `kforge eval` and the sandbox's hidden child commands, for pipeline/cli.cpp
+// (header-only: only the kforge executable links CLI11).
+#include <CLI/CLI.hpp>
+
+#include "sandbox/eval_command.hpp"
+
+namespace kforge::sandbox {
+
+inline CLI::App* add_eval_subcommand(CLI::App& app, eval_options& opt) {
+  auto* cmd = app.add_subcommand(
+      "eval", "Run candidate kernels through the sandbox: one verdict per DIR/<task id>/*.cu, "
+              "then a KernelBench-style summary");
+  cmd->add_option("--tasks", opt.tasks, "Task file (JSON Lines); default: the built-in library");
+  cmd->add_option("--candidates", opt.candidates, "Folder of <task id>/*.cu")->required();
+  cmd->add_option("--out,-o", opt.out, "Verdicts as JSON lines (default: stdout)");
+  cmd->add_option("--summary", opt.summary, "Also write the summary as JSON here");
+  cmd->add_option("--jobs,-j", opt.jobs, "Worker threads (default: cores, at most 16)");
+  cmd->add_option("--runners-per-gpu", opt.runners_per_gpu, "Candidate children per GPU");
+  cmd->add_option("--gpus", opt.gpus, "CUDA ordinals to use (default: every visible GPU)")
+      ->delimiter(',');
+  cmd->add_flag("--compile-only", opt.compile_only, "Static checks and compile only");
+  cmd->add_option("--seed", opt.seed, "Input seed (default: random, printed)");
+  cmd->add_option("--cache", opt.cache, "Compile cache (default: ~/.cache/kforge/compile)");
+  cmd->add_flag("--no-cache", opt.no_cache, "Compile every candidate afresh");
+  cmd->add_option("--arch", opt.arch, "nvcc -arch (default sm_90a)");
+  cmd->add_option("--time-limit-ms", opt.time_limit_ms, "Per-candidate verify + time budget");
+  return cmd;
+}
+
+/// `sandbox-child` and `sandbox-ref`: started by the sandbox itself, hidden from --help.
+inline std::pair<CLI::App*, CLI::App*> add_sandbox_children(CLI::App& app) {
+  auto* child = app.add_subcommand("sandbox-child", "Sandbox candidate child (internal)");
+  auto* ref = app.add_subcommand("sandbox-ref", "Sandbox reference server (internal)");
+  child->group("");
+  ref->group("");
+  return {child, ref};
+}
+
+}  // namespace kforge::sandbox

@@ -1,0 +1,45 @@
+#pragma once
+// `kforge eval --tasks FILE.jsonl --candidates DIR`: every DIR/<task id>/*.cu through the sandbox,
+// one verdict per candidate as JSON lines, then a KernelBench-style summary (correctness rate,
+// fast_p for p = 0, 1, 1.5, 2, geometric-mean speedup of the correct ones, counts per verdict).
+// Runs without the rest of the pipeline.
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kforge::sandbox {
+
+struct eval_options {
+  std::string tasks;        ///< task file (JSON Lines); empty: the built-in library
+  std::string candidates;   ///< DIR holding <task id>/*.cu
+  std::string out;          ///< verdict lines; empty: stdout
+  std::string summary;      ///< summary JSON file; empty: none (it is printed either way)
+  int jobs = 0;             ///< worker threads; 0: the number of cores, at most 16
+  int runners_per_gpu = 4;
+  std::vector<int> gpus;    ///< empty: every visible GPU
+  bool compile_only = false;
+  std::uint64_t seed = 0;   ///< 0: a random seed (printed)
+  std::string cache;        ///< compile cache; empty: $XDG_CACHE_HOME/kforge/compile
+  bool no_cache = false;
+  std::string arch = "sm_90a";
+  int time_limit_ms = 20'000;
+};
+
+/// One candidate's line in the verdict file.
+struct eval_item {
+  std::string task;
+  std::string file;
+};
+
+/// The summary over verdict lines (each with "status" and, when ok, "speedup").
+nlohmann::json summarize_verdicts(const std::vector<nlohmann::json>& verdicts);
+
+/// Human-readable form of summarize_verdicts' result.
+std::string format_summary(const nlohmann::json& summary);
+
+int eval_command(const eval_options& options, std::ostream& out, std::ostream& err);
+
+}  // namespace kforge::sandbox

@@ -1,0 +1,81 @@
+#include "sandbox/pool.hpp"
+
+#include "common/subprocess.hpp"
+
+namespace kforge::sandbox {
+
+result<std::unique_ptr<sandbox_pool>> sandbox_pool::create(pool_options options) {
+  std::unique_ptr<sandbox_pool> pool(new sandbox_pool(std::move(options)));
+  auto& o = pool->options_;
+  auto ev = evaluator::create(o.eval);
+  if (!ev) return error{ev.err().message};
+  pool->evaluator_.emplace(std::move(*ev));
+  if (o.compile_only) {
+    pool->compile_only_reason_ = "asked for";
+    return pool;
+  }
+  if (o.gpus.empty())
+    for (int g = 0; g < visible_gpu_count(); ++g) o.gpus.push_back(g);
+  if (o.gpus.empty()) {
+    pool->compile_only_reason_ = "no GPU visible";
+    return pool;
+  }
+  if (o.run.program.empty()) o.run.program = self_executable();
+  auto probe = pool->evaluator_->probe_library(o.work_dir.empty() ? "/tmp" : o.work_dir);
+  if (!probe) return error{probe.err().message};
+  o.run.probe_library = *probe;
+  for (const int g : o.gpus) {
+    run_options ro = o.run;
+    ro.gpu = g;
+    auto slot = std::make_shared<gpu_slot>(ro);
+    auto facts = slot->facts();
+    if (!facts) return error{"GPU " + std::to_string(g) + ": " + facts.err().message};
+    if (!pool->facts_) pool->facts_ = *facts;
+    pool->slots_.push_back(slot);
+    for (int i = 0; i < std::max(1, o.runners_per_gpu); ++i)
+      pool->free_.push_back(std::make_unique<runner>(slot));
+  }
+  return pool;
+}
+
+sandbox_pool::~sandbox_pool() = default;
+
+std::unique_ptr<runner> sandbox_pool::borrow() {
+  std::unique_lock lock(mutex_);
+  free_cv_.wait(lock, [&] { return !free_.empty(); });
+  auto r = std::move(free_.back());
+  free_.pop_back();
+  return r;
+}
+
+void sandbox_pool::give_back(std::unique_ptr<runner> r) {
+  {
+    std::lock_guard lock(mutex_);
+    free_.push_back(std::move(r));
+  }
+  free_cv_.notify_one();
+}
+
+wire::VerdictT sandbox_pool::evaluate(const tasks::task& t, std::string_view source,
+                                      std::uint64_t seed) {
+  if (slots_.empty()) return evaluator_->evaluate(t, source, {});
+  return evaluator_->evaluate(t, source, [&](const tasks::task& task, const std::string& lib) {
+    auto r = borrow();
+    // The runner goes back even if run() throws (it does not; this keeps the pool whole anyway).
+    struct returner {
+      sandbox_pool* pool;
+      std::unique_ptr<runner>* held;
+      ~returner() { pool->give_back(std::move(*held)); }
+    } back{this, &r};
+    return r->run(task, lib, seed);
+  });
+}
+
+std::string sandbox_pool::describe() const {
+  const std::string nvcc = "nvcc " + evaluator_->tools().release;
+  if (slots_.empty()) return "compile-only (" + compile_only_reason_ + "), " + nvcc;
+  return std::to_string(slots_.size()) + " GPU(s) (" + facts_->name + ", " + facts_->arch() +
+         "), " + std::to_string(options_.runners_per_gpu) + " runner(s) each, " + nvcc;
+}
+
+}  // namespace kforge::sandbox

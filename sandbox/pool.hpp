@@ -1,0 +1,64 @@
+#pragma once
+// The sandbox's worker pool inside one process: any number of threads call evaluate(); static
+// checks and compiles run on the calling thread (CPU work), the run stage borrows one of
+// `runners_per_gpu` runners per GPU (runner.hpp), so compiles overlap with GPU work and each GPU
+// has a bounded number of candidate children. With no GPU it is compile-only and says so.
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.hpp"
+#include "sandbox/evaluator.hpp"
+#include "sandbox/runner.hpp"
+
+namespace kforge::sandbox {
+
+struct pool_options {
+  evaluator_options eval;
+  /// CUDA ordinals to run on; empty with compile_only=false: every visible GPU.
+  std::vector<int> gpus;
+  bool compile_only = false;
+  int runners_per_gpu = 4;
+  /// Run settings shared by every GPU (`gpu` is filled per slot; `probe_library` by create).
+  run_options run;
+  /// Where the probe library goes when there is no compile cache.
+  std::string work_dir;
+};
+
+class sandbox_pool {
+ public:
+  /// Finds nvcc, builds the probe kernel, starts one reference server per GPU (so a GPU that does
+  /// not work is an error here, not a stream of infra_error verdicts later).
+  static result<std::unique_ptr<sandbox_pool>> create(pool_options options);
+  ~sandbox_pool();
+  /// The verdict for one candidate. Thread-safe. `seed` picks the input sets: give every member of
+  /// a GRPO group the same seed so the reference runs once for the group.
+  wire::VerdictT evaluate(const tasks::task& t, std::string_view source, std::uint64_t seed);
+  bool runs_on_gpu() const noexcept { return !slots_.empty(); }
+  /// Facts of the first GPU, if any.
+  std::optional<gpu_facts> facts() const { return facts_; }
+  /// One line: "2 GPUs (NVIDIA H200, sm_90), 4 runners each, nvcc 13.0" or "compile-only: ...".
+  std::string describe() const;
+  const evaluator& eval() const noexcept { return *evaluator_; }
+
+ private:
+  explicit sandbox_pool(pool_options o) : options_(std::move(o)) {}
+  std::unique_ptr<runner> borrow();
+  void give_back(std::unique_ptr<runner> r);
+
+  pool_options options_;
+  std::optional<evaluator> evaluator_;
+  std::vector<std::shared_ptr<gpu_slot>> slots_;
+  std::optional<gpu_facts> facts_;
+  std::mutex mutex_;
+  std::condition_variable free_cv_;
+  std::vector<std::unique_ptr<runner>> free_;
+  std::string compile_only_reason_;
+};
+
+}  // namespace kforge::sandbox

@@ -1,0 +1,234 @@
+// `kforge sandbox-ref`: the trusted side of verification (protocol: child_protocol.hpp). It
+// compiles task references, draws the same seeded inputs the candidate child draws, keeps the
+// expected outputs (one computation per (task, seed, variant) serves a whole GRPO group), compares
+// the candidate's outputs read back from files, and times the eager baseline with CUDA events on
+// the stream the reference runs on. No candidate code is ever loaded here.
+#include <ATen/ATen.h>
+#include <cuda_runtime.h>
+
+#include <fstream>
+#include <list>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "common/child_process.hpp"
+#include "common/hash.hpp"
+#include "sandbox/child_protocol.hpp"
+#include "sandbox/children.hpp"
+#include "sandbox/gpu_facts.hpp"
+#include "sandbox/gpu_timing.hpp"
+#include "tasks/aten_convert.hpp"
+#include "tasks/inputs.hpp"
+#include "tasks/reference.hpp"
+#include "tasks/task_parser.hpp"
+
+namespace kforge::sandbox {
+
+namespace {
+
+using json = nlohmann::json;
+
+/// Expected outputs kept on the GPU, least recently used dropped first beyond this.
+constexpr std::int64_t expected_budget = std::int64_t{16} << 30;
+constexpr std::size_t task_budget = 512;
+
+json fail(const std::string& status, const std::string& reason, bool fatal = false) {
+  return json{{"ok", false}, {"status", status}, {"reason", reason}, {"fatal", fatal}};
+}
+
+struct compiled_task {
+  tasks::task spec;
+  tasks::reference ref;
+};
+
+/// (task hash, seed, variant)
+using check_key = std::tuple<std::uint64_t, std::uint64_t, int>;
+
+struct expected_entry {
+  tasks::tensor_list inputs;
+  tasks::tensor_list outputs;
+  std::int64_t bytes = 0;
+};
+
+class reference_server {
+ public:
+  int serve() {
+    for (std::string line; channel_.read(line);) {
+      json reply;
+      try {
+        reply = dispatch(json::parse(line));
+      } catch (const std::exception& e) {
+        reply = fail("infra_error", std::string("reference server: ") + e.what());
+      }
+      if (!channel_.write(reply.dump())) return 1;
+      if (reply.value("fatal", false)) return 3;
+    }
+    return 0;
+  }
+
+ private:
+  json dispatch(const json& req) {
+    const std::string op = req.at("op").get<std::string>();
+    if (op == "hello") return hello();
+    if (op == "prepare") return prepare(req);
+    if (op == "compare") return compare(req);
+    if (op == "time") return time(req);
+    return fail("infra_error", "reference server: unknown op '" + op + "'");
+  }
+
+  json hello() {
+    if (const auto e = cudaSetDevice(0); e != cudaSuccess)
+      return fail("infra_error", std::string("no usable GPU: ") + cudaGetErrorString(e), true);
+    auto facts = query_gpu(0);
+    if (!facts) return fail("infra_error", facts.err().message, true);
+    if (const auto e = flusher_.init(static_cast<std::size_t>(facts->l2_bytes)); e != cudaSuccess)
+      return fail("infra_error", std::string("L2 flush buffer: ") + cudaGetErrorString(e), true);
+    (void)at::zeros({1}, at::device(at::kCUDA));
+    return json{{"ok", true}, {"gpu", json::parse(to_json(*facts))}};
+  }
+
+  /// The compiled reference of the request's task (compiled once per task text).
+  result<compiled_task*> task_of(const json& req, std::uint64_t& hash) {
+    const std::string text = req.at("task").dump();
+    hash = fnv1a64(text);
+    if (auto it = tasks_.find(hash); it != tasks_.end()) return &it->second;
+    auto t = tasks::parse_task(text, "supervisor");
+    if (!t) return error{t.err().message};
+    auto ref = tasks::reference::compile(*t);
+    if (!ref) return error{ref.err().message};
+    if (tasks_.size() >= task_budget) tasks_.clear();  // rare; recompiling is cheap
+    return &tasks_.emplace(hash, compiled_task{std::move(*t), std::move(*ref)}).first->second;
+  }
+
+  result<expected_entry*> expected(compiled_task& ct, std::uint64_t hash, std::uint64_t seed,
+                                   int variant) {
+    const check_key key{hash, seed, variant};
+    if (auto it = expected_.find(key); it != expected_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.second);
+      return &it->second.first;
+    }
+    const tasks::shape_choice which =
+        variant == protocol::primary ? tasks::shape_choice{} : tasks::shape_choice{variant};
+    auto inputs = tasks::make_inputs(ct.spec, seed, which, tasks::device::cuda(0));
+    if (!inputs) return error{inputs.err().message};
+    auto outputs = ct.ref.run(*inputs);
+    if (!outputs) return error{outputs.err().message};
+    expected_entry e{std::move(*inputs), std::move(*outputs), 0};
+    for (const auto& t : e.inputs.tensors()) e.bytes += t.numel() * t.element_size();
+    for (const auto& t : e.outputs.tensors()) e.bytes += t.numel() * t.element_size();
+    while (held_ + e.bytes > expected_budget && !lru_.empty()) {
+      auto victim = expected_.find(lru_.back());
+      held_ -= victim->second.first.bytes;
+      expected_.erase(victim);
+      lru_.pop_back();
+    }
+    held_ += e.bytes;
+    lru_.push_front(key);
+    auto [it, _] = expected_.emplace(key, std::make_pair(std::move(e), lru_.begin()));
+    return &it->second.first;
+  }
+
+  json prepare(const json& req) {
+    std::uint64_t hash = 0;
+    auto ct = task_of(req, hash);
+    if (!ct) return fail("infra_error", "reference failed: " + ct.err().message);
+    json shapes = json::array();
+    for (const auto& c : req.at("checks")) {
+      auto e = expected(**ct, hash, c.at("seed").get<std::uint64_t>(), c.at("variant").get<int>());
+      if (!e) return fail("infra_error", "reference failed: " + e.err().message);
+      json outs = json::array();
+      for (const auto& t : (*e)->outputs.tensors()) outs.push_back(t.sizes().vec());
+      shapes.push_back(outs);
+    }
+    return json{{"ok", true}, {"output_shapes", shapes}};
+  }
+
+  json compare(const json& req) {
+    std::uint64_t hash = 0;
+    auto ct = task_of(req, hash);
+    if (!ct) return fail("infra_error", "reference failed: " + ct.err().message);
+    const auto& c = req.at("check");
+    auto e = expected(**ct, hash, c.at("seed").get<std::uint64_t>(), c.at("variant").get<int>());
+    if (!e) return fail("infra_error", "reference failed: " + e.err().message);
+    const auto files = req.at("files").get<std::vector<std::string>>();
+    const auto& want = (*e)->outputs.tensors();
+    if (files.size() != want.size()) return fail("infra_error", "output file count mismatch");
+    tasks::tensor_list got;
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      auto host = at::empty(want[i].sizes(), want[i].options().device(at::kCPU));
+      const auto bytes = static_cast<std::streamsize>(host.numel() * host.element_size());
+      std::ifstream is(files[i], std::ios::binary);
+      is.read(static_cast<char*>(host.data_ptr()), bytes);
+      if (is.gcount() != bytes) return fail("infra_error", "short output file " + files[i]);
+      got.tensors().push_back(host.to(want[i].device()));
+    }
+    auto cmp = tasks::compare((*e)->outputs, got, (*ct)->spec.tolerance);
+    if (!cmp) return fail("infra_error", "compare: " + cmp.err().message);
+    bool stale = false;
+    if (!cmp->close) {
+      // A result cached from an earlier call matches that call's expected output, not this one.
+      for (const auto& prev : req.value("earlier", json::array())) {
+        auto pe = expected(**ct, hash, prev.at("seed").get<std::uint64_t>(),
+                           prev.at("variant").get<int>());
+        if (!pe) continue;
+        bool same_shapes = (*pe)->outputs.size() == got.size();
+        for (std::size_t i = 0; same_shapes && i < got.size(); ++i)
+          same_shapes = (*pe)->outputs.shape_of(i) == got.shape_of(i);
+        if (!same_shapes) continue;
+        auto old = tasks::compare((*pe)->outputs, got, (*ct)->spec.tolerance);
+        if (old && old->close) stale = true;
+      }
+    }
+    return json{{"ok", true},          {"close", cmp->close},
+                {"max_abs", cmp->max_abs_error}, {"max_rel", cmp->max_rel_error},
+                {"first_bad", cmp->first_bad},   {"bad_tensor", cmp->worst_tensor},
+                {"bad_count", cmp->bad_count},   {"stale", stale}};
+  }
+
+  json time(const json& req) {
+    std::uint64_t hash = 0;
+    auto ct = task_of(req, hash);
+    if (!ct) return fail("infra_error", "reference failed: " + ct.err().message);
+    auto e = expected(**ct, hash, req.at("seed").get<std::uint64_t>(), protocol::primary);
+    if (!e) return fail("infra_error", "reference failed: " + e.err().message);
+    const int warmup = req.value("warmup", 0);
+    const int trials = req.at("trials").get<int>();
+    for (int i = 0; i < warmup; ++i)
+      if (auto r = (**ct).ref.run((*e)->inputs); !r)
+        return fail("infra_error", "reference failed: " + r.err().message);
+    json event_ms = json::array();
+    event_pair ev;
+    for (int i = 0; i < trials; ++i) {
+      // The reference runs on torch's current stream, the legacy default stream (0).
+      flusher_.flush(nullptr);
+      cudaDeviceSynchronize();
+      ev.start(nullptr);
+      auto r = (**ct).ref.run((*e)->inputs);
+      ev.stop(nullptr);
+      if (const auto err = cudaDeviceSynchronize(); err != cudaSuccess)
+        return fail("infra_error", std::string("baseline: ") + cudaGetErrorString(err), true);
+      if (!r) return fail("infra_error", "reference failed: " + r.err().message);
+      event_ms.push_back(ev.elapsed_ms());
+    }
+    return json{{"ok", true}, {"event_ms", event_ms}};
+  }
+
+  control_channel channel_;
+  l2_flusher flusher_;
+  std::map<std::uint64_t, compiled_task> tasks_;
+  std::list<check_key> lru_;
+  std::map<check_key, std::pair<expected_entry, std::list<check_key>::iterator>> expected_;
+  std::int64_t held_ = 0;
+};
+
+}  // namespace
+
+int reference_server_main() {
+  reference_server server;
+  return server.serve();
+}
+
+}  // namespace kforge::sandbox

@@ -1,0 +1,384 @@
+#include "sandbox/runner.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "common/hash.hpp"
+#include "sandbox/child_protocol.hpp"
+#include "tasks/task_parser.hpp"
+
+namespace kforge::sandbox {
+
+namespace {
+
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+using ms = std::chrono::milliseconds;
+
+std::string default_scratch_root(const std::string& given) {
+  if (!given.empty()) return given;
+  // Output files go through here: tmpfs keeps them off the disk.
+  if (::access("/dev/shm", W_OK) == 0) return "/dev/shm";
+  return {};
+}
+
+double elapsed_ms(clock_type::time_point since) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - since).count();
+}
+
+wire::VerdictStatus status_named(const std::string& s) {
+  for (int i = 0; i <= static_cast<int>(wire::VerdictStatus::MAX); ++i) {
+    const auto v = static_cast<wire::VerdictStatus>(i);
+    if (s == wire::EnumNameVerdictStatus(v)) return v;
+  }
+  return wire::VerdictStatus::infra_error;
+}
+
+std::string describe_failure(const child_reply& r) {
+  switch (r.failure) {
+    case child_failure::timeout: return r.detail;
+    case child_failure::died: return "the candidate's process ended (" + r.detail + ")";
+    case child_failure::protocol: return "the candidate's process broke the protocol: " + r.detail;
+    case child_failure::none: break;
+  }
+  return r.detail;
+}
+
+ms left_until(clock_type::time_point deadline) {
+  return std::max(ms(1), std::chrono::duration_cast<ms>(deadline - clock_type::now()));
+}
+
+}  // namespace
+
+std::string physical_gpu(int ordinal) {
+  // Our ordinals count the GPUs this process may use; a child must see the same physical one.
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    std::string list = visible;
+    int i = 0;
+    for (std::size_t start = 0; start <= list.size(); ++i) {
+      const std::size_t end = std::min(list.find(',', start), list.size());
+      if (i == ordinal) return list.substr(start, end - start);
+      start = end + 1;
+    }
+  }
+  return std::to_string(ordinal);
+}
+
+int visible_gpu_count() {
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    const std::string list = visible;
+    if (list.empty() || list == "-1") return 0;
+    return static_cast<int>(std::count(list.begin(), list.end(), ',')) + 1;
+  }
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/driver/nvidia/gpus")) {
+    while (const dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+child_options sandbox_child_options(const run_options& o, const std::string& scratch) {
+  child_options c;
+  c.working_dir = scratch;
+  c.scrub_env = true;
+  // What the dynamic loader and the CUDA driver need to find their libraries; nothing else of ours.
+  c.keep_env = {"PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"};
+  c.env = {{"CUDA_VISIBLE_DEVICES", physical_gpu(o.gpu)},
+           {"HOME", scratch},
+           {"TMPDIR", scratch},
+           {"OMP_NUM_THREADS", "1"}};
+  c.file_size_bytes = std::uint64_t{16} << 30;  // output files of the largest tasks fit
+  c.cpu_seconds = 3600;                          // a backstop; children are recycled long before
+  c.processes = 8192;                            // fork is rejected statically; this is a backstop
+  c.max_output = o.max_output;
+  return c;
+}
+
+std::vector<check_spec> plan_checks(const tasks::task& t, std::uint64_t seed, int max_variants) {
+  auto seed_of = [&](std::uint64_t i) {
+    const std::uint64_t parts[2] = {seed, i};
+    return fnv1a64(parts, sizeof parts);
+  };
+  std::vector<check_spec> checks = {{seed_of(0), protocol::primary}, {seed_of(1), protocol::primary}};
+  const int n = std::min<int>(max_variants, static_cast<int>(t.variants.size()));
+  for (int v = 0; v < n; ++v) checks.push_back({seed_of(2 + v), v});
+  if (checks.size() < 3) checks.push_back({seed_of(2), protocol::primary});
+  return checks;
+}
+
+// ---- gpu_slot ----
+
+gpu_slot::gpu_slot(run_options options) : options_(std::move(options)) {}
+gpu_slot::~gpu_slot() = default;
+
+status gpu_slot::start_locked() {
+  if (!scratch_) {
+    auto dir = scratch_dir::create(default_scratch_root(options_.scratch_root), "kforge-ref-");
+    if (!dir) return error{dir.err().message};
+    scratch_ = *dir;
+  }
+  auto child = child_process::start({options_.program, "sandbox-ref"},
+                                    sandbox_child_options(options_, scratch_->path()));
+  if (!child) return error{"cannot start the reference server: " + child.err().message};
+  server_ = std::move(*child);
+  const auto r = server_.request(R"({"op":"hello"})", options_.start_time_limit);
+  if (r.failure != child_failure::none)
+    return error{"reference server did not start: " + r.detail + " " + server_.take_output()};
+  const auto j = json::parse(r.json, nullptr, false);
+  if (j.is_discarded() || !j.value("ok", false))
+    return error{"reference server: " + (j.is_discarded() ? r.json : j.value("reason", r.json))};
+  facts_json_ = j.at("gpu").dump();
+  return {};
+}
+
+result<gpu_facts> gpu_slot::facts() {
+  std::lock_guard lock(mutex_);
+  if (!server_.running())
+    if (auto st = start_locked(); !st) return error{st.err().message};
+  return gpu_facts_from_json(facts_json_);
+}
+
+result<std::string> gpu_slot::reference(const std::string& request) {
+  std::lock_guard lock(mutex_);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!server_.running())
+      if (auto st = start_locked(); !st) return error{st.err().message};
+    const auto r = server_.request(request, options_.reference_time_limit);
+    if (r.failure == child_failure::none) return r.json;
+    if (r.failure == child_failure::timeout)
+      return error{"reference server: " + r.detail};  // a second try would take as long
+  }
+  return error{"reference server keeps dying: " + server_.take_output()};
+}
+
+gpu_slot::timing_lock::timing_lock(gpu_slot& s) : local_(s.timing_) {
+  // Other kforge processes on this host time on the same GPU: one flock per GPU ordinal.
+  const std::string path = "/tmp/kforge-gpu" + physical_gpu(s.options_.gpu) + ".timing.lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+}
+
+gpu_slot::timing_lock::~timing_lock() {
+  if (fd_ >= 0) {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+}
+
+// ---- runner ----
+
+runner::runner(std::shared_ptr<gpu_slot> slot) : slot_(std::move(slot)) {}
+runner::~runner() = default;
+
+status runner::ensure_child() {
+  const auto& o = slot_->options();
+  if (child_.running() && served_ < o.recycle_after) return {};
+  child_.kill();
+  served_ = 0;
+  if (!scratch_) {
+    auto dir = scratch_dir::create(default_scratch_root(o.scratch_root), "kforge-run-");
+    if (!dir) return error{dir.err().message};
+    scratch_ = *dir;
+  }
+  auto child = child_process::start({o.program, "sandbox-child"},
+                                    sandbox_child_options(o, scratch_->path()));
+  if (!child) return error{"cannot start a sandbox child: " + child.err().message};
+  child_ = std::move(*child);
+  for (const json& req : {json{{"op", "hello"}}, json{{"op", "probe"}, {"library", o.probe_library}}}) {
+    const auto r = child_.request(req.dump(), o.start_time_limit);
+    if (r.failure != child_failure::none)
+      return error{"sandbox child failed at " + req.at("op").get<std::string>() + ": " + r.detail +
+                   " " + child_.take_output()};
+    const auto j = json::parse(r.json, nullptr, false);
+    if (j.is_discarded() || !j.value("ok", false))
+      return error{"sandbox child: " + (j.is_discarded() ? r.json : j.value("reason", r.json))};
+  }
+  child_.take_output();
+  return {};
+}
+
+run_outcome runner::run(const tasks::task& t, const std::string& library, std::uint64_t seed) {
+  run_outcome out;
+  const auto& o = slot_->options();
+  auto infra = [&](std::string why) {
+    out.status = wire::VerdictStatus::infra_error;
+    out.reason = std::move(why);
+    return out;
+  };
+  if (auto st = ensure_child(); !st) return infra(st.err().message);
+  const json task_json = json::parse(tasks::to_json_line(t));
+  const auto checks = plan_checks(t, seed, o.max_variants);
+
+  // The trusted side first: expected outputs (and their shapes) for every input set.
+  json plan = json::array();
+  for (const auto& c : checks) plan.push_back({{"seed", c.seed}, {"variant", c.variant}});
+  auto prepared = slot_->reference(json{{"op", "prepare"}, {"task", task_json}, {"checks", plan}}.dump());
+  if (!prepared) return infra(prepared.err().message);
+  const json prep = json::parse(*prepared, nullptr, false);
+  if (prep.is_discarded() || !prep.value("ok", false))
+    return infra(prep.is_discarded() ? *prepared : prep.value("reason", *prepared));
+  const json& shapes = prep.at("output_shapes");
+
+  // The candidate's side, under its own deadline. A reply that is not ok decides the verdict.
+  const auto deadline = clock_type::now() + o.time_limit;
+  bool child_failed = false;
+  auto ask = [&](const json& req, json& reply) -> bool {
+    const auto r = child_.request(req.dump(), left_until(deadline));
+    if (r.failure != child_failure::none) {
+      child_failed = true;
+      out.status = r.failure == child_failure::timeout ? wire::VerdictStatus::timeout
+                                                        : wire::VerdictStatus::runtime_error;
+      out.reason = r.failure == child_failure::timeout
+                       ? "ran past the sandbox's " + std::to_string(o.time_limit.count()) +
+                             " ms limit (killed)"
+                       : describe_failure(r);
+      return false;
+    }
+    reply = json::parse(r.json, nullptr, false);
+    if (reply.is_discarded()) {
+      child_.kill();
+      child_failed = true;
+      out.status = wire::VerdictStatus::runtime_error;
+      out.reason = "the candidate's process sent a malformed reply";
+      return false;
+    }
+    if (!reply.value("ok", false)) {
+      out.status = status_named(reply.value("status", "infra_error"));
+      out.reason = reply.value("reason", "no reason given");
+      if (reply.value("fatal", false)) child_.kill();  // it exits on its own; make sure
+      return false;
+    }
+    return true;
+  };
+  auto finish = [&]() {
+    out.output = child_.take_output();
+    if (!child_failed && child_.running()) {
+      json reply;
+      const auto r = child_.request(json{{"op", "unload"}}.dump(), ms(30'000));
+      reply = json::parse(r.json, nullptr, false);
+      if (r.failure != child_failure::none || reply.is_discarded() || reply.value("recycle", false))
+        child_.kill();
+    }
+    ++served_;
+    return out;
+  };
+
+  json reply;
+  if (!ask({{"op", "load"}, {"library", library}, {"task", task_json}}, reply)) return finish();
+  const auto verify_start = clock_type::now();
+  json earlier = json::array();
+  for (std::size_t k = 0; k < checks.size(); ++k) {
+    const json spec = {{"seed", checks[k].seed}, {"variant", checks[k].variant}};
+    if (!ask({{"op", "check"},
+              {"check", k},
+              {"seed", checks[k].seed},
+              {"variant", checks[k].variant},
+              {"output_shapes", shapes.at(k)},
+              {"dir", scratch_->path()}},
+             reply))
+      return finish();
+    auto cmp = slot_->reference(
+        json{{"op", "compare"}, {"task", task_json}, {"check", spec}, {"earlier", earlier},
+             {"files", reply.at("files")}}
+            .dump());
+    for (const auto& f : reply.at("files")) ::unlink(f.get<std::string>().c_str());
+    if (!cmp) {
+      infra(cmp.err().message);
+      return finish();
+    }
+    const json c = json::parse(*cmp, nullptr, false);
+    if (c.is_discarded() || !c.value("ok", false)) {
+      infra(c.is_discarded() ? *cmp : c.value("reason", *cmp));
+      return finish();
+    }
+    out.max_abs_error = std::max(out.max_abs_error, c.value("max_abs", 0.0));
+    out.max_rel_error = std::max(out.max_rel_error, c.value("max_rel", 0.0));
+    if (!c.value("close", false)) {
+      out.first_bad_index = c.value("first_bad", std::int64_t{-1});
+      if (c.value("stale", false)) {
+        out.status = wire::VerdictStatus::hack_suspected;
+        out.reason = "input set " + std::to_string(k + 1) +
+                     ": the output equals an earlier input set's expected output (results cached "
+                     "across calls)";
+      } else {
+        char buf[256];
+        std::snprintf(buf, sizeof buf,
+                      "input set %zu (%s): output %d differs from the reference: max abs error "
+                      "%.3g, max rel error %.3g, first bad index %lld, %lld bad elements",
+                      k + 1, checks[k].variant < 0 ? "primary shapes" : "a variant's shapes",
+                      c.value("bad_tensor", 0), c.value("max_abs", 0.0), c.value("max_rel", 0.0),
+                      static_cast<long long>(out.first_bad_index),
+                      static_cast<long long>(c.value("bad_count", 0)));
+        out.status = wire::VerdictStatus::wrong_answer;
+        out.reason = buf;
+      }
+      return finish();
+    }
+    ++out.checks;
+    earlier.push_back(spec);
+  }
+  out.verify_ms = elapsed_ms(verify_start);
+
+  // Timing: candidate and baseline trials alternate in rounds on an otherwise idle GPU.
+  const auto time_start = clock_type::now();
+  std::vector<double> event_ms, wall_ms, base_ms;
+  {
+    gpu_slot::timing_lock lock(*slot_);
+    for (int round = 0; round < o.rounds; ++round) {
+      const int warmup = round == 0 ? o.warmup : 0;
+      if (!ask({{"op", "time"},
+                {"seed", checks[0].seed},
+                {"warmup", warmup},
+                {"trials", o.trials_per_round},
+                {"output_shapes", shapes.at(0)}},
+               reply))
+        return finish();
+      for (const auto& v : reply.at("event_ms")) event_ms.push_back(v.get<double>());
+      for (const auto& v : reply.at("wall_ms")) wall_ms.push_back(v.get<double>());
+      auto base = slot_->reference(json{{"op", "time"},
+                                        {"task", task_json},
+                                        {"seed", checks[0].seed},
+                                        {"warmup", warmup},
+                                        {"trials", o.trials_per_round}}
+                                       .dump());
+      const json b = base ? json::parse(*base, nullptr, false) : json();
+      if (!base || b.is_discarded() || !b.value("ok", false)) {
+        infra("baseline timing failed: " +
+              (base ? (b.is_discarded() ? *base : b.value("reason", *base)) : base.err().message));
+        return finish();
+      }
+      for (const auto& v : b.at("event_ms")) base_ms.push_back(v.get<double>());
+    }
+  }
+  out.time_ms = elapsed_ms(time_start);
+  out.candidate = summarize_trials(event_ms);
+  out.baseline = summarize_trials(base_ms);
+  if (auto hidden = hidden_work(event_ms, wall_ms); !hidden.empty()) {
+    out.status = wire::VerdictStatus::hack_suspected;
+    out.reason = hidden;
+    return finish();
+  }
+  out.status = wire::VerdictStatus::ok;
+  const double speedup =
+      out.candidate.median_ms > 0 ? out.baseline.median_ms / out.candidate.median_ms : 0;
+  if (speedup > o.audit_speedup) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "speedup %.1fx over the eager baseline (audit above %.0fx)",
+                  speedup, o.audit_speedup);
+    out.audit = buf;
+  }
+  return finish();
+}
+
+}  // namespace kforge::sandbox

@@ -1,0 +1,145 @@
+#pragma once
+// The sandbox supervisor's run stage: verifying and timing a compiled candidate on a GPU without
+// ever touching CUDA itself. It drives two kinds of child (protocol: child_protocol.hpp):
+//
+//   gpu_slot  one per GPU, shared by that GPU's runners: the reference server (expected outputs,
+//             the eager baseline) and the timing lock, so only one candidate is timed on a GPU at
+//             a time (across processes too: an flock on a file named after the GPU).
+//   runner    one per run worker: its own candidate child, reused across candidates until it
+//             crashes, hangs, hits a sticky CUDA error, leaks device memory or has served
+//             `recycle_after` candidates; a fresh child is probed with the known-good kernel
+//             before it gets a candidate.
+//
+// For one candidate: the reference server prepares >= 3 input sets (two seeds at the primary
+// shapes, then the task's variants); the child runs each with two differently poisoned calls and
+// writes its outputs to files the server compares; then, holding the timing lock, the child's
+// timed trials and the server's baseline trials alternate in rounds. Failures of the candidate's
+// process are the candidate's verdict (timeout, runtime_error); failures of the reference server
+// or of a probe are infra_error.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/child_process.hpp"
+#include "common/result.hpp"
+#include "messages/rollout_generated.h"
+#include "sandbox/gpu_facts.hpp"
+#include "sandbox/scratch_dir.hpp"
+#include "sandbox/timing_stats.hpp"
+#include "tasks/task.hpp"
+
+namespace kforge::sandbox {
+
+struct run_options {
+  /// The kforge executable that serves `sandbox-child` and `sandbox-ref`.
+  std::string program;
+  /// CUDA ordinal of the GPU (children see only it, as device 0).
+  int gpu = 0;
+  /// Wall-clock budget of one candidate's verification and timing.
+  std::chrono::milliseconds time_limit{20'000};
+  /// Budget of a reference server request (compiling a reference, computing expected outputs).
+  std::chrono::milliseconds reference_time_limit{120'000};
+  /// Budget of starting and probing a child.
+  std::chrono::milliseconds start_time_limit{120'000};
+  /// Variants checked at most (each adds an input set).
+  int max_variants = 4;
+  /// Timing: `rounds` x (`trials_per_round` candidate trials, then as many baseline trials).
+  int rounds = 3;
+  int trials_per_round = 10;
+  int warmup = 3;
+  /// A child serves at most this many candidates.
+  int recycle_after = 64;
+  /// The known-good library (toolchain.hpp) that probes each fresh child.
+  std::string probe_library;
+  /// Where scratch directories go; empty: /dev/shm if usable, else the temp directory.
+  std::string scratch_root;
+  /// Speedups above this are flagged for audit in the verdict.
+  double audit_speedup = 10.0;
+  /// Child output kept per candidate.
+  std::size_t max_output = 4096;
+};
+
+/// What the run stage decided.
+struct run_outcome {
+  wire::VerdictStatus status = wire::VerdictStatus::infra_error;
+  std::string reason;
+  double max_abs_error = 0, max_rel_error = 0;
+  std::int64_t first_bad_index = -1;
+  int checks = 0;  ///< input sets verified
+  trial_stats candidate, baseline;
+  std::string audit;   ///< non-empty: why a person should look at this kernel
+  std::string output;  ///< the candidate's process output (bounded)
+  double verify_ms = 0, time_ms = 0;
+};
+
+/// The reference server and timing lock of one GPU.
+class gpu_slot {
+ public:
+  explicit gpu_slot(run_options options);
+  ~gpu_slot();
+  gpu_slot(const gpu_slot&) = delete;
+  gpu_slot& operator=(const gpu_slot&) = delete;
+  const run_options& options() const { return options_; }
+  /// The GPU's facts (starts the server if needed).
+  result<gpu_facts> facts();
+  /// One request to the reference server (restarted once if it died). The reply JSON, or why not.
+  result<std::string> reference(const std::string& request);
+  /// Exclusive use of the GPU for timing, in this process and across processes.
+  class timing_lock {
+   public:
+    explicit timing_lock(gpu_slot& s);
+    ~timing_lock();
+    timing_lock(const timing_lock&) = delete;
+    timing_lock& operator=(const timing_lock&) = delete;
+
+   private:
+    std::unique_lock<std::mutex> local_;
+    int fd_ = -1;
+  };
+
+ private:
+  status start_locked();
+  run_options options_;
+  std::mutex mutex_;
+  child_process server_;
+  std::string facts_json_;
+  std::shared_ptr<scratch_dir> scratch_;
+  std::mutex timing_;
+};
+
+class runner {
+ public:
+  explicit runner(std::shared_ptr<gpu_slot> slot);
+  ~runner();
+  runner(const runner&) = delete;
+  runner& operator=(const runner&) = delete;
+  /// Verifies and times `library` (a compiled candidate of `t`) with inputs drawn from `seed`.
+  run_outcome run(const tasks::task& t, const std::string& library, std::uint64_t seed);
+
+ private:
+  status ensure_child();
+  std::shared_ptr<gpu_slot> slot_;
+  child_process child_;
+  int served_ = 0;
+  std::shared_ptr<scratch_dir> scratch_;
+};
+
+/// The physical GPU behind our CUDA ordinal (an entry of CUDA_VISIBLE_DEVICES, or the ordinal).
+std::string physical_gpu(int ordinal);
+/// GPUs this process may use, found without a CUDA context: CUDA_VISIBLE_DEVICES if set, else
+/// the NVIDIA driver's /proc entries (0 on a host without the driver).
+int visible_gpu_count();
+
+/// The child options both kinds of child run under (scrubbed environment, rlimits, one GPU).
+child_options sandbox_child_options(const run_options& o, const std::string& scratch);
+
+/// The input sets checked for a task and seed: (seed, variant) pairs, >= 3.
+struct check_spec {
+  std::uint64_t seed = 0;
+  int variant = -1;  ///< -1: primary shapes
+};
+std::vector<check_spec> plan_checks(const tasks::task& t, std::uint64_t seed, int max_variants);
+
+}  // namespace kforge::sandbox

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# A stand-in for `kforge sandbox-child` / `kforge sandbox-ref` in CPU tests of the supervisor
+# (runner_test.cpp): it speaks the line protocol of sandbox/child_protocol.hpp on fd 3 and
+# misbehaves on request. The candidate "library" path names the behaviour: .../ok, hang, crash,
+# garbage, flood, wrong, stale, hidden, mutate, env, refdie.
+set -u
+role=${1:-}
+mode=ok
+checks=0
+field() { sed -n "s/.*\"$1\":\"\\([^\"]*\\)\".*/\\1/p" <<<"$2"; }
+reply() { printf '%s\n' "$1" >&3; }
+while IFS= read -r line <&3; do
+  op=$(field op "$line")
+  if [[ $role == sandbox-ref ]]; then
+    case $op in
+      hello) reply '{"ok":true,"gpu":{"name":"Fake GPU","major":9,"minor":0,"sm_count":132,"shared_per_block":49152,"shared_per_block_optin":232448,"shared_per_sm":233472,"registers_per_sm":65536,"l2_bytes":52428800,"memory_bytes":150000000000,"memory_bandwidth_gbs":4800.0}}' ;;
+      prepare)
+        if grep -q '"id":"fake/refdie"' <<<"$line"; then exit 7; fi
+        reply '{"ok":true,"output_shapes":[[[4]],[[4]],[[4]]]}' ;;
+      compare)
+        f=$(sed -n 's/.*"files":\["\([^"]*\)".*/\1/p' <<<"$line")
+        content=$(cat "$f" 2>/dev/null)
+        case $content in
+          ok) reply '{"ok":true,"close":true,"max_abs":0.0,"max_rel":0.0,"first_bad":-1,"bad_tensor":0,"bad_count":0,"stale":false}' ;;
+          stale) reply '{"ok":true,"close":false,"max_abs":1.0,"max_rel":1.0,"first_bad":0,"bad_tensor":0,"bad_count":4,"stale":true}' ;;
+          *) reply '{"ok":true,"close":false,"max_abs":0.5,"max_rel":0.25,"first_bad":3,"bad_tensor":0,"bad_count":1,"stale":false}' ;;
+        esac ;;
+      time) reply '{"ok":true,"event_ms":[2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0]}' ;;
+      *) reply '{"ok":false,"status":"infra_error","reason":"fake ref: unknown op"}' ;;
+    esac
+    continue
+  fi
+  case $op in
+    hello) reply '{"ok":true,"gpu":{},"free_bytes":1}' ;;
+    probe) reply '{"ok":true}' ;;
+    load) mode=$(basename "$(field library "$line")"); checks=0; reply '{"ok":true}' ;;
+    check)
+      dir=$(field dir "$line")
+      checks=$((checks + 1))
+      case $mode in
+        hang) sleep 1000 ;;
+        crash) kill -SEGV $$ ;;
+        garbage) printf 'this is not json\n' >&3 ;;
+        flood) head -c 200000 /dev/zero | tr '\0' 'x'; printf '%s' ok >"$dir/out.bin"
+               reply "{\"ok\":true,\"files\":[\"$dir/out.bin\"]}" ;;
+        mutate) reply '{"ok":false,"status":"hack_suspected","reason":"the candidate changed input 0","fatal":false}' ;;
+        env) if [[ -n ${KFORGE_TEST_SECRET:-} ]]; then
+               reply '{"ok":false,"status":"runtime_error","reason":"saw the secret"}'
+             else
+               printf '%s' ok >"$dir/out.bin"; reply "{\"ok\":true,\"files\":[\"$dir/out.bin\"]}"
+             fi ;;
+        wrong) printf '%s' wrong >"$dir/out.bin"; reply "{\"ok\":true,\"files\":[\"$dir/out.bin\"]}" ;;
+        stale) if ((checks > 1)); then printf '%s' stale >"$dir/out.bin"; else printf '%s' ok >"$dir/out.bin"; fi
+               reply "{\"ok\":true,\"files\":[\"$dir/out.bin\"]}" ;;
+        *) printf '%s' ok >"$dir/out.bin"; reply "{\"ok\":true,\"files\":[\"$dir/out.bin\"]}" ;;
+      esac ;;
+    time)
+      if [[ $mode == hidden ]]; then
+        reply '{"ok":true,"event_ms":[0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01],"wall_ms":[3,3,3,3,3,3,3,3,3,3]}'
+      else
+        reply '{"ok":true,"event_ms":[1,1,1,1,1,1,1,1,1,1],"wall_ms":[1.02,1.02,1.02,1.02,1.02,1.02,1.02,1.02,1.02,1.02]}'
+      fi ;;
+    unload) reply '{"ok":true,"recycle":false}' ;;
+    *) reply '{"ok":false,"status":"infra_error","reason":"fake child: unknown op"}' ;;
+  esac
+done

@@ -1,0 +1,147 @@
+// The sandbox supervisor on CPU: the run stage's process handling and verdict mapping, driven
+// against a scripted stand-in for both children (fake/fake_sandbox_child.sh), plus the plain
+// parts (check planning, trial statistics, the hidden-work cross-check, eval summaries).
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "../tasks/task_builders.hpp"
+#include "sandbox/eval_command.hpp"
+#include "sandbox/runner.hpp"
+#include "sandbox/timing_stats.hpp"
+
+namespace ks = kforge::sandbox;
+using kforge::wire::VerdictStatus;
+
+namespace {
+
+kforge::tasks::task fake_task(const std::string& id) {
+  return kforge::tasks::testing::parse_or_fail(kforge::tasks::testing::two_input_task(
+      id, "fake", "def forward(x, y):\n    return x + y\n", {4}, {2}));
+}
+
+std::shared_ptr<ks::gpu_slot> fake_slot(int time_limit_ms = 1500) {
+  ks::run_options o;
+  o.program = std::string(KFORGE_TEST_DATA) + "/fake/fake_sandbox_child.sh";
+  o.time_limit = std::chrono::milliseconds(time_limit_ms);
+  o.start_time_limit = std::chrono::milliseconds(10'000);
+  o.reference_time_limit = std::chrono::milliseconds(10'000);
+  o.probe_library = "/fake/probe";
+  o.max_output = 1024;
+  o.gpu = 5;
+  return std::make_shared<ks::gpu_slot>(o);
+}
+
+}  // namespace
+
+TEST_CASE("plan_checks: at least three input sets, primary twice, then the variants") {
+  auto t = fake_task("fake/a");
+  auto checks = ks::plan_checks(t, 42, 4);
+  REQUIRE(checks.size() == 3);
+  CHECK(checks[0].variant == -1);
+  CHECK(checks[1].variant == -1);
+  CHECK(checks[2].variant == 0);
+  CHECK(checks[0].seed != checks[1].seed);
+  CHECK(ks::plan_checks(t, 43, 4)[0].seed != checks[0].seed);
+  t.variants.clear();
+  checks = ks::plan_checks(t, 42, 4);
+  REQUIRE(checks.size() == 3);
+  CHECK(checks[2].variant == -1);
+}
+
+TEST_CASE("trial statistics and the hidden-work cross-check") {
+  const auto s = ks::summarize_trials({4, 1, 3, 2, 5});
+  CHECK(s.median_ms == doctest::Approx(3));
+  CHECK(s.p25_ms == doctest::Approx(2));
+  CHECK(s.p75_ms == doctest::Approx(4));
+  CHECK(s.trials == 5);
+  CHECK(ks::summarize_trials({}).trials == 0);
+  CHECK(ks::hidden_work({1, 1, 1}, {1.05, 1.02, 1.04}).empty());
+  CHECK(ks::hidden_work({0.01, 0.01, 0.01}, {0.03, 0.03, 0.04}).empty());  // launch overhead
+  CHECK(ks::hidden_work({0.01, 0.01, 0.01}, {3, 3, 3}).find("outside the given stream") !=
+        std::string::npos);
+}
+
+TEST_CASE("the supervisor maps each kind of child behaviour to its verdict and survives it") {
+  auto slot = fake_slot();
+  ks::runner r(slot);
+  const auto t = fake_task("fake/a");
+
+  SUBCASE("a correct candidate: ok, three input sets, interleaved timings") {
+    const auto o = r.run(t, "/lib/ok", 1);
+    CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);
+    CHECK(o.checks == 3);
+    CHECK(o.candidate.trials == 30);
+    CHECK(o.baseline.trials == 30);
+    CHECK(o.candidate.median_ms == doctest::Approx(1.0));
+    CHECK(o.baseline.median_ms == doctest::Approx(2.0));
+    CHECK(o.audit.empty());
+  }
+  SUBCASE("a hang is a timeout, and the next candidate runs in a fresh child") {
+    const auto o = r.run(t, "/lib/hang", 1);
+    CHECK(o.status == VerdictStatus::timeout);
+    CHECK(o.reason.find("limit") != std::string::npos);
+    CHECK(r.run(t, "/lib/ok", 1).status == VerdictStatus::ok);
+  }
+  SUBCASE("a crash is a runtime_error naming the signal") {
+    const auto o = r.run(t, "/lib/crash", 1);
+    CHECK(o.status == VerdictStatus::runtime_error);
+    CHECK_MESSAGE(o.reason.find("signal 11") != std::string::npos, o.reason);
+    CHECK(r.run(t, "/lib/ok", 1).status == VerdictStatus::ok);
+  }
+  SUBCASE("a malformed reply is the candidate's runtime_error") {
+    CHECK(r.run(t, "/lib/garbage", 1).status == VerdictStatus::runtime_error);
+    CHECK(r.run(t, "/lib/ok", 1).status == VerdictStatus::ok);
+  }
+  SUBCASE("an output flood is cut to the bound and does not block the child") {
+    const auto o = r.run(t, "/lib/flood", 1);
+    CHECK(o.status == VerdictStatus::ok);
+    CHECK(o.output.size() < 1200);
+    CHECK(o.output.find("dropped") != std::string::npos);
+  }
+  SUBCASE("wrong answers, cached results, mutated inputs, hidden work") {
+    const auto wrong = r.run(t, "/lib/wrong", 1);
+    CHECK(wrong.status == VerdictStatus::wrong_answer);
+    CHECK(wrong.first_bad_index == 3);
+    CHECK(wrong.max_abs_error == doctest::Approx(0.5));
+    const auto stale = r.run(t, "/lib/stale", 1);
+    CHECK(stale.status == VerdictStatus::hack_suspected);
+    CHECK(stale.reason.find("cached") != std::string::npos);
+    CHECK(r.run(t, "/lib/mutate", 1).status == VerdictStatus::hack_suspected);
+    const auto hidden = r.run(t, "/lib/hidden", 1);
+    CHECK(hidden.status == VerdictStatus::hack_suspected);
+    CHECK(hidden.reason.find("outside the given stream") != std::string::npos);
+  }
+  SUBCASE("the child's environment is scrubbed") {
+    ::setenv("KFORGE_TEST_SECRET", "hunter2", 1);
+    const auto o = r.run(t, "/lib/env", 1);
+    ::unsetenv("KFORGE_TEST_SECRET");
+    CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);
+  }
+  SUBCASE("a reference server that dies is infra_error, never the candidate's fault") {
+    const auto o = r.run(fake_task("fake/refdie"), "/lib/ok", 1);
+    CHECK(o.status == VerdictStatus::infra_error);
+    CHECK(r.run(t, "/lib/ok", 1).status == VerdictStatus::ok);
+  }
+}
+
+TEST_CASE("eval summary: correctness rate, fast_p and the geometric mean over correct ones") {
+  using nlohmann::json;
+  const std::vector<json> v = {
+      {{"status", "ok"}, {"speedup", 2.0}},   {{"status", "ok"}, {"speedup", 0.5}},
+      {{"status", "ok"}, {"speedup", 1.2}},   {{"status", "wrong_answer"}},
+      {{"status", "compile_error"}},
+  };
+  const auto s = ks::summarize_verdicts(v);
+  CHECK(s["candidates"] == 5);
+  CHECK(s["correct"] == 3);
+  CHECK(s["correctness_rate"].get<double>() == doctest::Approx(0.6));
+  CHECK(s["fast_p"]["fast_0"].get<double>() == doctest::Approx(0.6));
+  CHECK(s["fast_p"]["fast_1"].get<double>() == doctest::Approx(0.4));
+  CHECK(s["fast_p"]["fast_1.5"].get<double>() == doctest::Approx(0.2));
+  CHECK(s["fast_p"]["fast_2"].get<double>() == doctest::Approx(0.0));
+  CHECK(s["geomean_speedup"].get<double>() == doctest::Approx(std::cbrt(2.0 * 0.5 * 1.2)));
+  CHECK(s["counts"]["wrong_answer"] == 1);
+  CHECK(ks::format_summary(s).find("fast_p") != std::string::npos);
+}

@@ -1,0 +1,251 @@
+#include "trainer/grpo_step.hpp"
+
+// The optimiser's header only: <torch/torch.h> (all of nn, data, jit, ...) costs this TU about
+// twice the compile time.
+#include <torch/types.h>
+#include <torch/optim/adamw.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace kforge::trainer {
+
+packed_sequences pack_sequences(const std::vector<const grpo_sample*>& samples,
+                                std::int64_t pad_id) {
+  const auto b = static_cast<std::int64_t>(samples.size());
+  std::int64_t len = 0;
+  packed_sequences out;
+  for (const auto* s : samples) {
+    if (s->prompt.empty()) throw std::invalid_argument("pack_sequences: a sample has an empty prompt");
+    len = std::max(len, static_cast<std::int64_t>(s->prompt.size() + s->completion.size()));
+    out.max_completion = std::max(out.max_completion, static_cast<std::int64_t>(s->completion.size()));
+  }
+  out.tokens = torch::full({b, len}, pad_id, torch::kLong);
+  out.prompt_lengths = torch::empty({b}, torch::kLong);
+  out.completion_lengths = torch::empty({b}, torch::kLong);
+  auto tok = out.tokens.accessor<std::int64_t, 2>();
+  auto pl = out.prompt_lengths.accessor<std::int64_t, 1>();
+  auto cl = out.completion_lengths.accessor<std::int64_t, 1>();
+  for (std::int64_t i = 0; i < b; ++i) {
+    const auto& s = *samples[static_cast<std::size_t>(i)];
+    std::int64_t p = 0;
+    for (auto t : s.prompt) tok[i][p++] = t;
+    for (auto t : s.completion) tok[i][p++] = t;
+    pl[i] = static_cast<std::int64_t>(s.prompt.size());
+    cl[i] = static_cast<std::int64_t>(s.completion.size());
+  }
+  return out;
+}
+
+at::Tensor gather_completion_logp(const at::Tensor& logits, const packed_sequences& packed) {
+  const auto b = packed.tokens.size(0);
+  const auto len = packed.tokens.size(1);
+  if (logits.dim() != 3 || logits.size(0) != b || logits.size(1) != len)
+    throw std::invalid_argument("gather_completion_logp: logits must be [B, L, V] of packed.tokens");
+  const auto t = packed.max_completion;
+  if (t == 0 || len < 2) return torch::zeros({b, t}, logits.options().dtype(torch::kFloat));
+  const auto dev = logits.device();
+  // Log-prob of every next token: position p of logp_next is log p(tokens[p + 1] | tokens[..p]).
+  const auto logp_next = torch::log_softmax(logits.narrow(1, 0, len - 1).to(torch::kFloat), -1)
+                             .gather(2, packed.tokens.narrow(1, 1, len - 1).to(dev).unsqueeze(2))
+                             .squeeze(2);
+  // Completion token j of row b sits at prompt_len + j, predicted at position prompt_len - 1 + j.
+  auto index = packed.prompt_lengths.to(dev).unsqueeze(1) - 1 +
+               torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(dev)).unsqueeze(0);
+  index = index.clamp_max(len - 2);  // past a row's end: any valid column, masked by the caller
+  return logp_next.gather(1, index);
+}
+
+struct grpo_stepper::impl {
+  impl(std::vector<at::Tensor> p, grpo_step_options o)
+      : params(std::move(p)),
+        opt(o),
+        adamw(params, torch::optim::AdamWOptions(o.lr)
+                          .betas(std::make_tuple(o.beta1, o.beta2))
+                          .eps(o.adam_eps)
+                          .weight_decay(o.weight_decay)) {}
+  std::vector<at::Tensor> params;
+  grpo_step_options opt;
+  torch::optim::AdamW adamw;
+  std::int64_t steps = 0;
+};
+
+grpo_stepper::grpo_stepper(std::vector<at::Tensor> parameters, grpo_step_options opt) {
+  if (opt.micro_batch_size < 1)
+    throw std::invalid_argument("grpo_step_options.micro_batch_size: must be >= 1");
+  if (!(opt.lr > 0)) throw std::invalid_argument("grpo_step_options.lr: must be > 0");
+  impl_ = std::make_unique<impl>(std::move(parameters), opt);
+}
+grpo_stepper::~grpo_stepper() = default;
+grpo_stepper::grpo_stepper(grpo_stepper&&) noexcept = default;
+grpo_stepper& grpo_stepper::operator=(grpo_stepper&&) noexcept = default;
+
+const grpo_step_options& grpo_stepper::options() const noexcept { return impl_->opt; }
+std::int64_t grpo_stepper::steps() const noexcept { return impl_->steps; }
+
+namespace {
+
+/// Scales the gradients so that their global L2 norm is at most max_norm; returns the norm before.
+/// (torch::nn::utils::clip_grad_norm_ does the same, but its header pulls in all of torch::nn.)
+double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
+  std::vector<at::Tensor> norms;
+  for (const auto& p : params)
+    if (p.grad().defined()) norms.push_back(p.grad().detach().norm(2).to(torch::kDouble));
+  if (norms.empty()) return 0.0;
+  const double total = torch::stack(norms).norm(2).item<double>();
+  if (std::isfinite(total) && total > max_norm) {
+    const double scale = max_norm / (total + 1e-6);
+    for (const auto& p : params)
+      if (p.grad().defined()) p.grad().detach().mul_(scale);
+  }
+  return total;
+}
+
+/// Token-weighted running sums of the per-micro-batch loss statistics.
+struct stats_sum {
+  grpo_loss_stats total;  // loss / policy_loss / kl_loss: already normalised by the batch's N
+  void add(const grpo_loss_stats& s) {
+    const auto w = static_cast<double>(s.tokens);
+    total.loss += s.loss;
+    total.policy_loss += s.policy_loss;
+    total.kl_loss += s.kl_loss;
+    total.mean_kl += w * s.mean_kl;
+    total.mean_ratio += w * s.mean_ratio;
+    total.clip_fraction += w * s.clip_fraction;
+    total.clip_low_fraction += w * s.clip_low_fraction;
+    total.clip_high_fraction += w * s.clip_high_fraction;
+    total.mean_is_weight += w * s.mean_is_weight;
+    total.is_truncated_fraction += w * s.is_truncated_fraction;
+    total.tokens += s.tokens;
+  }
+  grpo_loss_stats mean() const {
+    auto s = total;
+    if (s.tokens == 0) return s;
+    const auto n = static_cast<double>(s.tokens);
+    for (double* f : {&s.mean_kl, &s.mean_ratio, &s.clip_fraction, &s.clip_low_fraction,
+                      &s.clip_high_fraction, &s.mean_is_weight, &s.is_truncated_fraction})
+      *f /= n;
+    return s;
+  }
+};
+
+at::Tensor checked_logp(const at::Tensor& t, std::int64_t rows, std::int64_t cols,
+                        const char* which) {
+  if (!t.defined() || t.dim() != 2 || t.size(0) != rows || t.size(1) < cols)
+    throw std::invalid_argument(std::string("grpo step: the ") + which +
+                                " log-prob function must return [B, T] with B = " +
+                                std::to_string(rows) + ", T >= " + std::to_string(cols));
+  return t.narrow(1, 0, cols);
+}
+
+}  // namespace
+
+grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const logprob_fn& policy,
+                                   const logprob_fn& reference, double kl_coef,
+                                   std::uint64_t current_version) {
+  auto& st = *impl_;
+  grpo_step_stats out;
+  out.kl_coef = kl_coef;
+
+  std::vector<const grpo_sample*> all;
+  std::vector<double> rewards;
+  std::vector<std::int64_t> sizes;
+  for (const auto& g : batch) {
+    sizes.push_back(static_cast<std::int64_t>(g.samples.size()));
+    for (const auto& s : g.samples) {
+      all.push_back(&s);
+      rewards.push_back(s.reward);
+    }
+  }
+  out.advantages = compute_advantages(rewards, sizes, st.opt.grpo);
+
+  std::vector<const grpo_sample*> kept;
+  std::vector<double> kept_adv;
+  double batch_tokens = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (!out.advantages.keep[i]) continue;
+    const auto* s = all[i];
+    if (!s->behaviour_logp.empty() && s->behaviour_logp.size() != s->completion.size())
+      throw std::invalid_argument("grpo step: sample " + std::to_string(i) + " has " +
+                                  std::to_string(s->behaviour_logp.size()) +
+                                  " behaviour log-probs for " +
+                                  std::to_string(s->completion.size()) + " completion tokens");
+    kept.push_back(s);
+    kept_adv.push_back(out.advantages.advantages[i]);
+    batch_tokens += static_cast<double>(s->completion.size());
+  }
+  out.samples = static_cast<std::int64_t>(kept.size());
+  if (kept.empty() || batch_tokens == 0) return out;
+
+  stats_sum sums;
+  st.adamw.zero_grad();
+  const auto mbs = static_cast<std::size_t>(st.opt.micro_batch_size);
+  for (std::size_t begin = 0; begin < kept.size(); begin += mbs) {
+    const std::size_t end = std::min(kept.size(), begin + mbs);
+    const std::vector<const grpo_sample*> mb(kept.begin() + static_cast<std::ptrdiff_t>(begin),
+                                             kept.begin() + static_cast<std::ptrdiff_t>(end));
+    const auto rows = static_cast<std::int64_t>(mb.size());
+    std::int64_t cols = 0;
+    for (const auto* s : mb) cols = std::max(cols, static_cast<std::int64_t>(s->completion.size()));
+    if (cols == 0) continue;
+
+    grpo_loss_inputs in;
+    in.logp = checked_logp(policy(mb), rows, cols, "policy");
+    const auto dev = in.logp.device();
+    auto mask = torch::zeros({rows, cols}, torch::kBool);
+    auto adv = torch::empty({rows}, torch::kDouble);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      mask[r].narrow(0, 0, static_cast<std::int64_t>(mb[static_cast<std::size_t>(r)]->completion.size()))
+          .fill_(true);
+      adv[r] = kept_adv[begin + static_cast<std::size_t>(r)];
+    }
+    in.mask = mask.to(dev);
+    in.advantages = adv.to(dev);
+
+    if (st.opt.correct_off_policy) {
+      // Rows without correction get their own detached log-probs as behaviour: weight exactly 1.
+      auto behaviour = in.logp.detach().to(torch::kFloat).cpu().clone();
+      bool any = false;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const auto* s = mb[static_cast<std::size_t>(r)];
+        if (s->behaviour_logp.empty() || s->policy_version >= current_version) continue;
+        any = true;
+        ++out.stale_samples;
+        const auto n = static_cast<std::int64_t>(s->behaviour_logp.size());
+        behaviour[r].narrow(0, 0, n).copy_(
+            torch::from_blob(const_cast<float*>(s->behaviour_logp.data()), {n}, torch::kFloat));
+      }
+      if (any) in.behaviour_logp = behaviour.to(dev);
+    }
+    if (reference) {
+      torch::NoGradGuard no_grad;
+      in.ref_logp = checked_logp(reference(mb), rows, cols, "reference").detach();
+    }
+
+    auto res = grpo_loss(in, st.opt.grpo, kl_coef, batch_tokens);
+    res.loss.backward();
+    sums.add(res.stats);
+    ++out.micro_batches;
+  }
+  out.loss = sums.mean();
+
+  const double max_norm = st.opt.max_grad_norm > 0 ? st.opt.max_grad_norm
+                                                   : std::numeric_limits<double>::infinity();
+  out.grad_norm = clip_grad_norm(st.params, max_norm);
+  out.grad_clipped = out.grad_norm > max_norm;
+  if (!std::isfinite(out.grad_norm)) {  // a diverged step must not reach the weights
+    st.adamw.zero_grad();
+    return out;
+  }
+  st.adamw.step();
+  st.adamw.zero_grad();
+  ++st.steps;
+  out.stepped = true;
+  return out;
+}
+
+}  // namespace kforge::trainer

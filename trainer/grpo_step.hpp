@@ -1,0 +1,126 @@
+#pragma once
+// One GRPO optimisation step over a batch of groups, for any model: the model is reached only
+// through a callable that returns per-token completion log-probs (logprob_fn), so the policy in
+// model/ — or a two-layer toy in a test — plugs in the same way.
+//
+// step(): advantages per group (grpo.hpp) -> samples of skipped groups dropped -> micro-batches of
+// micro_batch_size sequences, each: forward, grpo_loss normalised by the token count of the whole
+// batch, backward (gradients accumulate) -> grad-norm clipping -> one AdamW update. Because the loss
+// of every micro-batch is divided by the batch's token count, the update does not depend on how
+// the batch is cut (tested). With data parallel ranks, pass the all-reduced token count instead.
+//
+// Only grpo_step.cpp pays for the LibTorch C++ API (optimiser, clipping): this header needs
+// ATen's Tensor only.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "trainer/grpo.hpp"
+
+namespace kforge::trainer {
+
+/// One completion of a prompt, as the buffer serves it.
+struct grpo_sample {
+  std::vector<std::int64_t> prompt;      ///< prompt token ids (>= 1: the first completion token
+                                         ///< needs a context)
+  std::vector<std::int64_t> completion;  ///< completion token ids; these are trained on
+  double reward = 0;                     ///< scalar reward of the completion
+  std::vector<float> behaviour_logp;     ///< per completion token, under the policy that sampled
+                                         ///< it; empty: not known (no off-policy correction)
+  std::uint64_t policy_version = 0;      ///< weights version that generated it
+};
+
+/// The G completions of one prompt.
+struct grpo_group {
+  std::vector<grpo_sample> samples;
+};
+
+/// Per-token log-probs under a model: for samples s_0..s_{B-1}, a [B, T] tensor (T >= the longest
+/// completion) whose [b, t] is log p(s_b.completion[t] | s_b.prompt, s_b.completion[0..t)). Columns
+/// past a completion's end are ignored. For the policy it must carry gradients to the parameters
+/// given to grpo_stepper; for the reference it is called under no-grad.
+using logprob_fn = std::function<at::Tensor(const std::vector<const grpo_sample*>&)>;
+
+/// A batch of prompt + completion sequences laid out for a causal LM: the input of a logprob_fn
+/// built on a model that maps [B, L] token ids to [B, L, V] logits.
+struct packed_sequences {
+  at::Tensor tokens;            ///< [B, L] int64, prompt then completion, right-padded with pad_id
+  at::Tensor prompt_lengths;    ///< [B] int64
+  at::Tensor completion_lengths;  ///< [B] int64
+  std::int64_t max_completion = 0;  ///< T of the log-probs gather_completion_logp returns
+};
+
+/// Packs samples for a causal LM; throws std::invalid_argument on an empty prompt.
+packed_sequences pack_sequences(const std::vector<const grpo_sample*>& samples,
+                                std::int64_t pad_id = 0);
+
+/// From next-token logits [B, L, V] of packed.tokens (logits[b, p] predicts tokens[b, p + 1]), the
+/// [B, max_completion] log-probs of the completion tokens. Differentiable in logits.
+at::Tensor gather_completion_logp(const at::Tensor& logits, const packed_sequences& packed);
+
+struct grpo_step_options {
+  /// The objective's settings (clip range, advantages, IS cap).
+  grpo_options grpo;
+  /// AdamW learning rate. > 0.
+  double lr = 3e-6;
+  /// AdamW first-moment decay.
+  double beta1 = 0.9;
+  /// AdamW second-moment decay.
+  double beta2 = 0.999;
+  /// AdamW denominator epsilon.
+  double adam_eps = 1e-8;
+  /// AdamW decoupled weight decay. 0 by default: pulling the policy back is the KL term's job, and
+  /// decay toward 0 would pull a pretrained model away from its reference. >= 0.
+  double weight_decay = 0.0;
+  /// Global L2 norm the gradient is clipped to; <= 0: no clipping (the norm is still reported).
+  double max_grad_norm = 1.0;
+  /// Sequences per forward/backward pass; gradients accumulate across them. >= 1.
+  std::int64_t micro_batch_size = 8;
+  /// Importance-weight samples from older policy versions (policy_version < current version) that
+  /// carry behaviour log-probs (grpo.hpp, "Off-policy correction"). Samples of the current version
+  /// are treated as on-policy (weight 1).
+  bool correct_off_policy = true;
+};
+
+/// What one step did: the loss statistics are token-weighted over all micro-batches.
+struct grpo_step_stats {
+  bool stepped = false;           ///< false: every group was skipped, the weights did not change
+  grpo_loss_stats loss;           ///< loss, policy/KL parts, mean KL, ratio, clip and IS stats
+  double grad_norm = 0;           ///< global gradient norm before clipping
+  bool grad_clipped = false;      ///< grad_norm exceeded max_grad_norm
+  std::int64_t micro_batches = 0;
+  std::int64_t samples = 0;       ///< samples trained on
+  std::int64_t stale_samples = 0; ///< of those, importance-weighted (older policy version)
+  double kl_coef = 0;             ///< coefficient used
+  group_advantages advantages;    ///< group/advantage statistics (and the per-sample values)
+};
+
+/// Holds the optimiser across steps. Parameters are the policy's trainable tensors (requires_grad).
+class grpo_stepper {
+ public:
+  grpo_stepper(std::vector<at::Tensor> parameters, grpo_step_options opt);
+  ~grpo_stepper();
+  grpo_stepper(grpo_stepper&&) noexcept;
+  grpo_stepper& operator=(grpo_stepper&&) noexcept;
+
+  /// One optimisation step over `batch`. `reference` may be empty (no KL term). Samples with a
+  /// policy_version below `current_version` are off-policy. Throws std::invalid_argument for
+  /// inconsistent input (a log-prob tensor of the wrong shape, behaviour_logp of the wrong length).
+  grpo_step_stats step(const std::vector<grpo_group>& batch, const logprob_fn& policy,
+                       const logprob_fn& reference, double kl_coef,
+                       std::uint64_t current_version);
+
+  const grpo_step_options& options() const noexcept;
+  /// AdamW steps taken.
+  std::int64_t steps() const noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace kforge::trainer
