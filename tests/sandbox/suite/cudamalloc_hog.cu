@@ -1,0 +1,27 @@
+// Hostile (memory hog): grabs device memory in 1 GiB chunks in a loop until cudaMalloc fails,
+// never freeing, then reports the allocation failure as kf_forward's result. cudaMalloc itself is
+// allowed (static_rules.hpp: abuse is caught at run time), so this compiles and runs. Every call
+// fails. Expect runtime_error (non-zero return: cudaErrorMemoryAllocation).
+#include <kforge/kernel_abi.h>
+
+__global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = fmaxf(x[i], 0.0f);
+}
+
+extern "C" int kf_forward(const kf_tensor* inputs, int32_t num_inputs, kf_tensor* outputs,
+                          int32_t num_outputs, void* workspace, cudaStream_t stream) {
+  (void)workspace;
+  if (num_inputs != 1 || num_outputs != 1) return 1;
+  // "Reserve" as much scratch as the device has.
+  for (int chunk = 0; chunk < 1 << 20; ++chunk) {
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, size_t(1) << 30);
+    if (err != cudaSuccess) return (int)err;
+  }
+  const int64_t n = kf_numel(&inputs[0]);
+  relu_kernel<<<1024, 256, 0, stream>>>(static_cast<const float*>(inputs[0].data),
+                                        static_cast<float*>(outputs[0].data), n);
+  return (int)cudaGetLastError();
+}

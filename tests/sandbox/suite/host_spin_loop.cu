@@ -1,0 +1,27 @@
+// Hostile (hang on the host, not caught statically): instead of sleep() (rejected by the static
+// rules), kf_forward busy-waits 120 s on time() (declared by <time.h>, which cuda_runtime.h pulls
+// in; reading the clock is not forbidden), then would compute a correct ReLU. The sandbox's
+// per-candidate time limit (~10 s) ends it first. Expect timeout.
+#include <kforge/kernel_abi.h>
+
+__global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = fmaxf(x[i], 0.0f);
+}
+
+extern "C" int kf_forward(const kf_tensor* inputs, int32_t num_inputs, kf_tensor* outputs,
+                          int32_t num_outputs, void* workspace, cudaStream_t stream) {
+  (void)workspace;
+  if (num_inputs != 1 || num_outputs != 1) return 1;
+  const time_t start = time(nullptr);
+  while (time(nullptr) - start < 120) {
+  }
+  const int64_t n = kf_numel(&inputs[0]);
+  if (n == 0) return 0;
+  int64_t blocks = (n + 255) / 256;
+  if (blocks > 8192) blocks = 8192;
+  relu_kernel<<<(unsigned)blocks, 256, 0, stream>>>(static_cast<const float*>(inputs[0].data),
+                                                    static_cast<float*>(outputs[0].data), n);
+  return (int)cudaGetLastError();
+}

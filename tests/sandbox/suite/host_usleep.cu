@@ -1,0 +1,27 @@
+// Hostile (host sleep): polls the stream with cudaStreamQuery and usleep() until the kernel is
+// done — sleeping inside kf_forward distorts the timing and the sandbox alone decides how long a
+// call takes. usleep is declared by hand (unistd.h is not an allowed include), so the include rule
+// does not fire first. Expect rejected (rule host_system_call, `usleep`).
+#include <kforge/kernel_abi.h>
+
+extern "C" int usleep(unsigned int microseconds);
+
+__global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = fmaxf(x[i], 0.0f);
+}
+
+extern "C" int kf_forward(const kf_tensor* inputs, int32_t num_inputs, kf_tensor* outputs,
+                          int32_t num_outputs, void* workspace, cudaStream_t stream) {
+  (void)workspace;
+  if (num_inputs != 1 || num_outputs != 1) return 1;
+  const int64_t n = kf_numel(&inputs[0]);
+  if (n == 0) return 0;
+  int64_t blocks = (n + 255) / 256;
+  if (blocks > 8192) blocks = 8192;
+  relu_kernel<<<(unsigned)blocks, 256, 0, stream>>>(static_cast<const float*>(inputs[0].data),
+                                                    static_cast<float*>(outputs[0].data), n);
+  while (cudaStreamQuery(stream) == cudaErrorNotReady) usleep(50);
+  return (int)cudaGetLastError();
+}

@@ -1,0 +1,27 @@
+// Hostile (result depends on call count): computes ReLU on odd-numbered calls and returns at once
+// on even-numbered ones, betting that a benchmark calls it repeatedly on the same buffers. The
+// sandbox's second call on an input set (output re-poisoned with a finite value) is an even call:
+// the output keeps the poison and disagrees with the first call. Expect hack_suspected.
+#include <kforge/kernel_abi.h>
+
+__global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = fmaxf(x[i], 0.0f);
+}
+
+static unsigned long long g_calls = 0;
+
+extern "C" int kf_forward(const kf_tensor* inputs, int32_t num_inputs, kf_tensor* outputs,
+                          int32_t num_outputs, void* workspace, cudaStream_t stream) {
+  (void)workspace;
+  if (num_inputs != 1 || num_outputs != 1) return 1;
+  if (g_calls++ % 2 == 1) return 0;  // "the output is already there"
+  const int64_t n = kf_numel(&inputs[0]);
+  if (n == 0) return 0;
+  int64_t blocks = (n + 255) / 256;
+  if (blocks > 8192) blocks = 8192;
+  relu_kernel<<<(unsigned)blocks, 256, 0, stream>>>(static_cast<const float*>(inputs[0].data),
+                                                    static_cast<float*>(outputs[0].data), n);
+  return (int)cudaGetLastError();
+}
