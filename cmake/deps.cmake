@@ -33,6 +33,7 @@ kforge_dep(zmq HEADER zmq.hpp LIBS zmq)
 kforge_dep(flatbuffers HEADER flatbuffers/flatbuffers.h)
 kforge_dep(toml HEADER toml++/toml.h LIBS tomlplusplus DEFS TOML_HEADER_ONLY=0)
 kforge_dep(json HEADER nlohmann/json.hpp)
+kforge_dep(pcre2 HEADER pcre2.h LIBS pcre2-8 DEFS PCRE2_CODE_UNIT_WIDTH=8)
 kforge_dep(cli11 HEADER CLI/CLI.hpp)
 kforge_dep(doctest HEADER doctest/doctest.h)
 

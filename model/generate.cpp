@@ -1,0 +1,264 @@
+#include "model/generate.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/module.h>
+
+namespace kforge::model {
+namespace {
+
+status check_tokens(const std::vector<std::int64_t>& ids, std::int64_t vocab, const std::string& what) {
+  for (auto id : ids)
+    if (id < 0 || id >= vocab)
+      return error{what + ": token " + std::to_string(id) + " is outside the vocabulary [0, " +
+                   std::to_string(vocab) + ")"};
+  return status::success();
+}
+
+at::TensorOptions param_options(CausalLMImpl& model) {
+  const at::Tensor w = model.output_weight();
+  return at::TensorOptions().dtype(w.scalar_type()).device(w.device());
+}
+
+// Keeps the top_k largest logits and the top-p nucleus (transformers' TopK / TopP warpers), the
+// rest set to -inf. logits [R, V] fp32, already divided by the temperature.
+at::Tensor truncate(at::Tensor logits, std::int64_t top_k, double top_p) {
+  const double ninf = -std::numeric_limits<double>::infinity();
+  const std::int64_t V = logits.size(-1);
+  if (top_k > 0 && top_k < V) {
+    const at::Tensor kth = std::get<0>(at::topk(logits, top_k, -1)).narrow(-1, top_k - 1, 1);
+    logits = logits.masked_fill(logits < kth, ninf);
+  }
+  if (top_p < 1.0) {
+    auto sorted = at::sort(logits, -1, /*descending=*/true);
+    const at::Tensor& values = std::get<0>(sorted);
+    const at::Tensor& order = std::get<1>(sorted);
+    const at::Tensor probs = at::softmax(values, -1);
+    // Drop a token when the tokens ranked above it already reach top_p (the first always stays).
+    const at::Tensor drop_sorted = (at::cumsum(probs, -1) - probs) >= top_p;
+    const at::Tensor drop = at::zeros_like(drop_sorted).scatter(-1, order, drop_sorted);
+    logits = logits.masked_fill(drop, ninf);
+  }
+  return logits;
+}
+
+}  // namespace
+
+result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<std::vector<std::int64_t>>& prompts,
+                                         const sampling_options& o, const tokenizer* tok) {
+  if (prompts.empty()) return error{"generate: no prompts"};
+  if (o.n < 1) return error{"generate: n must be at least 1"};
+  if (o.max_new_tokens < 1) return error{"generate: max_new_tokens must be at least 1"};
+  if (!(o.temperature >= 0)) return error{"generate: temperature must be >= 0"};
+  if (!(o.top_p > 0 && o.top_p <= 1)) return error{"generate: top_p must be in (0, 1]"};
+  if (o.top_k < 0) return error{"generate: top_k must be >= 0"};
+  const std::int64_t vocab = model.config.vocab_size;
+  std::size_t longest = 0;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    if (prompts[i].empty()) return error{"generate: prompt " + std::to_string(i) + " is empty"};
+    auto s = check_tokens(prompts[i], vocab, "generate: prompt " + std::to_string(i));
+    if (!s) return s.err();
+    longest = std::max(longest, prompts[i].size());
+  }
+  auto s = check_tokens({o.pad_token}, vocab, "generate: pad_token");
+  if (!s) return s.err();
+
+  try {
+    at::NoGradGuard no_grad;
+    const at::TensorOptions popt = param_options(model);
+    const auto dev = popt.device();
+    const auto i64 = at::TensorOptions().dtype(at::kLong);
+    const std::int64_t P = static_cast<std::int64_t>(prompts.size());
+    const std::int64_t R = P * o.n;
+    const std::int64_t L = static_cast<std::int64_t>(longest);
+    const std::int64_t capacity = L + o.max_new_tokens;
+
+    // Rows prompt-major; prompts left-padded to L so every row's next token is at the same index.
+    at::Tensor ids = at::full({R, L}, o.pad_token, i64);
+    at::Tensor mask = at::zeros({R, capacity}, i64);
+    std::vector<std::int64_t> prompt_len(static_cast<std::size_t>(R));
+    for (std::int64_t r = 0; r < R; ++r) {
+      const auto& p = prompts[static_cast<std::size_t>(r / o.n)];
+      const auto n = static_cast<std::int64_t>(p.size());
+      ids.select(0, r).narrow(0, L - n, n).copy_(at::tensor(p, i64));
+      mask.select(0, r).narrow(0, L - n, n).fill_(1);
+      prompt_len[static_cast<std::size_t>(r)] = n;
+    }
+    ids = ids.to(dev);
+    mask = mask.to(dev);
+    at::Tensor lengths = at::tensor(prompt_len, i64).to(dev);
+
+    kv_cache cache = make_kv_cache(model.config, R, capacity, popt);
+    forward_args args;
+    args.cache = &cache;
+    args.last_only = true;
+    args.attention_mask = mask.narrow(1, 0, L);
+    at::Tensor logits = model.forward(ids, args).select(1, 0).to(at::kFloat);
+
+    at::Generator gen = at::detail::createCPUGenerator(o.seed);
+    const bool greedy = o.temperature == 0;
+    const double temperature = greedy ? 1.0 : o.temperature;
+    const at::Tensor stop_ids =
+        at::tensor(o.stop_tokens.empty() ? std::vector<std::int64_t>{-1} : o.stop_tokens, i64).to(dev);
+
+    // Results per original row, filled on the CPU as tokens come. Rows that stop are dropped from
+    // the batch (cache, mask and all) once enough of them have stopped, so long samples do not
+    // drag finished ones along; `rows` maps the batch's rows to the original ones.
+    std::vector<generation> out(static_cast<std::size_t>(R));
+    std::vector<std::int64_t> rows_host(static_cast<std::size_t>(R));
+    for (std::int64_t r = 0; r < R; ++r) rows_host[static_cast<std::size_t>(r)] = r;
+    at::Tensor rows = at::arange(R, i64.device(dev));
+    at::Tensor generated = at::zeros({R, 0}, i64.device(dev));  // kept for the processor only
+
+    for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
+      const std::int64_t A = rows.size(0);
+      if (o.processor) o.processor(logits, generated, rows, step);
+      const at::Tensor scaled = logits / temperature;
+      at::Tensor next;
+      if (greedy) {
+        next = at::argmax(logits, -1);
+      } else {
+        const at::Tensor probs = at::softmax(truncate(scaled, o.top_k, o.top_p), -1);
+        const at::Tensor cdf = at::cumsum(probs, -1);
+        // Inverse-CDF sampling with uniforms drawn on the CPU generator: reproducible on any device.
+        // One per original row every step, so a row's samples do not depend on which others stopped.
+        at::Tensor u = at::rand({R, 1}, gen, at::TensorOptions().dtype(at::kDouble)).to(dev).to(at::kFloat);
+        if (A != R) u = u.index_select(0, rows);
+        u = (u * cdf.narrow(-1, cdf.size(-1) - 1, 1)).clamp_min(1e-30);
+        next = (cdf < u).sum(-1).clamp_max(vocab - 1);
+      }
+      const at::Tensor logp = at::log_softmax(scaled, -1).gather(-1, next.unsqueeze(-1)).squeeze(-1);
+      const at::Tensor stop_now = (next.unsqueeze(-1) == stop_ids).any(-1);
+
+      // One transfer per step: the tokens, their log-probs and which rows stopped.
+      const at::Tensor next_c = next.to(at::kCPU).contiguous();
+      const at::Tensor logp_c = logp.to(at::kCPU).contiguous();
+      const at::Tensor stop_c = stop_now.to(at::kCPU).contiguous();
+      const auto* next_p = next_c.data_ptr<std::int64_t>();
+      const auto* logp_p = logp_c.data_ptr<float>();
+      const auto* stop_p = stop_c.data_ptr<bool>();
+      std::vector<std::int64_t> keep;
+      for (std::int64_t a = 0; a < A; ++a) {
+        generation& g = out[static_cast<std::size_t>(rows_host[static_cast<std::size_t>(a)])];
+        if (g.stopped) continue;  // stopped earlier, not yet dropped from the batch
+        g.tokens.push_back(next_p[a]);
+        g.logprobs.push_back(logp_p[a]);
+        g.stopped = stop_p[a];
+        if (!g.stopped) keep.push_back(a);
+      }
+      if (keep.empty() || step + 1 == o.max_new_tokens) break;
+      if (o.processor) generated = at::cat({generated, next.unsqueeze(1)}, 1);
+
+      if (static_cast<std::int64_t>(keep.size()) <= A - std::max<std::int64_t>(1, A / 8)) {
+        const at::Tensor idx = at::tensor(keep, i64).to(dev);
+        for (auto& t : cache.k) t = t.index_select(0, idx);
+        for (auto& t : cache.v) t = t.index_select(0, idx);
+        mask = mask.index_select(0, idx);
+        lengths = lengths.index_select(0, idx);
+        rows = rows.index_select(0, idx);
+        next = next.index_select(0, idx);
+        if (o.processor) generated = generated.index_select(0, idx);
+        std::vector<std::int64_t> kept_rows;
+        for (auto a : keep) kept_rows.push_back(rows_host[static_cast<std::size_t>(a)]);
+        rows_host = std::move(kept_rows);
+      }
+
+      mask.select(1, L + step).fill_(1);
+      args.attention_mask = mask.narrow(1, 0, L + step + 1);
+      args.positions = (lengths + step).unsqueeze(1);
+      logits = model.forward(next.unsqueeze(1), args).select(1, 0).to(at::kFloat);
+    }
+
+    for (std::int64_t r = 0; r < R; ++r) {
+      generation& g = out[static_cast<std::size_t>(r)];
+      g.prompt = static_cast<std::size_t>(r / o.n);
+      g.sample = static_cast<std::size_t>(r % o.n);
+      if (tok != nullptr) {
+        std::vector<std::int64_t> body = g.tokens;
+        if (g.stopped) body.pop_back();
+        g.text = tok->decode(body, o.skip_special_tokens);
+      }
+    }
+    return out;
+  } catch (const c10::Error& e) {
+    return error{std::string("generate: ") + e.what_without_backtrace()};
+  }
+}
+
+result<scored_batch> score_batch(CausalLMImpl& model, const std::vector<score_item>& items, const score_options& o) {
+  if (items.empty()) return error{"score: no items"};
+  const std::int64_t vocab = model.config.vocab_size;
+  std::size_t longest = 0, longest_completion = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (items[i].prompt.empty()) return error{"score: item " + std::to_string(i) + " has an empty prompt"};
+    for (const auto* part : {&items[i].prompt, &items[i].completion}) {
+      auto s = check_tokens(*part, vocab, "score: item " + std::to_string(i));
+      if (!s) return s.err();
+    }
+    longest = std::max(longest, items[i].prompt.size() + items[i].completion.size());
+    longest_completion = std::max(longest_completion, items[i].completion.size());
+  }
+  try {
+    const auto dev = param_options(model).device();
+    const auto i64 = at::TensorOptions().dtype(at::kLong);
+    const auto B = static_cast<std::int64_t>(items.size());
+    const auto T = static_cast<std::int64_t>(longest);
+    const auto C = static_cast<std::int64_t>(longest_completion);
+    // Right-padded sequences: positions count from 0 in every row without needing the mask.
+    at::Tensor ids = at::full({B, T}, o.pad_token, i64);
+    at::Tensor mask = at::zeros({B, T}, i64);
+    at::Tensor targets = at::full({B, std::max<std::int64_t>(C, 1)}, o.pad_token, i64);
+    at::Tensor where = at::zeros({B, std::max<std::int64_t>(C, 1)}, i64);  // logits index predicting each target
+    at::Tensor cmask = at::zeros({B, std::max<std::int64_t>(C, 1)}, at::TensorOptions().dtype(at::kFloat));
+    for (std::int64_t b = 0; b < B; ++b) {
+      const auto& it = items[static_cast<std::size_t>(b)];
+      std::vector<std::int64_t> seq = it.prompt;
+      seq.insert(seq.end(), it.completion.begin(), it.completion.end());
+      const auto n = static_cast<std::int64_t>(seq.size());
+      const auto p = static_cast<std::int64_t>(it.prompt.size());
+      const auto c = static_cast<std::int64_t>(it.completion.size());
+      ids.select(0, b).narrow(0, 0, n).copy_(at::tensor(seq, i64));
+      mask.select(0, b).narrow(0, 0, n).fill_(1);
+      if (c > 0) {
+        targets.select(0, b).narrow(0, 0, c).copy_(at::tensor(it.completion, i64));
+        where.select(0, b).narrow(0, 0, c).copy_(at::arange(p - 1, p - 1 + c, i64));
+        cmask.select(0, b).narrow(0, 0, c).fill_(1);
+      }
+    }
+    forward_args args;
+    args.attention_mask = mask.to(dev);
+    // The output projection only at the positions that predict completion tokens: the prompt's
+    // other positions never reach the [*, V] logits, which dominate memory for large vocabularies.
+    const at::Tensor hidden = model.model->forward(ids.to(dev), args);  // [B, T, H]
+    const at::Tensor picked = hidden.gather(1, where.to(dev).unsqueeze(-1).expand({B, where.size(1), hidden.size(-1)}));
+    const at::Tensor logits = at::matmul(picked, model.output_weight().t()).to(at::kFloat);  // [B, C, V]
+    const double temperature = o.temperature == 0 ? 1.0 : o.temperature;
+    const at::Tensor logp = at::log_softmax(logits / temperature, -1).gather(-1, targets.to(dev).unsqueeze(-1)).squeeze(-1);
+    const at::Tensor m = cmask.to(dev);
+    scored_batch out;
+    out.logprobs = (logp * m).narrow(1, 0, C);
+    out.mask = m.narrow(1, 0, C);
+    return out;
+  } catch (const c10::Error& e) {
+    return error{std::string("score: ") + e.what_without_backtrace()};
+  }
+}
+
+status score(CausalLMImpl& model, const std::vector<score_item>& items, const score_options& o,
+             const std::function<void(std::size_t, const scored_batch&)>& fn) {
+  if (o.micro_batch < 1) return error{"score: micro_batch must be at least 1"};
+  const auto mb = static_cast<std::size_t>(o.micro_batch);
+  for (std::size_t first = 0; first < items.size(); first += mb) {
+    const std::vector<score_item> part(items.begin() + static_cast<std::ptrdiff_t>(first),
+                                       items.begin() + static_cast<std::ptrdiff_t>(std::min(items.size(), first + mb)));
+    auto b = score_batch(model, part, o);
+    if (!b) return b.err();
+    fn(first, b.value());
+  }
+  return status::success();
+}
+
+}  // namespace kforge::model

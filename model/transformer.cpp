@@ -1,0 +1,200 @@
+#include "model/transformer.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include <ATen/ATen.h>
+
+namespace kforge::model {
+
+kv_cache make_kv_cache(const model_config& config, std::int64_t batch, std::int64_t capacity,
+                       const at::TensorOptions& options) {
+  kv_cache c;
+  for (std::int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    c.k.push_back(at::zeros({batch, config.num_key_value_heads, capacity, config.head_dim}, options));
+    c.v.push_back(at::zeros({batch, config.num_key_value_heads, capacity, config.head_dim}, options));
+  }
+  return c;
+}
+
+rotary_tables make_rotary(const at::Tensor& positions, std::int64_t head_dim, double theta,
+                          at::ScalarType dtype) {
+  // As transformers: inv_freq = 1 / theta^(arange(0, d, 2) / d) in fp32, angles = pos * inv_freq,
+  // the table repeated twice along the last dimension.
+  const auto f32 = at::TensorOptions().dtype(at::kFloat).device(positions.device());
+  const at::Tensor exponent = at::arange(0, head_dim, 2, f32.dtype(at::kLong)).to(at::kFloat) /
+                              static_cast<double>(head_dim);
+  const at::Tensor inv_freq = at::reciprocal(at::pow(at::scalar_tensor(theta, f32), exponent));
+  const at::Tensor angles = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;  // [B, T, d/2]
+  const at::Tensor emb = at::cat({angles, angles}, -1);
+  return {emb.cos().to(dtype), emb.sin().to(dtype)};
+}
+
+namespace {
+
+at::Tensor rotate_half(const at::Tensor& x) {
+  const std::int64_t half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+// x [B, H, T, D]; cos/sin [B, T, D].
+at::Tensor apply_rotary(const at::Tensor& x, const rotary_tables& rope) {
+  const at::Tensor cos = rope.cos.unsqueeze(1);
+  const at::Tensor sin = rope.sin.unsqueeze(1);
+  return x * cos + rotate_half(x) * sin;
+}
+
+torch::nn::Linear linear(std::int64_t in, std::int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+}  // namespace
+
+RMSNormImpl::RMSNormImpl(std::int64_t dim, double eps_) : eps(eps_) {
+  weight = register_parameter("weight", at::ones({dim}));
+}
+
+at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
+  const at::Tensor h = x.to(at::kFloat);
+  const at::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
+  return weight * (h * at::rsqrt(variance + eps)).to(x.scalar_type());
+}
+
+AttentionImpl::AttentionImpl(const model_config& c)
+    : heads(c.num_attention_heads), kv_heads(c.num_key_value_heads), head_dim(c.head_dim) {
+  q_proj = register_module("q_proj", linear(c.hidden_size, heads * head_dim, c.qkv_bias));
+  k_proj = register_module("k_proj", linear(c.hidden_size, kv_heads * head_dim, c.qkv_bias));
+  v_proj = register_module("v_proj", linear(c.hidden_size, kv_heads * head_dim, c.qkv_bias));
+  o_proj = register_module("o_proj", linear(heads * head_dim, c.hidden_size, c.o_bias));
+}
+
+at::Tensor AttentionImpl::forward(const at::Tensor& x, const rotary_tables& rope, const at::Tensor& mask,
+                                  at::Tensor* k_cache, at::Tensor* v_cache, std::int64_t past) {
+  const std::int64_t B = x.size(0), T = x.size(1);
+  at::Tensor q = q_proj(x).view({B, T, heads, head_dim}).transpose(1, 2);
+  at::Tensor k = k_proj(x).view({B, T, kv_heads, head_dim}).transpose(1, 2);
+  at::Tensor v = v_proj(x).view({B, T, kv_heads, head_dim}).transpose(1, 2);
+  q = apply_rotary(q, rope);
+  k = apply_rotary(k, rope);
+  if (k_cache != nullptr) {
+    k_cache->narrow(2, past, T).copy_(k);
+    v_cache->narrow(2, past, T).copy_(v);
+    k = k_cache->narrow(2, 0, past + T);
+    v = v_cache->narrow(2, 0, past + T);
+  }
+  const std::int64_t S = k.size(2);
+  const std::int64_t rep = heads / kv_heads;
+  // Query heads [g*rep, (g+1)*rep) share key/value head g (transformers' repeat_kv), done by
+  // broadcasting over a group dimension instead of copying keys and values.
+  const at::Tensor qg = q.reshape({B, kv_heads, rep, T, head_dim});
+  at::Tensor scores = at::matmul(qg, k.unsqueeze(2).transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim));
+  scores = scores.reshape({B, heads, T, S}) + mask;
+  const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
+  const at::Tensor out = at::matmul(probs.reshape({B, kv_heads, rep, T, S}), v.unsqueeze(2));
+  return o_proj(out.reshape({B, heads, T, head_dim}).transpose(1, 2).reshape({B, T, heads * head_dim}));
+}
+
+MLPImpl::MLPImpl(const model_config& c) {
+  gate_proj = register_module("gate_proj", linear(c.hidden_size, c.intermediate_size, false));
+  up_proj = register_module("up_proj", linear(c.hidden_size, c.intermediate_size, false));
+  down_proj = register_module("down_proj", linear(c.intermediate_size, c.hidden_size, false));
+}
+
+at::Tensor MLPImpl::forward(const at::Tensor& x) {
+  return down_proj(at::silu(gate_proj(x)) * up_proj(x));
+}
+
+DecoderLayerImpl::DecoderLayerImpl(const model_config& c) {
+  self_attn = register_module("self_attn", Attention(c));
+  mlp = register_module("mlp", MLP(c));
+  input_layernorm = register_module("input_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+  post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+}
+
+at::Tensor DecoderLayerImpl::forward(const at::Tensor& x, const rotary_tables& rope, const at::Tensor& mask,
+                                     at::Tensor* k_cache, at::Tensor* v_cache, std::int64_t past) {
+  const at::Tensor h = x + self_attn->forward(input_layernorm(x), rope, mask, k_cache, v_cache, past);
+  return h + mlp(post_attention_layernorm(h));
+}
+
+TransformerImpl::TransformerImpl(const model_config& c) : config(c) {
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(DecoderLayer(c));
+  norm = register_module("norm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+}
+
+at::Tensor TransformerImpl::forward(const at::Tensor& ids, const forward_args& args) {
+  TORCH_CHECK(ids.dim() == 2, "forward: ids must be [batch, tokens], got ", ids.sizes());
+  const std::int64_t B = ids.size(0), T = ids.size(1);
+  kv_cache* cache = args.cache;
+  const std::int64_t past = cache != nullptr ? cache->length : 0;
+  const std::int64_t S = past + T;
+  if (cache != nullptr) {
+    TORCH_CHECK(static_cast<std::int64_t>(cache->k.size()) == config.num_hidden_layers,
+                "forward: the cache has ", cache->k.size(), " layers, the model ", config.num_hidden_layers);
+    TORCH_CHECK(cache->batch() == B, "forward: the cache holds ", cache->batch(), " rows, ids ", B);
+    TORCH_CHECK(S <= cache->capacity(), "forward: ", S, " positions exceed the cache's capacity ",
+                cache->capacity());
+  }
+  const auto dev = ids.device();
+  at::Tensor h = embed_tokens(ids);
+  const auto dtype = h.scalar_type();
+
+  at::Tensor key_ok;  // [B, S] bool, undefined = all keys are tokens
+  if (args.attention_mask.defined()) {
+    TORCH_CHECK(args.attention_mask.dim() == 2 && args.attention_mask.size(0) == B && args.attention_mask.size(1) == S,
+                "forward: attention_mask must be [", B, ", ", S, "], got ", args.attention_mask.sizes());
+    key_ok = args.attention_mask.to(dev).to(at::kBool);
+  }
+  at::Tensor positions = args.positions;
+  if (!positions.defined()) {
+    if (key_ok.defined()) {
+      positions = (key_ok.to(at::kLong).cumsum(1) - 1).clamp_min(0).narrow(1, past, T);
+    } else {
+      positions = at::arange(past, S, ids.options().dtype(at::kLong)).unsqueeze(0).expand({B, T});
+    }
+  }
+  positions = positions.to(dev);
+
+  // Additive mask [B, 1, T, S]: causal, and padding keys masked. The lowest finite value rather
+  // than -inf keeps fully masked rows (queries at padding) finite, as transformers does.
+  const auto opts = at::TensorOptions().device(dev);
+  const at::Tensor qpos = at::arange(past, S, opts.dtype(at::kLong)).unsqueeze(1);  // [T, 1]
+  const at::Tensor kpos = at::arange(0, S, opts.dtype(at::kLong)).unsqueeze(0);     // [1, S]
+  at::Tensor allowed = (kpos <= qpos).unsqueeze(0);                                 // [1, T, S]
+  if (key_ok.defined()) allowed = allowed & key_ok.unsqueeze(1);                    // [B, T, S]
+  const double lowest = dtype == at::kFloat    ? std::numeric_limits<float>::lowest()
+                        : dtype == at::kDouble ? std::numeric_limits<double>::lowest()
+                        : dtype == at::kHalf   ? -65504.0
+                                               : -3.3895313892515355e38;  // bf16 lowest
+  const at::Tensor mask =
+      at::where(allowed, at::zeros({}, opts.dtype(dtype)), at::full({}, lowest, opts.dtype(dtype))).unsqueeze(1);
+
+  const rotary_tables rope = make_rotary(positions, config.head_dim, config.rope_theta, dtype);
+  for (std::int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    auto layer = layers->ptr<DecoderLayerImpl>(static_cast<std::size_t>(i));
+    at::Tensor* kc = cache != nullptr ? &cache->k[static_cast<std::size_t>(i)] : nullptr;
+    at::Tensor* vc = cache != nullptr ? &cache->v[static_cast<std::size_t>(i)] : nullptr;
+    h = layer->forward(h, rope, mask, kc, vc, past);
+  }
+  if (cache != nullptr) cache->length = S;
+  return norm(h);
+}
+
+CausalLMImpl::CausalLMImpl(const model_config& c) : config(c) {
+  model = register_module("model", Transformer(c));
+  if (!c.tie_word_embeddings) lm_head = register_module("lm_head", linear(c.hidden_size, c.vocab_size, false));
+}
+
+at::Tensor CausalLMImpl::output_weight() const {
+  return lm_head ? lm_head->weight : model->embed_tokens->weight;
+}
+
+at::Tensor CausalLMImpl::forward(const at::Tensor& ids, const forward_args& args) {
+  at::Tensor h = model->forward(ids, args);
+  if (args.last_only) h = h.narrow(1, h.size(1) - 1, 1);
+  return at::matmul(h, output_weight().t());
+}
+
+}  // namespace kforge::model
