@@ -13,7 +13,8 @@ namespace kforge::tasks {
 /// Adds `tasks` and its subcommands to `app`, filling `opt`; after parsing, when the returned
 /// subcommand was given, run_tasks_subcommand runs it.
 inline CLI::App* add_tasks_subcommand(CLI::App& app, tasks_options& opt) {
-  auto* cmd = app.add_subcommand("tasks", "Task library: list, show and validate tasks");
+  auto* cmd = app.add_subcommand("tasks", "Task library: list, show, validate, synthesize and time "
+                                          "tasks");
   cmd->require_subcommand(1);
   auto* list = cmd->add_subcommand("list", "List tasks (default: the built-in library)");
   list->add_option("--category,-c", opt.category,
@@ -32,7 +33,34 @@ inline CLI::App* add_tasks_subcommand(CLI::App& app, tasks_options& opt) {
                        "smallest (default), variants (every variant) or all (the primary shapes "
                        "too)")
       ->check(CLI::IsMember({"smallest", "variants", "all"}));
-  cmd->add_subcommand("synth", "Synthesize tasks (not available yet)")->allow_extras();
+  auto* synth = cmd->add_subcommand(
+      "synth", "Synthesize tasks: chains of 1-5 catalogue ops, kept when they run, are "
+               "deterministic, not degenerate and in the eager-time window; deduplicated by op "
+               "signature. Ends with a count per rejection reason");
+  synth->add_option("--count,-n", opt.count, "Tasks to keep (default 100)")
+      ->check(CLI::PositiveNumber);
+  synth->add_option("--seed", opt.seed, "Seed; the same seed gives the same tasks (default 1)");
+  synth->add_option("--out,-o", opt.out, "JSON Lines file for the kept tasks")->required();
+  synth->add_option("--device", opt.device,
+                    "auto (default: cuda when visible, else cpu at reduced shapes), cpu, cuda or "
+                    "cuda:N");
+  synth->add_option("--max-ops", opt.max_ops, "Longest op chain, 1-5 (default 5)")
+      ->check(CLI::Range(1, 5));
+  synth->add_option("--exclude", opt.exclude,
+                    "Benchmark task file(s), or 'builtin' for the built-in library: drop tasks "
+                    "with the same signature, reference or op skeleton (contamination)");
+  synth->add_option("--max-seconds", opt.max_seconds,
+                    "Stop after this long, still writing the table (default: no limit)");
+  synth->add_option("--max-tries", opt.max_tries,
+                    "Candidates to try before giving up (default 50 x count)");
+  synth->add_option("--min-ms", opt.min_ms, "Eager-time window, low end in ms (default 0.1)");
+  synth->add_option("--max-ms", opt.max_ms, "Eager-time window, high end in ms (default 20)");
+  synth->add_option("--trials", opt.trials, "Timed trials per candidate on a GPU (default 10)");
+  synth->add_flag("--verbose,-v", opt.verbose, "One line per candidate: kept, or why not");
+  synth->preparse_callback([&opt](std::size_t) {
+    opt.device = "auto";
+    opt.trials = 10;
+  });
   auto* baseline = cmd->add_subcommand(
       "baseline", "Time every reference eagerly (CUDA events, L2 flushed) and write the times");
   baseline->add_option("file", opt.files, "Task file(s); default: the built-in library");

@@ -12,6 +12,7 @@
 
 #include "tasks/inputs.hpp"
 #include "tasks/reference.hpp"
+#include "tasks/synth_run.hpp"
 #include "tasks/task_check.hpp"
 #endif
 
@@ -222,6 +223,61 @@ int baseline(const tasks_options& opt, std::ostream& out, std::ostream& err) {
 }
 #endif
 
+#ifdef KFORGE_TASKS_WITH_TORCH
+/// Synthesizes tasks (tasks/synth_run.hpp) into --out and prints the rejection table.
+int synthesize(const tasks_options& opt, std::ostream& out, std::ostream& err) {
+  if (opt.out.empty()) {
+    err << "kforge tasks synth: --out FILE is required (the kept tasks, as JSON Lines)\n";
+    return 2;
+  }
+  synth::synth_options so;
+  if (opt.device == "auto") {
+    so.dev = cuda_available() ? device::cuda(0) : device::cpu();
+  } else {
+    auto dev = device::parse(opt.device);
+    if (!dev) {
+      err << "kforge tasks synth: --device: " << dev.message() << "\n";
+      return 2;
+    }
+    if (dev->type == device::kind::cuda && !cuda_available()) {
+      err << "kforge tasks synth: --device " << opt.device
+          << ": no CUDA device visible (use --device cpu to synthesize on the CPU)\n";
+      return 2;
+    }
+    so.dev = *dev;
+  }
+  so.count = opt.count;
+  so.seed = opt.seed;
+  so.max_ops = opt.max_ops;
+  so.max_tries = opt.max_tries;
+  so.min_ms = opt.min_ms;
+  so.max_ms = opt.max_ms;
+  so.trials = opt.trials;
+  so.exclude = opt.exclude;
+  so.max_seconds = opt.max_seconds;
+  so.verbose = opt.verbose;
+  std::ofstream file(opt.out);
+  if (!file) {
+    err << "kforge tasks synth: cannot write " << opt.out << "\n";
+    return 2;
+  }
+  auto rep = synth::synthesize(so, file, err);
+  if (!rep) {
+    err << "kforge tasks synth: " << rep.message() << "\n";
+    return 2;
+  }
+  out << synth::format_report(*rep, so);
+  out << "written to " << opt.out << "\n";
+  if (rep->kept < so.count) {
+    err << "kforge tasks synth: kept " << rep->kept << " of the " << so.count << " asked for ("
+        << (rep->out_of_time ? "time limit" : "--max-tries") << " reached after " << rep->tried
+        << " tries)\n";
+    return 1;
+  }
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int tasks_command(const tasks_options& opt, std::ostream& out, std::ostream& err) {
@@ -237,10 +293,13 @@ int tasks_command(const tasks_options& opt, std::ostream& out, std::ostream& err
 #endif
   }
   if (opt.action == "synth") {
-    err << "kforge tasks synth: not available yet (issue 4: the op catalogue with shape rules, "
-           "compositions of 1-5 ops, execution-driven filters and dedup by op signature remain "
-           "to be built)\n";
+#ifdef KFORGE_TASKS_WITH_TORCH
+    return synthesize(opt, out, err);
+#else
+    err << "kforge tasks synth: not available in this build (it runs references with "
+           "LibTorch; configure with -DKFORGE_WITH_TORCH=ON)\n";
     return 3;
+#endif
   }
   if (opt.action == "baseline") {
 #ifdef KFORGE_TASKS_WITH_TORCH

@@ -7,9 +7,15 @@
 //                                                         parse, compile and run each reference
 //                                                         (CPU, smallest shapes) with the
 //                                                         degenerate-task checks of task_check.hpp
-//   kforge tasks synth | baseline                         not available yet (exit 3)
+//   kforge tasks synth --count N --seed S --out FILE [--device D] [--max-ops K]
+//                      [--exclude F|builtin ...] [--max-tries T] [--max-seconds X]
+//                      [--min-ms A --max-ms B] [--trials R] [--verbose]
+//                                                         synthesize tasks (tasks/synth_run.hpp)
+//                                                         and print the rejection table
+//   kforge tasks baseline [FILE ...] [--device D] [--out F] eager time of every reference
 // Without files, the built-in library is used.
 
+#include <cstdint>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -26,19 +32,38 @@ struct tasks_options {
   std::string id;
   /// list: only this category.
   std::optional<std::string> category;
-  /// validate: where references run ("cpu", "cuda", "cuda:N").
+  /// validate, baseline, synth: where references run ("cpu", "cuda", "cuda:N"; synth also
+  /// "auto": cuda when visible, else cpu).
   std::string device = "cpu";
   /// validate: which shapes to run: "smallest" (what CI runs), "variants" (every variant) or
   /// "all" (the primary shapes too: slow on a CPU, they are sized for an H200).
   std::string shapes = "smallest";
-  /// baseline: JSON Lines file of the timings (empty: only the table).
+  /// baseline: JSON Lines file of the timings (empty: only the table); synth: of the kept tasks.
   std::string out;
-  /// baseline: timed trials per reference (the median is reported).
+  /// baseline, synth: timed trials per reference (the median is reported / filtered on).
   int trials = 30;
+  /// synth: tasks to keep.
+  int count = 100;
+  /// synth: the seed; the same seed gives the same tasks.
+  std::uint64_t seed = 1;
+  /// synth: longest op chain (1-5).
+  int max_ops = 5;
+  /// synth: candidates to try before giving up (0: 50 x count).
+  int max_tries = 0;
+  /// synth: benchmark task files whose tasks must not be repeated ("builtin": the library).
+  std::vector<std::string> exclude;
+  /// synth: stop after this many seconds, still printing the table (0: no limit).
+  double max_seconds = 0.0;
+  /// synth: the eager-time window in ms (measured on a GPU, estimated on the CPU).
+  double min_ms = 0.1;
+  double max_ms = 20.0;
+  /// synth: one line per candidate on the error stream.
+  bool verbose = false;
 };
 
-/// Returns the exit code: 0 success; 1 a task failed validation; 2 bad input (unreadable or
-/// malformed file, unknown id or category, bad device); 3 not available in this build or yet.
+/// Returns the exit code: 0 success; 1 a task failed validation, a reference failed to time, or
+/// synth kept fewer than --count tasks within --max-tries; 2 bad input (unreadable or malformed
+/// file, unknown id or category, bad device, bad option); 3 not available in this build.
 int tasks_command(const tasks_options& opt, std::ostream& out, std::ostream& err);
 
 }  // namespace kforge::tasks

@@ -82,10 +82,16 @@ TEST_CASE("tasks show: one task as JSON that parses back; an unknown id is exit 
   CHECK(r.err.find("no task 'l1/no_such_task'") != std::string::npos);
 }
 
-TEST_CASE("tasks synth is not available yet (exit 3, saying what remains)") {
-  auto r = run(action("synth"));
+TEST_CASE("tasks synth needs --out; an unknown action is exit 2") {
+  auto o = action("synth");
+  o.device = "cpu";
+  auto r = run(o);
+#ifdef KFORGE_TASKS_WITH_TORCH
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--out FILE is required") != std::string::npos);
+#else
   CHECK(r.code == 3);
-  CHECK(r.err.find("not available yet") != std::string::npos);
+#endif
   r = run(action("frobnicate"));
   CHECK(r.code == 2);
 }
@@ -119,6 +125,40 @@ TEST_CASE("tasks baseline times every reference and writes one JSON line per tas
   o.trials = 5;
   o.out = "/nonexistent-dir/x.jsonl";
   CHECK(run(o).code == 2);
+}
+
+TEST_CASE("tasks synth writes the kept tasks and ends with the rejection table") {
+  const auto out_file = std::string("/tmp/kforge-synth-cmd-test-") + std::to_string(::getpid());
+  auto o = action("synth");
+  o.device = "cpu";
+  o.count = 3;
+  o.seed = 4;
+  o.out = out_file;
+  auto r = run(o);
+  CHECK_MESSAGE(r.code == 0, (r.out + r.err));
+  CHECK(r.out.find("synth: 3 kept of ") != std::string::npos);
+  CHECK(r.out.find("output ignores an input") != std::string::npos);
+  CHECK(r.out.find("written to " + out_file) != std::string::npos);
+  auto tasks = load_task_file(out_file);
+  REQUIRE_MESSAGE(tasks.ok(), (tasks.ok() ? "" : tasks.message()));
+  CHECK(tasks->size() == 3);
+
+  o.max_tries = 2;  // cannot keep 3 in 2 tries
+  r = run(o);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("--max-tries reached") != std::string::npos);
+  o.max_tries = 0;
+  o.device = "tpu";
+  CHECK(run(o).code == 2);
+  o.device = "cpu";
+  o.exclude = {"/nonexistent-dir/bench.jsonl"};
+  r = run(o);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--exclude") != std::string::npos);
+  o.exclude.clear();
+  o.out = "/nonexistent-dir/x.jsonl";
+  CHECK(run(o).code == 2);
+  std::remove(out_file.c_str());
 }
 
 TEST_CASE("tasks validate: per-task verdicts; parse, compile and degeneracy failures exit 1") {
