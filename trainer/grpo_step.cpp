@@ -4,6 +4,8 @@
 // twice the compile time.
 #include <torch/types.h>
 #include <torch/optim/adamw.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 #include <torch/utils.h>
 
 #include <algorithm>
@@ -86,6 +88,54 @@ grpo_stepper& grpo_stepper::operator=(grpo_stepper&&) noexcept = default;
 
 const grpo_step_options& grpo_stepper::options() const noexcept { return impl_->opt; }
 std::int64_t grpo_stepper::steps() const noexcept { return impl_->steps; }
+
+namespace {
+// Next to the optimiser's own keys ("pytorch_version", "param_groups", "state").
+constexpr const char* steps_key = "kforge_grpo_steps";
+}  // namespace
+
+status grpo_stepper::save_state(const std::string& path) const {
+  try {
+    torch::serialize::OutputArchive archive;
+    impl_->adamw.save(archive);
+    archive.write(steps_key, torch::tensor(impl_->steps, torch::kLong));
+    archive.save_to(path);
+  } catch (const std::exception& e) {
+    return error{path + ": cannot write the optimiser state: " + e.what()};
+  }
+  return {};
+}
+
+status grpo_stepper::load_state(const std::string& path) {
+  auto& st = *impl_;
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    at::Tensor steps;
+    archive.read(steps_key, steps);
+    // Load into a scratch optimiser over the same parameters first: a file that does not fit
+    // (another model, a corrupt archive) must leave this one as it was.
+    torch::optim::AdamW scratch(st.params, torch::optim::AdamWOptions(st.opt.lr));
+    scratch.load(archive);
+    for (const auto& [key, state] : scratch.state()) {
+      auto* adam = dynamic_cast<torch::optim::AdamWParamState*>(state.get());
+      if (adam == nullptr) throw std::runtime_error("state of another optimiser type");
+      bool found = false;
+      for (const auto& p : st.params)
+        if (c10::guts::to_string(p.unsafeGetTensorImpl()) == key) {
+          found = true;
+          if (!adam->exp_avg().sizes().equals(p.sizes()))
+            throw std::runtime_error("a moment's shape does not match its parameter's");
+        }
+      if (!found) throw std::runtime_error("state of a parameter this stepper does not hold");
+    }
+    st.adamw.load(archive);
+    st.steps = steps.item<std::int64_t>();
+  } catch (const std::exception& e) {
+    return error{path + ": cannot load the optimiser state: " + e.what()};
+  }
+  return {};
+}
 
 namespace {
 

@@ -17,8 +17,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "common/result.hpp"
 #include "trainer/grpo.hpp"
 
 namespace kforge::trainer {
@@ -117,6 +119,15 @@ class grpo_stepper {
   const grpo_step_options& options() const noexcept;
   /// AdamW steps taken.
   std::int64_t steps() const noexcept;
+
+  /// Writes the optimiser state to `path` (LibTorch's archive format): AdamW's moments and
+  /// per-parameter step counts, its hyper-parameters, and steps(). With the same weights, a stepper
+  /// that load_state()s it takes bit-identical steps to this one.
+  [[nodiscard]] status save_state(const std::string& path) const;
+  /// Restores a save_state() file into this stepper, whose parameters must be in the same order and
+  /// shapes as the saver's. The hyper-parameters stay this stepper's options (LibTorch does not
+  /// restore them from the file). On error the stepper is unchanged.
+  [[nodiscard]] status load_state(const std::string& path);
 
  private:
   struct impl;

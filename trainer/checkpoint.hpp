@@ -1,0 +1,55 @@
+#pragma once
+// The trainer's checkpoint directory and the torch-free part of its contents.
+//
+// A checkpoint is a directory:
+//   model.safetensors     policy weights, Hugging Face names (model/weights.hpp); with config.json,
+//                         generation_config.json and tokenizer files when the trainer knows the
+//                         checkpoint it started from, so the directory is a loadable model too
+//   optimizer.pt          AdamW state and the stepper's step count (grpo_stepper::save_state)
+//   trainer_state.json    this file's trainer_state: step, policy version, seed, KL controller
+//                         state, RNG states
+// It is written into `<dir>.tmp` and swapped into place only when complete (commit_checkpoint_dir),
+// so a crash while saving leaves the previous checkpoint readable.
+//
+// Plain C++ (no LibTorch): the RNG states travel as the opaque bytes Generator::get_state() gives.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.hpp"
+
+namespace kforge::trainer {
+
+inline constexpr const char* checkpoint_weights_file = "model.safetensors";
+inline constexpr const char* checkpoint_optimizer_file = "optimizer.pt";
+inline constexpr const char* checkpoint_state_file = "trainer_state.json";
+
+/// Everything of a resumable run that is not a tensor of the model or the optimiser.
+struct trainer_state {
+  std::int64_t step = 0;               ///< training batches consumed (steps, skipped ones included)
+  std::uint64_t policy_version = 0;    ///< version of the saved weights
+  std::uint64_t seed = 0;              ///< the run's seed
+  std::string kl_controller;           ///< kl_controller::to_json()
+  std::vector<std::uint8_t> cpu_rng;   ///< LibTorch's default CPU generator state
+  std::vector<std::vector<std::uint8_t>> cuda_rng;  ///< default CUDA generator per device
+};
+
+/// JSON text of a state (RNG bytes as hex; the KL controller state nested as an object).
+std::string to_json(const trainer_state& state);
+/// Parses to_json() output; `source` (the file) prefixes every error.
+[[nodiscard]] result<trainer_state> parse_trainer_state(std::string_view text, const std::string& source);
+
+/// Reads `dir`/trainer_state.json.
+[[nodiscard]] result<trainer_state> read_trainer_state(const std::string& dir);
+/// Writes `dir`/trainer_state.json.
+[[nodiscard]] status write_trainer_state(const std::string& dir, const trainer_state& state);
+
+/// A fresh, empty `<dir>.tmp` to write a checkpoint into (any stale one removed); returns its path.
+[[nodiscard]] result<std::string> begin_checkpoint_dir(const std::string& dir);
+/// Moves the completed `<dir>.tmp` to `dir`, replacing a previous checkpoint there: the old one is
+/// renamed to `<dir>.old` first and removed last, so one of the two is whole at every moment.
+[[nodiscard]] status commit_checkpoint_dir(const std::string& dir);
+
+}  // namespace kforge::trainer

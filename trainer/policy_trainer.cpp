@@ -1,0 +1,257 @@
+#include "trainer/policy_trainer.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+
+#include "model/weights.hpp"
+#include "trainer/checkpoint.hpp"
+
+namespace kforge::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A copy of `policy`'s weights on its device and dtype, frozen (no grad), in eval mode.
+model::CausalLM frozen_copy(model::CausalLM& policy) {
+  model::CausalLM ref(policy->config);
+  const at::Tensor w = policy->output_weight();
+  ref->to(w.device(), w.scalar_type());
+  at::NoGradGuard no_grad;
+  const auto src = policy->named_parameters(/*recurse=*/true);
+  for (auto& item : ref->named_parameters(/*recurse=*/true)) {
+    item.value().copy_(src[item.key()]);
+    item.value().set_requires_grad(false);
+  }
+  const auto src_buf = policy->named_buffers(/*recurse=*/true);
+  for (auto& item : ref->named_buffers(/*recurse=*/true)) item.value().copy_(src_buf[item.key()]);
+  ref->eval();
+  return ref;
+}
+
+/// Completion log-probs of `lm` under the sampling temperature (generate()'s convention).
+logprob_fn logprobs_of(model::CausalLM lm, double temperature, std::int64_t pad) {
+  return [lm, temperature, pad](const std::vector<const grpo_sample*>& samples) mutable {
+    const auto packed = pack_sequences(samples, pad);
+    const auto dev = lm->output_weight().device();
+    at::Tensor logits = lm->forward(packed.tokens.to(dev));
+    if (temperature > 0 && temperature != 1.0) logits = logits.to(at::kFloat) / temperature;
+    return gather_completion_logp(logits, packed);
+  };
+}
+
+std::vector<at::Generator> default_generators() {
+  std::vector<at::Generator> gens{at::globalContext().defaultGenerator(at::DeviceType::CPU)};
+  if (at::hasCUDA())
+    for (int i = 0; i < at::detail::getCUDAHooks().getNumGPUs(); ++i)
+      gens.push_back(at::globalContext().defaultGenerator(
+          at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(i))));
+  return gens;
+}
+
+std::vector<std::uint8_t> generator_state(at::Generator gen) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  const at::Tensor t = gen.get_state().contiguous();
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(t.nbytes()));
+  std::memcpy(out.data(), t.data_ptr(), out.size());
+  return out;
+}
+
+void set_generator_state(at::Generator gen, const std::vector<std::uint8_t>& bytes) {
+  at::Tensor t = at::empty({static_cast<std::int64_t>(bytes.size())}, at::kByte);
+  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(t);
+}
+
+status check_tokens(const std::vector<std::int64_t>& ids, std::int64_t vocab, const std::string& what) {
+  for (auto id : ids)
+    if (id < 0 || id >= vocab)
+      return error{what + ": token " + std::to_string(id) + " is outside the vocabulary [0, " +
+                   std::to_string(vocab) + ")"};
+  return {};
+}
+
+}  // namespace
+
+std::string format_step_log(const policy_step_stats& s) {
+  std::ostringstream o;
+  o.precision(6);
+  o << "step=" << s.step << " batch=" << s.batch_step << " version=" << s.policy_version
+    << " stepped=" << (s.grpo.stepped ? 1 : 0) << " loss=" << s.grpo.loss.loss
+    << " pg_loss=" << s.grpo.loss.policy_loss << " kl=" << s.grpo.loss.mean_kl
+    << " kl_coef_used=" << s.grpo.kl_coef << " kl_coef=" << s.kl.coef
+    << " kl_window=" << s.kl.window_mean << " reward=" << s.grpo.advantages.reward_mean
+    << " ratio=" << s.grpo.loss.mean_ratio << " clip=" << s.grpo.loss.clip_fraction
+    << " is_w=" << s.grpo.loss.mean_is_weight << " grad_norm=" << s.grpo.grad_norm
+    << " samples=" << s.grpo.samples << " stale=" << s.grpo.stale_samples
+    << " excluded=" << s.excluded_samples << " groups=" << s.grpo.advantages.groups
+    << " equal_groups=" << s.grpo.advantages.equal_groups << " tokens=" << s.completion_tokens
+    << " s=" << s.seconds;
+  return o.str();
+}
+
+struct policy_trainer::impl {
+  impl(model::CausalLM p, policy_trainer_options o)
+      : policy(std::move(p)),
+        reference(frozen_copy(policy)),
+        opt(std::move(o)),
+        stepper(policy->parameters(/*recurse=*/true), opt.step),
+        kl(opt.kl),
+        version(opt.initial_version) {}
+  model::CausalLM policy;
+  model::CausalLM reference;
+  policy_trainer_options opt;
+  grpo_stepper stepper;
+  kl_controller kl;
+  std::int64_t steps = 0;
+  std::uint64_t version = 0;
+  log_sink sink;
+};
+
+policy_trainer::policy_trainer(model::CausalLM policy, policy_trainer_options options) {
+  if (!policy) throw std::invalid_argument("policy_trainer: no policy model");
+  if (!(options.temperature >= 0))
+    throw std::invalid_argument("policy_trainer_options.temperature: must be >= 0");
+  if (auto s = validate(options.kl); !s)
+    throw std::invalid_argument("policy_trainer_options.kl: " + s.message());
+  impl_ = std::make_unique<impl>(std::move(policy), std::move(options));
+}
+policy_trainer::~policy_trainer() = default;
+policy_trainer::policy_trainer(policy_trainer&&) noexcept = default;
+policy_trainer& policy_trainer::operator=(policy_trainer&&) noexcept = default;
+
+result<policy_step_stats> policy_trainer::step(const train_batch& batch) {
+  auto& st = *impl_;
+  const auto start = std::chrono::steady_clock::now();
+  policy_step_stats out;
+  out.batch_step = batch.step;
+
+  const std::int64_t vocab = st.policy->config.vocab_size;
+  std::vector<grpo_group> groups;
+  groups.reserve(batch.groups.size());
+  for (std::size_t g = 0; g < batch.groups.size(); ++g) {
+    grpo_group group;
+    for (std::size_t i = 0; i < batch.groups[g].samples.size(); ++i) {
+      const auto& s = batch.groups[g].samples[i];
+      if (!s.excluded.empty()) {
+        ++out.excluded_samples;
+        continue;
+      }
+      const std::string where = "train batch " + std::to_string(batch.step) + ": group " +
+                                std::to_string(g) + ", sample " + std::to_string(i);
+      if (s.prompt_tokens.empty()) return error{where + ": empty prompt"};
+      if (!s.logprobs.empty() && s.logprobs.size() != s.completion_tokens.size())
+        return error{where + ": " + std::to_string(s.logprobs.size()) + " log-probs for " +
+                     std::to_string(s.completion_tokens.size()) + " completion tokens"};
+      if (auto c = check_tokens(s.prompt_tokens, vocab, where + " prompt"); !c) return c.err();
+      if (auto c = check_tokens(s.completion_tokens, vocab, where + " completion"); !c) return c.err();
+      grpo_sample gs;
+      gs.prompt = s.prompt_tokens;
+      gs.completion = s.completion_tokens;
+      gs.reward = s.reward;
+      gs.behaviour_logp = s.logprobs;
+      gs.policy_version = s.policy_version;
+      group.samples.push_back(std::move(gs));
+    }
+    // A group left empty by exclusions has nothing to train on (and no group of size 0 exists).
+    if (!group.samples.empty()) groups.push_back(std::move(group));
+  }
+
+  st.policy->train();
+  try {
+    out.grpo = st.stepper.step(groups, logprobs_of(st.policy, st.opt.temperature, st.opt.pad_token),
+                               logprobs_of(st.reference, st.opt.temperature, st.opt.pad_token),
+                               st.kl.coef(), st.version);
+  } catch (const std::exception& e) {
+    return error{"train batch " + std::to_string(batch.step) + ": " + e.what()};
+  }
+  out.completion_tokens = out.grpo.loss.tokens;
+  if (out.grpo.stepped) {
+    out.kl = st.kl.update(out.grpo.loss.mean_kl);
+    ++st.version;
+  } else {  // nothing trained on: no KL measured, the coefficient stays
+    out.kl.coef = st.kl.coef();
+    out.kl.window_mean = st.kl.window_mean();
+    out.kl.accepted = false;
+  }
+  ++st.steps;
+  out.step = st.steps;
+  out.policy_version = st.version;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (st.sink) st.sink(out);
+  return out;
+}
+
+status policy_trainer::save_checkpoint(const std::string& dir) {
+  auto& st = *impl_;
+  auto tmp = begin_checkpoint_dir(dir);
+  if (!tmp) return tmp.err();
+  const fs::path path(*tmp);
+  status s = st.opt.source_dir.empty()
+                 ? model::save_weights(*st.policy, (path / checkpoint_weights_file).string())
+                 : model::save_checkpoint(*st.policy, *tmp, st.opt.source_dir);
+  if (!s) return s;
+  if (s = st.stepper.save_state((path / checkpoint_optimizer_file).string()); !s) return s;
+  trainer_state ts;
+  ts.step = st.steps;
+  ts.policy_version = st.version;
+  ts.seed = st.opt.seed;
+  ts.kl_controller = st.kl.to_json();
+  try {
+    const auto gens = default_generators();
+    ts.cpu_rng = generator_state(gens.front());
+    for (std::size_t i = 1; i < gens.size(); ++i) ts.cuda_rng.push_back(generator_state(gens[i]));
+  } catch (const std::exception& e) {
+    return error{dir + ": cannot read the random generators' state: " + e.what()};
+  }
+  if (s = write_trainer_state(*tmp, ts); !s) return s;
+  return commit_checkpoint_dir(dir);
+}
+
+status policy_trainer::load_checkpoint(const std::string& dir) {
+  auto& st = *impl_;
+  auto ts = read_trainer_state(dir);
+  if (!ts) return ts.err();
+  if (ts->seed != st.opt.seed)
+    return error{dir + ": seed " + std::to_string(ts->seed) + " differs from this run's " +
+                 std::to_string(st.opt.seed)};
+  kl_controller kl(st.opt.kl);
+  if (auto s = kl.from_json(ts->kl_controller); !s) return error{dir + ": " + s.message()};
+  auto tensors = model::checkpoint_tensors::open((fs::path(dir) / checkpoint_weights_file).string());
+  if (!tensors) return tensors.err();
+  if (auto s = model::load_weights(*st.policy, *tensors); !s) return s;
+  if (auto s = st.stepper.load_state((fs::path(dir) / checkpoint_optimizer_file).string()); !s)
+    return s;
+  try {
+    const auto gens = default_generators();
+    set_generator_state(gens.front(), ts->cpu_rng);
+    // A checkpoint from a host with other GPUs restores the devices both have.
+    for (std::size_t i = 1; i < gens.size() && i - 1 < ts->cuda_rng.size(); ++i)
+      set_generator_state(gens[i], ts->cuda_rng[i - 1]);
+  } catch (const std::exception& e) {
+    return error{dir + ": cannot restore the random generators' state: " + e.what()};
+  }
+  st.kl = std::move(kl);
+  st.steps = ts->step;
+  st.version = ts->policy_version;
+  return {};
+}
+
+void policy_trainer::set_log_sink(log_sink sink) { impl_->sink = std::move(sink); }
+model::CausalLM& policy_trainer::policy() noexcept { return impl_->policy; }
+const model::CausalLM& policy_trainer::reference() const noexcept { return impl_->reference; }
+const kl_controller& policy_trainer::kl() const noexcept { return impl_->kl; }
+const grpo_stepper& policy_trainer::stepper() const noexcept { return impl_->stepper; }
+std::int64_t policy_trainer::steps() const noexcept { return impl_->steps; }
+std::uint64_t policy_trainer::policy_version() const noexcept { return impl_->version; }
+const policy_trainer_options& policy_trainer::options() const noexcept { return impl_->opt; }
+
+}  // namespace kforge::trainer

@@ -1,0 +1,132 @@
+#pragma once
+// GRPO on the policy model: a TrainBatch in, one optimisation step of a kforge::model causal LM
+// out, with a frozen copy of the starting weights as the KL reference, the adaptive KL coefficient
+// (kl_controller) and checkpoint / resume (checkpoint.hpp).
+//
+// step(): the batch's groups (excluded samples dropped) -> grpo_stepper::step with the policy's and
+// the reference's completion log-probs (prompt + completion packed right-padded, one forward each,
+// logits divided by the sampling temperature as the sampler's behaviour log-probs were) and the
+// controller's coefficient -> the controller sees the step's mean KL -> the policy version rises
+// by one when the weights changed. Every step's statistics go to the log sink.
+//
+// Resume: build the trainer from the same starting checkpoint (the reference is those weights),
+// then load_checkpoint(): policy weights, optimiser, KL controller, step, version and LibTorch's
+// default generators are restored, so the run continues exactly as the uninterrupted one would
+// (tested bit for bit on CPU). Random numbers the trainer's caller draws elsewhere (e.g. a sampler's
+// seed) must come from the default generator or from (seed, step) to be covered.
+//
+// Includes LibTorch through model/transformer.hpp.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+#include "model/transformer.hpp"
+#include "trainer/grpo_step.hpp"
+#include "trainer/kl_controller.hpp"
+
+namespace kforge::trainer {
+
+/// One scored completion; mirrors messages/train.fbs SampleGroup.samples (Scored -> Verdict ->
+/// Candidate).
+struct train_sample {
+  std::vector<std::int64_t> prompt_tokens;      ///< Candidate.prompt_tokens (>= 1 token)
+  std::vector<std::int64_t> completion_tokens;  ///< Candidate.completion_tokens
+  std::vector<float> logprobs;                  ///< Candidate.logprobs: behaviour policy, one per
+                                                ///< completion token; empty: unknown
+  double reward = 0;                            ///< Scored.reward
+  std::uint64_t policy_version = 0;             ///< weights version that sampled it (the schema has
+                                                ///< no field for it yet)
+  std::string excluded;                         ///< Scored.excluded: non-empty = never trained on
+};
+
+/// The completions of one prompt; mirrors SampleGroup.
+struct sample_group {
+  std::uint64_t prompt_hash = 0;
+  std::uint64_t group_id = 0;
+  std::vector<train_sample> samples;
+};
+
+/// Mirrors TrainBatch.
+struct train_batch {
+  std::uint64_t step = 0;
+  std::vector<sample_group> groups;
+};
+
+struct policy_trainer_options {
+  /// Objective and optimiser (clip range, advantages, AdamW, grad clipping, micro-batches).
+  grpo_step_options step;
+  /// The adaptive KL coefficient.
+  kl_controller_options kl;
+  /// Temperature the samples were drawn at: the trainer's log-probs are log_softmax(logits / T),
+  /// as the behaviour log-probs of model/generate.hpp are (0 is read as 1, as there). > 0 or 0.
+  double temperature = 1.0;
+  /// Token placed in padding positions (never scored).
+  std::int64_t pad_token = 0;
+  /// Policy version of the starting weights.
+  std::uint64_t initial_version = 0;
+  /// The run's seed, kept in checkpoints for the caller's (seed, step)-derived streams.
+  std::uint64_t seed = 0;
+  /// The checkpoint the policy was loaded from. Non-empty: checkpoints also get its config.json,
+  /// generation_config.json and tokenizer files (model::save_checkpoint), so they load as models.
+  std::string source_dir;
+};
+
+/// What one step did, for the log.
+struct policy_step_stats {
+  std::int64_t step = 0;               ///< batches consumed, this one included
+  std::uint64_t batch_step = 0;        ///< the batch's own TrainBatch.step
+  std::uint64_t policy_version = 0;    ///< version of the weights after this step
+  grpo_step_stats grpo;                ///< loss, KL, clip, IS and advantage statistics
+  kl_update kl;                        ///< coefficient for the next step and the window mean
+  std::int64_t excluded_samples = 0;   ///< samples dropped for Scored.excluded
+  std::int64_t completion_tokens = 0;  ///< completion tokens trained on
+  double seconds = 0;                  ///< wall time of the step
+};
+
+/// One line "step=.. version=.. loss=.. kl=.. kl_coef=.. kl_window=.. ..." for logs.
+std::string format_step_log(const policy_step_stats& s);
+
+class policy_trainer {
+ public:
+  using log_sink = std::function<void(const policy_step_stats&)>;
+
+  /// Trains `policy` in place (its parameters must require grad). The reference is a frozen copy of
+  /// its weights now. Invalid options throw std::invalid_argument (a bug in the caller).
+  policy_trainer(model::CausalLM policy, policy_trainer_options options);
+  ~policy_trainer();
+  policy_trainer(policy_trainer&&) noexcept;
+  policy_trainer& operator=(policy_trainer&&) noexcept;
+
+  /// One GRPO step over `batch`. Errors (inconsistent samples, tokens outside the vocabulary, an
+  /// empty prompt) leave the weights unchanged.
+  [[nodiscard]] result<policy_step_stats> step(const train_batch& batch);
+
+  /// Writes a checkpoint directory (checkpoint.hpp), replacing one already at `dir`.
+  [[nodiscard]] status save_checkpoint(const std::string& dir);
+  /// Restores a save_checkpoint() directory into this trainer (built as the saver was). On error
+  /// the trainer may be partly restored: build a fresh one before trying again.
+  [[nodiscard]] status load_checkpoint(const std::string& dir);
+
+  /// Called after every step with its statistics (none by default).
+  void set_log_sink(log_sink sink);
+
+  model::CausalLM& policy() noexcept;
+  const model::CausalLM& reference() const noexcept;
+  const kl_controller& kl() const noexcept;
+  const grpo_stepper& stepper() const noexcept;
+  /// Batches consumed.
+  std::int64_t steps() const noexcept;
+  /// Version of the current weights.
+  std::uint64_t policy_version() const noexcept;
+  const policy_trainer_options& options() const noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace kforge::trainer
