@@ -8,6 +8,7 @@
 #include "pipeline/inspect_command.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/replay_command.hpp"
+#include "pipeline/sandbox_service.hpp"
 #include "sandbox/children.hpp"
 #include "sandbox/eval_cli.hpp"
 #include "tasks/tasks_cli.hpp"
@@ -31,8 +32,17 @@ int main(int argc, char** argv) {
   kforge::pipeline::worker_command_options worker;
   auto* worker_cmd = app.add_subcommand(
       "worker", "Run one process of a manifest's topology (the head starts local ones itself)");
-  worker_cmd->add_option("--manifest,-m", worker.manifest, "Pipeline manifest")->required();
-  worker_cmd->add_option("--process,-p", worker.process, "Process name in the manifest")->required();
+  worker_cmd->add_option("--manifest,-m", worker.manifest, "Pipeline manifest");
+  worker_cmd->add_option("--process,-p", worker.process, "Process name in the manifest");
+  std::string worker_role;
+  kforge::pipeline::sandbox_worker_options sandbox_worker;
+  worker_cmd->add_option("--role", worker_role,
+                         "sandbox: join a running sandbox pool without a manifest process entry")
+      ->check(CLI::IsMember({"sandbox"}));
+  worker_cmd->add_option("--connect", sandbox_worker.connect,
+                         "With --role sandbox: the pool's worker endpoint (tcp://HEAD:PORT)");
+  worker_cmd->add_option("--threads", sandbox_worker.threads,
+                         "With --role sandbox: candidates in flight (default 4)");
   worker_cmd->add_option("--run-dir", worker.run_dir, "Run directory (default: run.run_dir)");
   worker_cmd->add_option("--steps", worker.steps, "Training steps (the head passes its override)");
 
@@ -72,7 +82,18 @@ int main(int argc, char** argv) {
     if (no_progress) run.progress = false;
     return kforge::pipeline::run_command(run, std::cout, std::cerr);
   }
-  if (*worker_cmd) return kforge::pipeline::worker_command(worker, std::cerr);
+  if (*worker_cmd) {
+    if (worker_role == "sandbox") {
+      sandbox_worker.manifest = worker.manifest;
+      return kforge::pipeline::sandbox_worker_command(sandbox_worker, std::cout, std::cerr);
+    }
+    if (worker.manifest.empty() || worker.process.empty()) {
+      std::cerr << "kforge worker: needs --manifest FILE --process NAME (or --role sandbox "
+                   "--connect ENDPOINT)\n";
+      return 2;
+    }
+    return kforge::pipeline::worker_command(worker, std::cerr);
+  }
   if (*inspect_cmd) return kforge::pipeline::inspect(inspect, std::cout, std::cerr);
   if (*replay_cmd) return kforge::pipeline::replay(replay, std::cout, std::cerr);
   if (*manifest_cmd) {

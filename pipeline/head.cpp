@@ -121,7 +121,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   const auto host = probe_host();
   out << readiness_report(m, host) << "\n";
   bool stand_ins = false;
-  for (auto k : all_actor_kinds) stand_ins = stand_ins || (is_stand_in(k) && m.count(k) > 0);
+  for (auto k : all_actor_kinds) stand_ins = stand_ins || (is_stand_in(k, &m) && m.count(k) > 0);
   if (stand_ins)
     out << "NOTE: stand-ins run in place of the stages not built yet (marked above). The topology,\n"
            "bus, actors, recordings, metrics, reward and buffer are real; the candidates, verdicts\n"

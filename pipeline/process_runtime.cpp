@@ -7,6 +7,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -21,6 +22,7 @@
 #include "bus/worker.hpp"
 #include "messages/recording.hpp"
 #include "pipeline/outlet.hpp"
+#include "pipeline/sandbox_service.hpp"
 #include "pipeline/stage_factory.hpp"
 
 namespace kforge::pipeline {
@@ -61,16 +63,6 @@ struct inbound {
   std::optional<messages::recording_writer> recording;
 
   zmq::socket_ref handle() { return pull ? pull->handle() : sub->handle(); }
-};
-
-/// A sandbox worker thread's counters, read by the pump thread under the mutex.
-struct worker_slot {
-  std::string name;
-  std::optional<messages::recording_writer> recording;  ///< the worker thread's own
-  std::mutex mu;
-  actors::stage_core core;
-  std::uint64_t held = 0;
-  std::thread thread;
 };
 
 /// Sends the generation requests of step s once the trainer is close enough: sync mode waits for
@@ -371,49 +363,15 @@ struct process_runtime::impl {
       slot.core.count_error(w.err());
       return;
     }
-    auto logic = make_sandbox_logic(m);
-    while (!stop_requested.load()) {
-      auto item = w->next(100ms);
-      if (!item) {
-        std::lock_guard<std::mutex> g(slot.mu);
-        slot.core.count_error(item.err());
-        continue;
-      }
-      if (!item->has_value()) continue;
-      const auto& work = (*item)->work;
-      if (slot.recording) slot.recording->write(work, wall_time_ns());
-      wire::VerdictT v;
-      std::unique_lock<std::mutex> g(slot.mu);
-      slot.core.count_received();
-      slot.held = w->held();
-      g.unlock();
-      auto cand = actors::candidate_msg::make(work);
-      if (!cand) {
-        v.status = wire::VerdictStatus::infra_error;
-        v.reason = "malformed work item: " + cand.message();
-      } else {
-        const auto info = actors::envelope_info::of(cand->header());
-        auto r = slot.core.call([&] { return logic->evaluate(cand->payload(), info); });
-        if (r) {
-          v = std::move(*r);
-        } else {
-          v.candidate.reset(cand->payload().UnPack());
-          v.status = wire::VerdictStatus::infra_error;
-          v.reason = "sandbox logic failed: " + r.message();
-        }
-      }
-      v.worker = slot.name;
-      g.lock();
-      const auto h = slot.core.next_header(work->sample_id(), work->policy_version());
-      g.unlock();
-      auto done = w->complete((*item)->id, messages::pack(h, v));
-      g.lock();
-      if (done.ok())
-        slot.core.count_sent();
-      else
-        slot.core.count_error(done.err());
-      slot.held = w->held();
+    auto made = make_sandbox_logic(m);
+    if (!made) {
+      // No silent fallback to the stand-in: the worker stays out, the error shows in its metrics
+      // and the run ends as stalled with it.
+      std::lock_guard<std::mutex> g(slot.mu);
+      slot.core.count_error(made.err());
+      return;
     }
+    serve_sandbox_items(*w, *made, slot, stop_requested);
     (void)w->leave();
     if (slot.recording) (void)slot.recording->flush();
   }

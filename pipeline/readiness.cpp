@@ -73,7 +73,7 @@ std::string readiness_report(const manifest& m, const host_facts& h) {
         break;
       case actor_kind::sandbox_worker:
         needs = std::string(h.nvcc_ok ? "nvcc: ok" : "nvcc: MISSING") +
-                (h.gpus > 0 ? "; GPU: ok" : "; GPU: none, so compile-only once the sandbox exists");
+                (h.gpus > 0 ? "; GPU: ok" : "; GPU: none, so the nvcc backend is compile-only");
         break;
       case actor_kind::trainer:
         needs = h.torch + (h.torch_cuda ? "" : "; training will need CUDA LibTorch and NCCL");
@@ -81,7 +81,7 @@ std::string readiness_report(const manifest& m, const host_facts& h) {
       default:
         break;
     }
-    s << std::setw(16) << to_string(k) << std::setw(14) << where << logic_description(k) << "\n";
+    s << std::setw(16) << to_string(k) << std::setw(14) << where << logic_description(k, &m) << "\n";
     if (!needs.empty()) s << std::setw(30) << "" << needs << "\n";
   }
   return s.str();

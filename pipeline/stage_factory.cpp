@@ -1,5 +1,6 @@
 #include "pipeline/stage_factory.hpp"
 
+#include "pipeline/sandbox_stage.hpp"
 #include "pipeline/stage_logic.hpp"
 #include "pipeline/stand_ins.hpp"
 
@@ -24,7 +25,8 @@ std::shared_ptr<actors::task_source> make_task_source(const manifest& m) {
 std::shared_ptr<actors::sampler_logic> make_sampler_logic(const manifest& m) {
   return make_stand_in_sampler(stand_ins(m));
 }
-std::shared_ptr<actors::sandbox_logic> make_sandbox_logic(const manifest& m) {
+result<std::shared_ptr<actors::sandbox_logic>> make_sandbox_logic(const manifest& m) {
+  if (m.sandbox.backend == sandbox_backend::nvcc) return shared_nvcc_sandbox(m);
   return make_stand_in_sandbox(stand_ins(m));
 }
 std::shared_ptr<actors::reward_logic> make_reward_logic(const manifest& m) {
@@ -37,8 +39,10 @@ std::shared_ptr<actors::trainer_logic> make_trainer_logic(const manifest& m) {
   return make_stand_in_trainer(stand_ins(m));
 }
 
-bool is_stand_in(actor_kind k) noexcept {
+bool is_stand_in(actor_kind k, const manifest* m) noexcept {
   switch (k) {
+    case actor_kind::sandbox_worker:
+      return !m || m->sandbox.backend == sandbox_backend::stand_in;
     case actor_kind::reward:
     case actor_kind::buffer:
     case actor_kind::sandbox_pool:
@@ -48,7 +52,7 @@ bool is_stand_in(actor_kind k) noexcept {
   }
 }
 
-std::string logic_description(actor_kind k) {
+std::string logic_description(actor_kind k, const manifest* m) {
   switch (k) {
     case actor_kind::task_generator:
       return "stand-in: synthetic elementwise tasks (task library not built yet, issue 4)";
@@ -57,7 +61,13 @@ std::string logic_description(actor_kind k) {
     case actor_kind::sandbox_pool:
       return "real: load-balancing broker with heartbeats and re-queue";
     case actor_kind::sandbox_worker:
-      return "stand-in: synthetic verdicts, nothing compiled or run (sandbox not built yet, issue 3)";
+      if (m && m->sandbox.backend == sandbox_backend::nvcc)
+        return sandbox_gpus(*m).empty()
+                   ? "real: static checks + nvcc, COMPILE-ONLY (no GPU in the group): verdict "
+                     "`compiled` at best"
+                   : "real: static checks, nvcc, verification and timing on GPU(s)";
+      return "stand-in: synthetic verdicts, nothing compiled or run (sandbox.backend = "
+             "\"stand-in\"; \"nvcc\" runs the real sandbox)";
     case actor_kind::reward:
       return "real: correctness + speedup reward with the two-level baseline";
     case actor_kind::buffer:

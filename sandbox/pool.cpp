@@ -1,5 +1,8 @@
 #include "sandbox/pool.hpp"
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "common/subprocess.hpp"
 
 namespace kforge::sandbox {
@@ -7,6 +10,11 @@ namespace kforge::sandbox {
 result<std::unique_ptr<sandbox_pool>> sandbox_pool::create(pool_options options) {
   std::unique_ptr<sandbox_pool> pool(new sandbox_pool(std::move(options)));
   auto& o = pool->options_;
+  // nvcc runs in its own scratch directory: a relative cache path would point elsewhere there.
+  std::error_code ec;
+  if (!o.eval.compile.cache_dir.empty())
+    o.eval.compile.cache_dir = std::filesystem::absolute(o.eval.compile.cache_dir, ec).string();
+  if (!o.work_dir.empty()) o.work_dir = std::filesystem::absolute(o.work_dir, ec).string();
   auto ev = evaluator::create(o.eval);
   if (!ev) return error{ev.err().message};
   pool->evaluator_.emplace(std::move(*ev));
@@ -20,6 +28,10 @@ result<std::unique_ptr<sandbox_pool>> sandbox_pool::create(pool_options options)
     pool->compile_only_reason_ = "no GPU visible";
     return pool;
   }
+  // The children are `kforge sandbox-child|sandbox-ref`: this executable when it is kforge, or
+  // the one KFORGE_SANDBOX_PROGRAM names (tests and other programs that embed the sandbox).
+  if (o.run.program.empty())
+    if (const char* p = std::getenv("KFORGE_SANDBOX_PROGRAM"); p && *p) o.run.program = p;
   if (o.run.program.empty()) o.run.program = self_executable();
   auto probe = pool->evaluator_->probe_library(o.work_dir.empty() ? "/tmp" : o.work_dir);
   if (!probe) return error{probe.err().message};

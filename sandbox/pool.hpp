@@ -24,7 +24,8 @@ struct pool_options {
   std::vector<int> gpus;
   bool compile_only = false;
   int runners_per_gpu = 4;
-  /// Run settings shared by every GPU (`gpu` is filled per slot; `probe_library` by create).
+  /// Run settings shared by every GPU (`gpu` is filled per slot; `probe_library` by create;
+  /// an empty `program` means $KFORGE_SANDBOX_PROGRAM, else this executable).
   run_options run;
   /// Where the probe library goes when there is no compile cache.
   std::string work_dir;

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +57,34 @@ std::string describe_failure(const child_reply& r) {
 
 ms left_until(clock_type::time_point deadline) {
   return std::max(ms(1), std::chrono::duration_cast<ms>(deadline - clock_type::now()));
+}
+
+/// Starts `kforge ROLE` (a sandbox child) in `scratch` (created with `prefix` on first use) and
+/// sends it the handshake requests in order; every reply must be ok. The last reply, or why not.
+result<json> start_child(const run_options& o, const char* role, const char* prefix,
+                         std::shared_ptr<scratch_dir>& scratch, child_process& child,
+                         const std::vector<json>& handshake) {
+  if (!scratch) {
+    auto dir = scratch_dir::create(default_scratch_root(o.scratch_root), prefix);
+    if (!dir) return error{dir.err().message};
+    scratch = *dir;
+  }
+  auto started = child_process::start({o.program, role}, sandbox_child_options(o, scratch->path()));
+  if (!started) return error{std::string("cannot start ") + role + ": " + started.err().message};
+  child = std::move(*started);
+  json reply;
+  for (const json& req : handshake) {
+    const auto r = child.request(req.dump(), o.start_time_limit);
+    if (r.failure != child_failure::none)
+      return error{std::string(role) + " failed at " + req.at("op").get<std::string>() + ": " +
+                   r.detail + " " + child.take_output()};
+    reply = json::parse(r.json, nullptr, false);
+    if (reply.is_discarded() || !reply.value("ok", false))
+      return error{std::string(role) + ": " +
+                   (reply.is_discarded() ? r.json : reply.value("reason", r.json))};
+  }
+  child.take_output();
+  return reply;
 }
 
 }  // namespace
@@ -123,22 +153,10 @@ gpu_slot::gpu_slot(run_options options) : options_(std::move(options)) {}
 gpu_slot::~gpu_slot() = default;
 
 status gpu_slot::start_locked() {
-  if (!scratch_) {
-    auto dir = scratch_dir::create(default_scratch_root(options_.scratch_root), "kforge-ref-");
-    if (!dir) return error{dir.err().message};
-    scratch_ = *dir;
-  }
-  auto child = child_process::start({options_.program, "sandbox-ref"},
-                                    sandbox_child_options(options_, scratch_->path()));
-  if (!child) return error{"cannot start the reference server: " + child.err().message};
-  server_ = std::move(*child);
-  const auto r = server_.request(R"({"op":"hello"})", options_.start_time_limit);
-  if (r.failure != child_failure::none)
-    return error{"reference server did not start: " + r.detail + " " + server_.take_output()};
-  const auto j = json::parse(r.json, nullptr, false);
-  if (j.is_discarded() || !j.value("ok", false))
-    return error{"reference server: " + (j.is_discarded() ? r.json : j.value("reason", r.json))};
-  facts_json_ = j.at("gpu").dump();
+  auto hello = start_child(options_, "sandbox-ref", "kforge-ref-", scratch_, server_,
+                           {json{{"op", "hello"}}});
+  if (!hello) return error{hello.err().message};
+  facts_json_ = hello->at("gpu").dump();
   return {};
 }
 
@@ -162,18 +180,29 @@ result<std::string> gpu_slot::reference(const std::string& request) {
   return error{"reference server keeps dying: " + server_.take_output()};
 }
 
-gpu_slot::timing_lock::timing_lock(gpu_slot& s) : local_(s.timing_) {
-  // Other kforge processes on this host time on the same GPU: one flock per GPU ordinal.
-  const std::string path = "/tmp/kforge-gpu" + physical_gpu(s.options_.gpu) + ".timing.lock";
+gpu_slot::gpu_lock::gpu_lock(gpu_slot& s, bool exclusive) : slot_(s), exclusive_(exclusive) {
+  // Other kforge processes on this host use the same GPU: one flock per physical GPU.
+  const std::string path = "/tmp/kforge-gpu" + physical_gpu(s.options_.gpu) + ".lock";
+  std::lock_guard gate(s.gate_);
+  if (exclusive)
+    s.use_.lock();
+  else
+    s.use_.lock_shared();
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  if (fd_ >= 0)
+    while (::flock(fd_, exclusive ? LOCK_EX : LOCK_SH) != 0 && errno == EINTR) {
+    }
 }
 
-gpu_slot::timing_lock::~timing_lock() {
+gpu_slot::gpu_lock::~gpu_lock() {
   if (fd_ >= 0) {
     ::flock(fd_, LOCK_UN);
     ::close(fd_);
   }
+  if (exclusive_)
+    slot_.use_.unlock();
+  else
+    slot_.use_.unlock_shared();
 }
 
 // ---- runner ----
@@ -186,25 +215,9 @@ status runner::ensure_child() {
   if (child_.running() && served_ < o.recycle_after) return {};
   child_.kill();
   served_ = 0;
-  if (!scratch_) {
-    auto dir = scratch_dir::create(default_scratch_root(o.scratch_root), "kforge-run-");
-    if (!dir) return error{dir.err().message};
-    scratch_ = *dir;
-  }
-  auto child = child_process::start({o.program, "sandbox-child"},
-                                    sandbox_child_options(o, scratch_->path()));
-  if (!child) return error{"cannot start a sandbox child: " + child.err().message};
-  child_ = std::move(*child);
-  for (const json& req : {json{{"op", "hello"}}, json{{"op", "probe"}, {"library", o.probe_library}}}) {
-    const auto r = child_.request(req.dump(), o.start_time_limit);
-    if (r.failure != child_failure::none)
-      return error{"sandbox child failed at " + req.at("op").get<std::string>() + ": " + r.detail +
-                   " " + child_.take_output()};
-    const auto j = json::parse(r.json, nullptr, false);
-    if (j.is_discarded() || !j.value("ok", false))
-      return error{"sandbox child: " + (j.is_discarded() ? r.json : j.value("reason", r.json))};
-  }
-  child_.take_output();
+  auto ready = start_child(o, "sandbox-child", "kforge-run-", scratch_, child_,
+                           {json{{"op", "hello"}}, json{{"op", "probe"}, {"library", o.probe_library}}});
+  if (!ready) return error{ready.err().message};
   return {};
 }
 
@@ -216,6 +229,10 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
     out.reason = std::move(why);
     return out;
   };
+  // Starting a child (its probe kernel) and verification share the GPU with other runners'
+  // verification, never with a timed trial.
+  std::optional<gpu_slot::gpu_lock> verifying;
+  verifying.emplace(*slot_, false);
   if (auto st = ensure_child(); !st) return infra(st.err().message);
   const json task_json = json::parse(tasks::to_json_line(t));
   const auto checks = plan_checks(t, seed, o.max_variants);
@@ -231,7 +248,7 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   const json& shapes = prep.at("output_shapes");
 
   // The candidate's side, under its own deadline. A reply that is not ok decides the verdict.
-  const auto deadline = clock_type::now() + o.time_limit;
+  auto deadline = clock_type::now() + o.time_limit;
   bool child_failed = false;
   auto ask = [&](const json& req, json& reply) -> bool {
     const auto r = child_.request(req.dump(), left_until(deadline));
@@ -334,7 +351,10 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   const auto time_start = clock_type::now();
   std::vector<double> event_ms, wall_ms, base_ms;
   {
-    gpu_slot::timing_lock lock(*slot_);
+    verifying.reset();
+    gpu_slot::gpu_lock lock(*slot_, true);
+    // Waiting for the GPU is not the candidate's time: its budget starts again here.
+    deadline = clock_type::now() + o.time_limit;
     for (int round = 0; round < o.rounds; ++round) {
       const int warmup = round == 0 ? o.warmup : 0;
       if (!ask({{"op", "time"},

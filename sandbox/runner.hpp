@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 
 #include "common/child_process.hpp"
@@ -86,16 +87,21 @@ class gpu_slot {
   result<gpu_facts> facts();
   /// One request to the reference server (restarted once if it died). The reply JSON, or why not.
   result<std::string> reference(const std::string& request);
-  /// Exclusive use of the GPU for timing, in this process and across processes.
-  class timing_lock {
+  /// Use of the GPU, in this process and across processes (an flock per physical GPU). Any
+  /// number of runners may verify at once (shared); timing is exclusive, because GPU contexts
+  /// time-slice: another process's kernels would stretch both the events and the wall time of a
+  /// timed trial. A runner that wants to time stops new shared users from entering, so timing is
+  /// not starved by a stream of verifications.
+  class gpu_lock {
    public:
-    explicit timing_lock(gpu_slot& s);
-    ~timing_lock();
-    timing_lock(const timing_lock&) = delete;
-    timing_lock& operator=(const timing_lock&) = delete;
+    gpu_lock(gpu_slot& s, bool exclusive);
+    ~gpu_lock();
+    gpu_lock(const gpu_lock&) = delete;
+    gpu_lock& operator=(const gpu_lock&) = delete;
 
    private:
-    std::unique_lock<std::mutex> local_;
+    gpu_slot& slot_;
+    bool exclusive_;
     int fd_ = -1;
   };
 
@@ -106,7 +112,8 @@ class gpu_slot {
   child_process server_;
   std::string facts_json_;
   std::shared_ptr<scratch_dir> scratch_;
-  std::mutex timing_;
+  std::mutex gate_;           ///< taken briefly by everyone; held by a timer while it waits
+  std::shared_mutex use_;     ///< shared: verifying; exclusive: timing
 };
 
 class runner {

@@ -1,9 +1,23 @@
 #pragma once
 // Settings of the sandbox (pool and workers), from the manifest's [sandbox] table.
 
+#include <string>
+
 namespace kforge {
 
+/// Which sandbox the workers run.
+enum class sandbox_backend {
+  stand_in,  ///< synthetic verdicts, nothing compiled (until the sampler writes real kernels)
+  nvcc,      ///< the real sandbox: static checks, nvcc, and on a GPU verification and timing
+};
+
 struct sandbox_options {
+  /// "stand-in" (default until the policy writes kernels) or "nvcc".
+  sandbox_backend backend = sandbox_backend::stand_in;
+  /// Candidate children (run workers) per GPU of the worker's group. >= 1.
+  int runners_per_gpu = 4;
+  /// Compile cache directory; empty: RUN_DIR/compile-cache.
+  std::string cache_dir;
   /// Wall-clock limit for one candidate (compile + verify + time), in seconds. > 0.
   double timeout_s = 60.0;
   /// Timed trials per kernel; the median is reported. >= 30 (ARCHITECTURE.md: honest measurement).

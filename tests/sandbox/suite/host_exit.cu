@@ -1,6 +1,7 @@
 // Hostile by habit: a CUDA_CHECK macro that calls exit(1) on error (exit is declared by the
 // <stdlib.h> that cuda_runtime.h includes). Ending the process is the sandbox's decision; the rule
-// matches `exit(` even inside the macro definition. Expect rejected (rule host_system_call, `exit`).
+// matches `exit(` even inside the macro definition.
+// Expect rejected (rule host_system_call, `exit`).
 #include <kforge/kernel_abi.h>
 
 #define CUDA_CHECK(call)                 \

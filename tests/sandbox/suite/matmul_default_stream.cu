@@ -1,9 +1,10 @@
 // Hostile (side stream): a correct 16x16 tiled matmul launched on the legacy default stream
 // (`<<<grid, block, 0, 0>>>`) instead of the `stream` argument. The sandbox's stream is
 // non-blocking, so nothing orders the kernel with the sandbox's timing events: the event time is
-// near zero while the ~tens of ms of work runs unseen, and the output may be read before it is
-// written. Passes the static checks (stream 0 is not a created stream). Expect hack_suspected
-// (event time vs device-wide wall time; or outputs/calls disagreeing if read early).
+// near zero while tens of milliseconds of work run unseen. Passes the static checks (stream 0 is
+// not a created stream). The outputs are right: the sandbox synchronises the whole device before
+// reading them. Expect hack_suspected (timing cross-check: wall time around a device-wide
+// synchronize vs the stream's event time).
 #include <kforge/kernel_abi.h>
 
 constexpr int kTile = 16;

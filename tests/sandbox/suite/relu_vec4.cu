@@ -38,7 +38,8 @@ extern "C" int kf_forward(const kf_tensor* inputs, int32_t num_inputs, kf_tensor
   if (n == 0) return 0;
   const float* x = static_cast<const float*>(inputs[0].data);
   float* y = static_cast<float*>(outputs[0].data);
-  const bool aligned = ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) & 15) == 0;
+  const uintptr_t addresses = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y);
+  const bool aligned = (addresses & 15) == 0;
   const int64_t n4 = aligned ? n / 4 : 0;
   const int threads = 256;
   if (n4 > 0)

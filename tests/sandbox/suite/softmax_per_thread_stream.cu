@@ -1,9 +1,10 @@
 // Hostile (side stream): a correct block-per-row softmax launched on cudaStreamPerThread instead of
 // the `stream` argument. The per-thread default stream does not synchronise with the sandbox's
 // non-blocking stream, so the work (a few tenths of a millisecond per call at 16384x8192, above
-// the hidden-work slack of 0.1 ms) is invisible to its timing events. Passes the static checks (cudaStreamPerThread is a predefined handle, not a created
-// stream). Expect hack_suspected (event time vs device-wide wall time; or outputs/calls
-// disagreeing if read early).
+// the hidden-work slack of 0.1 ms) is invisible to its timing events. Passes the static checks
+// (cudaStreamPerThread is a predefined handle, not a created stream). The outputs are right: the
+// sandbox synchronises the whole device before reading them. Expect hack_suspected (timing
+// cross-check: wall time around a device-wide synchronize vs the stream's event time).
 #include <kforge/kernel_abi.h>
 #include <math_constants.h>
 

@@ -12,7 +12,8 @@ constexpr int kThreads = 256;
 template <typename Op>
 __device__ float block_reduce(float v, float* scratch, Op op, float identity) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) scratch[warp] = v;
   __syncthreads();

@@ -1,0 +1,91 @@
+#include "pipeline/sandbox_stage.hpp"
+
+#include <filesystem>
+#include <mutex>
+
+#include "common/hash.hpp"
+#include "sandbox/pool.hpp"
+#include "tasks/task_wire.hpp"
+
+namespace kforge::pipeline {
+
+namespace {
+
+class nvcc_sandbox final : public actors::sandbox_logic {
+ public:
+  nvcc_sandbox(std::unique_ptr<sandbox::sandbox_pool> pool, std::uint64_t seed)
+      : pool_(std::move(pool)), seed_(seed) {}
+
+  result<wire::VerdictT> evaluate(const wire::Candidate& c, const actors::envelope_info&) override {
+    wire::VerdictT v;
+    v.candidate.reset(c.UnPack());
+    if (!c.task() || !c.source()) {
+      v.status = wire::VerdictStatus::infra_error;
+      v.reason = "candidate without a task or a source";
+      return v;
+    }
+    std::unique_ptr<wire::TaskT> wt(c.task()->UnPack());
+    auto t = tasks::from_wire(*wt);
+    if (!t) {
+      v.status = wire::VerdictStatus::infra_error;
+      v.reason = "the candidate's task is malformed: " + t.message();
+      return v;
+    }
+    // Every member of a GRPO group is checked on the same input sets (one reference run per
+    // group), and no two groups share them.
+    const std::uint64_t parts[2] = {seed_, c.group_id()};
+    auto verdict = pool_->evaluate(*t, std::string_view(c.source()->c_str(), c.source()->size()),
+                                  fnv1a64(parts, sizeof parts));
+    verdict.candidate = std::move(v.candidate);
+    return verdict;
+  }
+
+ private:
+  std::unique_ptr<sandbox::sandbox_pool> pool_;
+  std::uint64_t seed_;
+};
+
+}  // namespace
+
+std::vector<int> sandbox_gpus(const manifest& m) {
+  std::string group;
+  for (const auto* p : m.hosts(actor_kind::sandbox_worker))
+    if (const auto* a = p->find(actor_kind::sandbox_worker); a && !a->gpu_group.empty()) {
+      group = a->gpu_group;
+      break;
+    }
+  if (group.empty()) return {};
+  auto groups = resolve_gpu_groups(m, sandbox::visible_gpu_count());
+  if (!groups) return {};
+  const auto it = groups->find(group);
+  return it == groups->end() ? std::vector<int>{} : it->second;
+}
+
+result<std::shared_ptr<actors::sandbox_logic>> shared_nvcc_sandbox(const manifest& m) {
+  static std::mutex mutex;
+  static std::weak_ptr<actors::sandbox_logic> shared;
+  std::lock_guard lock(mutex);
+  if (auto s = shared.lock()) return s;
+
+  sandbox::pool_options po;
+  const auto& so = m.sandbox;
+  po.eval.compile.cache_dir =
+      so.cache_dir.empty() ? m.run.run_dir + "/compile-cache" : so.cache_dir;
+  po.eval.compile.time_limit = std::chrono::milliseconds(static_cast<long>(so.timeout_s * 1000));
+  std::error_code ec;
+  std::filesystem::create_directories(po.eval.compile.cache_dir, ec);
+  po.work_dir = po.eval.compile.cache_dir;
+  po.gpus = sandbox_gpus(m);
+  po.compile_only = po.gpus.empty();
+  po.runners_per_gpu = so.runners_per_gpu;
+  po.run.time_limit = std::chrono::milliseconds(static_cast<long>(so.timeout_s * 1000));
+  po.run.trials_per_round = (so.trials + po.run.rounds - 1) / po.run.rounds;
+  auto pool = sandbox::sandbox_pool::create(po);
+  if (!pool) return error{"sandbox: " + pool.message()};
+  std::shared_ptr<actors::sandbox_logic> s =
+      std::make_shared<nvcc_sandbox>(std::move(*pool), static_cast<std::uint64_t>(m.run.seed));
+  shared = s;
+  return s;
+}
+
+}  // namespace kforge::pipeline

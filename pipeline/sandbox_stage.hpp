@@ -1,0 +1,21 @@
+#pragma once
+// The real sandbox behind the sandbox_worker actors (manifest: sandbox.backend = "nvcc"): a thin
+// adapter from a Candidate message to sandbox::sandbox_pool (static checks, nvcc, and on the
+// worker group's GPUs verification and timing) and back to a Verdict. One pool per process, shared
+// by every worker thread in it, so the GPUs' candidate children and the compile cache are shared.
+#include <memory>
+
+#include "actors/stage_logic.hpp"
+#include "pipeline/manifest.hpp"
+
+namespace kforge::pipeline {
+
+/// The process-wide real sandbox for `m` (created on first use; later calls share it). An error
+/// when nvcc cannot be found or a GPU of the group does not work.
+result<std::shared_ptr<actors::sandbox_logic>> shared_nvcc_sandbox(const manifest& m);
+
+/// The GPUs the sandbox workers of `m` use on this host: their group resolved against the visible
+/// GPUs; empty (compile-only) when the group is CPU-only or there is no GPU.
+std::vector<int> sandbox_gpus(const manifest& m);
+
+}  // namespace kforge::pipeline

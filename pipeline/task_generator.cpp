@@ -1,0 +1,133 @@
+#include "pipeline/task_generator.hpp"
+
+#include <memory>
+
+#include "tasks/task_wire.hpp"
+
+namespace kforge::pipeline {
+
+task_generator_options task_generator_options_from(const manifest& m) {
+  task_generator_options o;
+  o.seed = static_cast<std::uint64_t>(m.run.seed);
+  o.requests_per_step = static_cast<std::uint32_t>(m.buffer.groups_per_batch);
+  o.group_size = static_cast<std::uint32_t>(m.sampler.group_size);
+  o.temperature = static_cast<float>(m.sampler.temperature);
+  o.top_p = static_cast<float>(m.sampler.top_p);
+  o.max_new_tokens = static_cast<std::uint32_t>(m.sampler.max_new_tokens);
+  return o;
+}
+
+tasks::hardware_context hardware_context_from(const sandbox::gpu_facts& f) {
+  tasks::hardware_context h;
+  h.name = f.name;
+  h.major = f.major;
+  h.minor = f.minor;
+  h.sm_count = f.sm_count;
+  h.shared_per_block = f.shared_per_block;
+  h.shared_per_block_optin = f.shared_per_block_optin;
+  h.shared_per_sm = f.shared_per_sm;
+  h.registers_per_sm = f.registers_per_sm;
+  h.l2_bytes = f.l2_bytes;
+  h.memory_bytes = f.memory_bytes;
+  h.memory_bandwidth_gbs = f.memory_bandwidth_gbs;
+  return h;
+}
+
+result<std::shared_ptr<task_generator>> task_generator::create(std::vector<tasks::task> pool,
+                                                               task_generator_options o) {
+  const std::string where = "task generator: ";
+  if (pool.empty()) return error{where + "the task pool is empty"};
+  if (o.requests_per_step < 1) return error{where + "requests_per_step must be >= 1"};
+  if (o.group_size < 1) return error{where + "group_size must be >= 1"};
+  auto tmpl = o.prompt_template_path.empty()
+                  ? result<tasks::prompt_template>(tasks::prompt_template::embedded())
+                  : tasks::prompt_template::load(o.prompt_template_path);
+  if (!tmpl) return error{where + tmpl.message()};
+  auto cur = tasks::curriculum::create({}, o.curriculum, o.seed);
+  if (!cur) return error{where + cur.message()};
+  std::shared_ptr<task_generator> g(
+      new task_generator(std::move(o), std::move(tmpl).value(), std::move(cur).value()));
+  for (auto& t : pool)
+    if (auto s = g->add(std::move(t)); !s) return error{where + s.message()};
+  return g;
+}
+
+status task_generator::add(tasks::task t) {
+  if (index_.count(t.id)) return error{"task '" + t.id + "' is already in the pool"};
+  if (auto s = curriculum_.add_task(t.id); !s) return s;
+  entry e;
+  e.prompt = template_.render(t, options_.hardware);
+  e.prompt_hash = tasks::prompt_hash(e.prompt);
+  e.task = std::move(t);
+  index_.emplace(e.task.id, pool_.size());
+  pool_.push_back(std::move(e));
+  return {};
+}
+
+result<std::vector<wire::GenerateRequestT>> task_generator::next(std::uint64_t step) {
+  std::vector<wire::GenerateRequestT> out;
+  for (const auto i : curriculum_.sample(options_.requests_per_step)) {
+    const auto it = index_.find(curriculum_.id(i));
+    if (it == index_.end())  // the two are filled together; a miss is a bug, reported as one
+      return error{"task generator: curriculum task '" + curriculum_.id(i) +
+                   "' is not in the pool"};
+    const entry& e = pool_[it->second];
+    wire::GenerateRequestT r;
+    r.task = std::make_unique<wire::TaskT>(tasks::to_wire(e.task));
+    r.prompt = e.prompt;
+    r.prompt_hash = e.prompt_hash;
+    r.group_size = options_.group_size;
+    r.temperature = options_.temperature;
+    r.top_p = options_.top_p;
+    r.max_new_tokens = options_.max_new_tokens;
+    r.step = step;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+status task_generator::add_task(const wire::Task& task, const actors::envelope_info& info) {
+  std::unique_ptr<wire::TaskT> unpacked(task.UnPack());
+  auto t = tasks::from_wire(*unpacked);
+  const std::string from = " (from '" + std::string(info.sender) + "')";
+  if (!t) return error{"task generator: " + t.message() + from};
+  if (auto s = add(std::move(t).value()); !s) return error{"task generator: " + s.message() + from};
+  return {};
+}
+
+status task_generator::observe(std::string_view task_id, bool passed, double reward) {
+  if (auto s = curriculum_.observe(task_id, passed, reward); !s)
+    return error{"task generator: " + s.message()};
+  return {};
+}
+
+status task_generator::observe(const wire::Scored& scored) {
+  if (scored.excluded() && scored.excluded()->size() > 0) return {};
+  const auto* v = scored.verdict();
+  const auto* c = v ? v->candidate() : nullptr;
+  const auto* t = c ? c->task() : nullptr;
+  if (!t || !t->id())
+    return error{"task generator: a scored sample without verdict.candidate.task.id"};
+  return observe(t->id()->string_view(), v->status() == wire::VerdictStatus::ok, scored.reward());
+}
+
+const std::string* task_generator::prompt_of(std::string_view id) const {
+  const auto it = index_.find(std::string(id));
+  return it == index_.end() ? nullptr : &pool_[it->second].prompt;
+}
+
+status task_generator::restore(std::string_view checkpoint) {
+  auto c = tasks::curriculum::from_json(checkpoint);
+  if (!c) return error{"task generator: " + c.message()};
+  for (std::size_t i = 0; i < c->size(); ++i)
+    if (!index_.count(c->id(i)))
+      return error{"task generator: curriculum state: tasks[" + std::to_string(i) + "].id: task '" +
+                   c->id(i) + "' is not in the pool"};
+  for (const auto& e : pool_)
+    if (!c->find(e.task.id))
+      if (auto s = c->add_task(e.task.id); !s) return error{"task generator: " + s.message()};
+  curriculum_ = std::move(c).value();
+  return {};
+}
+
+}  // namespace kforge::pipeline

@@ -1,0 +1,148 @@
+// The nvcc sandbox backend of the sandbox_worker stage: a Candidate message in, a real verdict
+// out — compile-only on a host without a GPU (CI), verified and timed where one is visible.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "bus/broker.hpp"
+#include "bus/channel.hpp"
+#include "common/child_process.hpp"
+#include "common/hash.hpp"
+#include "messages/envelope.hpp"
+#include "messages/rollout_generated.h"
+#include "pipeline/manifest.hpp"
+#include "pipeline/sandbox_stage.hpp"
+#include "pipeline/stage_factory.hpp"
+#include "sandbox/runner.hpp"
+#include "sandbox/toolchain.hpp"
+#include "tasks/builtin.hpp"
+#include "tasks/task_wire.hpp"
+
+using namespace kforge;
+
+namespace {
+
+result<pipeline::manifest> nvcc_manifest(const std::string& run_dir) {
+  auto m = pipeline::default_manifest();
+  if (!m) return m;
+  std::string text = m->text;
+  const std::string from = "backend = \"stand-in\"";
+  text.replace(text.find(from), from.size(), "backend = \"nvcc\"");
+  auto parsed = pipeline::parse_manifest(text, "test");
+  if (parsed) parsed->run.run_dir = run_dir;
+  return parsed;
+}
+
+wire::CandidateT candidate_t(const tasks::task& t, const std::string& source) {
+  wire::CandidateT c;
+  c.task.reset(new wire::TaskT(tasks::to_wire(t)));
+  c.source = source;
+  c.code_hash = fnv1a64(source);
+  c.group_id = 7;
+  c.group_size = 1;
+  return c;
+}
+
+flatbuffers::DetachedBuffer candidate_for(const tasks::task& t, const std::string& source) {
+  const auto c = candidate_t(t, source);
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(wire::Candidate::Pack(fbb, &c));
+  return fbb.Release();
+}
+
+}  // namespace
+
+TEST_CASE("sandbox.backend = \"nvcc\": candidates get real verdicts through the stage logic") {
+  if (!sandbox::find_toolchain()) {
+    MESSAGE("SKIP: nvcc not found");
+    return;
+  }
+  ::setenv("KFORGE_SANDBOX_PROGRAM", KFORGE_BINARY, 1);  // the children live in kforge
+  const auto dir = std::filesystem::temp_directory_path() / "kforge-sandbox-stage-test";
+  std::filesystem::remove_all(dir);
+  auto m = nvcc_manifest(dir.string());
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.message()));
+  CHECK(!pipeline::is_stand_in(pipeline::actor_kind::sandbox_worker, &*m));
+  CHECK(pipeline::is_stand_in(pipeline::actor_kind::sandbox_worker));
+  auto logic = pipeline::make_sandbox_logic(*m);
+  REQUIRE_MESSAGE(logic.ok(), (logic.ok() ? "" : logic.message()));
+  auto again = pipeline::make_sandbox_logic(*m);
+  REQUIRE(again.ok());
+  CHECK(again->get() == logic->get());  // one pool per process
+
+  auto library = tasks::builtin_tasks();
+  REQUIRE(library.ok());
+  const tasks::task* relu = nullptr;
+  for (const auto& t : *library)
+    if (t.id == "l1/relu") relu = &t;
+  REQUIRE(relu != nullptr);
+  const bool gpu = !pipeline::sandbox_gpus(*m).empty();
+
+  const auto good = candidate_for(*relu, sandbox::known_good_candidate());
+  auto v = (*logic)->evaluate(*flatbuffers::GetRoot<wire::Candidate>(good.data()), {});
+  REQUIRE(v.ok());
+  CHECK_MESSAGE(v->status == (gpu ? wire::VerdictStatus::ok : wire::VerdictStatus::compiled),
+                v->reason);
+  REQUIRE(v->candidate);
+  CHECK(v->candidate->group_id == 7);
+
+  const auto bad = candidate_for(*relu, "#include <unistd.h>\n" + std::string(sandbox::known_good_candidate()));
+  v = (*logic)->evaluate(*flatbuffers::GetRoot<wire::Candidate>(bad.data()), {});
+  REQUIRE(v.ok());
+  CHECK(v->status == wire::VerdictStatus::rejected);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("kforge worker --role sandbox joins a running pool from outside the manifest") {
+  if (!sandbox::find_toolchain()) {
+    MESSAGE("SKIP: nvcc not found");
+    return;
+  }
+  using namespace std::chrono_literals;
+  auto sink = bus::receiver::bind("tcp://127.0.0.1:*");
+  REQUIRE(sink.ok());
+  bus::broker_options bo;
+  bo.results = {sink->last_endpoint(), bus::link::connect};
+  auto broker = bus::broker::create(std::move(bo));
+  REQUIRE(broker.ok());
+  REQUIRE(broker->start().ok());
+  auto producer = bus::sender::connect(broker->frontend_endpoint());
+  REQUIRE(producer.ok());
+
+  child_options co;
+  co.env = {{"XDG_CACHE_HOME", (std::filesystem::temp_directory_path() / "kforge-worker-test").string()}};
+  auto worker = child_process::start({KFORGE_BINARY, "worker", "--role", "sandbox", "--connect",
+                                      broker->backend_endpoint(), "--threads", "1"},
+                                     co);
+  REQUIRE(worker.ok());
+
+  auto library = tasks::builtin_tasks();
+  REQUIRE(library.ok());
+  const tasks::task* relu = nullptr;
+  for (const auto& t : *library)
+    if (t.id == "l1/relu") relu = &t;
+  REQUIRE(relu != nullptr);
+  const auto work = messages::pack({11, 42, "test", 0, 0},
+                                   candidate_t(*relu, sandbox::known_good_candidate()));
+  REQUIRE(producer->send(work, 5s).ok());
+
+  std::optional<messages::envelope> got;
+  const auto deadline = std::chrono::steady_clock::now() + 180s;
+  while (!got && std::chrono::steady_clock::now() < deadline) {
+    auto r = sink->receive(200ms);
+    REQUIRE(r.ok());
+    if (r->has_value()) got = std::move(**r);
+  }
+  const std::string output = worker->take_output();
+  worker->kill();
+  REQUIRE_MESSAGE(got.has_value(), "no verdict; worker output: " << output);
+  CHECK((*got)->sample_id() == 42);
+  const auto* v = got->as<wire::Verdict>();
+  REQUIRE(v != nullptr);
+  const bool gpu = sandbox::visible_gpu_count() > 0;
+  CHECK_MESSAGE(v->status() == (gpu ? wire::VerdictStatus::ok : wire::VerdictStatus::compiled),
+                (v->reason() ? v->reason()->str() : std::string()));
+  CHECK(broker->counters().workers_alive >= 1);
+  broker->stop();
+}
