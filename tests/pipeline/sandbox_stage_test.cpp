@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "bus/broker.hpp"
 #include "bus/channel.hpp"
@@ -51,6 +52,16 @@ flatbuffers::DetachedBuffer candidate_for(const tasks::task& t, const std::strin
   return fbb.Release();
 }
 
+/// A built-in task by id (the test fails if it is missing).
+std::optional<tasks::task> builtin_task(const std::string& id) {
+  auto library = tasks::builtin_tasks();
+  REQUIRE(library.ok());
+  for (const auto& t : *library)
+    if (t.id == id) return t;
+  FAIL("no built-in task " << id);
+  return std::nullopt;
+}
+
 }  // namespace
 
 TEST_CASE("sandbox.backend = \"nvcc\": candidates get real verdicts through the stage logic") {
@@ -71,12 +82,7 @@ TEST_CASE("sandbox.backend = \"nvcc\": candidates get real verdicts through the 
   REQUIRE(again.ok());
   CHECK(again->get() == logic->get());  // one pool per process
 
-  auto library = tasks::builtin_tasks();
-  REQUIRE(library.ok());
-  const tasks::task* relu = nullptr;
-  for (const auto& t : *library)
-    if (t.id == "l1/relu") relu = &t;
-  REQUIRE(relu != nullptr);
+  const auto relu = builtin_task("l1/relu");
   const bool gpu = !pipeline::sandbox_gpus(*m).empty();
 
   const auto good = candidate_for(*relu, sandbox::known_good_candidate());
@@ -117,12 +123,7 @@ TEST_CASE("kforge worker --role sandbox joins a running pool from outside the ma
                                      co);
   REQUIRE(worker.ok());
 
-  auto library = tasks::builtin_tasks();
-  REQUIRE(library.ok());
-  const tasks::task* relu = nullptr;
-  for (const auto& t : *library)
-    if (t.id == "l1/relu") relu = &t;
-  REQUIRE(relu != nullptr);
+  const auto relu = builtin_task("l1/relu");
   const auto work = messages::pack({11, 42, "test", 0, 0},
                                    candidate_t(*relu, sandbox::known_good_candidate()));
   REQUIRE(producer->send(work, 5s).ok());

@@ -22,6 +22,7 @@
 
 #include <unistd.h>
 
+#include "../model/test_files.hpp"
 #include "model/generate.hpp"
 #include "model/weights.hpp"
 #include "trainer/checkpoint.hpp"
@@ -34,27 +35,7 @@ namespace {
 
 const std::string qwen2_dir = std::string(KFORGE_MODEL_FIXTURES) + "/qwen2";
 
-/// A fresh directory removed when the test ends.
-class scratch_dir {
- public:
-  scratch_dir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("kforge_trainer_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  scratch_dir(const scratch_dir&) = delete;
-  scratch_dir& operator=(const scratch_dir&) = delete;
-  std::string path(const std::string& rel) const { return (path_ / rel).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using model::testing::scratch_dir;
 
 model::CausalLM load_policy() {
   auto m = model::load_causal_lm(qwen2_dir);
