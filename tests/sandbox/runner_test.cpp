@@ -21,7 +21,7 @@ kforge::tasks::task fake_task(const std::string& id) {
       id, "fake", "def forward(x, y):\n    return x + y\n", {4}, {2}));
 }
 
-std::shared_ptr<ks::gpu_slot> fake_slot(int time_limit_ms = 1500) {
+std::shared_ptr<ks::gpu_slot> fake_slot(int time_limit_ms = 3000) {
   ks::run_options o;
   o.program = std::string(KFORGE_TEST_DATA) + "/fake/fake_sandbox_child.sh";
   o.time_limit = std::chrono::milliseconds(time_limit_ms);
