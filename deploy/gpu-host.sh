@@ -6,7 +6,9 @@
 #
 # Here, first:  cmake -S . -B build -G Ninja && cmake --build build &&
 #               ../shared/device/pack-deps.sh build .gpu-deps
-# Then run this script there with .gpu-deps carried along.
+# Then run this script there with .gpu-deps carried along. Learned on the device: its copy of the
+# repository carries an old .git (never `git checkout` there: it rewinds the sources), and only a
+# handful of files come back from $OUT — point OUT elsewhere and copy back the logs you need.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 deps=${KFORGE_DEPS:-$root/.gpu-deps}
@@ -44,11 +46,15 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
     step "main job: kforge run --steps 20" run.log "$build/kforge" run --steps 20 --no-progress \
       --run-dir "$build/run"
     cp "$build/run/summary.json" "$out/run_summary.json" 2>/dev/null
-    # KFORGE_STEPS / KFORGE_BENCHES pick what runs (default: everything), so one device call fits
-    # its time limit.
+    # KFORGE_STEPS (a list of: baseline, synth) / KFORGE_BENCHES (bench names) pick what runs
+    # (default: everything), so one device call fits its time limit.
     if [[ ${KFORGE_STEPS:-baseline} == *baseline* ]]; then
       step "kforge tasks baseline (GPU eager times)" baseline.log "$build/kforge" tasks baseline \
         --out "$out/baseline.jsonl"
+    fi
+    if [[ ${KFORGE_STEPS:-synth} == *synth* ]]; then
+      step "kforge tasks synth --count 1000" synth.log "$build/kforge" tasks synth --count 1000 \
+        --seed 1 --out "$out/synth.jsonl" --max-seconds 420
     fi
     for b in "$build"/bench/*_bench; do
       [[ -x $b ]] || continue
