@@ -55,6 +55,15 @@ std::string describe_failure(const child_reply& r) {
   return r.detail;
 }
 
+/// A child's reply that must be ok: the parsed object, or an error with the child's reason (or
+/// the raw text when it is not JSON).
+result<json> ok_reply(const std::string& text) {
+  json reply = json::parse(text, nullptr, false);
+  if (reply.is_discarded()) return error{"malformed reply: " + text};
+  if (!reply.value("ok", false)) return error{reply.value("reason", text)};
+  return reply;
+}
+
 ms left_until(clock_type::time_point deadline) {
   return std::max(ms(1), std::chrono::duration_cast<ms>(deadline - clock_type::now()));
 }
@@ -78,10 +87,9 @@ result<json> start_child(const run_options& o, const char* role, const char* pre
     if (r.failure != child_failure::none)
       return error{std::string(role) + " failed at " + req.at("op").get<std::string>() + ": " +
                    r.detail + " " + child.take_output()};
-    reply = json::parse(r.json, nullptr, false);
-    if (reply.is_discarded() || !reply.value("ok", false))
-      return error{std::string(role) + ": " +
-                   (reply.is_discarded() ? r.json : reply.value("reason", r.json))};
+    auto ok = ok_reply(r.json);
+    if (!ok) return error{std::string(role) + ": " + ok.err().message};
+    reply = std::move(*ok);
   }
   child.take_output();
   return reply;
@@ -167,13 +175,13 @@ result<gpu_facts> gpu_slot::facts() {
   return gpu_facts_from_json(facts_json_);
 }
 
-result<std::string> gpu_slot::reference(const std::string& request) {
+result<nlohmann::json> gpu_slot::reference(const nlohmann::json& request) {
   std::lock_guard lock(mutex_);
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!server_.running())
       if (auto st = start_locked(); !st) return error{st.err().message};
-    const auto r = server_.request(request, options_.reference_time_limit);
-    if (r.failure == child_failure::none) return r.json;
+    const auto r = server_.request(request.dump(), options_.reference_time_limit);
+    if (r.failure == child_failure::none) return ok_reply(r.json);
     if (r.failure == child_failure::timeout)
       return error{"reference server: " + r.detail};  // a second try would take as long
   }
@@ -240,12 +248,9 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   // The trusted side first: expected outputs (and their shapes) for every input set.
   json plan = json::array();
   for (const auto& c : checks) plan.push_back({{"seed", c.seed}, {"variant", c.variant}});
-  auto prepared = slot_->reference(json{{"op", "prepare"}, {"task", task_json}, {"checks", plan}}.dump());
+  auto prepared = slot_->reference({{"op", "prepare"}, {"task", task_json}, {"checks", plan}});
   if (!prepared) return infra(prepared.err().message);
-  const json prep = json::parse(*prepared, nullptr, false);
-  if (prep.is_discarded() || !prep.value("ok", false))
-    return infra(prep.is_discarded() ? *prepared : prep.value("reason", *prepared));
-  const json& shapes = prep.at("output_shapes");
+  const json& shapes = prepared->at("output_shapes");
 
   // The candidate's side, under its own deadline. A reply that is not ok decides the verdict.
   auto deadline = clock_type::now() + o.time_limit;
@@ -305,20 +310,17 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
               {"dir", scratch_->path()}},
              reply))
       return finish();
-    auto cmp = slot_->reference(
-        json{{"op", "compare"}, {"task", task_json}, {"check", spec}, {"earlier", earlier},
-             {"files", reply.at("files")}}
-            .dump());
+    auto cmp = slot_->reference({{"op", "compare"},
+                                 {"task", task_json},
+                                 {"check", spec},
+                                 {"earlier", earlier},
+                                 {"files", reply.at("files")}});
     for (const auto& f : reply.at("files")) ::unlink(f.get<std::string>().c_str());
     if (!cmp) {
       infra(cmp.err().message);
       return finish();
     }
-    const json c = json::parse(*cmp, nullptr, false);
-    if (c.is_discarded() || !c.value("ok", false)) {
-      infra(c.is_discarded() ? *cmp : c.value("reason", *cmp));
-      return finish();
-    }
+    const json& c = *cmp;
     out.max_abs_error = std::max(out.max_abs_error, c.value("max_abs", 0.0));
     out.max_rel_error = std::max(out.max_rel_error, c.value("max_rel", 0.0));
     if (!c.value("close", false)) {
@@ -366,19 +368,16 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
         return finish();
       for (const auto& v : reply.at("event_ms")) event_ms.push_back(v.get<double>());
       for (const auto& v : reply.at("wall_ms")) wall_ms.push_back(v.get<double>());
-      auto base = slot_->reference(json{{"op", "time"},
-                                        {"task", task_json},
-                                        {"seed", checks[0].seed},
-                                        {"warmup", warmup},
-                                        {"trials", o.trials_per_round}}
-                                       .dump());
-      const json b = base ? json::parse(*base, nullptr, false) : json();
-      if (!base || b.is_discarded() || !b.value("ok", false)) {
-        infra("baseline timing failed: " +
-              (base ? (b.is_discarded() ? *base : b.value("reason", *base)) : base.err().message));
+      auto base = slot_->reference({{"op", "time"},
+                                    {"task", task_json},
+                                    {"seed", checks[0].seed},
+                                    {"warmup", warmup},
+                                    {"trials", o.trials_per_round}});
+      if (!base) {
+        infra("baseline timing failed: " + base.err().message);
         return finish();
       }
-      for (const auto& v : b.at("event_ms")) base_ms.push_back(v.get<double>());
+      for (const auto& v : base->at("event_ms")) base_ms.push_back(v.get<double>());
     }
   }
   out.time_ms = elapsed_ms(time_start);

@@ -23,6 +23,8 @@
 #include <shared_mutex>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "common/child_process.hpp"
 #include "common/result.hpp"
 #include "messages/rollout_generated.h"
@@ -85,8 +87,9 @@ class gpu_slot {
   const run_options& options() const { return options_; }
   /// The GPU's facts (starts the server if needed).
   result<gpu_facts> facts();
-  /// One request to the reference server (restarted once if it died). The reply JSON, or why not.
-  result<std::string> reference(const std::string& request);
+  /// One request to the reference server (restarted once if it died). Its ok reply, or why not
+  /// (the server's reason, a timeout, a server that keeps dying).
+  result<nlohmann::json> reference(const nlohmann::json& request);
   /// Use of the GPU, in this process and across processes (an flock per physical GPU). Any
   /// number of runners may verify at once (shared); timing is exclusive, because GPU contexts
   /// time-slice: another process's kernels would stretch both the events and the wall time of a
