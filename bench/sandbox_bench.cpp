@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -28,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/parallel.hpp"
 #include "common/subprocess.hpp"
 #include "sandbox/pool.hpp"
 #include "sandbox/timing_stats.hpp"
@@ -76,18 +76,12 @@ batch_result run_batch(ks::sandbox_pool& pool, const std::vector<candidate>& can
   batch_result r;
   r.verdicts.resize(cands.size());
   r.wall_ms.resize(cands.size());
-  std::atomic<std::size_t> next{0};
   const auto t0 = clk::now();
-  std::vector<std::thread> threads;
-  for (int i = 0; i < jobs; ++i)
-    threads.emplace_back([&] {
-      for (std::size_t k = next++; k < cands.size(); k = next++) {
-        const auto t = clk::now();
-        r.verdicts[k] = ks::verdict_json(pool.evaluate(*cands[k].task, cands[k].source, seed));
-        r.wall_ms[k] = since_ms(t);
-      }
-    });
-  for (auto& t : threads) t.join();
+  kforge::parallel_for(cands.size(), jobs, [&](std::size_t k) {
+    const auto t = clk::now();
+    r.verdicts[k] = ks::verdict_json(pool.evaluate(*cands[k].task, cands[k].source, seed));
+    r.wall_ms[k] = since_ms(t);
+  });
   r.seconds = since_ms(t0) / 1000.0;
   for (std::size_t k = 0; k < cands.size(); ++k)
     if (r.verdicts[k].value("status", "") != "ok") {

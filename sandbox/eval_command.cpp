@@ -1,7 +1,6 @@
 #include "sandbox/eval_command.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +14,7 @@
 
 #include "common/clock.hpp"
 #include "common/hash.hpp"
+#include "common/parallel.hpp"
 #include "sandbox/pool.hpp"
 #include "sandbox/verdict_json.hpp"
 #include "tasks/builtin.hpp"
@@ -169,33 +169,27 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
   }
   std::ostream& lines = opt.out.empty() ? out : file_out;
   std::vector<json> verdicts(items.size());
-  std::atomic<std::size_t> next{0};
   std::mutex write_mutex;
   const auto started = std::chrono::steady_clock::now();
-  auto work = [&] {
-    for (std::size_t i = next++; i < items.size(); i = next++) {
-      const auto& it = items[i];
-      auto source = read_file(it.file);
-      json j;
-      if (!source) {
-        j = json{{"status", "infra_error"}, {"reason", source.err().message}};
-      } else {
-        // One seed per task: every candidate of a task is checked on the same inputs, so the
-        // reference server computes them once.
-        const std::uint64_t parts[2] = {seed, fnv1a64(it.task->id)};
-        const auto v = (*pool)->evaluate(*it.task, *source, fnv1a64(parts, sizeof parts));
-        j = verdict_json(v);
-      }
-      j["task"] = it.task->id;
-      j["file"] = it.file.string();
-      std::lock_guard lock(write_mutex);
-      lines << j.dump() << "\n" << std::flush;
-      verdicts[i] = std::move(j);
+  parallel_for(items.size(), jobs, [&](std::size_t i) {
+    const auto& it = items[i];
+    auto source = read_file(it.file);
+    json j;
+    if (!source) {
+      j = json{{"status", "infra_error"}, {"reason", source.err().message}};
+    } else {
+      // One seed per task: every candidate of a task is checked on the same inputs, so the
+      // reference server computes them once.
+      const std::uint64_t parts[2] = {seed, fnv1a64(it.task->id)};
+      const auto v = (*pool)->evaluate(*it.task, *source, fnv1a64(parts, sizeof parts));
+      j = verdict_json(v);
     }
-  };
-  std::vector<std::thread> threads;
-  for (int i = 0; i < jobs; ++i) threads.emplace_back(work);
-  for (auto& t : threads) t.join();
+    j["task"] = it.task->id;
+    j["file"] = it.file.string();
+    std::lock_guard lock(write_mutex);
+    lines << j.dump() << "\n" << std::flush;
+    verdicts[i] = std::move(j);
+  });
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
