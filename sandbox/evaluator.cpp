@@ -40,6 +40,7 @@ wire::VerdictT evaluator::evaluate(const tasks::task& t, std::string_view source
   check.libraries = libs;
   check.arch = options_.compile.arch;
   check.scratch_root = options_.compile.scratch_root;
+  check.preprocess_time_limit = options_.preprocess_time_limit;
   if (options_.preprocess_check) check.preprocess_with = &tools_;
   const auto sv = check_source(source, check);
   if (!sv.ok()) {

@@ -3,6 +3,7 @@
 // cache), then, where a GPU runner is given, verification and timing (runner.hpp). Without a
 // runner the verdict of a candidate that compiled is `compiled` (compile-only mode). Thread-safe:
 // one evaluator serves many worker threads; each thread brings its own runner.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -19,8 +20,9 @@ namespace kforge::sandbox {
 
 struct evaluator_options {
   compile_options compile;
-  /// Also check nvcc's preprocessed output (static_check.hpp step 2).
+  /// Also check nvcc's preprocessed output (static_check.hpp step 2), within this time.
   bool preprocess_check = true;
+  std::chrono::milliseconds preprocess_time_limit{30'000};
 };
 
 class evaluator {

@@ -4,64 +4,34 @@
 // ones before them must not have affected the sandbox.
 #include <doctest/doctest.h>
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <mutex>
-#include <sstream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "common/parallel.hpp"
 #include "sandbox/pool.hpp"
 #include "sandbox/verdict_json.hpp"
+#include "suite_manifest.hpp"
 #include "tasks/builtin.hpp"
 
 namespace fs = std::filesystem;
 namespace ks = kforge::sandbox;
 using json = nlohmann::json;
 
-namespace {
-
-struct entry {
-  std::string file, task, why;
-  std::vector<std::string> expect;
-  std::string source;
-};
-
-std::vector<entry> load_suite() {
-  std::vector<entry> out;
-  const std::string dir = std::string(KFORGE_TEST_DATA) + "/suite/";
-  std::ifstream is(dir + "suite.jsonl");
-  for (std::string line; std::getline(is, line);) {
-    if (line.empty()) continue;
-    const auto j = json::parse(line);
-    entry e{j.at("file"), j.at("task"), j.value("why", ""), {}, {}};
-    if (j.at("expect").is_array())
-      e.expect = j.at("expect").get<std::vector<std::string>>();
-    else
-      e.expect = {j.at("expect").get<std::string>()};
-    std::ifstream src(dir + e.file);
-    std::stringstream ss;
-    ss << src.rdbuf();
-    e.source = ss.str();
-    out.push_back(std::move(e));
-  }
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("the candidate suite gets its expected verdicts on a GPU, and the sandbox stays up") {
   if (ks::visible_gpu_count() == 0) {
     std::printf("SKIP: no GPU visible (the suite needs one; deploy/gpu-host.sh runs it)\n");
     std::exit(77);
   }
-  const auto suite = load_suite();
+  const auto suite = kforge::sandbox::testing::load_suite();
   REQUIRE(suite.size() >= 30);
+  std::vector<std::string> sources;
+  for (const auto& e : suite)
+    sources.push_back(kforge::sandbox::testing::read_file(kforge::sandbox::testing::suite_dir +
+                                                          "/" + e.file));
   auto library = kforge::tasks::builtin_tasks();
   REQUIRE(library.ok());
   std::map<std::string, const kforge::tasks::task*> by_id;
@@ -79,28 +49,21 @@ TEST_CASE("the candidate suite gets its expected verdicts on a GPU, and the sand
   REQUIRE_MESSAGE(pool.ok(), (pool.ok() ? "" : pool.message()));
   std::printf("sandbox: %s\n", (*pool)->describe().c_str());
 
-  auto evaluate_all = [&](const std::vector<const entry*>& which) {
+  // Verdicts for the suite entries at `which` (indices into `suite`).
+  auto evaluate_all = [&](const std::vector<std::size_t>& which) {
     std::vector<json> verdicts(which.size());
-    std::atomic<std::size_t> next{0};
-    std::vector<std::thread> threads;
-    for (int i = 0; i < 8; ++i)
-      threads.emplace_back([&] {
-        for (std::size_t k = next++; k < which.size(); k = next++) {
-          const auto* e = which[k];
-          auto t = by_id.find(e->task);
-          if (t == by_id.end()) {
-            verdicts[k] = json{{"status", "unknown task " + e->task}};
-            continue;
-          }
-          verdicts[k] = ks::verdict_json((*pool)->evaluate(*t->second, e->source, 1234));
-        }
-      });
-    for (auto& t : threads) t.join();
+    kforge::parallel_for(which.size(), 8, [&](std::size_t k) {
+      const auto& e = suite[which[k]];
+      auto t = by_id.find(e.task);
+      verdicts[k] = t == by_id.end()
+                        ? json{{"status", "unknown task " + e.task}}
+                        : ks::verdict_json((*pool)->evaluate(*t->second, sources[which[k]], 1234));
+    });
     return verdicts;
   };
 
-  std::vector<const entry*> all;
-  for (const auto& e : suite) all.push_back(&e);
+  std::vector<std::size_t> all(suite.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
   const auto verdicts = evaluate_all(all);
   int mismatches = 0;
   std::printf("%-36s %-16s %-22s %s\n", "candidate", "task", "verdict (expected)", "reason");
@@ -124,12 +87,12 @@ TEST_CASE("the candidate suite gets its expected verdicts on a GPU, and the sand
   std::printf("%d of %zu candidates got an unexpected verdict\n", mismatches, suite.size());
 
   // The sandbox survived: every candidate expected ok is still ok after all the hostile ones.
-  std::vector<const entry*> good;
-  for (const auto& e : suite)
-    if (e.expect.size() == 1 && e.expect[0] == "ok") good.push_back(&e);
+  std::vector<std::size_t> good;
+  for (std::size_t i = 0; i < suite.size(); ++i)
+    if (suite[i].expect.size() == 1 && suite[i].expect[0] == "ok") good.push_back(i);
   REQUIRE(!good.empty());
   const auto again = evaluate_all(good);
   for (std::size_t i = 0; i < good.size(); ++i)
     CHECK_MESSAGE(again[i].value("status", "") == "ok",
-                  good[i]->file << " after the hostile ones: " << again[i].dump());
+                  suite[good[i]].file << " after the hostile ones: " << again[i].dump());
 }
