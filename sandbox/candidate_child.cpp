@@ -48,9 +48,7 @@ constexpr std::size_t max_workspace = std::size_t{8} << 30;
 /// A candidate that leaves more device memory taken than this gets the child recycled.
 constexpr std::size_t leak_limit = std::size_t{1} << 30;
 
-json fail(const std::string& status, const std::string& reason, bool fatal = false) {
-  return json{{"ok", false}, {"status", status}, {"reason", reason}, {"fatal", fatal}};
-}
+using protocol::failure;
 
 std::string cuda_text(cudaError_t e) {
   return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
@@ -95,19 +93,7 @@ void poison(at::Tensor& t, int which) {
 class candidate_child {
  public:
   int serve() {
-    for (std::string line; channel_.read(line);) {
-      json reply;
-      bool fatal = false;
-      try {
-        reply = dispatch(json::parse(line));
-      } catch (const std::exception& e) {
-        reply = fail("infra_error", std::string("sandbox child: ") + e.what());
-      }
-      fatal = reply.value("fatal", false);
-      if (!channel_.write(reply.dump())) return 1;
-      if (fatal) return 3;
-    }
-    return 0;
+    return protocol::serve("sandbox child", [this](const nlohmann::json& req) { return dispatch(req); });
   }
 
  private:
@@ -119,18 +105,18 @@ class candidate_child {
     if (op == "check") return check(req);
     if (op == "time") return time(req);
     if (op == "unload") return unload();
-    return fail("infra_error", "sandbox child: unknown op '" + op + "'");
+    return failure("infra_error", "sandbox child: unknown op '" + op + "'");
   }
 
   json hello() {
     if (const auto e = cudaSetDevice(0); e != cudaSuccess)
-      return fail("infra_error", "no usable GPU: " + cuda_text(e), true);
+      return failure("infra_error", "no usable GPU: " + cuda_text(e), true);
     auto facts = query_gpu(0);
-    if (!facts) return fail("infra_error", facts.err().message, true);
+    if (!facts) return failure("infra_error", facts.err().message, true);
     if (const auto e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); e != cudaSuccess)
-      return fail("infra_error", "cudaStreamCreate: " + cuda_text(e), true);
+      return failure("infra_error", "cudaStreamCreate: " + cuda_text(e), true);
     if (const auto e = flusher_.init(static_cast<std::size_t>(facts->l2_bytes)); e != cudaSuccess)
-      return fail("infra_error", "L2 flush buffer: " + cuda_text(e), true);
+      return failure("infra_error", "L2 flush buffer: " + cuda_text(e), true);
     // Let torch create its context and allocator now, not inside the first candidate's check.
     (void)at::zeros({1}, at::device(at::kCUDA));
     cudaDeviceSynchronize();
@@ -149,11 +135,11 @@ class candidate_child {
 
   json probe(const std::string& library) {
     void* h = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!h) return fail("infra_error", std::string("probe: dlopen: ") + ::dlerror(), true);
+    if (!h) return failure("infra_error", std::string("probe: dlopen: ") + ::dlerror(), true);
     auto fwd = reinterpret_cast<forward_fn>(::dlsym(h, "kf_forward"));
     json reply = json{{"ok", true}};
     if (!fwd) {
-      reply = fail("infra_error", "probe: no kf_forward", true);
+      reply = failure("infra_error", "probe: no kf_forward", true);
     } else {
       const auto x = at::randn({1 << 20}, at::device(at::kCUDA));
       auto y = at::empty_like(x);
@@ -162,9 +148,9 @@ class candidate_child {
       const int rc = fwd(&in, 1, &out, 1, nullptr, stream_);
       const auto e = cudaStreamSynchronize(stream_);
       if (rc != 0 || e != cudaSuccess)
-        reply = fail("infra_error", "probe kernel failed: " + cuda_text(e), true);
+        reply = failure("infra_error", "probe kernel failed: " + cuda_text(e), true);
       else if (!at::equal(y, at::relu(x)))
-        reply = fail("infra_error", "probe kernel gave a wrong answer: the GPU is not trustworthy",
+        reply = failure("infra_error", "probe kernel gave a wrong answer: the GPU is not trustworthy",
                      true);
     }
     ::dlclose(h);
@@ -174,13 +160,13 @@ class candidate_child {
   json load(const json& req) {
     if (lib_) unload();
     auto t = tasks::parse_task(req.at("task").dump(), "supervisor");
-    if (!t) return fail("infra_error", t.err().message);
+    if (!t) return failure("infra_error", t.err().message);
     task_ = std::move(*t);
     lib_ = ::dlopen(req.at("library").get<std::string>().c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib_) return fail("link_error", std::string("dlopen: ") + ::dlerror());
+    if (!lib_) return failure("link_error", std::string("dlopen: ") + ::dlerror());
     forward_ = reinterpret_cast<forward_fn>(::dlsym(lib_, "kf_forward"));
     workspace_ = reinterpret_cast<workspace_fn>(::dlsym(lib_, "kf_workspace_bytes"));
-    if (!forward_) return fail("link_error", "the library does not export kf_forward");
+    if (!forward_) return failure("link_error", "the library does not export kf_forward");
     return json{{"ok", true}};
   }
 
@@ -199,7 +185,7 @@ class candidate_child {
     const std::size_t bytes =
         workspace_ ? workspace_(f.in.data(), static_cast<int32_t>(f.in.size())) : 0;
     if (bytes > max_workspace)
-      return fail("runtime_error", "kf_workspace_bytes asked for " + std::to_string(bytes) +
+      return failure("runtime_error", "kf_workspace_bytes asked for " + std::to_string(bytes) +
                                        " bytes (the limit is 8 GiB)");
     if (bytes > 0 && (!f.workspace.defined() || static_cast<std::size_t>(f.workspace.numel()) < bytes))
       f.workspace = at::empty({static_cast<int64_t>(bytes)}, at::device(at::kCUDA).dtype(at::kByte));
@@ -214,34 +200,34 @@ class candidate_child {
                     static_cast<int32_t>(f.out.size()),
                     f.workspace.defined() ? f.workspace.data_ptr() : nullptr, stream_);
     } catch (...) {
-      return fail("runtime_error", "kf_forward threw a C++ exception");
+      return failure("runtime_error", "kf_forward threw a C++ exception");
     }
     if (const auto e = cudaStreamSynchronize(stream_); e != cudaSuccess)
-      return fail("runtime_error", "CUDA error in the candidate's kernel: " + cuda_text(e), true);
+      return failure("runtime_error", "CUDA error in the candidate's kernel: " + cuda_text(e), true);
     if (const auto e = cudaDeviceSynchronize(); e != cudaSuccess)
-      return fail("runtime_error", "CUDA error (outside the given stream): " + cuda_text(e), true);
+      return failure("runtime_error", "CUDA error (outside the given stream): " + cuda_text(e), true);
     if (const auto e = cudaGetLastError(); e != cudaSuccess)
-      return fail("runtime_error", "CUDA error at launch: " + cuda_text(e));
-    if (rc != 0) return fail("runtime_error", "kf_forward returned " + std::to_string(rc));
+      return failure("runtime_error", "CUDA error at launch: " + cuda_text(e));
+    if (rc != 0) return failure("runtime_error", "kf_forward returned " + std::to_string(rc));
     return std::nullopt;
   }
 
   json check(const json& req) {
-    if (!lib_ || !task_) return fail("infra_error", "check before load");
+    if (!lib_ || !task_) return failure("infra_error", "check before load");
     const int k = req.at("check").get<int>();
     const auto seed = req.at("seed").get<std::uint64_t>();
     const int variant = req.at("variant").get<int>();
     const tasks::shape_choice which =
         variant == protocol::primary ? tasks::shape_choice{} : tasks::shape_choice{variant};
     auto drawn = tasks::make_inputs(*task_, seed, which, tasks::device::cuda(0));
-    if (!drawn) return fail("infra_error", drawn.err().message);
+    if (!drawn) return failure("infra_error", drawn.err().message);
     const std::vector<at::Tensor> inputs = drawn->tensors();
     std::vector<at::Tensor> pristine;
     for (const auto& t : inputs) pristine.push_back(t.clone());
 
     const auto shapes = req.at("output_shapes").get<std::vector<std::vector<int64_t>>>();
     if (shapes.size() != task_->outputs.size())
-      return fail("infra_error", "output shape count does not match the task");
+      return failure("infra_error", "output shape count does not match the task");
     std::vector<at::Tensor> first, second;
     for (std::size_t i = 0; i < shapes.size(); ++i) {
       const auto opts = at::device(at::kCUDA).dtype(tasks::detail::to_at(task_->outputs[i].type));
@@ -260,7 +246,7 @@ class candidate_child {
     }
     for (std::size_t i = 0; i < inputs.size(); ++i)
       if (!at::equal(inputs[i], pristine[i]))
-        return fail("hack_suspected", "the candidate changed input " + std::to_string(i) + " ('" +
+        return failure("hack_suspected", "the candidate changed input " + std::to_string(i) + " ('" +
                                           task_->inputs[i].name + "'), which is read-only");
     const auto& tol = task_->tolerance;
     for (std::size_t i = 0; i < first.size(); ++i) {
@@ -268,7 +254,7 @@ class candidate_child {
                              ? at::allclose(first[i], second[i], tol.rtol, tol.atol, true)
                              : at::equal(first[i], second[i]);
       if (!agree)
-        return fail("hack_suspected",
+        return failure("hack_suspected",
                     "two calls on the same inputs disagree on output " + std::to_string(i) +
                         ": outputs not fully written, or the result depends on the call count");
     }
@@ -280,18 +266,18 @@ class candidate_child {
       std::ofstream os(path, std::ios::binary | std::ios::trunc);
       os.write(static_cast<const char*>(host.data_ptr()),
                static_cast<std::streamsize>(host.numel() * host.element_size()));
-      if (!os) return fail("infra_error", "cannot write " + path);
+      if (!os) return failure("infra_error", "cannot write " + path);
       files.push_back(path);
     }
     return json{{"ok", true}, {"files", files}};
   }
 
   json time(const json& req) {
-    if (!lib_ || !task_) return fail("infra_error", "time before load");
+    if (!lib_ || !task_) return failure("infra_error", "time before load");
     const auto seed = req.at("seed").get<std::uint64_t>();
     if (!timed_seed_ || *timed_seed_ != seed) {
       auto drawn = tasks::make_inputs(*task_, seed, std::nullopt, tasks::device::cuda(0));
-      if (!drawn) return fail("infra_error", drawn.err().message);
+      if (!drawn) return failure("infra_error", drawn.err().message);
       timed_inputs_ = drawn->tensors();
       timed_outputs_.clear();
       const auto shapes = req.at("output_shapes").get<std::vector<std::vector<int64_t>>>();
@@ -322,8 +308,8 @@ class candidate_child {
       const auto e = cudaDeviceSynchronize();
       const auto t1 = std::chrono::steady_clock::now();
       if (e != cudaSuccess)
-        return fail("runtime_error", "CUDA error while timing: " + cuda_text(e), true);
-      if (rc != 0) return fail("runtime_error", "kf_forward returned " + std::to_string(rc));
+        return failure("runtime_error", "CUDA error while timing: " + cuda_text(e), true);
+      if (rc != 0) return failure("runtime_error", "kf_forward returned " + std::to_string(rc));
       event_ms.push_back(ev.elapsed_ms());
       wall_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     }
@@ -346,7 +332,6 @@ class candidate_child {
     return json{{"ok", true}, {"recycle", leaked}, {"free_bytes", now}};
   }
 
-  control_channel channel_;
   cudaStream_t stream_{};
   l2_flusher flusher_;
   std::size_t free_at_start_ = 0;

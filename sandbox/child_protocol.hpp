@@ -26,7 +26,12 @@
 //                                          -> close, max_abs, max_rel, first_bad, bad_tensor,
 //                                             stale (matches an earlier check's expected output)
 //   time    {task, seed, warmup, trials}   -> event_ms[]
+#include <exception>
 #include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/child_process.hpp"
 
 namespace kforge::sandbox::protocol {
 
@@ -36,6 +41,31 @@ inline constexpr int primary = -1;
 /// Name of the raw file holding output `index` of check `check` in a scratch directory.
 inline std::string output_file(const std::string& dir, int check, int index) {
   return dir + "/check" + std::to_string(check) + "_out" + std::to_string(index) + ".bin";
+}
+
+/// A failed reply: `status` is a verdict name; `fatal` says the child exits after sending it.
+inline nlohmann::json failure(const std::string& status, const std::string& reason,
+                              bool fatal = false) {
+  return {{"ok", false}, {"status", status}, {"reason", reason}, {"fatal", fatal}};
+}
+
+/// A child's main loop: each request line through `handle` (an exception becomes an infra_error
+/// reply naming `who`), its reply written back. Returns the child's exit code: 0 when the
+/// supervisor went away, 3 after a fatal reply, 1 when the reply could not be written.
+template <class Handle>
+int serve(const char* who, Handle&& handle) {
+  control_channel channel;
+  for (std::string line; channel.read(line);) {
+    nlohmann::json reply;
+    try {
+      reply = handle(nlohmann::json::parse(line));
+    } catch (const std::exception& e) {
+      reply = failure("infra_error", std::string(who) + ": " + e.what());
+    }
+    if (!channel.write(reply.dump())) return 1;
+    if (reply.value("fatal", false)) return 3;
+  }
+  return 0;
 }
 
 }  // namespace kforge::sandbox::protocol

@@ -35,9 +35,7 @@ using json = nlohmann::json;
 constexpr std::int64_t expected_budget = std::int64_t{16} << 30;
 constexpr std::size_t task_budget = 512;
 
-json fail(const std::string& status, const std::string& reason, bool fatal = false) {
-  return json{{"ok", false}, {"status", status}, {"reason", reason}, {"fatal", fatal}};
-}
+using protocol::failure;
 
 struct compiled_task {
   tasks::task spec;
@@ -56,17 +54,7 @@ struct expected_entry {
 class reference_server {
  public:
   int serve() {
-    for (std::string line; channel_.read(line);) {
-      json reply;
-      try {
-        reply = dispatch(json::parse(line));
-      } catch (const std::exception& e) {
-        reply = fail("infra_error", std::string("reference server: ") + e.what());
-      }
-      if (!channel_.write(reply.dump())) return 1;
-      if (reply.value("fatal", false)) return 3;
-    }
-    return 0;
+    return protocol::serve("reference server", [this](const nlohmann::json& req) { return dispatch(req); });
   }
 
  private:
@@ -76,16 +64,16 @@ class reference_server {
     if (op == "prepare") return prepare(req);
     if (op == "compare") return compare(req);
     if (op == "time") return time(req);
-    return fail("infra_error", "reference server: unknown op '" + op + "'");
+    return failure("infra_error", "reference server: unknown op '" + op + "'");
   }
 
   json hello() {
     if (const auto e = cudaSetDevice(0); e != cudaSuccess)
-      return fail("infra_error", std::string("no usable GPU: ") + cudaGetErrorString(e), true);
+      return failure("infra_error", std::string("no usable GPU: ") + cudaGetErrorString(e), true);
     auto facts = query_gpu(0);
-    if (!facts) return fail("infra_error", facts.err().message, true);
+    if (!facts) return failure("infra_error", facts.err().message, true);
     if (const auto e = flusher_.init(static_cast<std::size_t>(facts->l2_bytes)); e != cudaSuccess)
-      return fail("infra_error", std::string("L2 flush buffer: ") + cudaGetErrorString(e), true);
+      return failure("infra_error", std::string("L2 flush buffer: ") + cudaGetErrorString(e), true);
     (void)at::zeros({1}, at::device(at::kCUDA));
     return json{{"ok", true}, {"gpu", json::parse(to_json(*facts))}};
   }
@@ -134,11 +122,11 @@ class reference_server {
   json prepare(const json& req) {
     std::uint64_t hash = 0;
     auto ct = task_of(req, hash);
-    if (!ct) return fail("infra_error", "reference failed: " + ct.err().message);
+    if (!ct) return failure("infra_error", "reference failed: " + ct.err().message);
     json shapes = json::array();
     for (const auto& c : req.at("checks")) {
       auto e = expected(**ct, hash, c.at("seed").get<std::uint64_t>(), c.at("variant").get<int>());
-      if (!e) return fail("infra_error", "reference failed: " + e.err().message);
+      if (!e) return failure("infra_error", "reference failed: " + e.err().message);
       json outs = json::array();
       for (const auto& t : (*e)->outputs.tensors()) outs.push_back(t.sizes().vec());
       shapes.push_back(outs);
@@ -149,24 +137,24 @@ class reference_server {
   json compare(const json& req) {
     std::uint64_t hash = 0;
     auto ct = task_of(req, hash);
-    if (!ct) return fail("infra_error", "reference failed: " + ct.err().message);
+    if (!ct) return failure("infra_error", "reference failed: " + ct.err().message);
     const auto& c = req.at("check");
     auto e = expected(**ct, hash, c.at("seed").get<std::uint64_t>(), c.at("variant").get<int>());
-    if (!e) return fail("infra_error", "reference failed: " + e.err().message);
+    if (!e) return failure("infra_error", "reference failed: " + e.err().message);
     const auto files = req.at("files").get<std::vector<std::string>>();
     const auto& want = (*e)->outputs.tensors();
-    if (files.size() != want.size()) return fail("infra_error", "output file count mismatch");
+    if (files.size() != want.size()) return failure("infra_error", "output file count mismatch");
     tasks::tensor_list got;
     for (std::size_t i = 0; i < files.size(); ++i) {
       auto host = at::empty(want[i].sizes(), want[i].options().device(at::kCPU));
       const auto bytes = static_cast<std::streamsize>(host.numel() * host.element_size());
       std::ifstream is(files[i], std::ios::binary);
       is.read(static_cast<char*>(host.data_ptr()), bytes);
-      if (is.gcount() != bytes) return fail("infra_error", "short output file " + files[i]);
+      if (is.gcount() != bytes) return failure("infra_error", "short output file " + files[i]);
       got.tensors().push_back(host.to(want[i].device()));
     }
     auto cmp = tasks::compare((*e)->outputs, got, (*ct)->spec.tolerance);
-    if (!cmp) return fail("infra_error", "compare: " + cmp.err().message);
+    if (!cmp) return failure("infra_error", "compare: " + cmp.err().message);
     bool stale = false;
     if (!cmp->close) {
       // A result cached from an earlier call matches that call's expected output, not this one.
@@ -191,14 +179,14 @@ class reference_server {
   json time(const json& req) {
     std::uint64_t hash = 0;
     auto ct = task_of(req, hash);
-    if (!ct) return fail("infra_error", "reference failed: " + ct.err().message);
+    if (!ct) return failure("infra_error", "reference failed: " + ct.err().message);
     auto e = expected(**ct, hash, req.at("seed").get<std::uint64_t>(), protocol::primary);
-    if (!e) return fail("infra_error", "reference failed: " + e.err().message);
+    if (!e) return failure("infra_error", "reference failed: " + e.err().message);
     const int warmup = req.value("warmup", 0);
     const int trials = req.at("trials").get<int>();
     for (int i = 0; i < warmup; ++i)
       if (auto r = (**ct).ref.run((*e)->inputs); !r)
-        return fail("infra_error", "reference failed: " + r.err().message);
+        return failure("infra_error", "reference failed: " + r.err().message);
     json event_ms = json::array();
     event_pair ev;
     for (int i = 0; i < trials; ++i) {
@@ -209,14 +197,13 @@ class reference_server {
       auto r = (**ct).ref.run((*e)->inputs);
       ev.stop(nullptr);
       if (const auto err = cudaDeviceSynchronize(); err != cudaSuccess)
-        return fail("infra_error", std::string("baseline: ") + cudaGetErrorString(err), true);
-      if (!r) return fail("infra_error", "reference failed: " + r.err().message);
+        return failure("infra_error", std::string("baseline: ") + cudaGetErrorString(err), true);
+      if (!r) return failure("infra_error", "reference failed: " + r.err().message);
       event_ms.push_back(ev.elapsed_ms());
     }
     return json{{"ok", true}, {"event_ms", event_ms}};
   }
 
-  control_channel channel_;
   l2_flusher flusher_;
   std::map<std::uint64_t, compiled_task> tasks_;
   std::list<check_key> lru_;
