@@ -1,4 +1,6 @@
 #include "model/config.hpp"
+
+#include "common/text_file.hpp"
 #include "model/json_object.hpp"
 
 #include <filesystem>
@@ -179,11 +181,9 @@ result<model_config> load_model_config(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const std::string file = fs::is_directory(path, ec) ? (fs::path(path) / "config.json").string() : path;
-  std::ifstream in(file);
-  if (!in) return error{file + ": cannot read"};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_model_config(ss.str(), file);
+  auto text = read_text_file(file);
+  if (!text) return text.err();
+  return parse_model_config(*text, file);
 }
 
 }  // namespace kforge::model

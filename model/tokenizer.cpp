@@ -1,4 +1,6 @@
 #include "model/tokenizer.hpp"
+
+#include "common/text_file.hpp"
 #include "model/json_object.hpp"
 
 #include <algorithm>
@@ -709,11 +711,9 @@ result<tokenizer> tokenizer::load(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const std::string file = fs::is_directory(path, ec) ? (fs::path(path) / "tokenizer.json").string() : path;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return error{file + ": cannot read"};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), file);
+  auto text = read_text_file(file);
+  if (!text) return text.err();
+  return parse(*text, file);
 }
 
 std::vector<std::int64_t> tokenizer::encode(std::string_view text, bool add_special_tokens) const {
@@ -793,12 +793,10 @@ namespace {
 result<std::optional<json>> read_optional_json(const std::string& file) {
   std::error_code ec;
   if (!std::filesystem::exists(file, ec)) return std::optional<json>{};
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return error{file + ": cannot read"};
-  std::stringstream ss;
-  ss << in.rdbuf();
+  auto text = read_text_file(file);
+  if (!text) return text.err();
   try {
-    json j = json::parse(ss.str());
+    json j = json::parse(*text);
     if (!j.is_object()) return error{file + ": not a JSON object"};
     return std::optional<json>{std::move(j)};
   } catch (const json::exception& e) {

@@ -15,6 +15,7 @@
 #include "common/clock.hpp"
 #include "common/hash.hpp"
 #include "common/parallel.hpp"
+#include "common/text_file.hpp"
 #include "sandbox/pool.hpp"
 #include "sandbox/verdict_json.hpp"
 #include "tasks/builtin.hpp"
@@ -80,14 +81,6 @@ std::string default_cache() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/kforge/compile";
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/kforge/compile";
   return "/tmp/kforge-compile-cache";
-}
-
-result<std::string> read_file(const fs::path& p) {
-  std::ifstream is(p, std::ios::binary);
-  if (!is) return error{"cannot read " + p.string()};
-  std::ostringstream ss;
-  ss << is.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -173,7 +166,7 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
   const auto started = std::chrono::steady_clock::now();
   parallel_for(items.size(), jobs, [&](std::size_t i) {
     const auto& it = items[i];
-    auto source = read_file(it.file);
+    auto source = read_text_file(it.file.string());
     json j;
     if (!source) {
       j = json{{"status", "infra_error"}, {"reason", source.err().message}};
