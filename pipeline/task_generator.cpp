@@ -17,22 +17,6 @@ task_generator_options task_generator_options_from(const manifest& m) {
   return o;
 }
 
-tasks::hardware_context hardware_context_from(const sandbox::gpu_facts& f) {
-  tasks::hardware_context h;
-  h.name = f.name;
-  h.major = f.major;
-  h.minor = f.minor;
-  h.sm_count = f.sm_count;
-  h.shared_per_block = f.shared_per_block;
-  h.shared_per_block_optin = f.shared_per_block_optin;
-  h.shared_per_sm = f.shared_per_sm;
-  h.registers_per_sm = f.registers_per_sm;
-  h.l2_bytes = f.l2_bytes;
-  h.memory_bytes = f.memory_bytes;
-  h.memory_bandwidth_gbs = f.memory_bandwidth_gbs;
-  return h;
-}
-
 result<std::shared_ptr<task_generator>> task_generator::create(std::vector<tasks::task> pool,
                                                                task_generator_options o) {
   const std::string where = "task generator: ";

@@ -16,7 +16,6 @@
 
 #include "actors/stage_logic.hpp"
 #include "pipeline/manifest.hpp"
-#include "sandbox/gpu_facts.hpp"
 #include "tasks/curriculum.hpp"
 #include "tasks/prompt.hpp"
 #include "tasks/task.hpp"
@@ -44,9 +43,6 @@ struct task_generator_options {
 /// Options from the manifest's [run], [sampler] and [buffer] tables. Curriculum, hardware and
 /// template keep their defaults (the manifest has no keys for them yet).
 task_generator_options task_generator_options_from(const manifest& m);
-
-/// The prompt's view of a GPU (sandbox::query_gpu on a device, or gpu_facts_from_json).
-tasks::hardware_context hardware_context_from(const sandbox::gpu_facts& f);
 
 class task_generator final : public actors::task_source {
  public:

@@ -15,26 +15,15 @@
 #include <string_view>
 #include <vector>
 
+#include "common/gpu_facts.hpp"
 #include "common/result.hpp"
 #include "tasks/task.hpp"
 
 namespace kforge::tasks {
 
-/// The GPU a prompt describes. The same facts as sandbox::gpu_facts (tasks/ must not depend on
-/// sandbox/, so the caller converts); they come from the device or the manifest. A zero or empty
-/// field is unknown, and the prompt says "unknown".
-struct hardware_context {
-  std::string name;
-  int major = 0, minor = 0;               ///< compute capability; 0.0 = unknown
-  int sm_count = 0;
-  std::int64_t shared_per_block = 0;      ///< default max shared memory per block, bytes
-  std::int64_t shared_per_block_optin = 0;
-  std::int64_t shared_per_sm = 0;
-  int registers_per_sm = 0;
-  std::int64_t l2_bytes = 0;
-  std::int64_t memory_bytes = 0;
-  double memory_bandwidth_gbs = 0;        ///< peak, GB/s
-};
+/// The GPU a prompt describes, from the device or the manifest. A zero or empty field is
+/// unknown, and the prompt says "unknown".
+using hardware_context = kforge::gpu_facts;
 
 /// The embedded default template (tasks/prompt_template.txt).
 std::string_view default_prompt_template();

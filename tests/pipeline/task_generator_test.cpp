@@ -34,12 +34,12 @@ task_generator_options options(tasks::sampling_mode mode = tasks::sampling_mode:
   o.top_p = 0.95f;
   o.max_new_tokens = 1024;
   o.curriculum.mode = mode;
-  sandbox::gpu_facts f;
+  gpu_facts f;
   f.name = "NVIDIA H200";
   f.major = 9;
   f.sm_count = 132;
   f.l2_bytes = 62914560;
-  o.hardware = pipeline::hardware_context_from(f);
+  o.hardware = f;
   return o;
 }
 
