@@ -45,9 +45,11 @@ wire::VerdictStatus status_named(const std::string& s) {
   return wire::VerdictStatus::infra_error;
 }
 
-std::string describe_failure(const child_reply& r) {
+/// Why the candidate's process gave no reply, as the verdict's reason.
+std::string describe_failure(const child_reply& r, ms limit) {
   switch (r.failure) {
-    case child_failure::timeout: return r.detail;
+    case child_failure::timeout:
+      return "ran past the sandbox's " + std::to_string(limit.count()) + " ms limit (killed)";
     case child_failure::died: return "the candidate's process ended (" + r.detail + ")";
     case child_failure::protocol: return "the candidate's process broke the protocol: " + r.detail;
     case child_failure::none: break;
@@ -261,10 +263,7 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
       child_failed = true;
       out.status = r.failure == child_failure::timeout ? wire::VerdictStatus::timeout
                                                         : wire::VerdictStatus::runtime_error;
-      out.reason = r.failure == child_failure::timeout
-                       ? "ran past the sandbox's " + std::to_string(o.time_limit.count()) +
-                             " ms limit (killed)"
-                       : describe_failure(r);
+      out.reason = describe_failure(r, o.time_limit);
       return false;
     }
     reply = json::parse(r.json, nullptr, false);
