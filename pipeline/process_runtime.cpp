@@ -357,12 +357,6 @@ struct process_runtime::impl {
     wo.name = slot.name;
     wo.heartbeat_interval = o.heartbeat_interval;
     wo.liveness = o.liveness;
-    auto w = bus::worker::connect(m.endpoint(link::sandbox_workers), wo);
-    if (!w) {
-      std::lock_guard<std::mutex> g(slot.mu);
-      slot.core.count_error(w.err());
-      return;
-    }
     auto made = make_sandbox_logic(m);
     if (!made) {
       // No silent fallback to the stand-in: the worker stays out, the error shows in its metrics
@@ -371,8 +365,7 @@ struct process_runtime::impl {
       slot.core.count_error(made.err());
       return;
     }
-    serve_sandbox_items(*w, *made, slot, stop_requested);
-    (void)w->leave();
+    serve_sandbox_worker(m.endpoint(link::sandbox_workers), wo, *made, slot, stop_requested);
     if (slot.recording) (void)slot.recording->flush();
   }
 

@@ -18,8 +18,10 @@ namespace kforge::pipeline {
 
 using namespace std::chrono_literals;
 
-void serve_sandbox_items(bus::worker& w, const std::shared_ptr<actors::sandbox_logic>& logic,
-                         worker_slot& slot, const std::atomic<bool>& stop) {
+namespace {
+
+void serve_items(bus::worker& w, const std::shared_ptr<actors::sandbox_logic>& logic,
+                 worker_slot& slot, const std::atomic<bool>& stop) {
   while (!stop.load()) {
     auto item = w.next(100ms);
     if (!item) {
@@ -68,6 +70,21 @@ void serve_sandbox_items(bus::worker& w, const std::shared_ptr<actors::sandbox_l
   }
 }
 
+}  // namespace
+
+void serve_sandbox_worker(const std::string& endpoint, const bus::worker_options& options,
+                          const std::shared_ptr<actors::sandbox_logic>& logic, worker_slot& slot,
+                          const std::atomic<bool>& stop) {
+  auto w = bus::worker::connect(endpoint, options);
+  if (!w) {
+    std::lock_guard<std::mutex> g(slot.mu);
+    slot.core.count_error(w.err());
+    return;
+  }
+  serve_items(*w, logic, slot, stop);
+  (void)w->leave();
+}
+
 namespace {
 std::atomic<bool> stop_signal{false};
 extern "C" void on_stop_signal(int) { stop_signal = true; }
@@ -107,14 +124,7 @@ int sandbox_worker_command(const sandbox_worker_options& opt, std::ostream& out,
     s->thread = std::thread([&opt, &logic, s] {
       bus::worker_options wo;
       wo.name = s->name;
-      auto w = bus::worker::connect(opt.connect, wo);
-      if (!w) {
-        std::lock_guard<std::mutex> g(s->mu);
-        s->core.count_error(w.err());
-        return;
-      }
-      serve_sandbox_items(*w, *logic, *s, stop_signal);
-      (void)w->leave();
+      serve_sandbox_worker(opt.connect, wo, *logic, *s, stop_signal);
     });
     slots.push_back(std::move(slot));
   }

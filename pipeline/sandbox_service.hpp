@@ -27,11 +27,14 @@ struct worker_slot {
   std::thread thread;
 };
 
-/// Takes work items from `w` until `stop`: each candidate through `logic` (on a helper thread,
-/// heartbeating meanwhile: a real verdict takes seconds), its verdict sent back. A malformed item or
-/// a failing logic becomes an infra_error verdict; nothing is dropped silently.
-void serve_sandbox_items(bus::worker& w, const std::shared_ptr<actors::sandbox_logic>& logic,
-                         worker_slot& slot, const std::atomic<bool>& stop);
+/// Connects to the pool's broker at `endpoint` and takes work items until `stop`: each candidate
+/// through `logic` (on a helper thread, heartbeating meanwhile: a real verdict takes seconds), its
+/// verdict sent back; then leaves (items still held are re-queued). A malformed item or a failing
+/// logic becomes an infra_error verdict, a failed connection an error in the slot's counters;
+/// nothing is dropped silently.
+void serve_sandbox_worker(const std::string& endpoint, const bus::worker_options& options,
+                          const std::shared_ptr<actors::sandbox_logic>& logic, worker_slot& slot,
+                          const std::atomic<bool>& stop);
 
 struct sandbox_worker_options {
   std::string connect;   ///< the pool's worker endpoint, e.g. tcp://head:5557
