@@ -6,9 +6,10 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "common/text_file.hpp"
 
 namespace kforge::sandbox::testing {
 
@@ -21,11 +22,11 @@ struct suite_entry {
   std::string rule;                 ///< for `rejected`: the rule of the first finding, if given
 };
 
+/// A candidate's source; empty when it cannot be read (its verdict then says so). No REQUIRE:
+/// the tests call this from worker threads.
 inline std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  auto text = kforge::read_text_file(path);
+  return text ? *text : std::string();
 }
 
 // suite.jsonl, one object a line. Malformed lines fail the test with the line number.
