@@ -16,6 +16,10 @@ out=${OUT:-$root/gpu-out}
 build=${KFORGE_GPU_BUILD:-$root/build-gpu}
 mkdir -p "$out"
 declare -a rows=()
+# KFORGE_STEPS (a comma list of: tests, run, baseline, synth, bench; default all) and
+# KFORGE_BENCHES (bench program names; default all) pick what runs, so one device call fits its
+# time limit. The build always runs.
+want() { [[ -z ${KFORGE_STEPS:-} || ,${KFORGE_STEPS}, == *,$1,* ]]; }
 row() { rows+=("$(printf '%-34s %-6s %s' "$1" "$2" "$3")"); }
 step() {  # step NAME LOGFILE CMD...: runs CMD, logs it, records pass/fail and its duration
   local name=$1 log=$2; shift 2
@@ -37,29 +41,31 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
   -DKFORGE_DEPS_DIR="$deps" -DCMAKE_PREFIX_PATH="$torch_prefix" -DKFORGE_WITH_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
   ${KFORGE_CMAKE_ARGS:-} \
-  && step build build.log cmake --build "$build" -j "$(nproc)" \
+  && step build build.log cmake --build "$build" -j "$(nproc)" -- -k 0 \
   && {
     # The GPU task test writes every built-in reference's eager time here (kforge tasks baseline's seed).
     export KFORGE_TASKS_TIMES=$out/eager_times.jsonl
-    step "tests (cpu)" ctest.log ctest --test-dir "$build" --output-on-failure -j 4 -LE gpu
-    step "tests (gpu label, verbose)" ctest-gpu.log ctest --test-dir "$build" -L gpu -V
-    step "main job: kforge run --steps 20" run.log "$build/kforge" run --steps 20 --no-progress \
-      --run-dir "$build/run"
-    cp "$build/run/summary.json" "$out/run_summary.json" 2>/dev/null
-    # KFORGE_STEPS (a list of: baseline, synth) / KFORGE_BENCHES (bench names) pick what runs
-    # (default: everything), so one device call fits its time limit.
-    if [[ ${KFORGE_STEPS:-baseline} == *baseline* ]]; then
+    if want tests; then
+      step "tests (cpu)" ctest.log ctest --test-dir "$build" --output-on-failure -j 4 -LE gpu
+      step "tests (gpu label, verbose)" ctest-gpu.log ctest --test-dir "$build" -L gpu -V
+    fi
+    if want run; then
+      step "main job: kforge run --steps 20" run.log "$build/kforge" run --steps 20 --no-progress \
+        --run-dir "$build/run"
+      cp "$build/run/summary.json" "$out/run_summary.json" 2>/dev/null
+    fi
+    if want baseline; then
       step "kforge tasks baseline (GPU eager times)" baseline.log "$build/kforge" tasks baseline \
         --out "$out/baseline.jsonl"
     fi
-    if [[ ${KFORGE_STEPS:-synth} == *synth* ]]; then
+    if want synth; then
       step "kforge tasks synth --count 1000" synth.log "$build/kforge" tasks synth --count 1000 \
         --seed 1 --out "$out/synth.jsonl" --max-seconds 420
     fi
     for b in "$build"/bench/*_bench; do
       [[ -x $b ]] || continue
       name=$(basename "$b")
-      [[ -z ${KFORGE_BENCHES:-} || ,${KFORGE_BENCHES}, == *,$name,* ]] || continue
+      want bench && [[ -z ${KFORGE_BENCHES:-} || ,${KFORGE_BENCHES}, == *,$name,* ]] || continue
       step "bench $name" "$name.log" "$b" --json "$out/$name.json"
     done
   }

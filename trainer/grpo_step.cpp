@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -106,6 +107,21 @@ status grpo_stepper::save_state(const std::string& path) const {
   return {};
 }
 
+namespace {
+
+// LibTorch keys an optimiser's per-parameter state by the parameter's TensorImpl: as its printed
+// address in 1.13 (a std::string), as the pointer itself in 2.x. One overload per spelling.
+[[maybe_unused]] bool is_state_key_of(const std::string& key, const at::Tensor& p) {
+  std::ostringstream s;
+  s << p.unsafeGetTensorImpl();
+  return s.str() == key;
+}
+[[maybe_unused]] bool is_state_key_of(const void* key, const at::Tensor& p) {
+  return key == p.unsafeGetTensorImpl();
+}
+
+}  // namespace
+
 status grpo_stepper::load_state(const std::string& path) {
   auto& st = *impl_;
   try {
@@ -122,7 +138,7 @@ status grpo_stepper::load_state(const std::string& path) {
       if (adam == nullptr) throw std::runtime_error("state of another optimiser type");
       bool found = false;
       for (const auto& p : st.params)
-        if (c10::guts::to_string(p.unsafeGetTensorImpl()) == key) {
+        if (is_state_key_of(key, p)) {
           found = true;
           if (!adam->exp_avg().sizes().equals(p.sizes()))
             throw std::runtime_error("a moment's shape does not match its parameter's");
