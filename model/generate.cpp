@@ -55,6 +55,7 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
   if (!(o.temperature >= 0)) return error{"generate: temperature must be >= 0"};
   if (!(o.top_p > 0 && o.top_p <= 1)) return error{"generate: top_p must be in (0, 1]"};
   if (o.top_k < 0) return error{"generate: top_k must be >= 0"};
+  if (o.check_stops_every < 0) return error{"generate: check_stops_every must be >= 0"};
   const std::int64_t vocab = model.config.vocab_size;
   std::size_t longest = 0;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
@@ -74,21 +75,23 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     const std::int64_t P = static_cast<std::int64_t>(prompts.size());
     const std::int64_t R = P * o.n;
     const std::int64_t L = static_cast<std::int64_t>(longest);
-    const std::int64_t capacity = L + o.max_new_tokens;
+    const std::int64_t N = o.max_new_tokens;
+    const std::int64_t capacity = L + N;
 
     // Rows prompt-major; prompts left-padded to L so every row's next token is at the same index.
-    at::Tensor ids = at::full({R, L}, o.pad_token, i64);
-    at::Tensor mask = at::zeros({R, capacity}, i64);
+    // Built on the host in one piece and moved once.
+    std::vector<std::int64_t> ids_host(static_cast<std::size_t>(R * L), o.pad_token);
+    std::vector<std::int64_t> mask_host(static_cast<std::size_t>(R * capacity), 0);
     std::vector<std::int64_t> prompt_len(static_cast<std::size_t>(R));
     for (std::int64_t r = 0; r < R; ++r) {
       const auto& p = prompts[static_cast<std::size_t>(r / o.n)];
       const auto n = static_cast<std::int64_t>(p.size());
-      ids.select(0, r).narrow(0, L - n, n).copy_(at::tensor(p, i64));
-      mask.select(0, r).narrow(0, L - n, n).fill_(1);
+      std::copy(p.begin(), p.end(), ids_host.begin() + r * L + (L - n));
+      std::fill_n(mask_host.begin() + r * capacity + (L - n), n, 1);
       prompt_len[static_cast<std::size_t>(r)] = n;
     }
-    ids = ids.to(dev);
-    mask = mask.to(dev);
+    at::Tensor ids = at::tensor(ids_host, i64).view({R, L}).to(dev);
+    at::Tensor mask = at::tensor(mask_host, i64).view({R, capacity}).to(dev);
     at::Tensor lengths = at::tensor(prompt_len, i64).to(dev);
 
     kv_cache cache = make_kv_cache(model.config, R, capacity, popt);
@@ -98,72 +101,93 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     args.attention_mask = mask.narrow(1, 0, L);
     at::Tensor logits = model.forward(ids, args).select(1, 0).to(at::kFloat);
 
-    at::Generator gen = at::detail::createCPUGenerator(o.seed);
     const bool greedy = o.temperature == 0;
     const double temperature = greedy ? 1.0 : o.temperature;
-    const at::Tensor stop_ids =
-        at::tensor(o.stop_tokens.empty() ? std::vector<std::int64_t>{-1} : o.stop_tokens, i64).to(dev);
+    const bool has_stops = !o.stop_tokens.empty();
+    const at::Tensor stop_ids = has_stops ? at::tensor(o.stop_tokens, i64).to(dev) : at::Tensor();
+    // Inverse-CDF sampling with uniforms from a CPU generator, reproducible on any device: one per
+    // original row every step (so a row's samples do not depend on which others stopped), all
+    // drawn here in step-major order (the order step-by-step draws would take) and moved to the
+    // device once, rather than a host-to-device copy, which waits for the device, every step.
+    at::Tensor uniforms;  // [N, R] fp32 on the device
+    if (!greedy) {
+      at::Generator gen = at::detail::createCPUGenerator(o.seed);
+      uniforms = at::rand({N, R}, gen, at::TensorOptions().dtype(at::kDouble)).to(dev).to(at::kFloat);
+    }
 
-    // Results per original row, filled on the CPU as tokens come. Rows that stop are dropped from
-    // the batch (cache, mask and all) once enough of them have stopped, so long samples do not
-    // drag finished ones along; `rows` maps the batch's rows to the original ones.
-    std::vector<generation> out(static_cast<std::size_t>(R));
+    // Per step, tokens and log-probs stay on the device ([N, R] by original row), and so does the
+    // step at which each row first produced a stop token (N: not yet). The host looks at the stops
+    // only every `sync_every` steps (a transfer waits for the device, which would otherwise run
+    // ahead of the host's kernel launches); rows that stopped are then dropped from the batch
+    // (cache, mask and all) once enough of them have, so long samples do not drag finished ones
+    // along. A stopped row still in the batch produces tokens nobody reads. Without stop tokens the
+    // loop never waits. On the CPU waiting costs nothing, so it checks every step.
+    const std::int64_t sync_every = o.check_stops_every > 0 ? o.check_stops_every : dev.is_cpu() ? 1 : 8;
+    at::Tensor tokens_d = at::empty({N, R}, i64.device(dev));
+    at::Tensor logps_d = at::empty({N, R}, at::TensorOptions().dtype(at::kFloat).device(dev));
+    at::Tensor stop_at = has_stops ? at::full({R}, N, i64.device(dev)) : at::Tensor();
+    // `rows` maps the batch's rows to the original ones.
     std::vector<std::int64_t> rows_host(static_cast<std::size_t>(R));
     for (std::int64_t r = 0; r < R; ++r) rows_host[static_cast<std::size_t>(r)] = r;
     at::Tensor rows = at::arange(R, i64.device(dev));
     at::Tensor generated = at::zeros({R, 0}, i64.device(dev));  // kept for the processor only
+    std::int64_t steps = 0;
 
-    for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
+    for (std::int64_t step = 0; step < N; ++step) {
       const std::int64_t A = rows.size(0);
+      const bool all_rows = A == R;
       if (o.processor) o.processor(logits, generated, rows, step);
-      const at::Tensor scaled = logits / temperature;
+      const at::Tensor scaled = temperature == 1.0 ? logits : logits / temperature;  // x / 1 == x
       at::Tensor next;
       if (greedy) {
         next = at::argmax(logits, -1);
       } else {
         const at::Tensor probs = at::softmax(truncate(scaled, o.top_k, o.top_p), -1);
         const at::Tensor cdf = at::cumsum(probs, -1);
-        // Inverse-CDF sampling with uniforms drawn on the CPU generator: reproducible on any device.
-        // One per original row every step, so a row's samples do not depend on which others stopped.
-        at::Tensor u = at::rand({R, 1}, gen, at::TensorOptions().dtype(at::kDouble)).to(dev).to(at::kFloat);
-        if (A != R) u = u.index_select(0, rows);
+        at::Tensor u = uniforms.select(0, step).unsqueeze(1);
+        if (!all_rows) u = u.index_select(0, rows);
         u = (u * cdf.narrow(-1, cdf.size(-1) - 1, 1)).clamp_min(1e-30);
         next = (cdf < u).sum(-1).clamp_max(vocab - 1);
       }
       const at::Tensor logp = at::log_softmax(scaled, -1).gather(-1, next.unsqueeze(-1)).squeeze(-1);
-      const at::Tensor stop_now = (next.unsqueeze(-1) == stop_ids).any(-1);
-
-      // One transfer per step: the tokens, their log-probs and which rows stopped.
-      const at::Tensor next_c = next.to(at::kCPU).contiguous();
-      const at::Tensor logp_c = logp.to(at::kCPU).contiguous();
-      const at::Tensor stop_c = stop_now.to(at::kCPU).contiguous();
-      const auto* next_p = next_c.data_ptr<std::int64_t>();
-      const auto* logp_p = logp_c.data_ptr<float>();
-      const auto* stop_p = stop_c.data_ptr<bool>();
-      std::vector<std::int64_t> keep;
-      for (std::int64_t a = 0; a < A; ++a) {
-        generation& g = out[static_cast<std::size_t>(rows_host[static_cast<std::size_t>(a)])];
-        if (g.stopped) continue;  // stopped earlier, not yet dropped from the batch
-        g.tokens.push_back(next_p[a]);
-        g.logprobs.push_back(logp_p[a]);
-        g.stopped = stop_p[a];
-        if (!g.stopped) keep.push_back(a);
+      if (all_rows) {
+        tokens_d.select(0, step).copy_(next);
+        logps_d.select(0, step).copy_(logp);
+      } else {
+        tokens_d.select(0, step).index_copy_(0, rows, next);
+        logps_d.select(0, step).index_copy_(0, rows, logp);
       }
-      if (keep.empty() || step + 1 == o.max_new_tokens) break;
+      if (has_stops) {
+        const at::Tensor hit = (next.unsqueeze(-1) == stop_ids).any(-1);
+        const at::Tensor before = all_rows ? stop_at : stop_at.index_select(0, rows);
+        const at::Tensor after = before.masked_fill(hit & (before == N), step);
+        if (all_rows) stop_at = after;
+        else stop_at.index_copy_(0, rows, after);
+      }
+      steps = step + 1;
+      if (steps == N) break;
       if (o.processor) generated = at::cat({generated, next.unsqueeze(1)}, 1);
 
-      if (static_cast<std::int64_t>(keep.size()) <= A - std::max<std::int64_t>(1, A / 8)) {
-        const at::Tensor idx = at::tensor(keep, i64).to(dev);
-        for (auto& t : cache.k) t = t.index_select(0, idx);
-        for (auto& t : cache.v) t = t.index_select(0, idx);
-        mask = mask.index_select(0, idx);
-        lengths = lengths.index_select(0, idx);
-        rows = rows.index_select(0, idx);
-        next = next.index_select(0, idx);
-        if (o.processor) generated = generated.index_select(0, idx);
-        std::vector<std::int64_t> kept_rows;
-        for (auto a : keep) kept_rows.push_back(rows_host[static_cast<std::size_t>(a)]);
-        rows_host = std::move(kept_rows);
+      if (has_stops && steps % sync_every == 0) {
+        const at::Tensor stop_c = stop_at.to(at::kCPU).contiguous();
+        const auto* stop_p = stop_c.data_ptr<std::int64_t>();
+        std::vector<std::int64_t> keep;
+        for (std::int64_t a = 0; a < A; ++a)
+          if (stop_p[rows_host[static_cast<std::size_t>(a)]] == N) keep.push_back(a);
+        if (keep.empty()) break;
+        if (static_cast<std::int64_t>(keep.size()) <= A - std::max<std::int64_t>(1, A / 8)) {
+          const at::Tensor idx = at::tensor(keep, i64).to(dev);
+          for (auto& t : cache.k) t = t.index_select(0, idx);
+          for (auto& t : cache.v) t = t.index_select(0, idx);
+          mask = mask.index_select(0, idx);
+          lengths = lengths.index_select(0, idx);
+          rows = rows.index_select(0, idx);
+          next = next.index_select(0, idx);
+          if (o.processor) generated = generated.index_select(0, idx);
+          std::vector<std::int64_t> kept_rows;
+          for (auto a : keep) kept_rows.push_back(rows_host[static_cast<std::size_t>(a)]);
+          rows_host = std::move(kept_rows);
+        }
       }
 
       mask.select(1, L + step).fill_(1);
@@ -172,10 +196,22 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
       logits = model.forward(next.unsqueeze(1), args).select(1, 0).to(at::kFloat);
     }
 
+    // One transfer of everything generated; each row ends after its first stop token.
+    const at::Tensor tokens_c = tokens_d.narrow(0, 0, steps).t().contiguous().to(at::kCPU);
+    const at::Tensor logps_c = logps_d.narrow(0, 0, steps).t().contiguous().to(at::kCPU);
+    const at::Tensor stop_c = has_stops ? stop_at.to(at::kCPU).contiguous() : at::Tensor();
+    const auto* tok_p = tokens_c.data_ptr<std::int64_t>();
+    const auto* lp_p = logps_c.data_ptr<float>();
+    std::vector<generation> out(static_cast<std::size_t>(R));
     for (std::int64_t r = 0; r < R; ++r) {
       generation& g = out[static_cast<std::size_t>(r)];
       g.prompt = static_cast<std::size_t>(r / o.n);
       g.sample = static_cast<std::size_t>(r % o.n);
+      const std::int64_t first_stop = has_stops ? stop_c.data_ptr<std::int64_t>()[r] : N;
+      g.stopped = first_stop < N;
+      const std::int64_t len = g.stopped ? first_stop + 1 : steps;
+      g.tokens.assign(tok_p + r * steps, tok_p + r * steps + len);
+      g.logprobs.assign(lp_p + r * steps, lp_p + r * steps + len);
       if (tok != nullptr) {
         std::vector<std::int64_t> body = g.tokens;
         if (g.stopped) body.pop_back();

@@ -7,7 +7,9 @@
 // log_softmax(processed_logits / temperature) (temperature 0 = greedy, log-probs at temperature 1),
 // before top-k/top-p truncation — the quantity the trainer's ratio needs, and what score() computes.
 // Samples that stop leave the batch (their cache rows too) as others go on; each row draws its own
-// uniforms every step, so a sample depends on the seed, its prompt and its index only.
+// uniforms every step, so a sample depends on the seed, its prompt and its index only. On a GPU the
+// decoding loop does not wait for the device between steps (the uniforms are moved once, tokens
+// and log-probs stay there until the end; with stop tokens the host checks them every 8 steps).
 //
 // score(): the same log-probs for given (prompt, completion) pairs with gradients, in micro-batches,
 // for training.
@@ -51,6 +53,10 @@ struct sampling_options {
   bool skip_special_tokens = true;
   /// Optional hook on the logits before temperature, top-k and top-p.
   logits_processor processor;
+  /// With stop tokens: steps between the host's checks for stopped rows (each check waits for the
+  /// device). 0: every step on the CPU, every 8 on a GPU. Results do not depend on it; a stopped
+  /// row costs up to this many wasted steps before it leaves the batch.
+  std::int64_t check_stops_every = 0;
 };
 
 struct generation {

@@ -120,22 +120,35 @@ result<safetensors_file> safetensors_file::open(const std::string& path) {
   auto mapped = map_file(path);
   if (!mapped) return mapped.err();
   std::shared_ptr<mapping> m = std::move(mapped.value());
+  const std::byte* bytes = m->data();
   const std::size_t size = m->size();
+  return parse(path, std::move(m), bytes, size);
+}
+
+result<safetensors_file> safetensors_file::from_bytes(std::vector<std::uint8_t> bytes, const std::string& name) {
+  auto owner = std::make_shared<std::vector<std::uint8_t>>(std::move(bytes));
+  const auto* data = reinterpret_cast<const std::byte*>(owner->data());
+  const std::size_t size = owner->size();
+  return parse(name, std::move(owner), data, size);
+}
+
+result<safetensors_file> safetensors_file::parse(const std::string& path, std::shared_ptr<const void> owner,
+                                                 const std::byte* bytes, std::size_t size) {
   if (size < 8)
     return error{path + ": truncated: " + std::to_string(size) +
                  " bytes, less than the 8-byte header length"};
-  const std::uint64_t header_len = read_le64(m->data());
+  const std::uint64_t header_len = read_le64(bytes);
   if (header_len > size - 8)
     return error{path + ": truncated or not safetensors: header length " + std::to_string(header_len) +
                  " runs past the end of the file (" + std::to_string(size) + " bytes)"};
-  const std::string_view header(reinterpret_cast<const char*>(m->data() + 8), header_len);
+  const std::string_view header(reinterpret_cast<const char*>(bytes + 8), header_len);
   auto parsed = parse_json_object(header, path, "header ");
   if (!parsed) return error{parsed.err().message};
   const json h = std::move(*parsed);
 
   safetensors_file f;
   f.path_ = path;
-  const std::byte* data = m->data() + 8 + header_len;
+  const std::byte* data = bytes + 8 + header_len;
   const std::uint64_t data_size = size - 8 - header_len;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
   for (auto it = h.begin(); it != h.end(); ++it) {
@@ -160,7 +173,7 @@ result<safetensors_file> safetensors_file::open(const std::string& path) {
     v.name = name;
     v.dtype = *dt;
     v.file = path;
-    v.owner = m;
+    v.owner = owner;
     std::uint64_t numel = 1;
     for (const auto& d : t["shape"]) {
       if (!d.is_number_unsigned()) return error{where + "shape has a dimension that is not a non-negative integer"};
@@ -264,6 +277,14 @@ result<checkpoint_tensors> checkpoint_tensors::open(const std::string& path) {
   }
   for (const auto& f : c.files_)
     for (const auto& t : f.tensors()) c.by_name_[t.name] = &t;
+  return c;
+}
+
+checkpoint_tensors checkpoint_tensors::of(safetensors_file file) {
+  checkpoint_tensors c;
+  c.path_ = file.path();
+  c.files_.push_back(std::move(file));
+  for (const auto& t : c.files_.front().tensors()) c.by_name_[t.name] = &t;
   return c;
 }
 

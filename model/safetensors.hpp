@@ -47,6 +47,9 @@ class safetensors_file {
   /// Maps and validates `path`: header length within the file, JSON header, known dtypes,
   /// data_offsets inside the data area, sizes equal to numel * element size, no overlaps or holes.
   [[nodiscard]] static result<safetensors_file> open(const std::string& path);
+  /// The same checks on a file's bytes held in memory (e.g. weights sent inline in a message);
+  /// `name` stands for the path in errors.
+  [[nodiscard]] static result<safetensors_file> from_bytes(std::vector<std::uint8_t> bytes, const std::string& name);
 
   const std::string& path() const noexcept { return path_; }
   const std::vector<tensor_view>& tensors() const noexcept { return tensors_; }
@@ -56,6 +59,9 @@ class safetensors_file {
   const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
 
  private:
+  [[nodiscard]] static result<safetensors_file> parse(const std::string& path, std::shared_ptr<const void> owner,
+                                                      const std::byte* bytes, std::size_t size);
+
   std::string path_;
   std::vector<tensor_view> tensors_;
   std::map<std::string, std::size_t, std::less<>> index_;
@@ -75,6 +81,8 @@ class checkpoint_tensors {
   /// `path` is a directory with model.safetensors.index.json (sharded: every tensor the index names
   /// must be in the shard it names) or model.safetensors, or a .safetensors file.
   [[nodiscard]] static result<checkpoint_tensors> open(const std::string& path);
+  /// One already opened file.
+  static checkpoint_tensors of(safetensors_file file);
 
   /// nullptr when absent.
   const tensor_view* find(std::string_view name) const noexcept;

@@ -84,13 +84,16 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const rotary_tables& rope
   }
   const std::int64_t S = k.size(2);
   const std::int64_t rep = heads / kv_heads;
-  // Query heads [g*rep, (g+1)*rep) share key/value head g (transformers' repeat_kv), done by
-  // broadcasting over a group dimension instead of copying keys and values.
-  const at::Tensor qg = q.reshape({B, kv_heads, rep, T, head_dim});
-  at::Tensor scores = at::matmul(qg, k.unsqueeze(2).transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim));
-  scores = scores.reshape({B, heads, T, S}) + mask;
+  // Query heads [g*rep, (g+1)*rep) share key/value head g (transformers' repeat_kv). The group's
+  // queries are folded into the query dimension ([B, kv_heads, rep * T, D]) so that each key/value
+  // head is one matmul against the cache as it lies: broadcasting K and V over a group dimension
+  // instead would make matmul materialise rep copies of them (the whole cache, every layer, every
+  // decoding step).
+  const at::Tensor qg = q.reshape({B, kv_heads, rep * T, head_dim});
+  at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim));
+  scores = scores.reshape({B, kv_heads, rep, T, S}) + mask.unsqueeze(1);
   const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
-  const at::Tensor out = at::matmul(probs.reshape({B, kv_heads, rep, T, S}), v.unsqueeze(2));
+  const at::Tensor out = at::matmul(probs.reshape({B, kv_heads, rep * T, S}), v);  // [B, kv, rep*T, D]
   return o_proj(out.reshape({B, heads, T, head_dim}).transpose(1, 2).reshape({B, T, heads * head_dim}));
 }
 

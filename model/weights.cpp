@@ -79,10 +79,14 @@ result<at::Tensor> to_tensor(const tensor_view& view, bool copy) {
 
 status load_weights(CausalLMImpl& model, const checkpoint_tensors& tensors) {
   at::NoGradGuard no_grad;
+  // Everything is checked before the first parameter is written, so a bad file (a missing tensor,
+  // a wrong shape, an extra tensor) leaves the model as it was: the sampler keeps serving the old
+  // weights when a new version fails to load.
   std::set<std::string> used;
+  std::vector<std::pair<at::Tensor, const tensor_view*>> todo;
   for (auto& item : model.named_parameters(/*recurse=*/true)) {
     const std::string& name = item.key();
-    at::Tensor& param = item.value();
+    const at::Tensor& param = item.value();
     const tensor_view* v = tensors.find(name);
     if (v == nullptr)
       return error{tensors.path() + ": missing tensor '" + name + "' (expected shape " +
@@ -94,9 +98,7 @@ status load_weights(CausalLMImpl& model, const checkpoint_tensors& tensors) {
         v->dtype != st_dtype::f64)
       return error{v->file + ": tensor '" + name + "' has dtype " + std::string(st_dtype_name(v->dtype)) +
                    ", expected a floating-point type"};
-    auto t = to_tensor(*v, /*copy=*/false);
-    if (!t) return t.err();
-    param.copy_(t.value());
+    todo.emplace_back(param, v);
     used.insert(name);
   }
   std::vector<std::string> unused;
@@ -111,6 +113,11 @@ status load_weights(CausalLMImpl& model, const checkpoint_tensors& tensors) {
     if (unused.size() > 5) list += ", ... (" + std::to_string(unused.size()) + " in all)";
     return error{tensors.path() + ": tensors the " + model.config.architecture_name +
                  " model does not have: " + list};
+  }
+  for (auto& [param, v] : todo) {
+    auto t = to_tensor(*v, /*copy=*/false);
+    if (!t) return t.err();  // not reached: the dtype was checked above
+    param.copy_(t.value());
   }
   return status::success();
 }

@@ -24,7 +24,8 @@ namespace kforge::model {
 
 /// Copies every parameter of `model` from `tensors` (converting dtype). Missing tensors, wrong
 /// shapes and tensors the model does not use are errors ("FILE: tensor 'NAME': ...");
-/// `*.rotary_emb.inv_freq` and, with tied embeddings, `lm_head.weight` are ignored.
+/// `*.rotary_emb.inv_freq` and, with tied embeddings, `lm_head.weight` are ignored. All of it is
+/// checked before anything is copied: on such an error the model keeps its weights.
 [[nodiscard]] status load_weights(CausalLMImpl& model, const checkpoint_tensors& tensors);
 
 /// Where and how a checkpoint is loaded.

@@ -109,3 +109,28 @@ TEST_CASE("model on CUDA: scoring equals generation; bf16 close to fp32") {
   REQUIRE(bg.ok());
   for (const auto& g : *bg) CHECK(g.tokens.size() == 24u);
 }
+
+TEST_CASE("model on CUDA: stop tokens checked every 8 steps (the GPU default) change no sample") {
+  require_gpu();
+  CausalLM model = load_on("qwen2", at::kFloat);
+  const std::vector<std::vector<std::int64_t>> prompts{{5, 17, 300, 42}, {1}, {100, 200, 300, 7}};
+  sampling_options o;
+  o.n = 4;
+  o.temperature = 0.7;
+  o.max_new_tokens = 40;
+  o.seed = 11;
+  o.stop_tokens = {3, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25};
+  o.check_stops_every = 1;
+  auto every = generate(*model, prompts, o);
+  o.check_stops_every = 0;  // the default: every 8 steps on a GPU
+  auto batched = generate(*model, prompts, o);
+  REQUIRE(every.ok());
+  REQUIRE(batched.ok());
+  int stopped = 0;
+  for (std::size_t i = 0; i < every->size(); ++i) {
+    CHECK((*batched)[i].tokens == (*every)[i].tokens);
+    CHECK((*batched)[i].stopped == (*every)[i].stopped);
+    stopped += (*every)[i].stopped;
+  }
+  CHECK(stopped > 0);
+}

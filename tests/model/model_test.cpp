@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <string>
@@ -170,6 +171,31 @@ TEST_CASE("model: bad checkpoints give errors naming the tensor") {
   auto wrong_arch = load_causal_lm(dir.path());
   REQUIRE_FALSE(wrong_arch.ok());
   CHECK(contains(wrong_arch.message(), "model.safetensors"));
+
+  // Everything is checked before anything is copied: a file that fails (here, for a tensor the
+  // model lacks, found only after all of its own) leaves the model's weights as they were.
+  CausalLM model = load("qwen2");
+  std::vector<at::Tensor> before;
+  for (const auto& p : model->parameters()) before.push_back(p.detach().clone());
+  std::vector<std::vector<float>> shifted;
+  std::vector<tensor_bytes> entries;
+  for (const auto& t : src->tensors()) {
+    REQUIRE(t.dtype == st_dtype::f32);
+    shifted.emplace_back(t.nbytes / 4);
+    std::memcpy(shifted.back().data(), t.data, t.nbytes);
+    for (auto& x : shifted.back()) x += 1.0f;
+    entries.push_back({t.name, t.dtype, t.shape, shifted.back().data(), t.nbytes});
+  }
+  const float extra[2] = {1, 2};
+  entries.push_back({"zz.extra", st_dtype::f32, {2}, extra, sizeof extra});
+  REQUIRE(write_safetensors(dir.path("shifted.safetensors"), entries).ok());
+  auto tensors = checkpoint_tensors::open(dir.path("shifted.safetensors"));
+  REQUIRE(tensors.ok());
+  auto failed = load_weights(*model, *tensors);
+  REQUIRE_FALSE(failed.ok());
+  CHECK(contains(failed.message(), "does not have: 'zz.extra'"));
+  const auto params = model->parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) CHECK(at::equal(params[i], before[i]));
 }
 
 TEST_CASE("generate: greedy equals transformers token for token, prompts batched and padded") {
@@ -306,6 +332,42 @@ TEST_CASE("generate: sampling options, stop tokens, the processor hook, and scor
   MESSAGE("max |score - generation log-prob| = " << worst);
   CHECK(worst < 1e-4);
   CHECK(model->model->embed_tokens->weight.grad().defined());
+}
+
+TEST_CASE("generate: how often the host checks for stops changes nothing but the waste") {
+  // The GPU default checks every 8 steps; rows that stopped in between keep computing tokens that
+  // must not leak into the results, and dropping rows later must not change the others.
+  CausalLM model = load("qwen2");
+  const std::vector<std::vector<std::int64_t>> prompts{{5, 17, 300, 42}, {1}, {100, 200, 300, 7}};
+  sampling_options o;
+  o.n = 4;
+  o.temperature = 0.7;
+  o.max_new_tokens = 24;
+  o.seed = 7;
+  o.stop_tokens = {3, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25};
+  o.check_stops_every = 1;
+  auto every = generate(*model, prompts, o);
+  REQUIRE(every.ok());
+  int stopped = 0;
+  for (const std::int64_t k : {3, 8, 100}) {
+    CAPTURE(k);
+    o.check_stops_every = k;
+    auto r = generate(*model, prompts, o);
+    REQUIRE(r.ok());
+    REQUIRE(r->size() == every->size());
+    for (std::size_t i = 0; i < r->size(); ++i) {
+      CHECK((*r)[i].tokens == (*every)[i].tokens);
+      CHECK((*r)[i].stopped == (*every)[i].stopped);
+      REQUIRE((*r)[i].logprobs.size() == (*every)[i].logprobs.size());
+      for (std::size_t t = 0; t < (*r)[i].logprobs.size(); ++t)
+        CHECK(std::abs((*r)[i].logprobs[t] - (*every)[i].logprobs[t]) < 1e-5);
+      stopped += (*r)[i].stopped;
+    }
+  }
+  CHECK(stopped > 0);                    // some rows stopped early ...
+  CHECK(stopped < 3 * 12);               // ... and some ran to max_new_tokens
+  o.check_stops_every = -1;
+  CHECK_FALSE(generate(*model, prompts, o).ok());
 }
 
 TEST_CASE("generate: bad requests are errors") {

@@ -144,6 +144,34 @@ TEST_CASE("safetensors: bad files give errors naming file and tensor") {
   CHECK(contains(cut.message(), "tensor '"));
 }
 
+TEST_CASE("safetensors: a file's bytes in memory read as the file does, with the same checks") {
+  const std::string text = read_text(fixtures("qwen2/model.safetensors"));
+  auto mem = safetensors_file::from_bytes(std::vector<std::uint8_t>(text.begin(), text.end()), "<inline>");
+  REQUIRE_MESSAGE(mem.ok(), (mem.ok() ? "" : mem.message()));
+  auto file = safetensors_file::open(fixtures("qwen2/model.safetensors"));
+  REQUIRE(file.ok());
+  REQUIRE(mem->tensors().size() == file->tensors().size());
+  for (const auto& t : file->tensors()) {
+    const tensor_view* m = mem->find(t.name);
+    REQUIRE(m != nullptr);
+    CHECK(m->shape == t.shape);
+    CHECK(m->nbytes == t.nbytes);
+    CHECK(std::memcmp(m->data, t.data, t.nbytes) == 0);
+  }
+  // As one checkpoint: found by name, and the path is the given name.
+  const checkpoint_tensors c = checkpoint_tensors::of(std::move(mem).value());
+  CHECK(c.path() == "<inline>");
+  CHECK(c.find("model.embed_tokens.weight") != nullptr);
+  CHECK(c.names().size() == file->tensors().size());
+
+  const auto half = static_cast<std::ptrdiff_t>(text.size() / 2);
+  auto cut = safetensors_file::from_bytes(std::vector<std::uint8_t>(text.begin(), text.begin() + half), "<cut>");
+  REQUIRE_FALSE(cut.ok());
+  CHECK(contains(cut.message(), "<cut>: "));
+  CHECK(contains(cut.message(), "truncated"));
+  CHECK_FALSE(safetensors_file::from_bytes({}, "<empty>").ok());
+}
+
 TEST_CASE("safetensors: sharded index errors") {
   scratch_dir dir;
   namespace fs = std::filesystem;

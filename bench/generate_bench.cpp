@@ -1,0 +1,378 @@
+// generate_bench: rollout throughput of the policy engine (model/generate.hpp) on one GPU, with
+// Hugging Face transformers' generate() as the anchor, in the same run on the same model files.
+//
+//   generate_bench [--json FILE] [--reps R] [--layers L] [--batch P] [--samples N]
+//                  [--prompt-len T] [--new-tokens K] [--no-anchor]
+//                  [--cpu-smoke [--qwen-shape] [--bf16]]
+//
+// Model: random weights (normal, std 0.02; norms 1) in Qwen2.5-0.5B's shapes — hidden 896, 24
+// layers, 14 query / 2 key-value heads of 64, MLP 4864, vocab 151936, tied embeddings, rope theta
+// 1e6, RMS eps 1e-6 — written as a Hugging Face checkpoint directory (config.json +
+// model.safetensors in bf16, by model::save_checkpoint) to a temporary directory that both sides
+// load. Workload: P = 64 prompts of T = 128 random token ids, N = 8 samples each (512 rows), exactly
+// K = 512 new tokens (no stop tokens), temperature 1, top-p 1: one GRPO rollout batch.
+//
+// Ours: generate() in bf16 on cuda:0. A warm-up on the same batch with 16 new tokens, then R timed
+// runs (default 2); tokens/s = P*N*K / wall time of the whole call (prefill included), peak memory
+// from the CUDA caching allocator over the timed runs. Anchor: bench/hf_generate.py (sdpa
+// attention, bf16, do_sample with top_k = 0, min_new_tokens = max_new_tokens = K, the same warm-up
+// and R), as a subprocess after ours, with our model freed. Reported: median (min..max) of each
+// side and the ratio of the medians ours/HF (issue 5's goal: >= 2).
+// Correctness while measuring: every row has K tokens inside the vocabulary with finite log-probs
+// <= 0, and the scoring pass the trainer runs (score_batch) reproduces the sampled log-probs of
+// two rows (bf16: mean |diff| < 0.05, max < 0.5; fp32: max < 1e-3). A failure exits 1.
+//
+// Without a GPU it prints SKIP and exits 0, unless --cpu-smoke: a tiny model (hidden 64, 2 layers,
+// vocab 512; 2 prompts x 2 samples x 8 tokens, shrinkable further by the flags) in fp32 on the CPU,
+// so the whole path runs anywhere; the anchor then runs on the CPU too when python3 has torch and
+// transformers, and is skipped, saying so, when it has not. --qwen-shape keeps the real layer
+// shapes there (with --layers 1 --batch 1 it fits a small machine) and --bf16 the GPU's dtype, to
+// see the bf16 correctness check on a CPU.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <nlohmann/json.hpp>
+#include <torch/cuda.h>
+#if defined(KFORGE_BENCH_TORCH_CUDA)
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include "common/subprocess.hpp"
+#include "model/generate.hpp"
+#include "model/weights.hpp"
+
+namespace fs = std::filesystem;
+namespace km = kforge::model;
+using json = nlohmann::json;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+struct shape {
+  std::int64_t hidden = 896, layers = 24, heads = 14, kv_heads = 2, intermediate = 4864, vocab = 151936;
+  std::int64_t bos = 151643, eos = 151643;
+};
+
+struct workload {
+  std::int64_t prompts = 64, samples = 8, prompt_len = 128, new_tokens = 512, warmup_tokens = 16;
+  int reps = 2;
+};
+
+struct spread {
+  double median = 0, min = 0, max = 0;
+  static spread of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return {n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v.front(), v.back()};
+  }
+  json to_json() const { return {{"median", median}, {"min", min}, {"max", max}}; }
+};
+
+json config_json(const shape& s) {
+  return {{"architectures", {"Qwen2ForCausalLM"}},
+          {"model_type", "qwen2"},
+          {"hidden_size", s.hidden},
+          {"intermediate_size", s.intermediate},
+          {"num_hidden_layers", s.layers},
+          {"num_attention_heads", s.heads},
+          {"num_key_value_heads", s.kv_heads},
+          {"vocab_size", s.vocab},
+          {"max_position_embeddings", 32768},
+          {"rms_norm_eps", 1e-6},
+          {"rope_theta", 1000000.0},  // transformers 4.x reads this, 5.x rope_parameters
+          {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1000000.0}}},
+          {"tie_word_embeddings", true},
+          {"hidden_act", "silu"},
+          {"attention_dropout", 0.0},
+          {"initializer_range", 0.02},
+          {"use_sliding_window", false},
+          {"sliding_window", nullptr},
+          {"max_window_layers", s.layers},
+          {"use_cache", true},
+          {"bos_token_id", s.bos},
+          {"eos_token_id", s.eos},
+          {"torch_dtype", "bfloat16"}};
+}
+
+// A checkpoint directory of random weights in `s`'s shape, the way transformers initialises them.
+kforge::status write_random_checkpoint(const shape& s, const std::string& dir) {
+  std::ofstream(fs::path(dir) / "config.json") << config_json(s).dump(2) << "\n";
+  auto config = km::load_model_config(dir);
+  if (!config) return config.err();
+  km::CausalLM model(config.value());
+  {
+    at::NoGradGuard no_grad;
+    at::Generator gen = at::detail::createCPUGenerator(1234);
+    for (auto& p : model->named_parameters(true)) {
+      if (p.key().find("norm") != std::string::npos) p.value().fill_(1.0);
+      else if (p.key().find(".bias") != std::string::npos) p.value().zero_();
+      else p.value().normal_(0.0, 0.02, gen);
+    }
+  }
+  model->to(at::kBFloat16);
+  return km::save_checkpoint(*model, dir, dir);
+}
+
+std::vector<std::vector<std::int64_t>> random_prompts(const workload& w, std::int64_t vocab) {
+  at::Generator gen = at::detail::createCPUGenerator(99);
+  const at::Tensor t = at::randint(vocab, {w.prompts, w.prompt_len}, gen, at::TensorOptions().dtype(at::kLong));
+  std::vector<std::vector<std::int64_t>> out;
+  for (std::int64_t i = 0; i < w.prompts; ++i) {
+    const auto* p = t[i].contiguous().data_ptr<std::int64_t>();
+    out.emplace_back(p, p + w.prompt_len);
+  }
+  return out;
+}
+
+void sync(const at::Device& dev) {
+  if (dev.is_cuda()) torch::cuda::synchronize(dev.index());
+}
+
+struct peak_memory {
+  std::int64_t allocated = 0, reserved = 0;
+};
+
+void reset_peak(const at::Device& dev) {
+#if defined(KFORGE_BENCH_TORCH_CUDA)
+  if (dev.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(dev.index());
+#endif
+}
+
+peak_memory read_peak(const at::Device& dev) {
+  peak_memory p;
+#if defined(KFORGE_BENCH_TORCH_CUDA)
+  if (dev.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(dev.index());
+    p.allocated = stats.allocated_bytes[0].peak;  // [0]: StatType::AGGREGATE, all pools
+    p.reserved = stats.reserved_bytes[0].peak;
+  }
+#endif
+  return p;
+}
+
+// Every row ran K steps with sane log-probs, and the trainer's scoring pass agrees with the sampler.
+json check(km::CausalLMImpl& model, const std::vector<std::vector<std::int64_t>>& prompts,
+           const std::vector<km::generation>& gens, const workload& w, bool bf16, bool& ok) {
+  std::int64_t wrong_length = 0, bad_logprob = 0, bad_token = 0;
+  for (const auto& g : gens) {
+    wrong_length += static_cast<std::int64_t>(g.tokens.size()) != w.new_tokens;
+    for (float lp : g.logprobs) bad_logprob += !(std::isfinite(lp) && lp <= 0.0f);
+    for (auto t : g.tokens) bad_token += t < 0 || t >= model.config.vocab_size;
+  }
+  std::vector<km::score_item> items;
+  for (std::size_t r : {std::size_t{0}, gens.size() - 1})
+    items.push_back({prompts[gens[r].prompt], gens[r].tokens});
+  double max_diff = -1, mean_diff = -1;
+  if (wrong_length == 0) {  // the two rows' log-probs are then [K] each
+    at::NoGradGuard no_grad;
+    auto s = km::score_batch(model, items, {});
+    if (s) {
+      const at::Tensor sampled =
+          at::stack({at::tensor(gens.front().logprobs), at::tensor(gens.back().logprobs)}).to(s->logprobs.device());
+      const at::Tensor d = (s->logprobs - sampled).abs();
+      max_diff = d.max().item<double>();
+      mean_diff = d.mean().item<double>();
+    } else {
+      std::printf("check: score_batch failed: %s\n", s.message().c_str());
+    }
+  }
+  const bool scores_ok = max_diff >= 0 && (bf16 ? mean_diff < 0.05 && max_diff < 0.5 : max_diff < 1e-3);
+  ok = wrong_length == 0 && bad_logprob == 0 && bad_token == 0 && scores_ok;
+  std::printf("check: %zu rows, %lld with a length other than %lld, %lld bad log-probs, %lld bad tokens; "
+              "score_batch vs sampled log-probs (2 rows): mean |diff| %.3g, max %.3g: %s\n",
+              gens.size(), static_cast<long long>(wrong_length), static_cast<long long>(w.new_tokens),
+              static_cast<long long>(bad_logprob), static_cast<long long>(bad_token), mean_diff, max_diff,
+              ok ? "ok" : "FAILED");
+  return {{"rows", gens.size()}, {"wrong_length", wrong_length}, {"bad_logprobs", bad_logprob},
+          {"bad_tokens", bad_token}, {"score_mean_abs_diff", mean_diff}, {"score_max_abs_diff", max_diff},
+          {"ok", ok}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json_path;
+  shape s;
+  workload w;
+  bool cpu_smoke = false, anchor = true, qwen_shape = false, cpu_bf16 = false;
+  std::int64_t layers = -1, prompts = -1, samples = -1, prompt_len = -1, new_tokens = -1;
+  int reps = -1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string("x"); };
+    try {
+      if (a == "--json") json_path = next();
+      else if (a == "--reps") reps = std::stoi(next());
+      else if (a == "--layers") layers = std::stoll(next());
+      else if (a == "--batch") prompts = std::stoll(next());
+      else if (a == "--samples") samples = std::stoll(next());
+      else if (a == "--prompt-len") prompt_len = std::stoll(next());
+      else if (a == "--new-tokens") new_tokens = std::stoll(next());
+      else if (a == "--no-anchor") anchor = false;
+      else if (a == "--cpu-smoke") cpu_smoke = true;
+      else if (a == "--qwen-shape") qwen_shape = true;
+      else if (a == "--bf16") cpu_bf16 = true;
+      else throw std::invalid_argument(a);
+    } catch (const std::exception&) {
+      std::fprintf(stderr,
+                   "usage: %s [--json FILE] [--reps R] [--layers L] [--batch P] [--samples N] [--prompt-len T] "
+                   "[--new-tokens K] [--no-anchor] [--cpu-smoke [--qwen-shape] [--bf16]]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  const bool gpu = torch::cuda::is_available() && torch::cuda::device_count() > 0;
+  if (!gpu && !cpu_smoke) {
+    std::printf("generate_bench: SKIP: no CUDA device visible to LibTorch (--cpu-smoke runs a tiny model on the CPU)\n");
+    return 0;
+  }
+  if (cpu_smoke) {
+    if (!qwen_shape) s = {64, 2, 4, 2, 128, 512, 1, 2};
+    w = {2, 2, 16, 8, 4, 2};
+  }
+  if (layers > 0) s.layers = layers;
+  if (prompts > 0) w.prompts = prompts;
+  if (samples > 0) w.samples = samples;
+  if (prompt_len > 0) w.prompt_len = prompt_len;
+  if (new_tokens > 0) w.new_tokens = new_tokens;
+  if (reps > 0) w.reps = reps;
+  w.warmup_tokens = std::min(w.warmup_tokens, w.new_tokens);
+  const at::Device dev = cpu_smoke ? at::Device(at::kCPU) : at::Device(at::kCUDA, 0);
+  const bool bf16 = !cpu_smoke || cpu_bf16;
+  const std::int64_t rows = w.prompts * w.samples;
+  const double tokens = static_cast<double>(rows * w.new_tokens);
+
+  const fs::path dir = fs::temp_directory_path() / ("kforge-generate-bench-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  json out;
+  out["device"] = dev.str();
+  out["dtype"] = bf16 ? "bfloat16" : "float32";
+  out["model"] = config_json(s);
+  out["workload"] = {{"prompts", w.prompts}, {"samples", w.samples}, {"rows", rows}, {"prompt_len", w.prompt_len},
+                     {"new_tokens", w.new_tokens}, {"warmup_new_tokens", w.warmup_tokens}, {"reps", w.reps},
+                     {"temperature", 1.0}, {"top_p", 1.0}};
+  std::printf("generate_bench: %s %s, %lld layers x hidden %lld, vocab %lld; %lld prompts x %lld samples x %lld new "
+              "tokens (prompt %lld), %d reps after a %lld-token warm-up\n",
+              dev.str().c_str(), bf16 ? "bf16" : "fp32", static_cast<long long>(s.layers),
+              static_cast<long long>(s.hidden), static_cast<long long>(s.vocab), static_cast<long long>(w.prompts),
+              static_cast<long long>(w.samples), static_cast<long long>(w.new_tokens),
+              static_cast<long long>(w.prompt_len), w.reps, static_cast<long long>(w.warmup_tokens));
+
+  auto t0 = clk::now();
+  if (auto st = write_random_checkpoint(s, dir.string()); !st) {
+    std::fprintf(stderr, "generate_bench: %s\n", st.message().c_str());
+    return 1;
+  }
+  std::printf("checkpoint: %s (%.1f s)\n", dir.c_str(), std::chrono::duration<double>(clk::now() - t0).count());
+
+  bool ok = true;
+  double ours_median = 0;
+  {
+    km::load_options lo;
+    lo.device = dev;
+    lo.dtype = bf16 ? at::kBFloat16 : at::kFloat;
+    auto model = km::load_causal_lm(dir.string(), lo);
+    if (!model) {
+      std::fprintf(stderr, "generate_bench: %s\n", model.message().c_str());
+      return 1;
+    }
+    const auto prompts_ids = random_prompts(w, s.vocab);
+    km::sampling_options so;
+    so.n = w.samples;
+    so.temperature = 1.0;
+    so.top_p = 1.0;
+    so.seed = 7;
+    so.max_new_tokens = w.warmup_tokens;
+    auto warm = km::generate(**model, prompts_ids, so);
+    if (!warm) {
+      std::fprintf(stderr, "generate_bench: warm-up: %s\n", warm.message().c_str());
+      return 1;
+    }
+    so.max_new_tokens = w.new_tokens;
+    sync(dev);
+    reset_peak(dev);
+    std::vector<double> seconds, rates;
+    std::vector<km::generation> last;
+    for (int r = 0; r < w.reps; ++r) {
+      so.seed = 100 + static_cast<std::uint64_t>(r);
+      sync(dev);
+      const auto t = clk::now();
+      auto g = km::generate(**model, prompts_ids, so);  // ends with a device-to-host copy: synchronous
+      const double sec = std::chrono::duration<double>(clk::now() - t).count();
+      if (!g) {
+        std::fprintf(stderr, "generate_bench: %s\n", g.message().c_str());
+        return 1;
+      }
+      seconds.push_back(sec);
+      rates.push_back(tokens / sec);
+      std::printf("ours: rep %d: %.2f s, %.0f tokens/s\n", r, sec, tokens / sec);
+      last = std::move(g).value();
+    }
+    const peak_memory peak = read_peak(dev);
+    const spread rate = spread::of(rates);
+    ours_median = rate.median;
+    out["ours"] = {{"seconds", seconds}, {"tokens_per_s", rate.to_json()}, {"peak_allocated_bytes", peak.allocated},
+                   {"peak_reserved_bytes", peak.reserved}};
+    std::printf("ours: %.0f tokens/s (%.0f..%.0f), peak allocated %.2f GiB, reserved %.2f GiB\n", rate.median,
+                rate.min, rate.max, static_cast<double>(peak.allocated) / (1 << 30),
+                static_cast<double>(peak.reserved) / (1 << 30));
+    out["check"] = check(**model, prompts_ids, last, w, bf16, ok);
+  }
+#if defined(KFORGE_BENCH_TORCH_CUDA)
+  if (dev.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();  // the anchor's process needs the memory
+#endif
+
+  if (anchor) {
+    const std::vector<std::string> cmd = {
+        "python3", std::string(KFORGE_SOURCE_DIR) + "/bench/hf_generate.py", "--model", dir.string(),
+        "--batch", std::to_string(w.prompts), "--samples", std::to_string(w.samples),
+        "--prompt-len", std::to_string(w.prompt_len), "--new-tokens", std::to_string(w.new_tokens),
+        "--warmup-tokens", std::to_string(w.warmup_tokens), "--reps", std::to_string(w.reps),
+        "--device", dev.is_cuda() ? "cuda:0" : "cpu", "--dtype", bf16 ? "bfloat16" : "float32"};
+    auto py = kforge::run_process(cmd, std::chrono::minutes(20));
+    const std::string text = py ? py->output : py.message();
+    const auto at = text.rfind("HF_GENERATE ");
+    if (py && py->exit_code == 0 && at != std::string::npos) {
+      const json hf = json::parse(text.substr(at + 12, text.find('\n', at) - at - 12));
+      const spread rate = spread::of(hf.at("tokens_per_s").get<std::vector<double>>());
+      for (std::size_t r = 0; r < hf.at("seconds").size(); ++r)
+        std::printf("hf: rep %zu: %.2f s, %.0f tokens/s\n", r, hf["seconds"][r].get<double>(),
+                    hf["tokens_per_s"][r].get<double>());
+      const double ratio = ours_median / rate.median;
+      out["anchor"] = hf;
+      out["anchor"]["tokens_per_s_spread"] = rate.to_json();
+      out["ratio_ours_over_hf"] = ratio;
+      out["goal_2x_met"] = ratio >= 2.0;
+      std::printf("hf (transformers %s, torch %s, %s): %.0f tokens/s (%.0f..%.0f), peak allocated %.2f GiB\n",
+                  hf.value("transformers", "?").c_str(), hf.value("torch", "?").c_str(),
+                  hf.value("attn_implementation", "?").c_str(), rate.median, rate.min, rate.max,
+                  hf.value("peak_allocated_bytes", 0.0) / (1 << 30));
+      std::printf("ratio ours/hf: %.2fx (goal >= 2x: %s)\n", ratio, ratio >= 2.0 ? "met" : "NOT met");
+    } else if (const auto missing = text.find("No module named"); missing != std::string::npos || !py) {
+      const std::string why = missing != std::string::npos ? text.substr(missing, text.find('\n', missing) - missing)
+                                                           : text;
+      std::printf("anchor: SKIP: python3 with torch and transformers is not available here (%s)\n", why.c_str());
+      out["anchor"] = {{"skipped", text.substr(0, 500)}};
+    } else {
+      std::printf("anchor: FAILED:\n%s\n", text.substr(text.size() > 3000 ? text.size() - 3000 : 0).c_str());
+      out["anchor"] = {{"failed", text.substr(text.size() > 3000 ? text.size() - 3000 : 0)}};
+    }
+  } else {
+    out["anchor"] = {{"skipped", "--no-anchor"}};
+  }
+
+  if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+  fs::remove_all(dir);
+  return ok ? 0 : 1;
+}

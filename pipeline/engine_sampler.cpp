@@ -1,0 +1,188 @@
+#include "pipeline/engine_sampler.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include <torch/cuda.h>
+
+#include "common/hash.hpp"
+#include "model/chat.hpp"
+#include "model/generate.hpp"
+#include "model/tokenizer.hpp"
+#include "model/weights.hpp"
+#include "pipeline/manifest.hpp"
+#include "tasks/prompt.hpp"
+
+namespace kforge::pipeline {
+
+namespace {
+
+int visible_cuda_devices() {
+  return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+}
+
+class engine_sampler final : public actors::sampler_logic {
+ public:
+  engine_sampler(engine_sampler_options o, model::CausalLM m, model::tokenizer tok, model::chat_format chat,
+                 std::vector<std::int64_t> stops, std::int64_t pad)
+      : o_(std::move(o)), model_(std::move(m)), tok_(std::move(tok)), chat_(std::move(chat)),
+        stops_(std::move(stops)), pad_(pad) {}
+
+  result<std::vector<wire::CandidateT>> generate(const wire::GenerateRequest& req,
+                                                 const actors::envelope_info& info) override {
+    const std::string task = req.task() && req.task()->id() ? req.task()->id()->str() : "";
+    const std::string where = "engine sampler: request " + std::to_string(info.sample_id) +
+                              (task.empty() ? "" : " (task " + task + ")") + ": ";
+    if (req.prompt() == nullptr || req.prompt()->size() == 0) return error{where + "the request has no prompt"};
+    const std::string_view prompt(req.prompt()->c_str(), req.prompt()->size());
+    const auto& d = o_.sampler;
+    model::sampling_options so;
+    so.n = req.group_size() >= 1 ? req.group_size() : d.group_size;
+    so.temperature = req.temperature() > 0 ? req.temperature() : d.temperature;
+    so.top_p = req.top_p() > 0 && req.top_p() <= 1 ? req.top_p() : d.top_p;
+    so.max_new_tokens = req.max_new_tokens() >= 1 ? std::min<std::int64_t>(req.max_new_tokens(), d.max_new_tokens)
+                                                  : d.max_new_tokens;
+    so.stop_tokens = stops_;
+    so.pad_token = pad_;
+    so.seed = group_seed(o_.seed, info.sample_id);
+
+    const std::vector<std::int64_t> ids = tok_.encode(chat_.wrap(prompt), chat_.add_special_tokens());
+    auto gens = model::generate(*model_, {ids}, so, &tok_);
+    if (!gens) return error{where + gens.message()};
+
+    const std::vector<std::int32_t> prompt_tokens(ids.begin(), ids.end());
+    std::vector<wire::CandidateT> out;
+    out.reserve(gens->size());
+    for (auto& g : *gens) {
+      wire::CandidateT c;
+      c.task.reset(req.task() ? req.task()->UnPack() : nullptr);
+      c.prompt_hash = req.prompt_hash();
+      c.completion = std::move(g.text);
+      c.source = candidate_source(c.completion);
+      c.code_hash = fnv1a64(c.source);
+      c.prompt_tokens = prompt_tokens;
+      c.completion_tokens.assign(g.tokens.begin(), g.tokens.end());
+      c.logprobs = std::move(g.logprobs);
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+
+  status set_weights(const wire::PolicyWeights& w) override {
+    const std::string where = "engine sampler: weights version " + std::to_string(w.version()) + ": ";
+    switch (w.transport()) {
+      case wire::WeightsTransport::file: {
+        const std::string path = w.path() ? w.path()->str() : "";
+        if (path.empty()) return error{where + "transport file without a path"};
+        std::error_code ec;
+        const auto size = std::filesystem::file_size(path, ec);
+        if (ec) return error{where + path + ": " + ec.message()};
+        if (w.bytes() != 0 && w.bytes() != size)
+          return error{where + path + ": the file has " + std::to_string(size) + " bytes, the message says " +
+                       std::to_string(w.bytes()) + " (still being written, or replaced?)"};
+        auto f = model::safetensors_file::open(path);
+        if (!f) return error{where + f.message()};
+        return load(where, std::move(*f));
+      }
+      case wire::WeightsTransport::inline_bytes: {
+        const auto* data = w.data();
+        if (data == nullptr || data->size() == 0) return error{where + "transport inline_bytes without data"};
+        if (w.bytes() != 0 && w.bytes() != data->size())
+          return error{where + "inline data has " + std::to_string(data->size()) + " bytes, the message says " +
+                       std::to_string(w.bytes())};
+        auto f = model::safetensors_file::from_bytes(std::vector<std::uint8_t>(data->begin(), data->end()),
+                                                     "<inline weights>");
+        if (!f) return error{where + f.message()};
+        return load(where, std::move(*f));
+      }
+      case wire::WeightsTransport::nccl:
+        return error{where + "transport nccl is not supported by the engine sampler yet (send file or inline_bytes)"};
+    }
+    return error{where + "unknown transport " + std::to_string(static_cast<int>(w.transport()))};
+  }
+
+ private:
+  // load_weights checks every tensor before copying any, so on error the old weights stay.
+  status load(const std::string& where, model::safetensors_file f) {
+    try {
+      auto s = model::load_weights(*model_, model::checkpoint_tensors::of(std::move(f)));
+      if (!s) return error{where + s.message()};
+      return status::success();
+    } catch (const c10::Error& e) {
+      return error{where + "copying the weights failed: " + e.what_without_backtrace()};
+    }
+  }
+
+  engine_sampler_options o_;
+  model::CausalLM model_;
+  model::tokenizer tok_;
+  model::chat_format chat_;
+  std::vector<std::int64_t> stops_;
+  std::int64_t pad_ = 0;
+};
+
+}  // namespace
+
+std::string candidate_source(std::string_view completion) {
+  auto block = tasks::extract_kernel_source(completion);
+  return block ? std::move(block).value() : std::string(completion);
+}
+
+std::uint64_t group_seed(std::uint64_t run_seed, std::uint64_t sample_id) noexcept {
+  const std::uint64_t both[2] = {run_seed, sample_id};
+  return fnv1a64(both, sizeof both);
+}
+
+result<std::shared_ptr<actors::sampler_logic>> make_engine_sampler(const engine_sampler_options& o) {
+  const std::string& dir = o.sampler.model;
+  if (dir.empty()) return error{"engine sampler: [sampler] model is empty: name a checkpoint directory"};
+  const std::string tok_dir = o.tokenizer_dir.empty() ? dir : o.tokenizer_dir;
+  model::load_options lo;
+  if (o.device >= 0) {
+    const int n = visible_cuda_devices();
+    if (o.device >= n)
+      return error{"engine sampler: CUDA device " + std::to_string(o.device) + " requested, LibTorch sees " +
+                   std::to_string(n)};
+    lo.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(o.device));
+    lo.dtype = at::kBFloat16;
+  }
+  auto m = model::load_causal_lm(dir, lo);
+  if (!m) return error{"engine sampler: " + m.message()};
+  auto tok = model::tokenizer::load(tok_dir);
+  if (!tok) return error{"engine sampler: " + tok.message()};
+  const model::model_config& config = (*m)->config;
+  if (tok->vocab_size() > config.vocab_size)
+    return error{"engine sampler: " + tok_dir + ": the tokenizer has " + std::to_string(tok->vocab_size()) +
+                 " ids, more than the model's vocab_size " + std::to_string(config.vocab_size) + " (" + dir + ")"};
+  auto defaults = model::load_generation_defaults(dir, *tok, o.tokenizer_dir);
+  if (!defaults) return error{"engine sampler: " + defaults.message()};
+  auto chat = model::detect_chat_format(defaults->chat_template, *tok, defaults->bos_token,
+                                        (std::filesystem::path(tok_dir) / "tokenizer_config.json").string());
+  if (!chat) return error{"engine sampler: " + chat.message()};
+  std::vector<std::int64_t> stops = defaults->stop_tokens;
+  if (stops.empty()) stops = config.eos_token_ids;
+  const std::int64_t pad = defaults->pad_token.value_or(stops.empty() ? 0 : stops.front());
+  return std::shared_ptr<actors::sampler_logic>(std::make_shared<engine_sampler>(
+      o, std::move(*m), std::move(*tok), std::move(*chat), std::move(stops), pad));
+}
+
+result<engine_sampler_options> engine_sampler_options_from(const manifest& m) {
+  engine_sampler_options o;
+  o.sampler = m.sampler;
+  o.seed = static_cast<std::uint64_t>(m.run.seed);
+  std::string group;
+  for (const auto* p : m.hosts(actor_kind::sampler))
+    if (const auto* a = p->find(actor_kind::sampler); a && !a->gpu_group.empty()) {
+      group = a->gpu_group;
+      break;
+    }
+  if (group.empty()) return o;
+  auto groups = resolve_gpu_groups(m, visible_cuda_devices());
+  if (!groups) return error{"engine sampler: " + groups.message()};
+  const auto it = groups->find(group);
+  if (it != groups->end() && !it->second.empty()) o.device = it->second.front();
+  return o;
+}
+
+}  // namespace kforge::pipeline

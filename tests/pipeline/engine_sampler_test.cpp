@@ -1,0 +1,347 @@
+// The engine sampler on the fixture Qwen2 model (tests/model/fixtures), fp32 on the CPU: candidates
+// and their consistency, determinism per sample id, the tie to the trainer's scoring pass, weight
+// updates (good, bad and unsupported ones leave the old weights serving), and the source rule.
+#include "pipeline/engine_sampler.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <flatbuffers/flatbuffers.h>
+
+#include "common/hash.hpp"
+#include "model/chat.hpp"
+#include "model/generate.hpp"
+#include "model/weights.hpp"
+#include "pipeline/manifest.hpp"
+#include "tests/model/test_files.hpp"
+
+using namespace kforge;
+using namespace kforge::pipeline;
+namespace wire = ::kforge::wire;
+namespace fs = std::filesystem;
+using kforge::model::testing::scratch_dir;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+std::string fx(const std::string& rel) { return std::string(KFORGE_MODEL_FIXTURES) + "/" + rel; }
+
+const std::string kernel = "#include <kforge/kernel_abi.h>\nextern \"C\" int kf_forward() { return 0; }\n";
+
+engine_sampler_options options() {
+  engine_sampler_options o;
+  o.sampler.model = fx("qwen2");
+  o.tokenizer_dir = fx("tokenizer");  // the fixture model directory holds no tokenizer
+  o.sampler.max_new_tokens = 16;
+  o.sampler.group_size = 3;
+  o.seed = 5;
+  return o;
+}
+
+std::shared_ptr<actors::sampler_logic> sampler() {
+  auto s = make_engine_sampler(options());
+  REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.message()));
+  return s.value();
+}
+
+/// A packed message whose root stays valid as long as this lives.
+template <class T>
+struct packed {
+  flatbuffers::FlatBufferBuilder fbb;
+  const T* get() const { return flatbuffers::GetRoot<T>(fbb.GetBufferPointer()); }
+};
+
+std::unique_ptr<packed<wire::GenerateRequest>> request(const std::string& prompt, std::uint32_t group = 4,
+                                                       float temperature = 0.8f, std::uint32_t max_new = 12) {
+  wire::GenerateRequestT r;
+  r.task = std::make_unique<wire::TaskT>();
+  r.task->id = "l1/relu";
+  r.prompt = prompt;
+  r.prompt_hash = fnv1a64(prompt);
+  r.group_size = group;
+  r.temperature = temperature;
+  r.top_p = 1.0f;
+  r.max_new_tokens = max_new;
+  auto p = std::make_unique<packed<wire::GenerateRequest>>();
+  p->fbb.Finish(wire::GenerateRequest::Pack(p->fbb, &r));
+  return p;
+}
+
+std::unique_ptr<packed<wire::PolicyWeights>> weights(wire::WeightsTransport t, const std::string& path,
+                                                      std::uint64_t bytes = 0, std::vector<std::uint8_t> data = {}) {
+  wire::PolicyWeightsT w;
+  w.version = 1;
+  w.transport = t;
+  w.path = path;
+  w.bytes = bytes;
+  w.data = std::move(data);
+  auto p = std::make_unique<packed<wire::PolicyWeights>>();
+  p->fbb.Finish(wire::PolicyWeights::Pack(p->fbb, &w));
+  return p;
+}
+
+std::vector<wire::CandidateT> run(actors::sampler_logic& s, const wire::GenerateRequest& req, std::uint64_t id) {
+  actors::envelope_info info;
+  info.sample_id = id;
+  auto out = s.generate(req, info);
+  REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.message()));
+  return std::move(out).value();
+}
+
+bool same(const std::vector<wire::CandidateT>& a, const std::vector<wire::CandidateT>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].completion_tokens != b[i].completion_tokens || a[i].logprobs != b[i].logprobs) return false;
+  return true;
+}
+
+model::CausalLM load_fixture() {
+  auto m = model::load_causal_lm(fx("qwen2"));
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.message()));
+  return m.value();
+}
+
+// Adds seeded noise to every parameter, so that a model with these weights samples differently.
+void perturb(model::CausalLMImpl& m, std::uint64_t seed) {
+  at::NoGradGuard no_grad;
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  for (auto& p : m.parameters()) p.add_(at::randn(p.sizes(), gen, p.options()) * 0.05);
+}
+
+// Largest |scored - sampled| log-prob over the candidates, scored by `m` as the trainer does.
+double score_gap(model::CausalLMImpl& m, const std::vector<wire::CandidateT>& cands, double temperature) {
+  std::vector<model::score_item> items;
+  for (const auto& c : cands)
+    items.push_back({{c.prompt_tokens.begin(), c.prompt_tokens.end()},
+                     {c.completion_tokens.begin(), c.completion_tokens.end()}});
+  model::score_options so;
+  so.temperature = temperature;
+  at::NoGradGuard no_grad;
+  auto s = model::score_batch(m, items, so);
+  REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.message()));
+  double worst = 0;
+  for (std::size_t i = 0; i < cands.size(); ++i)
+    for (std::size_t t = 0; t < cands[i].logprobs.size(); ++t)
+      worst = std::max(worst, std::abs(s->logprobs[static_cast<std::int64_t>(i)][static_cast<std::int64_t>(t)]
+                                           .item<double>() -
+                                       cands[i].logprobs[t]));
+  return worst;
+}
+
+std::vector<std::uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+TEST_CASE("engine sampler: a group of consistent candidates, deterministic per sample id") {
+  auto s = sampler();
+  const auto req = request("Write a CUDA relu kernel.");
+  const auto a = run(*s, *req->get(), 11);
+  REQUIRE(a.size() == 4);
+
+  auto tok = model::tokenizer::load(fx("tokenizer"));
+  REQUIRE(tok.ok());
+  // The prompt is wrapped in the fixture's ChatML format: it starts with <|im_start|> (id 1).
+  const auto want_prompt = tok->encode("<|im_start|>user\nWrite a CUDA relu kernel.<|im_end|>\n<|im_start|>assistant\n",
+                                       /*add_special_tokens=*/false);
+  for (const auto& c : a) {
+    CHECK(std::vector<std::int64_t>(c.prompt_tokens.begin(), c.prompt_tokens.end()) == want_prompt);
+    REQUIRE(c.task);
+    CHECK(c.task->id == "l1/relu");
+    CHECK(c.prompt_hash == fnv1a64("Write a CUDA relu kernel."));
+    REQUIRE_FALSE(c.completion_tokens.empty());
+    CHECK(c.completion_tokens.size() <= 12);
+    CHECK(c.completion_tokens.size() == c.logprobs.size());
+    for (float lp : c.logprobs) {
+      CHECK(std::isfinite(lp));
+      CHECK(lp <= 0.0f);
+    }
+    // The text leaves out a final eos (id 2) and special tokens.
+    std::vector<std::int64_t> body(c.completion_tokens.begin(), c.completion_tokens.end());
+    if (body.back() == 2) body.pop_back();
+    CHECK(c.completion == tok->decode(body, /*skip_special_tokens=*/true));
+    CHECK(c.source == candidate_source(c.completion));
+    CHECK(c.code_hash == fnv1a64(c.source));
+  }
+  CHECK_FALSE(a[0].completion_tokens == a[1].completion_tokens);  // the group's samples differ
+
+  CHECK(same(run(*s, *req->get(), 11), a));   // same sample id: the same candidates
+  CHECK_FALSE(same(run(*s, *req->get(), 12), a));  // another one: others
+
+  // A fresh sampler (a rerun) gives the same candidates too.
+  auto again = sampler();
+  CHECK(same(run(*again, *req->get(), 11), a));
+}
+
+TEST_CASE("engine sampler: request settings out of range fall back to the options; max_new_tokens is capped") {
+  auto s = sampler();
+  const auto req = request("Write a kernel.", /*group=*/0, /*temperature=*/0.0f, /*max_new=*/100000);
+  const auto c = run(*s, *req->get(), 3);
+  CHECK(c.size() == 3);  // options().sampler.group_size
+  for (const auto& x : c) CHECK(x.completion_tokens.size() <= 16);  // options().sampler.max_new_tokens
+  // Temperature 0 in the request is not greedy decoding (it would make the group identical).
+  CHECK_FALSE(c[0].completion_tokens == c[1].completion_tokens);
+}
+
+TEST_CASE("engine sampler: the trainer's scoring pass gives the sampler's log-probs") {
+  auto s = sampler();
+  const auto cands = run(*s, *request("Fuse add and relu.", 4, 0.8f, 16)->get(), 21);
+  model::CausalLM m = load_fixture();
+  const double gap = score_gap(*m, cands, 0.8);
+  MESSAGE("max |score_batch - sampler log-prob| = " << gap);
+  CHECK(gap < 1e-4);
+}
+
+TEST_CASE("engine sampler: set_weights loads new weights, and a bad update keeps the old ones") {
+  scratch_dir dir;
+  auto s = sampler();
+  const auto req = request("Write a CUDA softmax kernel.", 4, 0.8f, 12);
+  const auto before = run(*s, *req->get(), 7);
+
+  model::CausalLM m = load_fixture();
+  perturb(*m, 1);
+  const std::string file = dir.path("v1.safetensors");
+  REQUIRE(model::save_weights(*m, file).ok());
+  const auto size = fs::file_size(file);
+
+  SUBCASE("file: the outputs change, and match the new model's scoring") {
+    auto ok = s->set_weights(*weights(wire::WeightsTransport::file, file, size)->get());
+    REQUIRE_MESSAGE(ok.ok(), (ok.ok() ? "" : ok.message()));
+    const auto after = run(*s, *req->get(), 7);
+    CHECK_FALSE(same(after, before));
+    CHECK(score_gap(*m, after, 0.8) < 1e-4);
+    CHECK(score_gap(*load_fixture(), after, 0.8) > 1e-3);  // the old weights would score them otherwise
+
+    // inline_bytes of the original checkpoint brings the old outputs back.
+    auto back = s->set_weights(
+        *weights(wire::WeightsTransport::inline_bytes, "", 0, read_bytes(fx("qwen2/model.safetensors")))->get());
+    REQUIRE_MESSAGE(back.ok(), (back.ok() ? "" : back.message()));
+    CHECK(same(run(*s, *req->get(), 7), before));
+  }
+  SUBCASE("the size in the message must match the file") {
+    auto e = s->set_weights(*weights(wire::WeightsTransport::file, file, size + 1)->get());
+    REQUIRE_FALSE(e.ok());
+    CHECK(contains(e.message(), file));
+    CHECK(contains(e.message(), "bytes"));
+    CHECK(same(run(*s, *req->get(), 7), before));
+    auto inl = s->set_weights(*weights(wire::WeightsTransport::inline_bytes, "", 10, read_bytes(file))->get());
+    REQUIRE_FALSE(inl.ok());
+    CHECK(contains(inl.message(), "bytes"));
+  }
+  SUBCASE("a truncated file") {
+    const std::string cut = dir.path("cut.safetensors");
+    auto bytes = read_bytes(file);
+    bytes.resize(bytes.size() / 2);
+    std::ofstream(cut, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                               static_cast<std::streamsize>(bytes.size()));
+    auto e = s->set_weights(*weights(wire::WeightsTransport::file, cut)->get());
+    REQUIRE_FALSE(e.ok());
+    CHECK(contains(e.message(), cut));
+    CHECK(contains(e.message(), "version 1"));
+    CHECK(same(run(*s, *req->get(), 7), before));
+  }
+  SUBCASE("a wrong shape in the last tensor: nothing before it was copied") {
+    // Every tensor of the perturbed model, the last one with a wrong shape: a loader that copied
+    // as it checked would have changed the outputs before finding it.
+    std::vector<at::Tensor> keep;
+    std::vector<model::tensor_bytes> entries;
+    auto params = m->named_parameters(true);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      at::Tensor t = params[i].value().detach().contiguous();
+      if (i + 1 == params.size()) t = t.flatten().narrow(0, 0, t.numel() - 1).contiguous();
+      keep.push_back(t);
+      entries.push_back({params[i].key(), model::st_dtype::f32, t.sizes().vec(), t.data_ptr(),
+                         static_cast<std::size_t>(t.numel()) * 4});
+    }
+    const std::string bad = dir.path("bad.safetensors");
+    REQUIRE(model::write_safetensors(bad, entries).ok());
+    auto e = s->set_weights(*weights(wire::WeightsTransport::file, bad)->get());
+    REQUIRE_FALSE(e.ok());
+    CHECK(contains(e.message(), bad));
+    CHECK(contains(e.message(), "tensor '" + params[params.size() - 1].key() + "' has shape"));
+    CHECK(same(run(*s, *req->get(), 7), before));
+  }
+  SUBCASE("a missing file, a missing path, nccl") {
+    auto missing = s->set_weights(*weights(wire::WeightsTransport::file, dir.path("nope.safetensors"))->get());
+    REQUIRE_FALSE(missing.ok());
+    CHECK(contains(missing.message(), "nope.safetensors"));
+    CHECK_FALSE(s->set_weights(*weights(wire::WeightsTransport::file, "")->get()).ok());
+    CHECK_FALSE(s->set_weights(*weights(wire::WeightsTransport::inline_bytes, "")->get()).ok());
+    auto nccl = s->set_weights(*weights(wire::WeightsTransport::nccl, "")->get());
+    REQUIRE_FALSE(nccl.ok());
+    CHECK(contains(nccl.message(), "not supported by the engine sampler yet"));
+    CHECK(same(run(*s, *req->get(), 7), before));
+  }
+}
+
+TEST_CASE("engine sampler: the source is the last fenced block with kf_forward, else the whole completion") {
+  SUBCASE("several fences: the last code block that defines kf_forward wins") {
+    const std::string text = "Plan.\n```cpp\n// draft kf_forward\n```\nFinal:\n```cuda\n" + kernel +
+                             "```\n```python\nkf_forward = 1\n```\n```c++\nint helper;\n```\n";
+    CHECK(candidate_source(text) == kernel);
+  }
+  SUBCASE("bare and c++ fences") {
+    CHECK(candidate_source("```\n" + kernel + "```") == kernel);
+    CHECK(candidate_source("```c++\n" + kernel + "```\n") == kernel);
+  }
+  SUBCASE("no fence: the whole completion") {
+    CHECK(candidate_source(kernel) == kernel);
+    CHECK(candidate_source("") == "");
+  }
+  SUBCASE("an unterminated fence (cut off by max_new_tokens): the whole completion") {
+    const std::string cut = "Here:\n```cuda\n" + kernel;
+    CHECK(candidate_source(cut) == cut);
+  }
+  SUBCASE("fences without kf_forward: the whole completion") {
+    const std::string text = "```cuda\n__global__ void k() {}\n```\n";
+    CHECK(candidate_source(text) == text);
+  }
+}
+
+TEST_CASE("engine sampler: seeds, options from the manifest, and load errors") {
+  CHECK(group_seed(1, 2) == group_seed(1, 2));
+  CHECK(group_seed(1, 2) != group_seed(1, 3));
+  CHECK(group_seed(1, 2) != group_seed(2, 2));
+
+  auto m = default_manifest();
+  REQUIRE(m.ok());
+  m->sampler.model = fx("qwen2");
+  m->run.seed = 42;
+  auto o = engine_sampler_options_from(*m);
+  REQUIRE_MESSAGE(o.ok(), (o.ok() ? "" : o.message()));
+  CHECK(o->sampler.model == fx("qwen2"));
+  CHECK(o->seed == 42);
+  CHECK(o->device == -1);  // the "auto" rollout group is empty without a GPU: CPU
+
+  engine_sampler_options e = options();
+  e.sampler.model = "";
+  auto empty = make_engine_sampler(e);
+  REQUIRE_FALSE(empty.ok());
+  CHECK(contains(empty.message(), "model is empty"));
+
+  e.sampler.model = "/nonexistent/model";
+  auto missing = make_engine_sampler(e);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(contains(missing.message(), "/nonexistent/model"));
+
+  e = options();
+  e.tokenizer_dir = "";  // the fixture model directory has no tokenizer.json
+  auto no_tok = make_engine_sampler(e);
+  REQUIRE_FALSE(no_tok.ok());
+  CHECK(contains(no_tok.message(), fx("qwen2")));
+
+  e = options();
+  e.device = 64;
+  auto no_gpu = make_engine_sampler(e);
+  REQUIRE_FALSE(no_gpu.ok());
+  CHECK(contains(no_gpu.message(), "CUDA device 64"));
+}
