@@ -23,7 +23,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_metrics& x) {
   return f(caf::meta::type_name("stage_metrics"), x.stage, x.name, x.received, x.sent, x.dropped,
            x.errors, x.queue_depth, x.logic_calls, x.latency_p50_us, x.latency_p99_us,
-           x.last_error);
+           x.last_error, x.extra);
 }
 
 }  // namespace kforge::actors

@@ -34,10 +34,13 @@ using stage_common = caf::typed_actor<caf::reacts_to<messages::envelope>,
                                       caf::replies_to<metrics_atom>::with<stage_metrics>>;
 
 /// (step_atom, step): emit the generation requests of trainer step `step` to the samplers, round
-/// robin. task_msg: add a task to the pool. Counts: received = steps + tasks, sent = requests.
+/// robin. task_msg: add a task to the pool. scored_msg: curriculum feedback from the reward (it
+/// converts to a scored_sink). Tasks and feedback change state only, so they are taken even while
+/// paused. Counts: received = steps + tasks + feedback, sent = requests, extra "feedback" = scored
+/// samples taken (the reward's "feedback_sent" on the other end), errors include failed feedback.
 using task_generator_actor =
-    caf::typed_actor<caf::reacts_to<step_atom, std::uint64_t>, caf::reacts_to<task_msg>>::
-        extend_with<stage_common>;
+    caf::typed_actor<caf::reacts_to<step_atom, std::uint64_t>, caf::reacts_to<task_msg>,
+                     caf::reacts_to<scored_msg>>::extend_with<stage_common>;
 
 /// generate_request_msg: G candidates, tagged with the policy version held. policy_weights_msg:
 /// switch weights (a version not newer than the one held is dropped). Counts: received = requests,
@@ -47,7 +50,9 @@ using sampler_actor = request_sink::extend_with<weights_sink, stage_common>;
 /// candidate_msg: one verdict. Counts: received = candidates, sent = verdicts.
 using sandbox_pool_actor = candidate_sink::extend_with<stage_common>;
 
-/// verdict_msg: one scored sample, or a drop. Counts: received = verdicts, sent = scored.
+/// verdict_msg: one scored sample, or a drop. The scored sample also goes to the optional
+/// feedback sink (the task generator's curriculum). Counts: received = verdicts, sent = scored
+/// samples sent downstream (the buffer), extra "feedback_sent" = copies sent to feedback.
 using reward_actor = verdict_sink::extend_with<stage_common>;
 
 /// scored_msg: zero or more train batches. policy_weights_msg: the version for staleness.

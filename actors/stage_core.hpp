@@ -38,6 +38,8 @@ class stage_core {
   void count_received() noexcept { ++metrics_.received; }
   void count_sent(std::uint64_t n = 1) noexcept { metrics_.sent += n; }
   void count_dropped(std::uint64_t n = 1) noexcept { metrics_.dropped += n; }
+  /// Adds `n` to the stage-specific counter `name` (stage_metrics::extra).
+  void count_extra(const std::string& name, std::uint64_t n = 1) { metrics_.extra[name] += n; }
   /// Counts an error and keeps its message (prefixed with the instance name) as last_error.
   void count_error(const error& e);
 

@@ -11,7 +11,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/result.hpp"
@@ -52,6 +54,9 @@ class task_source {
     return error{"this task source does not accept tasks from outside (task \"" +
                  (task.id() ? task.id()->str() : std::string()) + "\")"};
   }
+  /// One scored sample fed back from the reward (the feedback link), for a curriculum. A source
+  /// without one has nothing to learn from it: the default accepts and ignores it.
+  virtual status observe(const wire::Scored&, const envelope_info&) { return {}; }
 };
 
 /// Sampler: a prompt in, a group of completions out, with the policy at the version it holds.
@@ -85,6 +90,10 @@ class reward_logic {
   /// actor counts drops.
   virtual result<std::optional<wire::ScoredT>> score(const wire::Verdict& verdict,
                                                      const envelope_info& info) = 0;
+  /// What the logic counted since the last call (verdicts per status, speedup buckets, ...), as
+  /// (name, amount) pairs the actor adds to its extra metrics after every score call. Deltas, not
+  /// totals, so the actor's stage_core stays the one owner of the cumulative counts.
+  virtual std::vector<std::pair<std::string, std::uint64_t>> take_counters() { return {}; }
 };
 
 /// What a buffer push produced: whole batches ready for the trainer, and how many samples were

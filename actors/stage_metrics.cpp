@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 namespace kforge::actors {
 
@@ -18,6 +19,12 @@ wire::StageMetricsT to_wire(const stage_metrics& m) {
   w.kind = m.stage;
   w.logic_calls = m.logic_calls;
   w.last_error = m.last_error;
+  for (const auto& [name, value] : m.extra) {
+    auto c = std::make_unique<wire::CounterT>();
+    c->name = name;
+    c->value = value;
+    w.extra.push_back(std::move(c));
+  }
   return w;
 }
 

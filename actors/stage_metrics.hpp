@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "messages/envelope.hpp"
@@ -25,6 +26,9 @@ struct stage_metrics {
   double latency_p50_us = 0;       ///< median logic call time, microseconds (bucketed, +-10%)
   double latency_p99_us = 0;       ///< 99th percentile logic call time, microseconds
   std::string last_error;          ///< the most recent error's message, empty if none
+  /// Stage-specific counters beside the common ones (e.g. the reward's "feedback_sent"); the wire
+  /// form carries them as StageMetrics.extra, which the head's balance checks read.
+  std::map<std::string, std::uint64_t> extra;
 };
 
 /// The snapshot as the wire's StageMetrics (stage = the instance name, kind = the stage kind;

@@ -39,6 +39,20 @@ void add_task(self_ptr self, const task_msg& m) {
   if (!s.ok()) st.core.count_error(s.err());
 }
 
+// Feedback only updates the source's state (the curriculum); nothing is sent on.
+void observe(self_ptr self, const scored_msg& m) {
+  auto& st = self->state;
+  st.core.count_received();
+  st.core.count_extra("feedback");
+  if (!m.valid()) {
+    st.core.count_error(error{"empty scored message"});
+    return;
+  }
+  const auto info = envelope_info::of(m.header());
+  auto s = st.core.call([&] { return st.logic->observe(m.payload(), info); });
+  if (!s.ok()) st.core.count_error(s.err());
+}
+
 }  // namespace
 
 task_generator_actor::behavior_type task_generator_stage(self_ptr self, std::string name,
@@ -52,11 +66,13 @@ task_generator_actor::behavior_type task_generator_stage(self_ptr self, std::str
   return {
       [=](step_atom, std::uint64_t step) { detail::accept(self, step, work); },
       [=](const task_msg& m) { add_task(self, m); },
+      [=](const scored_msg& m) { observe(self, m); },
       [=](const messages::envelope& e) {
         if (detail::route<task_msg>(e, [&](task_msg m) { add_task(self, m); })) return;
+        if (detail::route<scored_msg>(e, [&](scored_msg m) { observe(self, m); })) return;
         if (detail::route<control_msg>(e, [&](control_msg m) { detail::control(self, m, work); }))
           return;
-        detail::reject(self, e, "Task or Control");
+        detail::reject(self, e, "Task, Scored or Control");
       },
       [=](const control_msg& m) { detail::control(self, m, work); },
       [=](metrics_atom) { return detail::metrics(self); },

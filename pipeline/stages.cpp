@@ -18,6 +18,8 @@ constexpr std::array<link_info, link_count> links = {{
     {link::weights, "weights", "pub/sub", actor_kind::trainer, actor_kind::sampler, false},
     {link::control, "control", "pub/sub", actor_kind::trainer, actor_kind::trainer, true},
     {link::metrics, "metrics", "push/pull", actor_kind::trainer, actor_kind::trainer, true},
+    {link::feedback, "feedback", "push/pull", actor_kind::reward, actor_kind::task_generator,
+     false},
 }};
 
 }  // namespace

@@ -51,7 +51,16 @@ class fake_task_source : public task_source {
     return status::success();
   }
 
+  /// Records the feedback (key: the candidate's code hash); refuses a reward of -1.
+  status observe(const wire::Scored& scored, const envelope_info& info) override {
+    const auto* c = scored.verdict() ? scored.verdict()->candidate() : nullptr;
+    observed.push_back(record(info, c ? c->code_hash() : 0));
+    if (scored.reward() == -1) return error{"no such task"};
+    return status::success();
+  }
+
   std::vector<std::string> tasks;
+  std::vector<seen> observed;
 
  private:
   std::uint32_t per_step_;

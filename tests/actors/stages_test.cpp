@@ -348,6 +348,87 @@ TEST_CASE_FIXTURE(caf_fixture, "the task generator takes tasks and spreads reque
   CHECK(m.sent == 3);
 }
 
+scored_msg make_scored(std::uint64_t id, std::uint64_t code_hash, double reward) {
+  wire::ScoredT s;
+  s.verdict = std::make_unique<wire::VerdictT>();
+  s.verdict->candidate = std::make_unique<wire::CandidateT>();
+  s.verdict->candidate->code_hash = code_hash;
+  s.reward = reward;
+  return scored_msg::pack(test_header(id), s);
+}
+
+TEST_CASE_FIXTURE(caf_fixture, "the task generator observes scored samples, typed or enveloped") {
+  auto tasks = std::make_shared<fake_task_source>(1, 2);
+  auto generator = spawn_task_generator(sys, "tasks/0", tasks, {}).value();
+  self->send(generator, make_scored(1, 11, 1.0));
+  self->send(generator, make_scored(2, 12, 0.0).envelope());  // as a bus bridge delivers it
+  self->send(generator, make_scored(3, 13, -1.0));            // the logic refuses this one
+  // Feedback changes state only, so a paused generator takes it at once.
+  self->send(generator, make_control(wire::ControlCommand::pause));
+  self->send(generator, make_scored(4, 14, 0.5));
+  sched.run();
+  REQUIRE(tasks->observed.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(tasks->observed[i].key == 11 + i);
+    CHECK(tasks->observed[i].sample_id == 501 + i);  // the envelope's header reaches the logic
+    CHECK(tasks->observed[i].sender == "test");
+  }
+  auto m = try_metrics(generator).value();
+  CHECK(m.received == 4);
+  CHECK(m.sent == 0);
+  CHECK(m.extra.at("feedback") == 4);
+  CHECK(m.errors == 1);
+  CHECK(m.last_error == "tasks/0: no such task");
+  const auto w = to_wire(m);
+  REQUIRE(w.extra.size() == 1);
+  CHECK(w.extra[0]->name == "feedback");
+  CHECK(w.extra[0]->value == 4);
+}
+
+TEST_CASE_FIXTURE(caf_fixture, "the reward sends each scored sample to buffer and feedback") {
+  auto rewarding = std::make_shared<fake_reward>();
+  auto tasks = std::make_shared<fake_task_source>(1, 2);
+  auto scored = std::make_shared<std::vector<scored_msg>>();
+  auto generator = spawn_task_generator(sys, "tasks/0", tasks, {}).value();
+  auto reward = spawn_reward(sys, "reward/0", rewarding,
+                             spawn_collector<scored_sink>(sys, scored), generator)
+                    .value();
+  const auto verdict = [](std::uint64_t id, std::uint64_t code_hash, wire::VerdictStatus st) {
+    wire::VerdictT v;
+    v.candidate = std::make_unique<wire::CandidateT>();
+    v.candidate->code_hash = code_hash;
+    v.status = st;
+    return verdict_msg::pack(test_header(id), v);
+  };
+  self->send(reward, verdict(1, 21, wire::VerdictStatus::ok));
+  // Dropped: an infra_error has no reward, so there is no feedback either.
+  self->send(reward, verdict(2, 22, wire::VerdictStatus::infra_error));
+  sched.run();
+  REQUIRE(scored->size() == 1);
+  REQUIRE(tasks->observed.size() == 1);
+  CHECK(tasks->observed[0].key == 21);
+  CHECK(tasks->observed[0].sender == "reward/0");
+  CHECK(tasks->observed[0].sample_id == scored->front().header().sample_id());
+  CHECK(tasks->observed[0].message_id == scored->front().header().message_id());
+  auto r = try_metrics(reward).value();
+  CHECK(r.received == 2);
+  CHECK(r.sent == 1);  // the buffer's count only: "scored: reward sent = buffer received" holds
+  CHECK(r.dropped == 1);
+  CHECK(r.extra.at("feedback_sent") == 1);
+  auto g = try_metrics(generator).value();
+  CHECK(g.extra.at("feedback") == 1);
+  CHECK(g.errors == 0);
+
+  // Without a feedback sink nothing goes there and nothing extra is counted.
+  auto alone = spawn_reward(sys, "reward/1", rewarding, spawn_collector<scored_sink>(sys, scored))
+                   .value();
+  self->send(alone, verdict(3, 23, wire::VerdictStatus::ok));
+  sched.run();
+  CHECK(scored->size() == 2);
+  CHECK(tasks->observed.size() == 1);
+  CHECK(try_metrics(alone).value().extra.empty());
+}
+
 TEST_CASE_FIXTURE(caf_fixture, "a stage without logic is not spawned") {
   auto s = spawn_sampler(sys, "sampler/9", nullptr, candidate_sink{});
   REQUIRE_FALSE(s.ok());

@@ -1,0 +1,209 @@
+// The task source a run builds from its manifest's [tasks] table: the built-in library plus task
+// files, the curriculum and prompt settings, the stand-in on request, and errors (never a
+// fallback) for a bad file or template.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "messages/envelope.hpp"
+#include "pipeline/manifest.hpp"
+#include "pipeline/stage_factory.hpp"
+#include "pipeline/task_generator.hpp"
+#include "tasks/builtin.hpp"
+#include "tasks/task_parser.hpp"
+
+using namespace kforge;
+using namespace kforge::pipeline;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool has(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+struct temp_dir {
+  fs::path path = fs::temp_directory_path() / ("kf-task-source-" + std::to_string(::getpid()));
+  temp_dir() {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~temp_dir() { fs::remove_all(path); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path / name) << text;
+    return (path / name).string();
+  }
+};
+
+tasks::task builtin_task(std::size_t i) {
+  auto all = tasks::builtin_tasks();
+  REQUIRE_MESSAGE(all.ok(), (all.ok() ? "" : all.message()));
+  REQUIRE(i < all->size());
+  return (*all)[i];
+}
+
+/// The default manifest, its [tasks] table replaced by one whose body is `tasks_table` (read on a
+/// minimal topology, since the default already has a [tasks] table).
+manifest with_tasks(const std::string& tasks_table) {
+  auto m = default_manifest();
+  REQUIRE_MESSAGE(m.ok(), m.message());
+  if (tasks_table.empty()) return *m;
+  auto t = parse_manifest(R"([[process]]
+name = "all"
+[process.actors]
+task_generator = {}
+sampler = {}
+sandbox_pool = {}
+sandbox_worker = {}
+reward = {}
+buffer = {}
+trainer = {}
+[tasks]
+)" + tasks_table,
+                          "test.toml");
+  REQUIRE_MESSAGE(t.ok(), t.message());
+  m->tasks = t->tasks;
+  return *m;
+}
+
+}  // namespace
+
+TEST_CASE("the default manifest's task source is the real generator over the built-in library") {
+  const auto m = with_tasks("");
+  auto source = make_task_source(m);
+  REQUIRE_MESSAGE(source.ok(), source.message());
+  auto* g = dynamic_cast<task_generator*>(source->get());
+  REQUIRE(g != nullptr);
+  CHECK(g->pool_size() == tasks::builtin_tasks()->size());
+  CHECK(g->curriculum().options().mode == tasks::sampling_mode::curriculum);
+  CHECK_FALSE(is_stand_in(actor_kind::task_generator, &m));
+  CHECK(has(logic_description(actor_kind::task_generator, &m), "real: built-in task library"));
+
+  auto rs = (*source)->next(0);
+  REQUIRE(rs.ok());
+  REQUIRE(rs->size() == static_cast<std::size_t>(m.buffer.groups_per_batch));
+  for (const auto& r : *rs) {
+    CHECK(has(r.task->provenance, "builtin:"));
+    CHECK(has(r.prompt, "## Task " + r.task->id));
+    CHECK(has(r.prompt, "- Name: unknown"));  // no [tasks.gpu]: the prompt does not guess
+    CHECK(r.group_size == static_cast<std::uint32_t>(m.sampler.group_size));
+  }
+
+  // Feedback through the actor-facing interface reaches the curriculum.
+  const std::string id = rs->front().task->id;
+  wire::ScoredT s;
+  s.verdict = std::make_unique<wire::VerdictT>();
+  s.verdict->status = wire::VerdictStatus::ok;
+  s.verdict->candidate = std::make_unique<wire::CandidateT>();
+  s.verdict->candidate->task = std::make_unique<wire::TaskT>();
+  s.verdict->candidate->task->id = id;
+  s.reward = 1.0;
+  auto env = messages::pack(messages::header{}, s);
+  actors::envelope_info info;
+  info.sender = "reward";
+  info.sample_id = 77;
+  REQUIRE((*source)->observe(*env.as<wire::Scored>(), info).ok());
+  CHECK(g->curriculum().stats(*g->curriculum().find(id)).total == 1);
+  s.verdict->candidate->task->id = "no/such_task";
+  auto unknown = messages::pack(messages::header{}, s);
+  auto bad = (*source)->observe(*unknown.as<wire::Scored>(), info);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(has(bad.message(), "(sample 77 from 'reward')"));
+}
+
+TEST_CASE("[tasks] settings reach the generator: sampling, curriculum knobs, GPU, template") {
+  temp_dir dir;
+  const auto tmpl = dir.write("prompt.txt", "Task {{task_id}} on {{gpu_name}} ({{arch}})\n");
+  const auto m = with_tasks("sampling = \"uniform\"\nwindow = 4\nfloor = 0.5\nunseen_bonus = 0\n"
+                            "prompt_template = \"" + tmpl + "\"\n"
+                            "[tasks.gpu]\nname = \"NVIDIA H200\"\ncompute_capability = \"9.0\"\n");
+  const auto o = task_generator_options_from(m);
+  CHECK(o.curriculum.mode == tasks::sampling_mode::uniform);
+  CHECK(o.curriculum.window == 4);
+  CHECK(o.curriculum.floor == doctest::Approx(0.5));
+  CHECK(o.curriculum.unseen_bonus == 0);
+  CHECK(o.hardware.name == "NVIDIA H200");
+  CHECK(o.prompt_template_path == tmpl);
+  auto g = make_task_generator(m);
+  REQUIRE_MESSAGE(g.ok(), g.message());
+  auto rs = (*g)->next(0);
+  REQUIRE(rs.ok());
+  CHECK(rs->front().prompt == "Task " + rs->front().task->id + " on NVIDIA H200 (sm_90)\n");
+
+  // A template with an unknown placeholder stops the run at start-up, naming it.
+  const auto broken = dir.write("broken.txt", "{{task_id}} {{gpu_nmae}}\n");
+  auto e = make_task_source(with_tasks("prompt_template = \"" + broken + "\"\n"));
+  REQUIRE_FALSE(e.ok());
+  CHECK(has(e.message(), "unknown placeholder {{gpu_nmae}}"));
+}
+
+TEST_CASE("task files join the pool; a bad, empty or clashing file is an error naming it") {
+  temp_dir dir;
+  auto t = builtin_task(0);
+  t.id = "mine/relu_copy";
+  t.provenance.clear();
+  const auto good = dir.write("good.jsonl", tasks::to_json_line(t) + "\n");
+  tasks_options o;
+  o.files = {good};
+  auto pool = task_pool(o);
+  REQUIRE_MESSAGE(pool.ok(), pool.message());
+  CHECK(pool->size() == tasks::builtin_tasks()->size() + 1);
+  CHECK(pool->back().id == "mine/relu_copy");
+  CHECK(pool->back().provenance == good);
+
+  const auto m = with_tasks("files = [\"" + good + "\"]\n");
+  auto source = make_task_source(m);
+  REQUIRE_MESSAGE(source.ok(), source.message());
+  CHECK(dynamic_cast<task_generator*>(source->get())->prompt_of("mine/relu_copy") != nullptr);
+  CHECK(has(logic_description(actor_kind::task_generator, &m), "+ 1 task file(s)"));
+
+  o.files = {good, (dir.path / "missing.jsonl").string()};
+  auto missing = task_pool(o);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(has(missing.message(), "tasks.files[1]: "));
+  CHECK(has(missing.message(), "missing.jsonl"));
+
+  o.files = {dir.write("bad.jsonl", "{\"id\": \"x\"}\n")};
+  auto bad = task_pool(o);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(has(bad.message(), "tasks.files[0]: "));
+  CHECK(has(bad.message(), "bad.jsonl:1"));
+
+  o.files = {dir.write("empty.jsonl", "\n")};
+  auto empty = task_pool(o);
+  REQUIRE_FALSE(empty.ok());
+  CHECK(has(empty.message(), "tasks.files[0]: " + o.files[0] + " holds no tasks"));
+
+  auto clash = builtin_task(1);
+  o.files = {dir.write("clash.jsonl", tasks::to_json_line(clash) + "\n")};
+  auto twice = task_pool(o);
+  REQUIRE_FALSE(twice.ok());
+  CHECK(has(twice.message(), "task '" + clash.id + "' is already in the pool (from builtin:"));
+
+  // Through the factory, the same errors: no silent fallback to the stand-in.
+  const auto nope = (dir.path / "nope.jsonl").string();
+  auto e = make_task_source(with_tasks("files = [\"" + nope + "\"]\n"));
+  REQUIRE_FALSE(e.ok());
+  CHECK(has(e.message(), "tasks.files[0]"));
+}
+
+TEST_CASE("source = \"stand-in\" keeps the synthetic tasks, and says so") {
+  const auto m = with_tasks("source = \"stand-in\"\n");
+  auto source = make_task_source(m);
+  REQUIRE_MESSAGE(source.ok(), source.message());
+  CHECK(dynamic_cast<task_generator*>(source->get()) == nullptr);
+  auto rs = (*source)->next(0);
+  REQUIRE(rs.ok());
+  CHECK(has(rs->front().task->id, "stand-in/"));
+  CHECK(is_stand_in(actor_kind::task_generator, &m));
+  CHECK(has(logic_description(actor_kind::task_generator, &m), "stand-in"));
+  // Feedback to the stand-in is accepted and ignored (actors::task_source's default).
+  wire::ScoredT s;
+  auto env = messages::pack(messages::header{}, s);
+  CHECK((*source)->observe(*env.as<wire::Scored>(), actors::envelope_info{}).ok());
+}
