@@ -16,7 +16,7 @@ out=${OUT:-$root/gpu-out}
 build=${KFORGE_GPU_BUILD:-$root/build-gpu}
 mkdir -p "$out"
 declare -a rows=()
-# KFORGE_STEPS (a comma list of: tests, run, baseline, synth, bench; default all) and
+# KFORGE_STEPS (a comma list of: tests, run, loop, baseline, synth, bench; default all) and
 # KFORGE_BENCHES (bench program names; default all) pick what runs, so one device call fits its
 # time limit. The build always runs.
 want() { [[ -z ${KFORGE_STEPS:-} || ,${KFORGE_STEPS}, == *,$1,* ]]; }
@@ -53,6 +53,19 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
       step "main job: kforge run --steps 20" run.log "$build/kforge" run --steps 20 --no-progress \
         --run-dir "$build/run"
       cp "$build/run/summary.json" "$out/run_summary.json" 2>/dev/null
+    fi
+    if want loop; then
+      # The whole loop on this host's GPU(s) with a random 0.5B-shaped Qwen2 and the fixture
+      # tokenizer: real sampler, sandbox verdicts, GRPO steps and weight publishing.
+      step "random model for the loop" model.log python3 "$root/deploy/make_random_model.py" \
+        --out "$build/random-qwen" --tokenizer "$root/tests/model/fixtures/tokenizer"
+      sed "s|@MODEL@|$build/random-qwen|" "$root/deploy/manifests/gpu_loop.toml" >"$build/gpu_loop.toml"
+      rm -rf "$build/loop-run"
+      step "loop: kforge run, random 0.5B on GPU" loop.log "$build/kforge" run \
+        --manifest "$build/gpu_loop.toml" --run-dir "$build/loop-run" --no-progress
+      for f in summary.json train.jsonl report.html; do
+        cp "$build/loop-run/$f" "$out/loop_$f" 2>/dev/null
+      done
     fi
     if want baseline; then
       step "kforge tasks baseline (GPU eager times)" baseline.log "$build/kforge" tasks baseline \

@@ -8,6 +8,7 @@
 #include "pipeline/inspect_command.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/replay_command.hpp"
+#include "pipeline/report.hpp"
 #include "pipeline/sandbox_service.hpp"
 #include "sandbox/children.hpp"
 #include "sandbox/eval_cli.hpp"
@@ -63,6 +64,12 @@ int main(int argc, char** argv) {
   replay_cmd->add_option("--manifest", replay.manifest, "The run's manifest (stage settings)");
   replay_cmd->add_option("--show", replay.show, "Differences to print in full");
 
+  kforge::pipeline::report_options report;
+  auto* report_cmd = app.add_subcommand(
+      "report", "Write one self-contained HTML page about a run: charts, tables, best kernels");
+  report_cmd->add_option("run_dir", report.run_dir, "Run directory")->required();
+  report_cmd->add_option("--out,-o", report.out, "HTML file to write (default RUN_DIR/report.html)");
+
   std::string manifest_file;
   auto* manifest_cmd =
       app.add_subcommand("manifest", "Validate a pipeline manifest and print its summary");
@@ -96,6 +103,7 @@ int main(int argc, char** argv) {
   }
   if (*inspect_cmd) return kforge::pipeline::inspect(inspect, std::cout, std::cerr);
   if (*replay_cmd) return kforge::pipeline::replay(replay, std::cout, std::cerr);
+  if (*report_cmd) return kforge::pipeline::report_command(report, std::cout, std::cerr);
   if (*manifest_cmd) {
     if (print_default) {
       std::cout << kforge::pipeline::default_manifest_text();

@@ -25,6 +25,7 @@
 #include "pipeline/manifest.hpp"
 #include "pipeline/process_runtime.hpp"
 #include "pipeline/readiness.hpp"
+#include "pipeline/report.hpp"
 #include "pipeline/run_metrics.hpp"
 #include "pipeline/stage_factory.hpp"
 
@@ -83,8 +84,10 @@ int worker_command(const worker_command_options& opt, std::ostream& err) {
     return 2;
   }
   if (opt.steps) m->run.steps = *opt.steps;
+  // As in the head: the stages' files (compile cache, weights) go to the run directory in use.
+  if (opt.run_dir) m->run.run_dir = *opt.run_dir;
   runtime_options ro;
-  ro.run_dir = opt.run_dir ? *opt.run_dir : m->run.run_dir;
+  ro.run_dir = m->run.run_dir;
   auto rt = process_runtime::create(*m, opt.process, ro);
   if (!rt) {
     err << "kforge worker: " << rt.message() << "\n";
@@ -123,9 +126,20 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   bool stand_ins = false;
   for (auto k : all_actor_kinds) stand_ins = stand_ins || (is_stand_in(k, &m) && m.count(k) > 0);
   if (stand_ins)
-    out << "NOTE: stand-ins run in place of the stages not built yet (marked above). The topology,\n"
-           "bus, actors, recordings, metrics, reward and buffer are real; the candidates, verdicts\n"
-           "and weights are synthetic. No kernel is generated, compiled or trained on.\n\n";
+    out << "NOTE: stand-ins run in place of the stages not built yet (marked above); what they\n"
+           "send is synthetic. The topology, bus, actors, recordings, metrics and the stages\n"
+           "marked \"real\" are real. Nothing is trained on while the trainer is a stand-in.\n\n";
+  // The task pool is loaded here as well as in its process, so a bad task file or prompt template
+  // stops the run before anything starts. Only for a generator on this host: a remote node reads
+  // its own files.
+  for (const auto* p : m.hosts(actor_kind::task_generator)) {
+    if (!p->is_local()) continue;
+    auto tasks = make_task_source(m);
+    if (!tasks) {
+      err << "kforge run: " << m.source << ": " << tasks.message() << "\n";
+      return 2;
+    }
+  }
   if (opt.check_only) return 0;
 
   // The run directory, and the manifest snapshot every process of this run reads.
@@ -405,6 +419,13 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     out << "  " << (c.ok() ? "ok  " : "FAIL") << " " << c.what << " (" << c.left << " vs "
         << c.right << ")\n";
   if (!head_error.empty()) err << "kforge run: head: " << head_error << "\n";
+  // The report reads what was just written (summary.json last). It is a view of the run, not part
+  // of it: a failure here is said but leaves the exit code to the run itself.
+  metrics_file.flush();
+  if (auto report = write_report(dir); report)
+    out << "report: " << *report << "\n";
+  else
+    err << "kforge run: report not written: " << report.message() << "\n";
   if (code == 0 && !balanced) code = 1;
   return code;
 }

@@ -2,7 +2,7 @@
 // `kforge run` (the head) and `kforge worker` (any other process of a topology).
 //
 // The head writes the run directory (manifest snapshot, recordings, metrics.jsonl, logs,
-// summary.json), spawns the manifest's other local processes as `kforge worker`, runs its own
+// summary.json, and at the end report.html: report.hpp), spawns the manifest's other local processes as `kforge worker`, runs its own
 // share of the stages, publishes heartbeats and control, collects every process's stage metrics,
 // draws the progress line, and ends the run: when the trainer has published `steps` versions, on
 // Ctrl-C, or when nothing moved for a while (stalled). It then drains in-flight work, shuts every

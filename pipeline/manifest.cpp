@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/visible_gpus.hpp"
 #include "pipeline/manifest_internal.hpp"
 
 namespace kforge::pipeline {
@@ -154,6 +155,20 @@ result<std::map<std::string, std::vector<int>>> resolve_gpu_groups(const manifes
     next += n;
   }
   return out;
+}
+
+std::vector<int> stage_gpus(const manifest& m, actor_kind k) {
+  std::string group;
+  for (const auto* p : m.hosts(k))
+    if (const auto* a = p->find(k); a && !a->gpu_group.empty()) {
+      group = a->gpu_group;
+      break;
+    }
+  if (group.empty()) return {};
+  auto groups = resolve_gpu_groups(m, visible_gpu_count());
+  if (!groups) return {};
+  const auto it = groups->find(group);
+  return it == groups->end() ? std::vector<int>{} : it->second;
 }
 
 }  // namespace kforge::pipeline

@@ -17,6 +17,8 @@
 //                 a link left out gets inproc:// when both ends share a process, ipc:// under
 //                 run_dir when they share this host, and must be given when they do not.
 //   [record]      links = [LINK, ...] | "all", max_bytes (per recording file)
+//   [tasks]       source = "builtin"|"stand-in", files, sampling and curriculum knobs, prompt
+//                 template, [tasks.gpu] (the GPU the prompts describe)
 //   [sampler] [reward] [buffer] [trainer] [sandbox]   see pipeline/options/*.hpp
 //
 // Loading validates everything before anything starts; an error names the file, the key (dotted
@@ -35,6 +37,7 @@
 #include "pipeline/options/run_options.hpp"
 #include "pipeline/options/sampler_options.hpp"
 #include "pipeline/options/sandbox_options.hpp"
+#include "pipeline/options/tasks_options.hpp"
 #include "pipeline/options/trainer_options.hpp"
 #include "pipeline/stages.hpp"
 
@@ -104,6 +107,7 @@ struct manifest {
   std::array<endpoint_spec, link_count> endpoints;  ///< indexed by link
   record_options record;
 
+  tasks_options tasks;
   sampler_options sampler;
   reward_options reward;
   buffer_options buffer;
@@ -145,5 +149,11 @@ result<manifest> default_manifest();
 /// to run then); with none free they get none (CPU / compile-only).
 result<std::map<std::string, std::vector<int>>> resolve_gpu_groups(const manifest& m,
                                                                    int visible_gpus);
+
+/// The GPUs the actors of kind `k` use on this host: the group named by the first process hosting
+/// `k` with a gpu_group, resolved against the GPUs this process sees (common/visible_gpus.hpp).
+/// Empty — run on the CPU — when the kind names no group, the group is CPU-only or there is no
+/// GPU. One place, so the sampler, the sandbox and the trainer agree.
+std::vector<int> stage_gpus(const manifest& m, actor_kind k);
 
 }  // namespace kforge::pipeline

@@ -201,6 +201,67 @@ void read_record(table_reader r, record_options& o) {
   r.finish();
 }
 
+// "9.0" -> (9, 0): how nvidia-smi and the CUDA docs write a compute capability.
+bool parse_compute_capability(const std::string& s, int& major, int& minor) {
+  const auto dot = s.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == s.size() || dot > 2 || s.size() - dot > 3)
+    return false;
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if (i != dot && !std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+  major = std::stoi(s.substr(0, dot));
+  minor = std::stoi(s.substr(dot + 1));
+  return major > 0;
+}
+
+// [tasks.gpu]: what the prompts say about the GPU. Every key is optional; absent reads "unknown".
+void read_task_gpu(table_reader r, gpu_facts& g) {
+  if (r.read("name", g.name) && g.name.empty())
+    r.fail("name", "must not be empty (leave the key out for \"unknown\")");
+  std::string cc;
+  if (r.read("compute_capability", cc) && !parse_compute_capability(cc, g.major, g.minor))
+    r.fail("compute_capability", "expected MAJOR.MINOR such as \"9.0\", got \"" + cc + "\"");
+  r.read("sm_count", g.sm_count, 1);
+  r.read("shared_per_block", g.shared_per_block, 1);
+  r.read("shared_per_block_optin", g.shared_per_block_optin, 1);
+  r.read("shared_per_sm", g.shared_per_sm, 1);
+  r.read("registers_per_sm", g.registers_per_sm, 1);
+  r.read("l2_bytes", g.l2_bytes, 1);
+  r.read("memory_bytes", g.memory_bytes, 1);
+  r.read("memory_bandwidth_gbs", g.memory_bandwidth_gbs, above(0));
+  r.finish();
+}
+
+void read_tasks(table_reader r, tasks_options& o) {
+  r.read_choice("source", o.source,
+                {{"builtin", task_source_kind::builtin}, {"stand-in", task_source_kind::stand_in}});
+  if (const toml::node* n = r.take("files")) {
+    if (const toml::array* a = n->as_array()) {
+      for (std::size_t i = 0; i < a->size(); ++i) {
+        const toml::node& e = *a->get(i);
+        const std::string key = r.key("files") + "[" + std::to_string(i) + "]";
+        if (!e.is_string())
+          r.diag().add(&e, key, "expected a file path (a string), got " + std::string(type_name(e)));
+        else if (e.as_string()->get().empty())
+          r.diag().add(&e, key, "must not be empty");
+        else
+          o.files.push_back(e.as_string()->get());
+      }
+    } else {
+      r.fail("files", "expected an array of task file paths, got " + std::string(type_name(*n)));
+    }
+  }
+  r.read_choice("sampling", o.sampling,
+                {{"curriculum", task_sampling::curriculum}, {"uniform", task_sampling::uniform}});
+  std::int64_t window = static_cast<std::int64_t>(o.window);
+  if (r.read("window", window, 1)) o.window = static_cast<std::size_t>(window);
+  r.read("floor", o.floor, at_least(0));
+  r.read("unseen_bonus", o.unseen_bonus, at_least(0));
+  r.read("prompt_template", o.prompt_template);
+  if (const toml::table* t = r.subtable("gpu"))
+    read_task_gpu(table_reader(r.diag(), *t, r.key("gpu")), o.gpu);
+  r.finish();
+}
+
 void read_sampler(table_reader r, sampler_options& o) {
   r.read_choice("backend", o.backend,
                 {{"engine", sampler_backend::engine}, {"openai", sampler_backend::openai}});
@@ -224,6 +285,11 @@ void read_reward(table_reader r, reward_options& o) {
   r.read("baseline_check_every", o.baseline_check_every, 1);
   if (o.correctness_weight == 0 && o.speed_weight == 0)
     r.fail("speed_weight", "correctness_weight and speed_weight are both 0: every reward would be 0");
+  if (r.read("compiled_reward", o.compiled_reward, at_least(0)) &&
+      o.compiled_reward > o.correctness_weight)
+    r.fail("compiled_reward", "must not exceed correctness_weight (" +
+                                  std::to_string(o.correctness_weight) +
+                                  "): an unverified kernel cannot earn more than a correct one");
   r.finish();
 }
 
@@ -245,6 +311,9 @@ void read_trainer(table_reader r, trainer_options& o) {
   r.read("kl_step", o.kl_step, above(1));
   r.read("clip_eps_low", o.clip_eps_low, real_range{0, 1, true, true});
   r.read("clip_eps_high", o.clip_eps_high, above(0));
+  r.read("micro_batch", o.micro_batch, 1);
+  r.read("max_grad_norm", o.max_grad_norm, at_least(0));
+  r.read("checkpoint_every", o.checkpoint_every, 0);
   r.finish();
 }
 
@@ -279,6 +348,7 @@ void read_manifest(const toml::table& root, diagnostics& d, manifest& m) {
   if (const toml::node* n = r.take("process")) read_processes(d, *n, m.processes);
   if (const toml::table* t = r.subtable("endpoints")) read_endpoints(d, *t, m.endpoints);
   if (const toml::table* t = r.subtable("record")) read_record(table_reader(d, *t, "record"), m.record);
+  if (const toml::table* t = r.subtable("tasks")) read_tasks(table_reader(d, *t, "tasks"), m.tasks);
   if (const toml::table* t = r.subtable("sampler")) read_sampler(table_reader(d, *t, "sampler"), m.sampler);
   if (const toml::table* t = r.subtable("reward")) read_reward(table_reader(d, *t, "reward"), m.reward);
   if (const toml::table* t = r.subtable("buffer")) read_buffer(table_reader(d, *t, "buffer"), m.buffer);

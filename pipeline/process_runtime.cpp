@@ -218,6 +218,8 @@ struct process_runtime::impl {
       if (auto s = open_input(link::scored, true); !s) return s;
     if (hosts(self, actor_kind::trainer))
       if (auto s = open_input(link::batches, false); !s) return s;
+    if (generator)  // the curriculum's feedback: every scored sample, from the reward
+      if (auto s = open_input(link::feedback, true); !s) return s;
     {
       auto s = bus::sender::connect(m.endpoint(link::metrics));
       if (!s) return error{"link metrics: " + s.message()};
@@ -227,10 +229,13 @@ struct process_runtime::impl {
     if (generator) {
       auto out = open_outlet(link::tasks, true);
       if (!out) return out.err();
-      auto g = actors::spawn_task_generator(*sys, "task_generator", make_task_source(m),
+      auto source = make_task_source(m);
+      if (!source) return source.err();
+      auto g = actors::spawn_task_generator(*sys, "task_generator", std::move(source).value(),
                                             {actors::request_sink(*out)});
       if (!g) return g.err();
       add_stage("task_generator", *g);
+      input(link::feedback)->targets.push_back(caf::actor_cast<caf::actor>(*g));
       driver.emplace();
       driver->generator = *g;
       driver->steps = static_cast<std::uint64_t>(m.run.steps);
@@ -243,7 +248,9 @@ struct process_runtime::impl {
       const int n = self.count(actor_kind::sampler);
       for (int i = 0; i < n; ++i) {
         const auto name = stage_name(actor_kind::sampler, self.name, i, n);
-        auto s = actors::spawn_sampler(*sys, name, make_sampler_logic(m),
+        auto logic = make_sampler_logic(m);
+        if (!logic) return error{name + ": " + logic.message()};
+        auto s = actors::spawn_sampler(*sys, name, std::move(logic).value(),
                                        actors::candidate_sink(*out), 0, actors::spawn_mode::detached);
         if (!s) return s.err();
         add_stage(name, *s);
@@ -254,7 +261,10 @@ struct process_runtime::impl {
     if (hosts(self, actor_kind::reward)) {
       auto out = open_outlet(link::scored, false);
       if (!out) return out.err();
-      auto r = actors::spawn_reward(*sys, "reward", make_reward_logic(m), actors::scored_sink(*out));
+      auto feedback = open_outlet(link::feedback, false);
+      if (!feedback) return feedback.err();
+      auto r = actors::spawn_reward(*sys, "reward", make_reward_logic(m, o.run_dir),
+                                    actors::scored_sink(*out), actors::scored_sink(*feedback));
       if (!r) return r.err();
       add_stage("reward", *r);
       input(link::verdicts)->targets.push_back(caf::actor_cast<caf::actor>(*r));
@@ -274,7 +284,9 @@ struct process_runtime::impl {
       const int n = self.count(actor_kind::trainer);
       for (int i = 0; i < n; ++i) {
         const auto name = stage_name(actor_kind::trainer, self.name, i, n);
-        auto t = actors::spawn_trainer(*sys, name, make_trainer_logic(m),
+        auto logic = make_trainer_logic(m, o.run_dir);
+        if (!logic) return logic.err();
+        auto t = actors::spawn_trainer(*sys, name, std::move(*logic),
                                        {actors::weights_sink(*out)}, actors::spawn_mode::detached);
         if (!t) return t.err();
         add_stage(name, *t);
@@ -378,17 +390,19 @@ struct process_runtime::impl {
         stop_requested = true;
       return;
     }
+    if (in.round_robin && !in.targets.empty()) {
+      caf::anon_send(in.targets[in.next++ % in.targets.size()], e);
+    } else {
+      for (const auto& t : in.targets) caf::anon_send(t, e);
+    }
+    // New weights reach this process's samplers (above) before the next step's requests are
+    // released: those come back through this same pump, so a sync run's step s is sampled with
+    // version s.
     if (in.id == link::weights && driver)
       if (const auto* w = e.as<wire::PolicyWeights>()) {
         driver->version = std::max(driver->version, w->version());
         driver->advance();
       }
-    if (in.targets.empty()) return;
-    if (in.round_robin) {
-      caf::anon_send(in.targets[in.next++ % in.targets.size()], e);
-    } else {
-      for (const auto& t : in.targets) caf::anon_send(t, e);
-    }
   }
 
   void send_metric(wire::StageMetricsT w) {

@@ -192,7 +192,8 @@ result<stage_run> run_stage(const stage_spec& s, const manifest& m,
   if (s.kind == actor_kind::reward)
     return drive<actors::scored_sink, actors::scored_msg>(
         inputs, [&](caf::actor_system& sys, actors::scored_sink sink) {
-          return actors::spawn_reward(sys, "reward/replay", make_reward_logic(m), sink);
+          // No run directory: a replay re-scores, it does not write best kernels.
+          return actors::spawn_reward(sys, "reward/replay", make_reward_logic(m, ""), sink);
         });
   return drive<actors::batch_sink, actors::train_batch_msg>(
       inputs, [&](caf::actor_system& sys, actors::batch_sink sink) {

@@ -1,6 +1,7 @@
 #include "pipeline/reward.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 namespace kforge::pipeline {
@@ -16,6 +17,52 @@ double median(std::vector<double> v) {
 }
 
 }  // namespace
+
+std::string status_counter(wire::VerdictStatus s) {
+  const char* name = wire::EnumNameVerdictStatus(s);
+  return std::string("status_") + (*name ? name : "unknown");
+}
+
+double reference_speedup(const wire::Verdict& v) noexcept {
+  const double gen = v.candidate_timing() ? v.candidate_timing()->median_ms() : 0;
+  const double ref = v.baseline_timing() ? v.baseline_timing()->median_ms() : 0;
+  return gen > 0 && ref > 0 ? ref / gen : 0;
+}
+
+void reward_counters::add(const wire::Verdict& v, const wire::ScoredT& s) {
+  const auto st = static_cast<std::size_t>(v.status());
+  if (st < status.size()) ++status[st];
+  if (s.excluded.empty()) {
+    ++scored;
+    // Rewards are >= 0 by the formula and the [reward] checks (manifest_read.cpp); a negative one
+    // would be a bug, and counts as 0 rather than wrapping the unsigned sum.
+    reward_sum_micro += static_cast<std::uint64_t>(std::llround(std::max(0.0, s.reward) * 1e6));
+  }
+  if (v.status() != wire::VerdictStatus::ok) return;
+  const double x = reference_speedup(v);
+  if (x <= 0) {
+    ++speedup_unknown;
+    return;
+  }
+  for (std::size_t i = 0; i < speedup_buckets.size(); ++i)
+    if (x >= speedup_buckets[i].lo && x < speedup_buckets[i].hi) ++speedup[i];
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> reward_counters::named() const {
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  auto put = [&](std::string name, std::uint64_t n) {
+    if (n) out.emplace_back(std::move(name), n);
+  };
+  for (std::size_t i = 0; i < status.size(); ++i)
+    put(status_counter(static_cast<wire::VerdictStatus>(i)), status[i]);
+  for (std::size_t i = 0; i < speedup.size(); ++i) put(speedup_buckets[i].counter, speedup[i]);
+  put(speedup_unknown_counter, speedup_unknown);
+  put(scored_counter, scored);
+  put(reward_sum_counter, reward_sum_micro);
+  put("best_updates", best_updates);
+  put("best_write_errors", best_write_errors);
+  return out;
+}
 
 double reward_model::correct_reward(double speedup) const noexcept {
   const double speed = speedup > 0 ? std::clamp(1 + opt_.alpha * (speedup - 1), 0.0, 2.0) : 1.0;
@@ -36,12 +83,17 @@ wire::ScoredT reward_model::score(const wire::Verdict& v, std::uint64_t version)
   maybe_switch(version);
   wire::ScoredT out;
   out.verdict.reset(v.UnPack());
+  out.policy_version = version;
   if (v.status() == wire::VerdictStatus::infra_error) {
     ++excluded_;
     out.excluded = "infra_error: " + (v.reason() ? v.reason()->str() : std::string("no reason"));
     return out;
   }
   ++scored_;
+  if (v.status() == wire::VerdictStatus::compiled) {  // compile-only mode: unverified
+    out.reward = opt_.compiled_reward;
+    return out;
+  }
   if (v.status() != wire::VerdictStatus::ok) return out;  // reward 0
 
   const auto* c = v.candidate();

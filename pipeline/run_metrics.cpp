@@ -60,6 +60,8 @@ std::vector<balance_check> balance(const metrics_board& b) {
        b.sum("buffer", &M::received)},
       {"batches: buffer sent = trainer received", b.sum("buffer", &M::sent),
        b.sum("trainer", &M::received)},
+      {"feedback: reward sent = task generator received", b.extra("reward", "feedback_sent"),
+       b.extra("task_generator", "feedback")},
   };
 }
 

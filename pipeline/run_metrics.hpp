@@ -44,7 +44,8 @@ struct balance_check {
   bool ok() const { return left == right; }
 };
 
-/// The checks, link by link: samplers -> pool -> reward -> buffer -> trainer.
+/// The checks, link by link: samplers -> pool -> reward -> buffer -> trainer, and the feedback
+/// link reward -> task generator (the stages' extra counters "feedback_sent" and "feedback").
 std::vector<balance_check> balance(const metrics_board& b);
 
 /// The live progress line: redrawn in place on a terminal, one line every 5 s otherwise.

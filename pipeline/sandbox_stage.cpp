@@ -47,20 +47,6 @@ class nvcc_sandbox final : public actors::sandbox_logic {
 
 }  // namespace
 
-std::vector<int> sandbox_gpus(const manifest& m) {
-  std::string group;
-  for (const auto* p : m.hosts(actor_kind::sandbox_worker))
-    if (const auto* a = p->find(actor_kind::sandbox_worker); a && !a->gpu_group.empty()) {
-      group = a->gpu_group;
-      break;
-    }
-  if (group.empty()) return {};
-  auto groups = resolve_gpu_groups(m, sandbox::visible_gpu_count());
-  if (!groups) return {};
-  const auto it = groups->find(group);
-  return it == groups->end() ? std::vector<int>{} : it->second;
-}
-
 result<std::shared_ptr<actors::sandbox_logic>> shared_nvcc_sandbox(const manifest& m) {
   static std::mutex mutex;
   static std::weak_ptr<actors::sandbox_logic> shared;
@@ -75,7 +61,7 @@ result<std::shared_ptr<actors::sandbox_logic>> shared_nvcc_sandbox(const manifes
   std::error_code ec;
   std::filesystem::create_directories(po.eval.compile.cache_dir, ec);
   po.work_dir = po.eval.compile.cache_dir;
-  po.gpus = sandbox_gpus(m);
+  po.gpus = stage_gpus(m, actor_kind::sandbox_worker);
   po.compile_only = po.gpus.empty();
   po.runners_per_gpu = so.runners_per_gpu;
   po.run.time_limit = std::chrono::milliseconds(static_cast<long>(so.timeout_s * 1000));

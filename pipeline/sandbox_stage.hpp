@@ -14,8 +14,4 @@ namespace kforge::pipeline {
 /// when nvcc cannot be found or a GPU of the group does not work.
 result<std::shared_ptr<actors::sandbox_logic>> shared_nvcc_sandbox(const manifest& m);
 
-/// The GPUs the sandbox workers of `m` use on this host: their group resolved against the visible
-/// GPUs; empty (compile-only) when the group is CPU-only or there is no GPU.
-std::vector<int> sandbox_gpus(const manifest& m);
-
 }  // namespace kforge::pipeline

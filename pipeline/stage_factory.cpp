@@ -1,8 +1,13 @@
 #include "pipeline/stage_factory.hpp"
 
+#if defined(KFORGE_MODEL_WITH_TORCH)
+#include "pipeline/engine_sampler.hpp"
+#include "pipeline/policy_trainer_stage.hpp"
+#endif
 #include "pipeline/sandbox_stage.hpp"
 #include "pipeline/stage_logic.hpp"
 #include "pipeline/stand_ins.hpp"
+#include "pipeline/task_generator.hpp"
 
 namespace kforge::pipeline {
 
@@ -19,30 +24,60 @@ stand_in_options stand_ins(const manifest& m) {
 
 }  // namespace
 
-std::shared_ptr<actors::task_source> make_task_source(const manifest& m) {
-  return make_stand_in_tasks(stand_ins(m));
+result<std::shared_ptr<actors::task_source>> make_task_source(const manifest& m) {
+  if (m.tasks.source == task_source_kind::stand_in) return make_stand_in_tasks(stand_ins(m));
+  auto g = make_task_generator(m);
+  if (!g) return g.err();
+  return std::shared_ptr<actors::task_source>(std::move(g).value());
 }
-std::shared_ptr<actors::sampler_logic> make_sampler_logic(const manifest& m) {
-  return make_stand_in_sampler(stand_ins(m));
+result<std::shared_ptr<actors::sampler_logic>> make_sampler_logic(const manifest& m) {
+  if (m.sampler.model.empty()) return make_stand_in_sampler(stand_ins(m));
+  if (m.sampler.backend != sampler_backend::engine)
+    return error{"sampler.backend \"openai\" is not built yet: use \"engine\" with sampler.model"};
+#if defined(KFORGE_MODEL_WITH_TORCH)
+  auto o = engine_sampler_options_from(m);
+  if (!o) return o.err();
+  return make_engine_sampler(*o);
+#else
+  return error{"sampler.model = \"" + m.sampler.model +
+               "\": this kforge was built without the LibTorch model (KFORGE_WITH_TORCH=OFF or "
+               "KFORGE_SKIP_MODEL=ON), so the engine sampler is not available"};
+#endif
 }
 result<std::shared_ptr<actors::sandbox_logic>> make_sandbox_logic(const manifest& m) {
   if (m.sandbox.backend == sandbox_backend::nvcc) return shared_nvcc_sandbox(m);
   return make_stand_in_sandbox(stand_ins(m));
 }
-std::shared_ptr<actors::reward_logic> make_reward_logic(const manifest& m) {
-  return std::make_shared<reward_stage>(m.reward);
+std::shared_ptr<actors::reward_logic> make_reward_logic(const manifest& m,
+                                                        const std::string& run_dir) {
+  return std::make_shared<reward_stage>(m.reward, run_dir);
 }
 std::shared_ptr<actors::buffer_logic> make_buffer_logic(const manifest& m) {
   return std::make_shared<buffer_stage>(m.buffer);
 }
-std::shared_ptr<actors::trainer_logic> make_trainer_logic(const manifest& m) {
-  return make_stand_in_trainer(stand_ins(m));
+result<std::shared_ptr<actors::trainer_logic>> make_trainer_logic(const manifest& m,
+                                                                  const std::string& run_dir) {
+  // The trainer trains what the sampler samples: with the stand-in sampler there are no tokens to
+  // train on, so the trainer is the stand-in too.
+  if (m.sampler.model.empty()) return make_stand_in_trainer(stand_ins(m));
+#if defined(KFORGE_MODEL_WITH_TORCH)
+  return make_policy_trainer_stage(policy_trainer_stage_options_from(m, run_dir));
+#else
+  return error{"sampler.model = \"" + m.sampler.model +
+               "\": this kforge was built without the LibTorch model, so the GRPO trainer is not "
+               "available"};
+#endif
 }
 
 bool is_stand_in(actor_kind k, const manifest* m) noexcept {
   switch (k) {
     case actor_kind::sandbox_worker:
       return !m || m->sandbox.backend == sandbox_backend::stand_in;
+    case actor_kind::task_generator:
+      return m && m->tasks.source == task_source_kind::stand_in;
+    case actor_kind::sampler:
+    case actor_kind::trainer:
+      return !m || m->sampler.model.empty();
     case actor_kind::reward:
     case actor_kind::buffer:
     case actor_kind::sandbox_pool:
@@ -55,14 +90,29 @@ bool is_stand_in(actor_kind k, const manifest* m) noexcept {
 std::string logic_description(actor_kind k, const manifest* m) {
   switch (k) {
     case actor_kind::task_generator:
-      return "stand-in: synthetic elementwise tasks (task library not built yet, issue 4)";
+      if (m && m->tasks.source == task_source_kind::stand_in)
+        return "stand-in: synthetic elementwise tasks (tasks.source = \"stand-in\"; \"builtin\" "
+               "runs the real task generator)";
+    {
+      std::string d = "real: built-in task library";
+      if (m && !m->tasks.files.empty())
+        d += " + " + std::to_string(m->tasks.files.size()) + " task file(s)";
+      d += m && m->tasks.sampling == task_sampling::uniform ? ", uniform sampling"
+                                                            : ", curriculum from reward feedback";
+      return d + ", prompts from the template";
+    }
     case actor_kind::sampler:
-      return "stand-in: synthetic candidates (policy model not built yet, issue 5)";
+      if (m && !m->sampler.model.empty())
+        return m->sampler.backend == sampler_backend::engine
+                   ? "real: LibTorch engine over " + m->sampler.model
+                   : "openai backend: not built yet (the run stops with an error)";
+      return "stand-in: synthetic candidates (sampler.model is empty; a checkpoint directory "
+             "runs the LibTorch engine)";
     case actor_kind::sandbox_pool:
       return "real: load-balancing broker with heartbeats and re-queue";
     case actor_kind::sandbox_worker:
       if (m && m->sandbox.backend == sandbox_backend::nvcc)
-        return sandbox_gpus(*m).empty()
+        return stage_gpus(*m, actor_kind::sandbox_worker).empty()
                    ? "real: static checks + nvcc, COMPILE-ONLY (no GPU in the group): verdict "
                      "`compiled` at best"
                    : "real: static checks, nvcc, verification and timing on GPU(s)";
@@ -73,7 +123,11 @@ std::string logic_description(actor_kind k, const manifest* m) {
     case actor_kind::buffer:
       return "real: dedup, staleness bound, whole GRPO groups";
     case actor_kind::trainer:
-      return "stand-in: publishes version+1 per batch, trains nothing (GRPO not built yet, issue 6)";
+      if (m && !m->sampler.model.empty())
+        return "real: GRPO with adaptive KL on " + m->sampler.model +
+               ", one rank, weights published by file";
+      return "stand-in: publishes version+1 per batch, trains nothing (sampler.model is empty: "
+             "nothing to train)";
   }
   return "unknown";
 }

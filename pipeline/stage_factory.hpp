@@ -1,6 +1,6 @@
 #pragma once
-// Which logic each stage runs, made from the manifest. Today reward and buffer are real; the task
-// library, policy model, sandbox and trainer are stand-ins until their issues land (stand_ins.hpp).
+// Which logic each stage runs, made from the manifest: the real component where the manifest asks
+// for it, else a stand-in that says so (stand_ins.hpp; e.g. tasks.source = "stand-in").
 // `kforge run`, `kforge worker` and `kforge replay` all build stages here, so they agree.
 
 #include <memory>
@@ -11,14 +11,26 @@
 
 namespace kforge::pipeline {
 
-std::shared_ptr<actors::task_source> make_task_source(const manifest& m);
-std::shared_ptr<actors::sampler_logic> make_sampler_logic(const manifest& m);
+/// The real task generator over the built-in library and tasks.files (tasks.source = "builtin"),
+/// or the stand-in ("stand-in"). An error, never a fallback, when a file or the template is bad.
+result<std::shared_ptr<actors::task_source>> make_task_source(const manifest& m);
+/// The engine sampler (pipeline/engine_sampler.hpp) when sampler.backend = "engine" and
+/// sampler.model names a checkpoint; the stand-in while sampler.model is empty. An error when the
+/// model cannot be loaded, when this build has no LibTorch model, or for the openai backend (not
+/// built yet).
+result<std::shared_ptr<actors::sampler_logic>> make_sampler_logic(const manifest& m);
 /// The stand-in or, with sandbox.backend = "nvcc", the process's shared real sandbox (an error when
 /// it cannot start: no nvcc, a GPU of the group that does not work).
 result<std::shared_ptr<actors::sandbox_logic>> make_sandbox_logic(const manifest& m);
-std::shared_ptr<actors::reward_logic> make_reward_logic(const manifest& m);
+/// The reward formula with its counters; a correct kernel faster than any before for its task is
+/// kept under `run_dir`/best (best_kernels.hpp). An empty `run_dir` writes nothing (replay).
+std::shared_ptr<actors::reward_logic> make_reward_logic(const manifest& m,
+                                                        const std::string& run_dir);
 std::shared_ptr<actors::buffer_logic> make_buffer_logic(const manifest& m);
-std::shared_ptr<actors::trainer_logic> make_trainer_logic(const manifest& m);
+/// The stand-in while the sampler is (sampler.model empty); else GRPO on the policy model
+/// (policy_trainer_stage.hpp), writing weights, checkpoints and train.jsonl under `run_dir`.
+result<std::shared_ptr<actors::trainer_logic>> make_trainer_logic(const manifest& m,
+                                                                  const std::string& run_dir);
 
 /// What the stage of kind `k` runs today, in a few words; "stand-in" when it is not the real thing.
 std::string logic_description(actor_kind k, const manifest* m = nullptr);

@@ -1,25 +1,53 @@
 #pragma once
 // The real reward and buffer logic (reward.hpp, sample_buffer.hpp) behind the actors' interfaces.
 
+#include <iostream>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "actors/stage_logic.hpp"
+#include "pipeline/best_kernels.hpp"
 #include "pipeline/reward.hpp"
 #include "pipeline/sample_buffer.hpp"
 
 namespace kforge::pipeline {
 
+/// The reward formula, its counters (reported as the stage's extra metrics) and the best kernel
+/// per task (written under run_dir/best; an empty run_dir writes nothing).
 class reward_stage final : public actors::reward_logic {
  public:
-  explicit reward_stage(reward_options o) : model_(o) {}
+  explicit reward_stage(reward_options o, std::string run_dir = {})
+      : model_(o), best_(std::move(run_dir)) {}
   result<std::optional<wire::ScoredT>> score(const wire::Verdict& v,
                                              const actors::envelope_info& info) override {
-    return std::optional<wire::ScoredT>(model_.score(v, info.policy_version));
+    auto s = model_.score(v, info.policy_version);
+    counters_.add(v, s);
+    // A kernel that cannot be saved must not cost the sample its reward: counted, said once.
+    if (auto b = best_.offer(v, info.policy_version); !b) {
+      ++counters_.best_write_errors;
+      if (!told_)
+        std::cerr << "kforge reward: best kernel not saved: " << b.message()
+                  << " (further failures are counted as best_write_errors)\n";
+      told_ = true;
+    } else if (*b) {
+      ++counters_.best_updates;
+    }
+    return std::optional<wire::ScoredT>(std::move(s));
+  }
+  std::vector<std::pair<std::string, std::uint64_t>> take_counters() override {
+    auto out = counters_.named();
+    counters_ = {};
+    return out;
   }
   const reward_model& model() const noexcept { return model_; }
 
  private:
   reward_model model_;
+  reward_counters counters_;  ///< since the last take_counters
+  best_kernels best_;
+  bool told_ = false;
 };
 
 class buffer_stage final : public actors::buffer_logic {

@@ -1,7 +1,11 @@
 #include "pipeline/task_generator.hpp"
 
+#include <map>
 #include <memory>
 
+#include "sandbox/pool.hpp"
+#include "tasks/builtin.hpp"
+#include "tasks/task_parser.hpp"
 #include "tasks/task_wire.hpp"
 
 namespace kforge::pipeline {
@@ -14,7 +18,51 @@ task_generator_options task_generator_options_from(const manifest& m) {
   o.temperature = static_cast<float>(m.sampler.temperature);
   o.top_p = static_cast<float>(m.sampler.top_p);
   o.max_new_tokens = static_cast<std::uint32_t>(m.sampler.max_new_tokens);
+  o.curriculum.mode = m.tasks.sampling == task_sampling::uniform ? tasks::sampling_mode::uniform
+                                                                 : tasks::sampling_mode::curriculum;
+  o.curriculum.window = m.tasks.window;
+  o.curriculum.floor = m.tasks.floor;
+  o.curriculum.unseen_bonus = m.tasks.unseen_bonus;
+  o.hardware = m.tasks.gpu;
+  o.prompt_template_path = m.tasks.prompt_template;
   return o;
+}
+
+result<std::vector<tasks::task>> task_pool(const tasks_options& o) {
+  auto pool = tasks::builtin_tasks();
+  if (!pool) return error{"built-in task library: " + pool.message()};
+  std::map<std::string, std::string> origin;  // id -> where it was first seen
+  for (const auto& t : *pool) origin.emplace(t.id, t.provenance);
+  for (std::size_t i = 0; i < o.files.size(); ++i) {
+    const std::string key = "tasks.files[" + std::to_string(i) + "]";
+    auto file = tasks::load_task_file(o.files[i]);
+    if (!file) return error{key + ": " + file.message()};
+    if (file->empty()) return error{key + ": " + o.files[i] + " holds no tasks"};
+    for (auto& t : *file) {
+      auto [it, fresh] = origin.emplace(t.id, o.files[i]);
+      if (!fresh)
+        return error{key + ": " + o.files[i] + ": task '" + t.id +
+                     "' is already in the pool (from " + it->second + ")"};
+      pool->push_back(std::move(t));
+    }
+  }
+  return pool;
+}
+
+result<std::shared_ptr<task_generator>> make_task_generator(const manifest& m) {
+  auto pool = task_pool(m.tasks);
+  if (!pool) return pool.err();
+  auto o = task_generator_options_from(m);
+  // Without [tasks.gpu], the prompts describe the GPU the kernels will be judged on: the real
+  // sandbox workers' first GPU, asked once at start-up (the sandbox needs that GPU's children to
+  // work anyway). Compile-only or the stand-in sandbox: "unknown".
+  if (o.hardware.name.empty() && m.sandbox.backend == sandbox_backend::nvcc)
+    if (const auto gpus = stage_gpus(m, actor_kind::sandbox_worker); !gpus.empty()) {
+      auto facts = sandbox::probe_gpu_facts(gpus.front());
+      if (!facts) return error{"task generator: the prompts' GPU facts: " + facts.message()};
+      o.hardware = *facts;
+    }
+  return task_generator::create(std::move(pool).value(), std::move(o));
 }
 
 result<std::shared_ptr<task_generator>> task_generator::create(std::vector<tasks::task> pool,
@@ -93,6 +141,13 @@ status task_generator::observe(const wire::Scored& scored) {
   if (!t || !t->id())
     return error{"task generator: a scored sample without verdict.candidate.task.id"};
   return observe(t->id()->string_view(), v->status() == wire::VerdictStatus::ok, scored.reward());
+}
+
+status task_generator::observe(const wire::Scored& scored, const actors::envelope_info& info) {
+  if (auto s = observe(scored); !s)
+    return error{s.message() + " (sample " + std::to_string(info.sample_id) + " from '" +
+                 std::string(info.sender) + "')"};
+  return {};
 }
 
 const std::string* task_generator::prompt_of(std::string_view id) const {

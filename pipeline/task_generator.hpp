@@ -16,6 +16,7 @@
 
 #include "actors/stage_logic.hpp"
 #include "pipeline/manifest.hpp"
+#include "pipeline/options/tasks_options.hpp"
 #include "tasks/curriculum.hpp"
 #include "tasks/prompt.hpp"
 #include "tasks/task.hpp"
@@ -40,9 +41,13 @@ struct task_generator_options {
   std::string prompt_template_path;
 };
 
-/// Options from the manifest's [run], [sampler] and [buffer] tables. Curriculum, hardware and
-/// template keep their defaults (the manifest has no keys for them yet).
+/// Options from the manifest's [run], [sampler], [buffer] and [tasks] tables.
 task_generator_options task_generator_options_from(const manifest& m);
+
+/// The pool [tasks] asks for: the built-in library, then the tasks of each file in `files`. An
+/// error names the file's key (tasks.files[i]) for an unreadable file, a bad task, a file with no
+/// tasks, or an id already in the pool (and where that id came from).
+result<std::vector<tasks::task>> task_pool(const tasks_options& o);
 
 class task_generator final : public actors::task_source {
  public:
@@ -64,6 +69,9 @@ class task_generator final : public actors::task_source {
   /// The same from a scored sample: passed = verdict ok, reward = scored.reward. An excluded
   /// sample (e.g. infra_error) is no evidence about the task and is ignored.
   status observe(const wire::Scored& scored);
+  /// The feedback link's entry (actors::task_source): observe(scored), the error naming the
+  /// sample and its sender.
+  status observe(const wire::Scored& scored, const actors::envelope_info& info) override;
 
   std::size_t pool_size() const noexcept { return pool_.size(); }
   const tasks::curriculum& curriculum() const noexcept { return curriculum_; }
@@ -92,5 +100,8 @@ class task_generator final : public actors::task_source {
   std::vector<entry> pool_;
   std::unordered_map<std::string, std::size_t> index_;  ///< task id -> pool_ index
 };
+
+/// The generator a run uses: task_pool(m.tasks) with task_generator_options_from(m).
+result<std::shared_ptr<task_generator>> make_task_generator(const manifest& m);
 
 }  // namespace kforge::pipeline

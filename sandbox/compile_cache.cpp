@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -135,11 +136,19 @@ bool compile_cache::cacheable(const compile_result& r) {
     case compile_status::link_error:
     case compile_status::rejected:
       return true;
-    case compile_status::compile_error:
+    case compile_status::compile_error: {
       // Running out of memory or file size depends on the limits, not only on the source.
-      return r.reason.find("ran out of memory") == std::string::npos &&
-             r.reason.find("file size limit") == std::string::npos &&
-             r.reason.find("killed by signal") == std::string::npos;
+      if (r.reason.find("ran out of memory") != std::string::npos ||
+          r.reason.find("file size limit") != std::string::npos ||
+          r.reason.find("killed by signal") != std::string::npos)
+        return false;
+      // Only an error nvcc pins on a line of the source is the source's fault for sure. Others
+      // ("Could not open output file", a full disk) come from the machine and must not be
+      // replayed to every later copy of this source.
+      return std::any_of(r.diagnostics.begin(), r.diagnostics.end(), [](const diagnostic& d) {
+        return d.level == severity::error && d.line > 0;
+      });
+    }
     case compile_status::timeout:
     case compile_status::infra_error:
       return false;

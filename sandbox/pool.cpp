@@ -7,6 +7,21 @@
 
 namespace kforge::sandbox {
 
+std::string sandbox_program() {
+  if (const char* p = std::getenv("KFORGE_SANDBOX_PROGRAM"); p && *p) return p;
+  return self_executable();
+}
+
+result<gpu_facts> probe_gpu_facts(int gpu) {
+  run_options ro;
+  ro.program = sandbox_program();
+  ro.gpu = gpu;
+  gpu_slot slot(ro);  // its reference server holds the CUDA context; gone when slot goes
+  auto facts = slot.facts();
+  if (!facts) return error{"GPU " + std::to_string(gpu) + ": " + facts.err().message};
+  return facts;
+}
+
 result<std::unique_ptr<sandbox_pool>> sandbox_pool::create(pool_options options) {
   std::unique_ptr<sandbox_pool> pool(new sandbox_pool(std::move(options)));
   auto& o = pool->options_;
@@ -30,9 +45,7 @@ result<std::unique_ptr<sandbox_pool>> sandbox_pool::create(pool_options options)
   }
   // The children are `kforge sandbox-child|sandbox-ref`: this executable when it is kforge, or
   // the one KFORGE_SANDBOX_PROGRAM names (tests and other programs that embed the sandbox).
-  if (o.run.program.empty())
-    if (const char* p = std::getenv("KFORGE_SANDBOX_PROGRAM"); p && *p) o.run.program = p;
-  if (o.run.program.empty()) o.run.program = self_executable();
+  if (o.run.program.empty()) o.run.program = sandbox_program();
   auto probe = pool->evaluator_->probe_library(o.work_dir.empty() ? "/tmp" : o.work_dir);
   if (!probe) return error{probe.err().message};
   o.run.probe_library = *probe;

@@ -18,6 +18,15 @@
 
 namespace kforge::sandbox {
 
+/// The program the sandbox children run as (`PROGRAM sandbox-child|sandbox-ref`): this executable
+/// when it is kforge, or the one KFORGE_SANDBOX_PROGRAM names (tests and other programs that embed
+/// the sandbox).
+std::string sandbox_program();
+
+/// The facts of GPU `gpu`, asked of a short-lived reference server (this process makes no CUDA
+/// context). An error when the GPU or the server does not work.
+result<gpu_facts> probe_gpu_facts(int gpu);
+
 struct pool_options {
   evaluator_options eval;
   /// CUDA ordinals to run on; empty with compile_only=false: every visible GPU.

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/child_process.hpp"
+#include "common/visible_gpus.hpp"
 #include "common/result.hpp"
 #include "messages/rollout_generated.h"
 #include "sandbox/gpu_facts.hpp"
@@ -136,11 +137,9 @@ class runner {
   std::shared_ptr<scratch_dir> scratch_;
 };
 
-/// The physical GPU behind our CUDA ordinal (an entry of CUDA_VISIBLE_DEVICES, or the ordinal).
-std::string physical_gpu(int ordinal);
-/// GPUs this process may use, found without a CUDA context: CUDA_VISIBLE_DEVICES if set, else
-/// the NVIDIA driver's /proc entries (0 on a host without the driver).
-int visible_gpu_count();
+// common/visible_gpus.hpp, under the names the sandbox has always used.
+using ::kforge::physical_gpu;
+using ::kforge::visible_gpu_count;
 
 /// The child options both kinds of child run under (scrubbed environment, rlimits, one GPU).
 child_options sandbox_child_options(const run_options& o, const std::string& scratch);

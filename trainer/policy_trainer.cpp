@@ -174,9 +174,9 @@ result<policy_step_stats> policy_trainer::step(const train_batch& batch) {
     return error{"train batch " + std::to_string(batch.step) + ": " + e.what()};
   }
   out.completion_tokens = out.grpo.loss.tokens;
+  ++st.version;  // every batch, see the header
   if (out.grpo.stepped) {
     out.kl = st.kl.update(out.grpo.loss.mean_kl);
-    ++st.version;
   } else {  // nothing trained on: no KL measured, the coefficient stays
     out.kl.coef = st.kl.coef();
     out.kl.window_mean = st.kl.window_mean();

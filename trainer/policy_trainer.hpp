@@ -7,7 +7,9 @@
 // the reference's completion log-probs (prompt + completion packed right-padded, one forward each,
 // logits divided by the sampling temperature as the sampler's behaviour log-probs were) and the
 // controller's coefficient -> the controller sees the step's mean KL -> the policy version rises
-// by one when the weights changed. Every step's statistics go to the log sink.
+// by one. It rises with every batch consumed, even one with no signal (all groups equal), because
+// the pipeline paces generation and staleness by it: a version that stood still would stall a sync
+// run. Every step's statistics go to the log sink.
 //
 // Resume: build the trainer from the same starting checkpoint (the reference is those weights),
 // then load_checkpoint(): policy weights, optimiser, KL controller, step, version and LibTorch's
@@ -38,8 +40,7 @@ struct train_sample {
   std::vector<float> logprobs;                  ///< Candidate.logprobs: behaviour policy, one per
                                                 ///< completion token; empty: unknown
   double reward = 0;                            ///< Scored.reward
-  std::uint64_t policy_version = 0;             ///< weights version that sampled it (the schema has
-                                                ///< no field for it yet)
+  std::uint64_t policy_version = 0;             ///< Scored.policy_version: the weights that sampled it
   std::string excluded;                         ///< Scored.excluded: non-empty = never trained on
 };
 

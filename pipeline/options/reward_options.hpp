@@ -19,6 +19,10 @@ struct reward_options {
   double baseline_switch_speedup = 2.0;
   /// How often, in training steps, the switch condition is checked. >= 1.
   std::int64_t baseline_check_every = 15;
+  /// Reward of a `compiled` verdict: the kernel passed the static checks and compiled, but no GPU
+  /// was there to verify it (compile-only mode). The only signal such a run has. In
+  /// [0, correctness_weight]: never more than a verified correct kernel gets for correctness.
+  double compiled_reward = 0.1;
 };
 
 }  // namespace kforge

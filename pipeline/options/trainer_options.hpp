@@ -23,6 +23,13 @@ struct trainer_options {
   /// Policy ratio clipped above at 1 + clip_eps_high; larger than low lets rare good tokens grow
   /// (DAPO's clip-higher). > 0.
   double clip_eps_high = 0.28;
+  /// Sequences per forward/backward pass; gradients accumulate across them. >= 1.
+  std::int64_t micro_batch = 8;
+  /// Global gradient L2 norm is clipped to this; 0 disables clipping. >= 0.
+  double max_grad_norm = 1.0;
+  /// A full checkpoint (weights, optimiser, KL controller, RNG) every this many steps under
+  /// RUN_DIR/checkpoints; 0: none. >= 0.
+  std::int64_t checkpoint_every = 50;
 };
 
 }  // namespace kforge

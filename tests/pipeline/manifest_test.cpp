@@ -486,3 +486,115 @@ TEST_CASE("GPU groups keep file order, which decides how auto groups share GPUs 
   CHECK(r->at("zeta") == std::vector<int>{0, 1});
   CHECK(r->at("alpha") == std::vector<int>{2});
 }
+
+TEST_CASE("[tasks]: defaults, every key read, and the feedback link derived like the others") {
+  auto d = default_manifest();
+  REQUIRE_MESSAGE(d.ok(), d.message());
+  CHECK(d->tasks.source == task_source_kind::builtin);
+  CHECK(d->tasks.files.empty());
+  CHECK(d->tasks.sampling == task_sampling::curriculum);
+  CHECK(d->tasks.window == 32);
+  CHECK(d->tasks.floor == doctest::Approx(0.02));
+  CHECK(d->tasks.unseen_bonus == doctest::Approx(0.25));
+  CHECK(d->tasks.prompt_template.empty());
+  CHECK(d->tasks.gpu.name.empty());  // unknown unless [tasks.gpu] says
+  CHECK(d->endpoint(link::feedback) == "inproc://kforge.feedback");
+  CHECK(link_from_string("feedback") == link::feedback);
+  CHECK(info(link::feedback).from == actor_kind::reward);
+  CHECK(info(link::feedback).to == actor_kind::task_generator);
+
+  auto m = parse_manifest(minimal + R"([tasks]
+source = "stand-in"
+files = ["a.jsonl", "dir/b.json"]
+sampling = "uniform"
+window = 8
+floor = 0
+unseen_bonus = 1
+prompt_template = "my_prompt.txt"
+[tasks.gpu]
+name = "NVIDIA H200"
+compute_capability = "9.0"
+sm_count = 132
+shared_per_block = 49152
+shared_per_block_optin = 232448
+shared_per_sm = 233472
+registers_per_sm = 65536
+l2_bytes = 62914560
+memory_bytes = 150754820096
+memory_bandwidth_gbs = 4800
+)",
+                          "test.toml");
+  REQUIRE_MESSAGE(m.ok(), m.message());
+  CHECK(m->tasks.source == task_source_kind::stand_in);
+  CHECK(m->tasks.files == std::vector<std::string>{"a.jsonl", "dir/b.json"});
+  CHECK(m->tasks.sampling == task_sampling::uniform);
+  CHECK(m->tasks.window == 8);
+  CHECK(m->tasks.floor == 0);
+  CHECK(m->tasks.unseen_bonus == doctest::Approx(1.0));
+  CHECK(m->tasks.prompt_template == "my_prompt.txt");
+  CHECK(m->tasks.gpu.name == "NVIDIA H200");
+  CHECK(m->tasks.gpu.major == 9);
+  CHECK(m->tasks.gpu.minor == 0);
+  CHECK(m->tasks.gpu.sm_count == 132);
+  CHECK(m->tasks.gpu.shared_per_block == 49152);
+  CHECK(m->tasks.gpu.shared_per_block_optin == 232448);
+  CHECK(m->tasks.gpu.shared_per_sm == 233472);
+  CHECK(m->tasks.gpu.registers_per_sm == 65536);
+  CHECK(m->tasks.gpu.l2_bytes == 62914560);
+  CHECK(m->tasks.gpu.memory_bytes == 150754820096);
+  CHECK(m->tasks.gpu.memory_bandwidth_gbs == doctest::Approx(4800.0));
+
+  // The reward and the task generator in two processes on one host: ipc under the run dir.
+  auto split = parse_manifest(R"([[process]]
+name = "a"
+[process.actors]
+task_generator = {}
+sampler = {}
+sandbox_pool = {}
+sandbox_worker = {}
+buffer = {}
+trainer = {}
+[[process]]
+name = "b"
+[process.actors]
+reward = {}
+)",
+                              "test.toml");
+  REQUIRE_MESSAGE(split.ok(), split.message());
+  CHECK(split->endpoint(link::feedback) == "ipc://runs/default/bus/feedback");
+  CHECK(split->processes_on(link::feedback).size() == 2);
+}
+
+TEST_CASE("[tasks]: each bad value is an error naming the key and its position") {
+  const auto bad = [](const std::string& table) { return rejected(minimal + "[tasks]\n" + table); };
+  CHECK(has(bad("source = \"library\"\n"),
+            "test.toml:13:10: tasks.source: must be one of \"builtin\", \"stand-in\", got "
+            "\"library\""));
+  CHECK(has(bad("files = \"a.jsonl\"\n"), "tasks.files: expected an array of task file paths"));
+  CHECK(has(bad("files = [\"a.jsonl\", 3]\n"), "tasks.files[1]: expected a file path"));
+  CHECK(has(bad("files = [\"\"]\n"), "tasks.files[0]: must not be empty"));
+  CHECK(has(bad("sampling = \"pass_rate\"\n"),
+            "tasks.sampling: must be one of \"curriculum\", \"uniform\", got \"pass_rate\""));
+  CHECK(has(bad("window = 0\n"), "tasks.window: must be >= 1, got 0"));
+  CHECK(has(bad("window = 2.5\n"), "tasks.window: expected an integer"));
+  CHECK(has(bad("floor = -0.1\n"), "tasks.floor: must be >= 0"));
+  CHECK(has(bad("unseen_bonus = \"high\"\n"), "tasks.unseen_bonus: expected a number"));
+  CHECK(has(bad("prompt_template = 1\n"), "tasks.prompt_template: expected a string"));
+  CHECK(has(bad("curriculum = \"uniform\"\n"), "tasks.curriculum: unknown key"));
+  CHECK(has(bad("gpu = 1\n"), "tasks.gpu: expected a table"));
+  CHECK(has(bad("[tasks.gpu]\nsm = 132\n"), "tasks.gpu.sm: unknown key"));
+  CHECK(has(bad("[tasks.gpu]\ncompute_capability = \"sm_90\"\n"),
+            "tasks.gpu.compute_capability: expected MAJOR.MINOR such as \"9.0\", got \"sm_90\""));
+  CHECK(has(bad("[tasks.gpu]\ncompute_capability = 9.0\n"),
+            "tasks.gpu.compute_capability: expected a string"));
+  CHECK(has(bad("[tasks.gpu]\nsm_count = 0\n"), "tasks.gpu.sm_count: must be >= 1, got 0"));
+  CHECK(has(bad("[tasks.gpu]\nname = \"\"\n"), "tasks.gpu.name: must not be empty"));
+  CHECK(has(bad("[tasks.gpu]\nmemory_bandwidth_gbs = 0\n"),
+            "tasks.gpu.memory_bandwidth_gbs: must be > 0"));
+  CHECK(has(rejected(minimal + "[endpoints]\nfeedback = 5\n"),
+            "endpoints.feedback: expected a string"));
+  // Every problem of the table at once.
+  const std::string all = bad("source = \"x\"\nwindow = 0\n");
+  CHECK(has(all, "tasks.source"));
+  CHECK(has(all, "tasks.window"));
+}

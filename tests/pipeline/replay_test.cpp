@@ -104,7 +104,7 @@ struct synthetic_run {
     REQUIRE(m->buffer.groups_per_batch == 2);
 
     const auto in = make_verdicts();
-    auto reward = pipeline::make_reward_logic(*m);
+    auto reward = pipeline::make_reward_logic(*m, "");
     std::vector<timed> scored_out;
     std::uint64_t id = 0;
     for (const auto& r : in) {

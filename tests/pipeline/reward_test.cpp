@@ -1,6 +1,16 @@
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "pipeline/best_kernels.hpp"
 #include "pipeline/reward.hpp"
+#include "pipeline/stage_logic.hpp"
 #include "stage_fixtures.hpp"
 
 using namespace kforge;
@@ -78,4 +88,135 @@ TEST_CASE("reward state survives a checkpoint round trip") {
   CHECK(sa.baseline_ms == sb.baseline_ms);
   CHECK_FALSE(b.from_json("{\"tasks\": 3}").ok());
   CHECK_FALSE(b.from_json("not json").ok());
+}
+
+namespace {
+
+std::map<std::string, std::uint64_t> as_map(const std::vector<std::pair<std::string, std::uint64_t>>& v) {
+  return {v.begin(), v.end()};
+}
+
+/// An ok verdict for `task` whose candidate source is `source`, at gen_ms against a 10 ms reference.
+messages::envelope timed_kernel(const std::string& task, double gen_ms, const std::string& source) {
+  wire::VerdictT v;
+  v.candidate = kforge::test::candidate(task, 7, 0, 1, 42);
+  v.candidate->source = source;
+  v.status = VerdictStatus::ok;
+  v.candidate_timing = std::make_unique<wire::TimingT>();
+  v.candidate_timing->median_ms = gen_ms;
+  v.baseline_timing = std::make_unique<wire::TimingT>();
+  v.baseline_timing->median_ms = 10;
+  v.checks = 3;
+  return messages::pack(messages::header{}, v);
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("reward counters: verdicts per status, speedup buckets, reward sum") {
+  pipeline::reward_model m(reward_options{});
+  pipeline::reward_counters c;
+  auto feed = [&](const messages::envelope& e) {
+    const auto& v = *e.as<wire::Verdict>();
+    c.add(v, m.score(v, 0));
+  };
+  feed(verdict("a", VerdictStatus::compile_error, 0, 0));
+  feed(verdict("a", VerdictStatus::compile_error, 0, 0));
+  feed(verdict("a", VerdictStatus::hack_suspected, 1, 1));
+  feed(verdict("a", VerdictStatus::infra_error, 0, 0));  // excluded: no reward, not scored
+  feed(verdict("a", VerdictStatus::ok, 2.0, 2.0));        // 1x: reward 1.0
+  feed(verdict("a", VerdictStatus::ok, 4.0, 2.0));        // 0.5x (bucket 0.5-1): reward 0.5
+  feed(verdict("a", VerdictStatus::ok, 0.5, 2.0));        // 4x (>= 4): reward 1.5 (clamped)
+  feed(verdict("a", VerdictStatus::ok, 0, 0));            // no timings: speedup unknown, reward 1
+  const auto n = as_map(c.named());
+  CHECK(n.at("status_compile_error") == 2);
+  CHECK(n.at("status_hack_suspected") == 1);
+  CHECK(n.at("status_infra_error") == 1);
+  CHECK(n.at("status_ok") == 4);
+  CHECK(n.count("status_wrong_answer") == 0);  // zero counters are left out
+  CHECK(n.at("speedup_0.5_1") == 1);
+  CHECK(n.at("speedup_1_1.5") == 1);
+  CHECK(n.at("speedup_ge_4") == 1);
+  CHECK(n.count("speedup_lt_0.5") == 0);
+  CHECK(n.at("speedup_unknown") == 1);
+  CHECK(n.at("scored") == 7);
+  CHECK(n.at("reward_sum_micro") == 4'000'000);  // 0 + 0 + 0 + 1 + 0.5 + 1.5 + 1
+  // The bucket names are what metrics.jsonl and the report use.
+  CHECK(pipeline::status_counter(VerdictStatus::ok) == "status_ok");
+  CHECK(std::string(pipeline::speedup_buckets.front().counter) == "speedup_lt_0.5");
+}
+
+TEST_CASE("the reward stage hands its counters to the actor as deltas") {
+  pipeline::reward_stage st(reward_options{});
+  actors::envelope_info info;
+  auto e = verdict("a", VerdictStatus::ok, 1.0, 2.0);
+  REQUIRE(st.score(*e.as<wire::Verdict>(), info).ok());
+  REQUIRE(st.score(*e.as<wire::Verdict>(), info).ok());
+  auto first = as_map(st.take_counters());
+  CHECK(first.at("status_ok") == 2);
+  CHECK(first.at("speedup_2_4") == 2);
+  CHECK(first.at("scored") == 2);
+  CHECK(first.count("best_updates") == 0);  // no run directory: no best kernels kept
+  CHECK(st.take_counters().empty());        // taken: nothing new since
+}
+
+TEST_CASE("the best kernel per task is kept, and only a faster one replaces it") {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / ("kf-best-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  {
+    pipeline::reward_stage st(reward_options{}, dir.string());
+    actors::envelope_info info;
+    auto offer = [&](double gen, const std::string& src, std::uint64_t version) {
+      info.policy_version = version;
+      auto e = timed_kernel("l1/relu", gen, src);
+      REQUIRE(st.score(*e.as<wire::Verdict>(), info).ok());
+    };
+    offer(5.0, "// first: 2x", 1);
+    offer(2.5, "// faster: 4x", 2);
+    offer(4.0, "// slower: 2.5x", 3);
+    // A wrong answer never counts, however fast.
+    info.policy_version = 4;
+    auto wrong = verdict("l1/relu", VerdictStatus::wrong_answer, 0.1, 10);
+    REQUIRE(st.score(*wrong.as<wire::Verdict>(), info).ok());
+    CHECK(as_map(st.take_counters()).at("best_updates") == 2);
+  }
+  const auto stem = pipeline::best_kernels::file_stem("l1/relu");
+  CHECK(stem == "l1__relu");
+  CHECK(slurp(dir / "best" / (stem + ".cu")) == "// faster: 4x");
+  const auto j = nlohmann::json::parse(slurp(dir / "best" / (stem + ".json")));
+  CHECK(j["task"] == "l1/relu");
+  CHECK(j["speedup"].get<double>() == doctest::Approx(4.0));
+  CHECK(j["candidate_ms"].get<double>() == doctest::Approx(2.5));
+  CHECK(j["baseline_ms"].get<double>() == doctest::Approx(10));
+  CHECK(j["policy_version"] == 2);
+  CHECK(j["verdict"]["status"] == "ok");
+  CHECK(j["verdict"]["checks"] == 3);
+  CHECK(j["source"] == stem + ".cu");
+  // No temporary files are left behind.
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir / "best")) files += e.is_regular_file();
+  CHECK(files == 2);
+
+  // A later run into the same directory keeps a better kernel found earlier.
+  {
+    pipeline::reward_stage st(reward_options{}, dir.string());
+    auto e = timed_kernel("l1/relu", 3.0, "// later, slower");
+    REQUIRE(st.score(*e.as<wire::Verdict>(), actors::envelope_info{}).ok());
+  }
+  CHECK(slurp(dir / "best" / (stem + ".cu")) == "// faster: 4x");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("best kernel file names are plain, never hidden") {
+  using pipeline::best_kernels;
+  CHECK(best_kernels::file_stem("l2/conv relu+bias") == "l2__conv_relu_bias");
+  CHECK(best_kernels::file_stem("../x") == "_..__x");
+  CHECK(best_kernels::file_stem("") == "_");
 }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -84,6 +85,54 @@ TEST_CASE("the default manifest runs end to end, and replay reproduces reward an
   CHECK(summary["versions"].get<int>() >= 6);
   CHECK(fs::file_size(dir / "run" / "metrics.jsonl") > 0);
   CHECK(fs::exists(dir / "run" / "manifest.toml"));
+  // The head wrote the report, with charts; the stand-in's correct kernels left best kernels.
+  {
+    std::ifstream f(dir / "run" / "report.html");
+    const std::string html((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    CHECK(html.find("<svg") != std::string::npos);
+    CHECK(r->output.find("report: " + (dir / "run" / "report.html").string()) != std::string::npos);
+  }
+  CHECK(fs::exists(dir / "run" / "best"));
+
+  // The tasks are the built-in library's, not the stand-in's, and every scored sample went back
+  // to the task generator's curriculum (the feedback link balances like the others).
+  CHECK(r->output.find("real: built-in task library") != std::string::npos);
+  std::set<std::string> task_ids;
+  {
+    auto rec = kforge::messages::recording_reader::open(
+        (dir / "run" / "recordings" / "verdicts@head.kfrec").string());
+    REQUIRE(rec.ok());
+    for (auto e = rec->next(); e.ok() && e->has_value(); e = rec->next()) {
+      const auto* v = (*e)->env.as<kforge::wire::Verdict>();
+      REQUIRE(v != nullptr);
+      REQUIRE(v->candidate()->task() != nullptr);
+      const auto* t = v->candidate()->task();
+      CHECK(t->provenance()->str().rfind("builtin:", 0) == 0);
+      CHECK(t->reference()->str().find("def forward") != std::string::npos);
+      task_ids.insert(t->id()->str());
+    }
+  }
+  CHECK(task_ids.size() >= 8);  // one step's groups are distinct tasks
+  const auto* generator = stage(summary, "task_generator");
+  const auto* reward = stage(summary, "reward");
+  REQUIRE(generator != nullptr);
+  REQUIRE(reward != nullptr);
+  const auto fed_back = (*generator)["extra"]["feedback"].get<std::uint64_t>();
+  CHECK(fed_back > 0);
+  CHECK(fed_back == (*reward)["sent"].get<std::uint64_t>());
+  CHECK(fed_back == (*reward)["extra"]["feedback_sent"].get<std::uint64_t>());
+  CHECK((*generator)["errors"] == 0);  // every feedback named a task in the pool
+  // The reward counted every verdict it received under exactly one status.
+  std::uint64_t by_status = 0;
+  for (const auto& [name, n] : (*reward)["extra"].items())
+    if (name.rfind("status_", 0) == 0) by_status += n.get<std::uint64_t>();
+  CHECK(by_status == (*reward)["received"].get<std::uint64_t>());
+  CHECK((*reward)["extra"]["status_ok"].get<std::uint64_t>() > 0);
+  bool feedback_checked = false;
+  for (const auto& c : summary["checks"])
+    if (c["check"].get<std::string>().rfind("feedback:", 0) == 0)
+      feedback_checked = c["ok"] == true;
+  CHECK(feedback_checked);
 
   std::string out;
   CHECK(replay(dir / "run" / "recordings" / "verdicts@head.kfrec", "reward", &out) == 0);
@@ -224,7 +273,8 @@ stand_in_ms = 3
     for (auto rec = r->next(); rec.ok() && rec->has_value(); rec = r->next()) ++recorded_candidates;
   }
   CHECK(recorded_candidates == candidates);
-  for (const char* f : {"tasks@head.kfrec", "metrics@head.kfrec", "control@w2.kfrec",
+  for (const char* f : {"tasks@head.kfrec", "feedback@head.kfrec", "metrics@head.kfrec",
+                        "control@w2.kfrec",
                         "sandbox_workers@w2-0.kfrec", "sandbox_workers@w2-1.kfrec"})
     CHECK_MESSAGE(fs::exists(run_dir / "recordings" / f), f);
 
@@ -241,3 +291,168 @@ stand_in_ms = 3
   CHECK(replay(run_dir / "recordings" / "verdicts@head.kfrec", "reward", &out) == 0);
   fs::remove_all(dir);
 }
+
+TEST_CASE("a bad [tasks] setting stops kforge run before anything starts") {
+  const auto dir = fresh_dir("badtasks");
+  const auto manifest = dir / "bad.toml";
+  std::ofstream(manifest) << R"([[process]]
+name = "all"
+[process.actors]
+task_generator = {}
+sampler = {}
+sandbox_pool = {}
+sandbox_worker = {}
+reward = {}
+buffer = {}
+trainer = {}
+[tasks]
+files = ["no/such/tasks.jsonl"]
+)";
+  auto r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", manifest.string(), "--run-dir",
+                                (dir / "run").string(), "--no-progress"},
+                               60s);
+  REQUIRE(r.ok());
+  INFO(r->output);
+  CHECK(r->exit_code == 2);
+  CHECK(r->output.find("tasks.files[0]: ") != std::string::npos);
+  CHECK(r->output.find("no/such/tasks.jsonl") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "run" / "summary.json"));  // nothing ran
+
+  // The stand-in source still runs end to end for the tests that want synthetic tasks.
+  std::ofstream(manifest) << R"([run]
+steps = 3
+progress = false
+[[process]]
+name = "all"
+[process.actors]
+task_generator = {}
+sampler = {}
+sandbox_pool = {}
+sandbox_worker = {}
+reward = {}
+buffer = {}
+trainer = {}
+[tasks]
+source = "stand-in"
+)";
+  r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", manifest.string(), "--run-dir",
+                           (dir / "run").string()},
+                          120s);
+  REQUIRE(r.ok());
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  CHECK(r->output.find("stand-in: synthetic elementwise tasks") != std::string::npos);
+  const auto summary = read_json(dir / "run" / "summary.json");
+  CHECK(summary["balanced"] == true);
+  fs::remove_all(dir);
+}
+
+#if defined(KFORGE_MODEL_FIXTURES)
+// The whole loop with real logic in every stage, on the CPU: the engine sampler on the tiny fixture
+// Qwen2, the nvcc sandbox in compile-only mode, reward, buffer, and the GRPO trainer publishing
+// weights by file to the sampler. A random model writes no kernel that compiles, so every reward is
+// 0 and no group carries a signal; what this checks is the plumbing: versions advance, every weights
+// file is loaded by the sampler, later candidates carry the newer version, nothing is lost, and
+// replay reproduces the reward and buffer stages.
+TEST_CASE("a real model runs the whole loop in compile-only mode") {
+  const auto dir = fresh_dir("model");
+  const auto model = dir / "model";
+  fs::create_directories(model);
+  for (const char* sub : {"qwen2", "tokenizer"})
+    for (const auto& f : fs::directory_iterator(fs::path(KFORGE_MODEL_FIXTURES) / sub))
+      fs::copy_file(f.path(), model / f.path().filename());
+  const auto manifest = dir / "tiny.toml";
+  std::ofstream(manifest) << R"([run]
+name = "tiny"
+mode = "sync"
+steps = 3
+seed = 1
+progress = false
+
+[gpu_groups]
+rollout = []
+trainer = []
+
+[[process]]
+name = "head"
+[process.actors]
+task_generator = { count = 1 }
+sampler        = { count = 1, gpu_group = "rollout" }
+sandbox_pool   = { count = 1 }
+sandbox_worker = { count = 1, gpu_group = "rollout" }
+reward         = { count = 1 }
+buffer         = { count = 1 }
+trainer        = { count = 1, gpu_group = "trainer" }
+
+[tasks]
+# The tiny model's context is short: a one-line prompt instead of the full template.
+prompt_template = ")" << KFORGE_SOURCE_DIR << R"(/tests/pipeline/data/short_prompt_template.txt"
+
+[sampler]
+group_size = 4
+max_new_tokens = 32
+model = ")" << model.string() << R"("
+
+[buffer]
+groups_per_batch = 2
+
+[sandbox]
+backend = "nvcc"
+
+[record]
+links = ["verdicts", "scored", "batches", "weights"]
+)";
+  auto r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", manifest.string(), "--run-dir",
+                                (dir / "run").string(), "--no-progress"},
+                               300s);
+  REQUIRE(r.ok());
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  CHECK(r->output.find("real: LibTorch engine") != std::string::npos);
+  CHECK(r->output.find("real: GRPO") != std::string::npos);
+  CHECK(r->output.find("COMPILE-ONLY") != std::string::npos);
+  const auto summary = read_json(dir / "run" / "summary.json");
+  REQUIRE(summary.is_object());
+  CHECK(summary["outcome"] == "completed");
+  CHECK(summary["balanced"] == true);
+  for (const char* s : {"sampler@head", "trainer@head", "sandbox_worker@head", "reward"}) {
+    const auto* st = stage(summary, s);
+    REQUIRE_MESSAGE(st != nullptr, s);
+    CHECK_MESSAGE((*st)["errors"] == 0, s);
+  }
+  CHECK((*stage(summary, "sampler@head"))["sent"] == 24);  // 3 steps x 2 groups x 4
+
+  // One statistics line and one weights file per step; the sampler loaded each (no errors above)
+  // and tagged the candidates generated after it.
+  std::ifstream log(dir / "run" / "train.jsonl");
+  std::vector<json> steps;
+  for (std::string line; std::getline(log, line);) steps.push_back(json::parse(line));
+  REQUIRE(steps.size() == 3);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    CHECK(steps[i]["policy_version"] == i + 1);
+    CHECK(steps[i]["groups"] == 2);
+  }
+  CHECK(fs::exists(dir / "run" / "weights" / "policy-v3.safetensors"));
+  std::set<std::uint64_t> versions;
+  {
+    auto rec = kforge::messages::recording_reader::open(
+        (dir / "run" / "recordings" / "verdicts@head.kfrec").string());
+    REQUIRE(rec.ok());
+    for (auto e = rec->next(); e.ok() && e->has_value(); e = rec->next()) {
+      const auto* v = (*e)->env.as<kforge::wire::Verdict>();
+      REQUIRE(v != nullptr);
+      CHECK(v->candidate()->completion_tokens()->size() > 0);
+      CHECK(v->candidate()->logprobs()->size() == v->candidate()->completion_tokens()->size());
+      versions.insert((*e)->env->policy_version());
+    }
+  }
+  CHECK(versions == std::set<std::uint64_t>{0, 1, 2});  // sync: step s samples with version s
+
+  std::string out;
+  CHECK(replay(dir / "run" / "recordings" / "verdicts@head.kfrec", "reward", &out) == 0);
+  CHECK(out.find("0 differ") != std::string::npos);
+  CHECK(replay(dir / "run" / "recordings" / "scored@head.kfrec", "buffer", &out) == 0);
+  CHECK(out.find("0 differ") != std::string::npos);
+  fs::remove_all(dir);
+}
+#endif

@@ -229,6 +229,19 @@ TEST_CASE("a compile past the memory cap fails cleanly") {
   CHECK_FALSE(compile_cache::cacheable(r));
 }
 
+TEST_CASE("only compile errors pinned on a source line are cached") {
+  compile_result r;
+  r.status = compile_status::compile_error;
+  r.reason = "nvcc failed";
+  // nvcc could not write its output: the machine's fault, not the source's.
+  r.diagnostics.push_back({0, 0, severity::error, "nvcc", "Could not open output file 'x.o'"});
+  CHECK_FALSE(compile_cache::cacheable(r));
+  r.diagnostics.push_back({4, 7, severity::warning, "177-D", "variable declared but never used"});
+  CHECK_FALSE(compile_cache::cacheable(r));
+  r.diagnostics.push_back({5, 3, severity::error, "20", "identifier \"y\" is undefined"});
+  CHECK(compile_cache::cacheable(r));
+}
+
 TEST_CASE("cache entries round-trip through result.json") {
   compile_result r;
   r.status = compile_status::compile_error;

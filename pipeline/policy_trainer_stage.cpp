@@ -1,0 +1,182 @@
+#include "pipeline/policy_trainer_stage.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <system_error>
+
+#include "model/weights.hpp"
+#include "pipeline/manifest.hpp"
+#include "trainer/policy_trainer.hpp"
+
+namespace kforge::pipeline {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// The trainer-side view of a TrainBatch message (policy_trainer's plain structs).
+trainer::train_batch to_train_batch(const wire::TrainBatch& batch) {
+  trainer::train_batch out;
+  out.step = batch.step();
+  if (!batch.groups()) return out;
+  for (const auto* g : *batch.groups()) {
+    trainer::sample_group group;
+    group.prompt_hash = g->prompt_hash();
+    group.group_id = g->group_id();
+    if (g->samples())
+      for (const auto* s : *g->samples()) {
+        trainer::train_sample t;
+        t.reward = s->reward();
+        t.policy_version = s->policy_version();
+        if (s->excluded()) t.excluded = s->excluded()->str();
+        const auto* c = s->verdict() ? s->verdict()->candidate() : nullptr;
+        if (c && c->prompt_tokens()) t.prompt_tokens.assign(c->prompt_tokens()->begin(), c->prompt_tokens()->end());
+        if (c && c->completion_tokens())
+          t.completion_tokens.assign(c->completion_tokens()->begin(), c->completion_tokens()->end());
+        if (c && c->logprobs()) t.logprobs.assign(c->logprobs()->begin(), c->logprobs()->end());
+        group.samples.push_back(std::move(t));
+      }
+    out.groups.push_back(std::move(group));
+  }
+  return out;
+}
+
+nlohmann::json to_json(const trainer::policy_step_stats& s) {
+  const auto& l = s.grpo.loss;
+  const auto& a = s.grpo.advantages;
+  return {{"step", s.step},
+          {"batch_step", s.batch_step},
+          {"policy_version", s.policy_version},
+          {"stepped", s.grpo.stepped},
+          {"loss", l.loss},
+          {"policy_loss", l.policy_loss},
+          {"kl_loss", l.kl_loss},
+          {"kl", l.mean_kl},
+          {"kl_coef_used", s.grpo.kl_coef},
+          {"kl_coef", s.kl.coef},
+          {"kl_window_mean", s.kl.window_mean},
+          {"reward_mean", a.reward_mean},
+          {"ratio_mean", l.mean_ratio},
+          {"clip_fraction", l.clip_fraction},
+          {"is_weight_mean", l.mean_is_weight},
+          {"grad_norm", s.grpo.grad_norm},
+          {"samples", s.grpo.samples},
+          {"stale_samples", s.grpo.stale_samples},
+          {"excluded_samples", s.excluded_samples},
+          {"groups", a.groups},
+          {"equal_groups", a.equal_groups},
+          {"completion_tokens", s.completion_tokens},
+          {"seconds", s.seconds},
+          {"tokens_per_s", s.seconds > 0 ? static_cast<double>(s.completion_tokens) / s.seconds : 0.0}};
+}
+
+class policy_trainer_stage final : public actors::trainer_logic {
+ public:
+  policy_trainer_stage(trainer::policy_trainer t, policy_trainer_stage_options o)
+      : trainer_(std::move(t)), o_(std::move(o)) {}
+
+  result<wire::PolicyWeightsT> train(const wire::TrainBatch& batch,
+                                     const actors::envelope_info&) override {
+    auto stats = trainer_.step(to_train_batch(batch));
+    if (!stats) return stats.err();
+    if (auto s = log(*stats); !s) return s.err();
+    auto w = publish(stats->policy_version);
+    if (!w) return w.err();
+    const auto every = o_.trainer.checkpoint_every;
+    if (every > 0 && stats->step % every == 0) {
+      const auto dir = fs::path(o_.run_dir) / "checkpoints" / ("step-" + std::to_string(stats->step));
+      if (auto s = trainer_.save_checkpoint(dir.string()); !s) return s.err();
+    }
+    return w;
+  }
+
+ private:
+  status log(const trainer::policy_step_stats& s) {
+    const auto path = fs::path(o_.run_dir) / "train.jsonl";
+    std::ofstream out(path, std::ios::app);
+    out << to_json(s).dump() << "\n";
+    if (!out) return error{path.string() + ": cannot append the step's statistics"};
+    return {};
+  }
+
+  result<wire::PolicyWeightsT> publish(std::uint64_t version) {
+    const fs::path dir = fs::path(o_.run_dir) / "weights";
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return error{dir.string() + ": cannot create: " + ec.message()};
+    const auto name = [&](std::uint64_t v) { return dir / ("policy-v" + std::to_string(v) + ".safetensors"); };
+    const fs::path path = name(version);
+    const fs::path tmp = path.string() + ".partial";
+    if (auto s = model::save_weights(*trainer_.policy(), tmp.string()); !s) return s.err();
+    fs::rename(tmp, path, ec);
+    if (ec) return error{path.string() + ": cannot publish the weights: " + ec.message()};
+    // Older files beyond keep_weights go; a sampler still reading one holds it open.
+    if (version >= static_cast<std::uint64_t>(o_.keep_weights))
+      fs::remove(name(version - static_cast<std::uint64_t>(o_.keep_weights)), ec);
+
+    wire::PolicyWeightsT w;
+    w.version = version;
+    w.transport = wire::WeightsTransport::file;
+    w.path = fs::absolute(path, ec).string();
+    w.bytes = fs::file_size(path, ec);
+    return w;
+  }
+
+  trainer::policy_trainer trainer_;
+  policy_trainer_stage_options o_;
+};
+
+}  // namespace
+
+result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
+    const policy_trainer_stage_options& o) {
+  if (o.model_dir.empty()) return error{"trainer: no model (sampler.model is empty)"};
+  if (o.keep_weights < 1) return error{"trainer: keep_weights must be >= 1"};
+  model::load_options lo;
+  lo.dtype = at::kFloat;  // fp32 weights and optimiser state: the master copy
+  lo.device = o.device >= 0 ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(o.device))
+                            : at::Device(at::kCPU);
+  auto lm = model::load_causal_lm(o.model_dir, lo);
+  if (!lm) return error{"trainer: " + lm.message()};
+  for (auto& p : (*lm)->parameters(/*recurse=*/true)) p.set_requires_grad(true);
+
+  trainer::policy_trainer_options po;
+  const auto& t = o.trainer;
+  po.step.lr = t.lr;
+  po.step.max_grad_norm = t.max_grad_norm;
+  po.step.micro_batch_size = t.micro_batch;
+  po.step.grpo.clip_eps_low = t.clip_eps_low;
+  po.step.grpo.clip_eps_high = t.clip_eps_high;
+  po.kl.initial_coef = t.kl_coef;
+  po.kl.target_low = t.kl_target_low;
+  po.kl.target_high = t.kl_target_high;
+  po.kl.window = t.kl_window;
+  po.kl.step = t.kl_step;
+  po.temperature = o.temperature;
+  po.seed = o.seed;
+  po.source_dir = o.model_dir;
+  try {
+    trainer::policy_trainer pt(std::move(*lm), po);
+    return std::shared_ptr<actors::trainer_logic>(
+        std::make_shared<policy_trainer_stage>(std::move(pt), o));
+  } catch (const std::exception& e) {  // invalid options (the manifest validated most already)
+    return error{std::string("trainer: ") + e.what()};
+  }
+}
+
+policy_trainer_stage_options policy_trainer_stage_options_from(const manifest& m,
+                                                               const std::string& run_dir) {
+  policy_trainer_stage_options o;
+  o.model_dir = m.sampler.model;
+  const auto gpus = stage_gpus(m, actor_kind::trainer);
+  o.device = gpus.empty() ? -1 : gpus.front();
+  o.run_dir = run_dir;
+  o.trainer = m.trainer;
+  o.temperature = m.sampler.temperature;
+  o.seed = static_cast<std::uint64_t>(m.run.seed);
+  o.keep_weights = static_cast<int>(m.buffer.max_staleness) + 2;
+  return o;
+}
+
+}  // namespace kforge::pipeline

@@ -1,0 +1,59 @@
+#pragma once
+// The real trainer behind the trainer actor: GRPO on the policy model (trainer/policy_trainer.hpp)
+// over the TrainBatch messages of the buffer, and weight publishing by file.
+//
+// train(): the batch's Scored samples (prompt and completion tokens, behaviour log-probs, reward,
+// exclusion, policy version) -> one policy_trainer step -> the new weights written as one
+// safetensors file RUN_DIR/weights/policy-vN.safetensors (Hugging Face names, fp32; written under a
+// temporary name and renamed, so a sampler never sees half a file) -> a PolicyWeights message
+// {version N, transport file, path, bytes}. Samplers load it between generation batches
+// (engine_sampler set_weights). The newest `keep_weights` files stay; older ones are removed (a
+// sampler holding an open file keeps reading it). Every step appends one JSON line of statistics to
+// RUN_DIR/train.jsonl (loss, KL and its coefficient, reward, clipping, tokens, seconds), and every
+// trainer.checkpoint_every steps a full checkpoint goes to RUN_DIR/checkpoints/step-N.
+//
+// The version is the number of batches consumed: it rises by one per batch even when no group
+// carried a signal, because the run paces generation and staleness by it.
+//
+// One rank on one device (the first GPU of the trainer's group, or the CPU). Data parallel over
+// NCCL is not built yet (issue 6). This header is torch-free.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "actors/stage_logic.hpp"
+#include "common/result.hpp"
+#include "pipeline/options/trainer_options.hpp"
+
+namespace kforge::pipeline {
+
+struct manifest;
+
+struct policy_trainer_stage_options {
+  /// Checkpoint directory of the starting policy (sampler.model): also the KL reference.
+  std::string model_dir;
+  /// CUDA device ordinal, or -1 for the CPU. Weights and optimiser state are fp32 either way.
+  int device = -1;
+  /// Where weights/, checkpoints/ and train.jsonl go.
+  std::string run_dir;
+  /// The manifest's [trainer] table.
+  trainer_options trainer;
+  /// Temperature the samplers draw at (sampler.temperature): the trainer's log-probs use it too.
+  double temperature = 1.0;
+  std::uint64_t seed = 0;
+  /// Weight files kept on disk (newest first). >= 1; the run sets max_staleness + 2 so a sampler
+  /// that lags by the allowed staleness still finds its file.
+  int keep_weights = 4;
+};
+
+/// Loads the policy and builds the trainer. Errors name the checkpoint and what is wrong.
+[[nodiscard]] result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
+    const policy_trainer_stage_options& o);
+
+/// The options for a manifest and the run directory: sampler.model, [trainer], sampler.temperature,
+/// run.seed, buffer.max_staleness and the first GPU of the trainer's group (or the CPU).
+[[nodiscard]] policy_trainer_stage_options policy_trainer_stage_options_from(const manifest& m,
+                                                                             const std::string& run_dir);
+
+}  // namespace kforge::pipeline
