@@ -16,7 +16,8 @@ out=${OUT:-$root/gpu-out}
 build=${KFORGE_GPU_BUILD:-$root/build-gpu}
 mkdir -p "$out"
 declare -a rows=()
-# KFORGE_STEPS (a comma list of: tests, run, loop, baseline, synth, bench; default all) and
+# KFORGE_STEPS (a comma list of: tests (all), gputests (the gpu label only), run, loop, baseline,
+# synth, bench; default all) and
 # KFORGE_BENCHES (bench program names; default all) pick what runs, so one device call fits its
 # time limit. The build always runs.
 want() { [[ -z ${KFORGE_STEPS:-} || ,${KFORGE_STEPS}, == *,$1,* ]]; }
@@ -47,6 +48,8 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
     export KFORGE_TASKS_TIMES=$out/eager_times.jsonl
     if want tests; then
       step "tests (cpu)" ctest.log ctest --test-dir "$build" --output-on-failure -j 4 -LE gpu
+    fi
+    if want tests || want gputests; then
       step "tests (gpu label, verbose)" ctest-gpu.log ctest --test-dir "$build" -L gpu -V
     fi
     if want run; then
