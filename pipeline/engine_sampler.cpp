@@ -171,17 +171,16 @@ result<engine_sampler_options> engine_sampler_options_from(const manifest& m) {
   engine_sampler_options o;
   o.sampler = m.sampler;
   o.seed = static_cast<std::uint64_t>(m.run.seed);
-  std::string group;
-  for (const auto* p : m.hosts(actor_kind::sampler))
-    if (const auto* a = p->find(actor_kind::sampler); a && !a->gpu_group.empty()) {
-      group = a->gpu_group;
-      break;
-    }
-  if (group.empty()) return o;
-  auto groups = resolve_gpu_groups(m, visible_cuda_devices());
-  if (!groups) return error{"engine sampler: " + groups.message()};
-  const auto it = groups->find(group);
-  if (it != groups->end() && !it->second.empty()) o.device = it->second.front();
+  auto gpus = stage_gpus(m, actor_kind::sampler);
+  if (!gpus) return error{"engine sampler: " + gpus.message()};
+  if (gpus->empty()) return o;
+  // The manifest's count comes from the driver; LibTorch must see the GPU too (a CPU build of
+  // LibTorch on a GPU host does not), or the sampler would fail later and less clearly.
+  if (gpus->front() >= visible_cuda_devices())
+    return error{"engine sampler: GPU " + std::to_string(gpus->front()) +
+                 " of the sampler's group is not visible to LibTorch (" +
+                 std::to_string(visible_cuda_devices()) + " CUDA device(s))"};
+  o.device = gpus->front();
   return o;
 }
 

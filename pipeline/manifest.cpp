@@ -157,16 +157,16 @@ result<std::map<std::string, std::vector<int>>> resolve_gpu_groups(const manifes
   return out;
 }
 
-std::vector<int> stage_gpus(const manifest& m, actor_kind k) {
+result<std::vector<int>> stage_gpus(const manifest& m, actor_kind k) {
   std::string group;
   for (const auto* p : m.hosts(k))
     if (const auto* a = p->find(k); a && !a->gpu_group.empty()) {
       group = a->gpu_group;
       break;
     }
-  if (group.empty()) return {};
+  if (group.empty()) return std::vector<int>{};
   auto groups = resolve_gpu_groups(m, visible_gpu_count());
-  if (!groups) return {};
+  if (!groups) return groups.err();
   const auto it = groups->find(group);
   return it == groups->end() ? std::vector<int>{} : it->second;
 }

@@ -153,7 +153,9 @@ result<std::map<std::string, std::vector<int>>> resolve_gpu_groups(const manifes
 /// The GPUs the actors of kind `k` use on this host: the group named by the first process hosting
 /// `k` with a gpu_group, resolved against the GPUs this process sees (common/visible_gpus.hpp).
 /// Empty — run on the CPU — when the kind names no group, the group is CPU-only or there is no
-/// GPU. One place, so the sampler, the sandbox and the trainer agree.
-std::vector<int> stage_gpus(const manifest& m, actor_kind k);
+/// GPU. An error when the groups cannot be resolved here (a GPU index this host does not have):
+/// never a silent fall-back to the CPU. One place, so the sampler, the sandbox and the trainer
+/// agree.
+result<std::vector<int>> stage_gpus(const manifest& m, actor_kind k);
 
 }  // namespace kforge::pipeline

@@ -165,12 +165,13 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
   }
 }
 
-policy_trainer_stage_options policy_trainer_stage_options_from(const manifest& m,
-                                                               const std::string& run_dir) {
+result<policy_trainer_stage_options> policy_trainer_stage_options_from(const manifest& m,
+                                                                       const std::string& run_dir) {
   policy_trainer_stage_options o;
   o.model_dir = m.sampler.model;
   const auto gpus = stage_gpus(m, actor_kind::trainer);
-  o.device = gpus.empty() ? -1 : gpus.front();
+  if (!gpus) return error{"trainer: " + gpus.message()};
+  o.device = gpus->empty() ? -1 : gpus->front();
   o.run_dir = run_dir;
   o.trainer = m.trainer;
   o.temperature = m.sampler.temperature;

@@ -53,7 +53,7 @@ struct policy_trainer_stage_options {
 
 /// The options for a manifest and the run directory: sampler.model, [trainer], sampler.temperature,
 /// run.seed, buffer.max_staleness and the first GPU of the trainer's group (or the CPU).
-[[nodiscard]] policy_trainer_stage_options policy_trainer_stage_options_from(const manifest& m,
-                                                                             const std::string& run_dir);
+[[nodiscard]] result<policy_trainer_stage_options> policy_trainer_stage_options_from(
+    const manifest& m, const std::string& run_dir);
 
 }  // namespace kforge::pipeline

@@ -61,7 +61,9 @@ result<std::shared_ptr<actors::sandbox_logic>> shared_nvcc_sandbox(const manifes
   std::error_code ec;
   std::filesystem::create_directories(po.eval.compile.cache_dir, ec);
   po.work_dir = po.eval.compile.cache_dir;
-  po.gpus = stage_gpus(m, actor_kind::sandbox_worker);
+  auto gpus = stage_gpus(m, actor_kind::sandbox_worker);
+  if (!gpus) return error{"sandbox: " + gpus.message()};
+  po.gpus = *gpus;
   po.compile_only = po.gpus.empty();
   po.runners_per_gpu = so.runners_per_gpu;
   po.run.time_limit = std::chrono::milliseconds(static_cast<long>(so.timeout_s * 1000));

@@ -61,7 +61,9 @@ result<std::shared_ptr<actors::trainer_logic>> make_trainer_logic(const manifest
   // train on, so the trainer is the stand-in too.
   if (m.sampler.model.empty()) return make_stand_in_trainer(stand_ins(m));
 #if defined(KFORGE_MODEL_WITH_TORCH)
-  return make_policy_trainer_stage(policy_trainer_stage_options_from(m, run_dir));
+  auto o = policy_trainer_stage_options_from(m, run_dir);
+  if (!o) return o.err();
+  return make_policy_trainer_stage(*o);
 #else
   return error{"sampler.model = \"" + m.sampler.model +
                "\": this kforge was built without the LibTorch model, so the GRPO trainer is not "
@@ -111,11 +113,13 @@ std::string logic_description(actor_kind k, const manifest* m) {
     case actor_kind::sandbox_pool:
       return "real: load-balancing broker with heartbeats and re-queue";
     case actor_kind::sandbox_worker:
-      if (m && m->sandbox.backend == sandbox_backend::nvcc)
-        return stage_gpus(*m, actor_kind::sandbox_worker).empty()
-                   ? "real: static checks + nvcc, COMPILE-ONLY (no GPU in the group): verdict "
-                     "`compiled` at best"
-                   : "real: static checks, nvcc, verification and timing on GPU(s)";
+      if (m && m->sandbox.backend == sandbox_backend::nvcc) {
+        const auto gpus = stage_gpus(*m, actor_kind::sandbox_worker);
+        if (!gpus) return "real, but its GPUs: " + gpus.message();
+        return gpus->empty() ? "real: static checks + nvcc, COMPILE-ONLY (no GPU in the group): "
+                               "verdict `compiled` at best"
+                             : "real: static checks, nvcc, verification and timing on GPU(s)";
+      }
       return "stand-in: synthetic verdicts, nothing compiled or run (sandbox.backend = "
              "\"stand-in\"; \"nvcc\" runs the real sandbox)";
     case actor_kind::reward:

@@ -57,8 +57,10 @@ result<std::shared_ptr<task_generator>> make_task_generator(const manifest& m) {
   // sandbox workers' first GPU, asked once at start-up (the sandbox needs that GPU's children to
   // work anyway). Compile-only or the stand-in sandbox: "unknown".
   if (o.hardware.name.empty() && m.sandbox.backend == sandbox_backend::nvcc)
-    if (const auto gpus = stage_gpus(m, actor_kind::sandbox_worker); !gpus.empty()) {
-      auto facts = sandbox::probe_gpu_facts(gpus.front());
+    if (const auto gpus = stage_gpus(m, actor_kind::sandbox_worker); !gpus) {
+      return error{"task generator: " + gpus.message()};
+    } else if (!gpus->empty()) {
+      auto facts = sandbox::probe_gpu_facts(gpus->front());
       if (!facts) return error{"task generator: the prompts' GPU facts: " + facts.message()};
       o.hardware = *facts;
     }

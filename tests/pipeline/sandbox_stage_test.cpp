@@ -83,7 +83,9 @@ TEST_CASE("sandbox.backend = \"nvcc\": candidates get real verdicts through the 
   CHECK(again->get() == logic->get());  // one pool per process
 
   const auto relu = builtin_task("l1/relu");
-  const bool gpu = !pipeline::stage_gpus(*m, pipeline::actor_kind::sandbox_worker).empty();
+  const auto gpus = pipeline::stage_gpus(*m, pipeline::actor_kind::sandbox_worker);
+  REQUIRE(gpus.ok());
+  const bool gpu = !gpus->empty();
 
   const auto good = candidate_for(*relu, sandbox::known_good_candidate());
   auto v = (*logic)->evaluate(*flatbuffers::GetRoot<wire::Candidate>(good.data()), {});
