@@ -4,6 +4,15 @@
 #include <limits>
 
 #include <ATen/ATen.h>
+#include <torch/version.h>
+
+// LibTorch 2.4+ has fused CUDA kernels for RMSNorm and attention. Decoding is bound by kernel
+// launches on the host (about 48 per layer per token with the composite ops below), so on CUDA
+// tensors these replace the composite versions; the CPU keeps the composite ops, which follow
+// transformers' arithmetic step by step (the fixtures are checked against them).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define KFORGE_FUSED_CUDA_OPS 1
+#endif
 
 namespace kforge::model {
 
@@ -55,6 +64,9 @@ RMSNormImpl::RMSNormImpl(std::int64_t dim, double eps_) : eps(eps_) {
 }
 
 at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
+#if defined(KFORGE_FUSED_CUDA_OPS)
+  if (x.is_cuda()) return at::rms_norm(x, {weight.size(0)}, weight, eps);
+#endif
   const at::Tensor h = x.to(at::kFloat);
   const at::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
   return weight * (h * at::rsqrt(variance + eps)).to(x.scalar_type());
@@ -90,6 +102,17 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const rotary_tables& rope
   // instead would make matmul materialise rep copies of them (the whole cache, every layer, every
   // decoding step).
   const at::Tensor qg = q.reshape({B, kv_heads, rep * T, head_dim});
+#if defined(KFORGE_FUSED_CUDA_OPS)
+  if (q.is_cuda()) {
+    // One fused kernel over the folded layout: the mask's T rows repeat for each of the rep query
+    // heads folded into a key/value head. Default scale 1/sqrt(D), as below.
+    const at::Tensor folded_mask = mask.unsqueeze(2)
+                                       .expand({mask.size(0), 1, rep, T, S})
+                                       .reshape({mask.size(0), 1, rep * T, S});
+    const at::Tensor out = at::scaled_dot_product_attention(qg, k, v, folded_mask);
+    return o_proj(out.reshape({B, heads, T, head_dim}).transpose(1, 2).reshape({B, T, heads * head_dim}));
+  }
+#endif
   at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim));
   scores = scores.reshape({B, kv_heads, rep, T, S}) + mask.unsqueeze(1);
   const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
