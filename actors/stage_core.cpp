@@ -44,8 +44,15 @@ void stage_core::count_error(const error& e) {
   metrics_.last_error = metrics_.name + ": " + e.message;
 }
 
+void stage_core::record_call(std::int64_t ns) noexcept {
+  latency_.record(ns);
+  if (ns > 0) busy_ns_ += static_cast<std::uint64_t>(ns);  // a clock step back adds nothing
+}
+
 stage_metrics stage_core::snapshot(std::uint64_t queue_depth) const {
   auto m = metrics_;
+  // Microseconds: finer than any logic call worth counting, and 2^64 of them outlast any run.
+  m.extra[busy_counter] = busy_ns_ / 1000;
   m.queue_depth = queue_depth;
   m.logic_calls = latency_.count();
   m.latency_p50_us = latency_.quantile_us(0.50);

@@ -44,18 +44,25 @@ class stage_core {
   void count_error(const error& e);
 
   /// Calls the logic through `f` (returning a result<T> or status), timing it into the latency
-  /// histogram. An exception escaping the logic becomes an error value here: it never crosses the
-  /// actor.
+  /// histogram and the busy time (record_call). An exception escaping the logic becomes an error
+  /// value here: it never crosses the actor.
   template <class F>
   auto call(F&& f) -> decltype(f()) {
+    struct timer {
+      stage_core& core;
+      std::int64_t t0;
+      ~timer() { core.record_call(monotonic_ns() - t0); }
+    } t{*this, monotonic_ns()};
+    return guarded(std::forward<F>(f));
+  }
+
+  /// `f` with its exceptions turned into error values, untimed: for a caller that runs the logic
+  /// on another thread than the one owning this core (the sandbox worker), times it there and
+  /// hands the duration to record_call under its own lock.
+  template <class F>
+  static auto guarded(F&& f) -> decltype(f()) {
     using R = decltype(f());
     static_assert(std::is_constructible<R, error>::value, "logic must return result<T> or status");
-    const auto t0 = monotonic_ns();
-    struct timer {
-      latency_histogram& h;
-      std::int64_t t0;
-      ~timer() { h.record(monotonic_ns() - t0); }
-    } t{latency_, t0};
     try {
       return f();
     } catch (const std::exception& e) {
@@ -65,12 +72,19 @@ class stage_core {
     }
   }
 
-  /// The counters with the given queue depth (which only the actor can see).
+  /// Counts one logic call of `nanoseconds`: a latency sample, and time added to the busy total
+  /// that snapshot() reports as the extra counter "busy_us" (wall time spent inside logic calls,
+  /// from which the head derives each GPU group's idle fraction).
+  void record_call(std::int64_t nanoseconds) noexcept;
+
+  /// The counters with the given queue depth (which only the actor can see), and "busy_us" in
+  /// extra (always present, 0 before the first call).
   stage_metrics snapshot(std::uint64_t queue_depth) const;
 
  private:
   stage_metrics metrics_;
   latency_histogram latency_;
+  std::uint64_t busy_ns_ = 0;  ///< summed duration of the logic calls
   std::uint64_t next_message_id_ = 1;
   std::uint64_t next_sample_ = 0;
   std::uint64_t name_hash_ = 0;

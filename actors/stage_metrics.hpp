@@ -11,6 +11,10 @@
 
 namespace kforge::actors {
 
+/// The extra counter every stage reports: microseconds spent inside logic calls since it started
+/// (stage_core::record_call). Cumulative; busy_us / elapsed is how busy the stage kept its thread.
+inline constexpr const char* busy_counter = "busy_us";
+
 /// A snapshot of one stage actor's counters. What counts as an input or output is per stage and
 /// documented on each stage's header; in every stage an input ends up sent on, dropped, failed
 /// (errors), or still waiting (queue_depth), so those always add up.

@@ -46,6 +46,13 @@ while (($#)); do
 done
 [[ -x $kforge ]] || { echo "loop_modes: no kforge binary at $kforge (--kforge BIN)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "loop_modes: needs python3 to read summary.json" >&2; exit 2; }
+if ((!smoke)); then
+  [[ -f $manifest ]] || { echo "loop_modes: no manifest $manifest" >&2; exit 2; }
+  if grep -q '@MODEL@' "$manifest"; then
+    [[ -n $model ]] || { echo "loop_modes: $manifest needs --model DIR (for @MODEL@)" >&2; exit 2; }
+    [[ -d $model ]] || { echo "loop_modes: --model $model is not a directory" >&2; exit 2; }
+  fi
+fi
 work=${work:-$(mktemp -d "${TMPDIR:-/tmp}/kf-loopmodes.XXXXXX")}
 mkdir -p "$work"
 base=$work/base.toml
@@ -93,11 +100,6 @@ groups_per_batch = 2
 backend = "nvcc"
 EOF
 else
-  [[ -f $manifest ]] || { echo "loop_modes: no manifest $manifest" >&2; exit 2; }
-  if grep -q '@MODEL@' "$manifest"; then
-    [[ -n $model ]] || { echo "loop_modes: $manifest needs --model DIR (for @MODEL@)" >&2; exit 2; }
-    [[ -d $model ]] || { echo "loop_modes: --model $model is not a directory" >&2; exit 2; }
-  fi
   sed "s|@MODEL@|$model|g" "$manifest" >"$base"
 fi
 

@@ -17,10 +17,12 @@ build=${KFORGE_GPU_BUILD:-$root/build-gpu}
 mkdir -p "$out"
 declare -a rows=()
 # KFORGE_STEPS (a comma list of: tests (all), gputests (the gpu label only), run, loop, baseline,
-# synth, bench; default all) and
+# synth, bench; default all; loopmodes only when named) and
 # KFORGE_BENCHES (bench program names; default all) pick what runs, so one device call fits its
 # time limit. The build always runs.
 want() { [[ -z ${KFORGE_STEPS:-} || ,${KFORGE_STEPS}, == *,$1,* ]]; }
+# Steps outside the default "all" (they take long): run only when KFORGE_STEPS names them.
+asked() { [[ ,${KFORGE_STEPS:-}, == *,$1,* ]]; }
 row() { rows+=("$(printf '%-34s %-6s %s' "$1" "$2" "$3")"); }
 step() {  # step NAME LOGFILE CMD...: runs CMD, logs it, records pass/fail and its duration
   local name=$1 log=$2; shift 2
@@ -70,6 +72,22 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
         cp "$build/loop-run/$f" "$out/loop_$f" 2>/dev/null
       done
     fi
+    if asked loopmodes; then
+      # Issue 7: the loop's manifest in sync and then async mode, seconds per step and each GPU
+      # group's idle fraction (bench/loop_modes.sh). Two more runs of the loop, so not in "all".
+      # Async can only gain where rollout and training have GPUs of their own: 2+ GPUs. The loop
+      # run's rollout took ~19x its training (256 new tokens); fewer tokens bring them closer, and
+      # the bench prints the balance it got. KFORGE_LOOPMODES_ARGS replaces these settings.
+      if [[ ! -f $build/random-qwen/config.json ]]; then
+        step "random model for the loop" model.log python3 "$root/deploy/make_random_model.py" \
+          --out "$build/random-qwen" --tokenizer "$root/tests/model/fixtures/tokenizer"
+      fi
+      step "loop modes: sync vs async" loopmodes.log "$root/bench/loop_modes.sh" \
+        --kforge "$build/kforge" --model "$build/random-qwen" --work "$build/loopmodes" \
+        --json "$out/loop_modes.json" \
+        ${KFORGE_LOOPMODES_ARGS:---steps 12 --set sampler.max_new_tokens=16}
+      for m in sync async; do cp "$build/loopmodes/$m/summary.json" "$out/loopmodes_${m}_summary.json" 2>/dev/null; done
+    fi
     if want baseline; then
       step "kforge tasks baseline (GPU eager times)" baseline.log "$build/kforge" tasks baseline \
         --out "$out/baseline.jsonl"
@@ -91,5 +109,6 @@ echo "== GPU host: $gpus GPU(s): $(head -1 "$out/gpus.txt")"
 grep -E "tests passed|tests failed|Skipped|\*\*\*Skipped|Failed" "$out/ctest.log" 2>/dev/null | tail -5
 grep -hE "tests passed|tests failed" "$out/ctest-gpu.log" 2>/dev/null
 grep -hE "^nccl |SKIP" "$out/ctest-gpu.log" 2>/dev/null | head -5
+grep -hE "^(mode|sync|async) |^async/sync" "$out/loopmodes.log" 2>/dev/null
 printf '%-34s %-6s %s\n' step result detail
 printf '%s\n' "${rows[@]}"

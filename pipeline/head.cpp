@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <thread>
@@ -21,6 +22,7 @@
 #include "bus/pubsub.hpp"
 #include "common/clock.hpp"
 #include "common/subprocess.hpp"
+#include "common/visible_gpus.hpp"
 #include "messages/recording.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/process_runtime.hpp"
@@ -236,6 +238,10 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   auto next_heartbeat = clock_type::now();
   auto last_activity_change = clock_type::now();
   std::uint64_t last_activity = 0;
+  // The loop's window, for seconds per step and the GPU groups' idle fractions: from the first
+  // work any stage reports (process start-up and model loading left out) to the end of the main
+  // loop (drain and shutdown left out). Seen through metrics, so within a report interval.
+  std::optional<clock_type::time_point> work_started;
   std::string outcome;
   int code = 0;
 
@@ -313,6 +319,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     if (board.activity() != last_activity) {
       last_activity = board.activity();
       last_activity_change = now;
+      if (!work_started) work_started = now;
     }
     if (version >= static_cast<std::uint64_t>(m.run.steps)) {
       outcome = "completed";
@@ -334,6 +341,10 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
       break;
     }
   }
+
+  const auto loop_ended = clock_type::now();
+  const double loop_s =
+      work_started ? std::chrono::duration<double>(loop_ended - *work_started).count() : 0.0;
 
   // Drain: let in-flight work settle (queues empty and counts still), at most 15 s.
   const auto drain_until = clock_type::now() + 15s;
@@ -395,11 +406,24 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   nlohmann::json procs = nlohmann::json::array();
   for (const auto& c : children) procs.push_back({{"name", c.name}, {"pid", c.pid}, {"exit", c.exit}});
   const double elapsed = std::chrono::duration<double>(clock_type::now() - started).count();
-  const nlohmann::json summary = {{"outcome", outcome},   {"steps", m.run.steps},
-                                  {"versions", version},  {"elapsed_s", elapsed},
-                                  {"balanced", balanced}, {"checks", js_checks},
-                                  {"stages", stages},     {"processes", procs},
-                                  {"stand_ins", stand_ins}};
+  // GPUs as this host resolves the groups (what the local stages got); an unresolvable manifest
+  // would not have started, but keeps its explicit lists if it did.
+  auto resolved = resolve_gpu_groups(m, visible_gpu_count());
+  const auto groups = gpu_groups_use(
+      m, resolved ? *resolved : std::map<std::string, std::vector<int>>{}, board, loop_s);
+  nlohmann::json js_groups = nlohmann::json::array();
+  for (const auto& g : groups) js_groups.push_back(to_json(g));
+  nlohmann::json summary = {{"outcome", outcome},   {"steps", m.run.steps},
+                            {"versions", version},  {"elapsed_s", elapsed},
+                            {"balanced", balanced}, {"checks", js_checks},
+                            {"stages", stages},     {"processes", procs},
+                            {"stand_ins", stand_ins},
+                            {"mode", m.run.mode == run_mode::sync ? "sync" : "async"},
+                            {"loop_s", loop_s},     {"gpu_groups", js_groups}};
+  // Per published version over the loop's window (not elapsed_s, whose start-up and shutdown are
+  // fixed costs that would blur a sync/async comparison); null before the first version.
+  summary["seconds_per_step"] =
+      version > 0 ? nlohmann::json(loop_s / static_cast<double>(version)) : nlohmann::json();
   std::ofstream(fs::path(dir) / "summary.json") << summary.dump(2) << "\n";
 
   out << "\nkforge run: " << outcome << " after " << std::fixed << std::setprecision(1) << elapsed
@@ -413,6 +437,24 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
         << std::setw(10) << s.sent << std::setw(9) << s.dropped << std::setw(8) << s.errors
         << std::setw(8) << s.queue_depth << std::setw(11) << std::setprecision(0)
         << s.latency_p50_us << "\n";
+  }
+  if (version > 0)
+    out << std::setprecision(2) << "seconds per step: " << loop_s / static_cast<double>(version)
+        << " (" << version << " versions in a " << std::setprecision(1) << loop_s
+        << " s loop, start-up and shutdown left out)\n";
+  if (!groups.empty()) {
+    out << "GPU groups (busy = time inside logic calls over the loop; see README):\n";
+    for (const auto& g : groups) {
+      std::string gpus;
+      for (int i : g.gpus) gpus += (gpus.empty() ? "" : ",") + std::to_string(i);
+      out << "  " << std::left << std::setw(12) << g.name << std::right << std::setw(10)
+          << ("[" + gpus + "]") << "  idle " << std::setw(3) << std::setprecision(0)
+          << 100 * g.idle_fraction << "%  busy " << std::setprecision(1) << g.busy_s << " s:";
+      for (const auto& st : g.stages)
+        out << " " << st.stage << " " << std::setprecision(0)
+            << (g.elapsed_s > 0 ? 100 * std::min(1.0, st.busy_s / g.elapsed_s) : 0.0) << "%";
+      out << "\n";
+    }
   }
   out << "counts in = counts out:\n";
   for (const auto& c : checks)

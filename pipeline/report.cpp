@@ -221,6 +221,10 @@ std::string header_section(const run_data& d) {
   if (s.contains("versions")) row("policy versions published", cell(s["versions"]));
   if (s.contains("elapsed_s") && s["elapsed_s"].is_number())
     row("duration", esc(duration(s["elapsed_s"].get<double>())));
+  if (s.contains("seconds_per_step") && s["seconds_per_step"].is_number())
+    row("time per step", esc(duration(s["seconds_per_step"].get<double>())) +
+                             " (" + cell(s.value("mode", json("?"))) +
+                             " mode; over the loop, start-up and shutdown left out)");
   if (s.contains("stand_ins"))
     row("stand-ins", s.value("stand_ins", false)
                          ? "yes: some stages were synthetic (see manifest and log)"
@@ -230,6 +234,26 @@ std::string header_section(const run_data& d) {
                                       ? "<span class=\"ok\">balanced</span>"
                                       : "<span class=\"bad\">NOT balanced</span>");
   o << "</table>\n";
+  if (s.contains("gpu_groups") && s["gpu_groups"].is_array() && !s["gpu_groups"].empty()) {
+    // Busy = time inside the stages' logic calls (README, "Idle GPU groups").
+    o << "<h3>GPU groups</h3>\n<table><tr><th>group</th><th>GPUs</th><th>idle</th><th>busy</th>"
+         "<th>stages (busy share of the loop)</th></tr>\n";
+    for (const auto& g : s["gpu_groups"]) {
+      const auto idle = g.value("idle_fraction", json());
+      std::string stages;
+      for (const auto& st : g.value("stages", json::array()))
+        stages += (stages.empty() ? "" : ", ") + cell(st.value("stage", json())) + " " +
+                  (st.value("busy_fraction", json()).is_number()
+                       ? percent(st["busy_fraction"].get<double>(), 1)
+                       : std::string("-"));
+      o << "<tr><td>" << cell(g.value("name", json())) << "</td><td>"
+        << cell(g.value("gpus", json())) << "</td><td class=\"n\">"
+        << (idle.is_number() ? percent(idle.get<double>(), 1) : "-") << "</td><td class=\"n\">"
+        << (g.value("busy_s", json()).is_number() ? esc(duration(g["busy_s"].get<double>())) : "-")
+        << "</td><td>" << stages << "</td></tr>\n";
+    }
+    o << "</table>\n";
+  }
   if (s.contains("checks") && s["checks"].is_array()) {
     o << "<h3>Balance "
          "checks</h3>\n<table><tr><th></th><th>check</th><th>left</th><th>right</th></tr>\n";

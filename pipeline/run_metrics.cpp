@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "actors/stage_metrics.hpp"
+
 namespace kforge::pipeline {
 
 using namespace std::chrono_literals;
@@ -63,6 +67,51 @@ std::vector<balance_check> balance(const metrics_board& b) {
       {"feedback: reward sent = task generator received", b.extra("reward", "feedback_sent"),
        b.extra("task_generator", "feedback")},
   };
+}
+
+std::vector<gpu_group_use> gpu_groups_use(const manifest& m,
+                                          const std::map<std::string, std::vector<int>>& gpus,
+                                          const metrics_board& b, double elapsed_s) {
+  std::vector<gpu_group_use> out;
+  for (const auto& g : m.gpu_groups) {
+    gpu_group_use u;
+    u.name = g.name;
+    const auto it = gpus.find(g.name);
+    u.gpus = it != gpus.end() ? it->second : g.gpus;
+    u.elapsed_s = std::max(0.0, elapsed_s);
+    std::map<std::string, std::pair<double, int>> kinds;  // kind -> (busy seconds, instances)
+    for (const auto& [key, r] : b.latest) {
+      const auto kind = actor_kind_from_string(r.kind);
+      if (!kind || !uses_gpu(*kind)) continue;
+      const auto* p = m.find_process(r.process);
+      const auto* a = p ? p->find(*kind) : nullptr;
+      if (!a || a->gpu_group != g.name) continue;
+      double busy = 0;
+      for (const auto& c : r.extra)
+        if (c->name == actors::busy_counter) busy = static_cast<double>(c->value) / 1e6;
+      u.stages.push_back({r.stage, r.kind, busy});
+      auto& k = kinds[r.kind];
+      k.first += busy;
+      ++k.second;
+    }
+    const bool driven = kinds.count("sampler") || kinds.count("trainer");
+    for (const auto& [kind, k] : kinds)
+      if (!driven || kind != "sandbox_worker") u.busy_s += k.first / k.second;
+    if (u.elapsed_s > 0) u.idle_fraction = 1 - std::min(1.0, u.busy_s / u.elapsed_s);
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
+nlohmann::json to_json(const gpu_group_use& g) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& s : g.stages)
+    stages.push_back({{"stage", s.stage},
+                      {"kind", s.kind},
+                      {"busy_s", s.busy_s},
+                      {"busy_fraction", g.elapsed_s > 0 ? std::min(1.0, s.busy_s / g.elapsed_s) : 0.0}});
+  return {{"name", g.name},       {"gpus", g.gpus},           {"stages", stages},
+          {"busy_s", g.busy_s},   {"elapsed_s", g.elapsed_s}, {"idle_fraction", g.idle_fraction}};
 }
 
 progress_line::progress_line(bool enabled) : enabled_(enabled), tty_(::isatty(2)) {}

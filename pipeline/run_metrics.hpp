@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "messages/envelope.hpp"
+#include "pipeline/manifest.hpp"
 
 namespace kforge::pipeline {
 
@@ -47,6 +48,37 @@ struct balance_check {
 /// The checks, link by link: samplers -> pool -> reward -> buffer -> trainer, and the feedback
 /// link reward -> task generator (the stages' extra counters "feedback_sent" and "feedback").
 std::vector<balance_check> balance(const metrics_board& b);
+
+/// How busy one [gpu_groups] entry kept its GPUs, from the "busy_us" counters (wall time inside
+/// logic calls, actors/stage_metrics.hpp) of the stage instances whose gpu_group it is.
+///
+/// The definition, kept simple on purpose (README, "Idle GPU groups"): an instance of a kind is one
+/// lane of work on the group, so a kind's busy time is the mean over its instances (two samplers
+/// busy 50% each keep the group 50% busy). The group's busy time is the sum over the kinds that
+/// drive its GPUs, sampler and trainer; sandbox workers are listed but not counted beside them,
+/// since most of their time is nvcc on the CPU and timing runs in child processes; they count only
+/// in a group that has nothing else. Summing kinds assumes their calls do not overlap (true when
+/// rollout and training share a GPU in sync mode; otherwise the idle fraction is a lower bound).
+/// What this cannot see: a GPU idling inside a call (host work, waiting on a lock).
+struct gpu_group_use {
+  struct stage_use {
+    std::string stage, kind;
+    double busy_s = 0;
+  };
+  std::string name;
+  std::vector<int> gpus;          ///< as resolved on the head's host; empty: CPU only
+  std::vector<stage_use> stages;  ///< sampler, sandbox_worker and trainer instances on it
+  double busy_s = 0;              ///< by the definition above
+  double elapsed_s = 0;           ///< the window it is measured over
+  double idle_fraction = 1;       ///< 1 - min(1, busy_s / elapsed_s); 1 when elapsed_s is 0
+};
+
+/// Every group of `m` in file order, its GPUs from `gpus` (resolve_gpu_groups; a group missing
+/// there keeps its explicit list), over a window of `elapsed_s` seconds.
+std::vector<gpu_group_use> gpu_groups_use(const manifest& m,
+                                          const std::map<std::string, std::vector<int>>& gpus,
+                                          const metrics_board& b, double elapsed_s);
+nlohmann::json to_json(const gpu_group_use& g);
 
 /// The live progress line: redrawn in place on a terminal, one line every 5 s otherwise.
 class progress_line {

@@ -43,11 +43,20 @@ void serve_items(bus::worker& w, const std::shared_ptr<actors::sandbox_logic>& l
       v.reason = "malformed work item: " + cand.message();
     } else {
       const auto info = actors::envelope_info::of(cand->header());
+      // Timed on the helper thread, recorded under the slot's lock: a metrics reader may take a
+      // snapshot of the core at any time meanwhile.
+      std::int64_t took_ns = 0;
       auto pending = std::async(std::launch::async, [&] {
-        return slot.core.call([&] { return logic->evaluate(cand->payload(), info); });
+        const auto t0 = monotonic_ns();
+        auto r = actors::stage_core::guarded([&] { return logic->evaluate(cand->payload(), info); });
+        took_ns = monotonic_ns() - t0;
+        return r;
       });
       while (pending.wait_for(100ms) != std::future_status::ready) (void)w.tick();
       auto r = pending.get();
+      g.lock();
+      slot.core.record_call(took_ns);  // busy_us: the worker's time inside the sandbox
+      g.unlock();
       if (r) {
         v = std::move(*r);
       } else {
@@ -133,7 +142,8 @@ int sandbox_worker_command(const sandbox_worker_options& opt, std::ostream& out,
     std::lock_guard<std::mutex> g(s->mu);
     const auto snap = s->core.snapshot(0);
     out << s->name << ": " << snap.received << " received, " << snap.sent << " answered, "
-        << snap.errors << " errors" << (snap.last_error.empty() ? "" : " (last: " + snap.last_error + ")")
+        << snap.errors << " errors, " << snap.extra.at(actors::busy_counter) / 1000 << " ms busy"
+        << (snap.last_error.empty() ? "" : " (last: " + snap.last_error + ")")
         << "\n";
   }
   return 0;

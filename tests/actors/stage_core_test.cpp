@@ -2,8 +2,10 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "actors/stage_core.hpp"
 
@@ -77,6 +79,44 @@ TEST_CASE("logic calls are timed and exceptions become errors") {
   REQUIRE_FALSE(thrown.ok());
   CHECK(thrown.message() == "stage logic threw: boom");
   CHECK(core.snapshot(0).logic_calls == 3);
+}
+
+TEST_CASE("the time inside logic calls adds up as busy_us") {
+  stage_core core{"sampler", "sampler/0"};
+  CHECK(core.snapshot(0).extra.at(busy_counter) == 0);  // present before any call
+  auto slept = core.call([]() -> status {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    return {};
+  });
+  REQUIRE(slept.ok());
+  const auto after_one = core.snapshot(0).extra.at(busy_counter);
+  CHECK(after_one >= 30'000);
+  CHECK(after_one < 30'000'000);  // microseconds, not nanoseconds
+  // A call that throws was busy too; time outside calls is not.
+  auto thrown = core.call([]() -> status {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    throw std::runtime_error("boom");
+  });
+  CHECK_FALSE(thrown.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto after_two = core.snapshot(0).extra.at(busy_counter);
+  CHECK(after_two >= after_one + 10'000);
+  CHECK(after_two < after_one + 200'000);  // the 200 ms outside calls are not counted
+
+  // A caller timing the logic on its own thread records the duration itself (the sandbox worker).
+  stage_core worker{"sandbox_worker", "sandbox_worker/0"};
+  auto r = stage_core::guarded([]() -> result<int> { throw std::runtime_error("x"); });
+  CHECK(r.message() == "stage logic threw: x");
+  worker.record_call(2'500'000'000);  // 2.5 s
+  worker.record_call(-7);             // a clock step backwards: a latency sample, no busy time
+  const auto m = worker.snapshot(0);
+  CHECK(m.logic_calls == 2);
+  CHECK(m.extra.at(busy_counter) == 2'500'000);
+  // It reaches the wire like every extra counter, so metrics.jsonl and the head see it.
+  const auto w = to_wire(m);
+  REQUIRE(w.extra.size() == 1);
+  CHECK(w.extra[0]->name == "busy_us");
+  CHECK(w.extra[0]->value == 2'500'000);
 }
 
 }  // namespace

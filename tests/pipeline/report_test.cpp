@@ -56,7 +56,10 @@ void craft(const run_dir& d, bool with_train) {
     "stages": [{"stage": "reward", "process": "head", "received": 40, "sent": 40, "dropped": 0,
                 "errors": 0, "queue_depth": 0, "latency_p50_us": 12.0, "latency_p99_us": 40.0,
                 "last_error": "<script>alert(1)</script>"}],
-    "processes": []})");
+    "processes": [], "mode": "async", "loop_s": 7.5, "seconds_per_step": 2.5,
+    "gpu_groups": [{"name": "rollout", "gpus": [0], "busy_s": 6.0, "elapsed_s": 7.5,
+                    "idle_fraction": 0.2, "stages": [{"stage": "sampler/0", "kind": "sampler",
+                                                      "busy_s": 6.0, "busy_fraction": 0.8}]}]})");
   d.write("metrics.jsonl", sampler_row(0.25, 8) + reward_row(0.25, 2, 5, 1, 10, 5'000'000, 0) +
                                sampler_row(0.5, 24) + reward_row(0.5, 10, 8, 1, 25, 18'000'000, 3) +
                                "\n" +  // blank lines are fine
@@ -99,6 +102,10 @@ TEST_CASE("the report draws the run's charts and tables, every text escaped") {
   CHECK_FALSE(has(html, "nightly <b>"));
   CHECK(has(html, "completed"));
   CHECK(has(html, "12.5 s"));
+  // Time per step and each GPU group's idle share (issue 7).
+  CHECK(has(html, "<th>time per step</th><td>2.5 s (async mode"));
+  CHECK(has(html, "<td>rollout</td><td>[0]</td><td class=\"n\">20%</td>"));
+  CHECK(has(html, "sampler/0 80%"));
   // One chart per series family: reward, verdict rates, loss, KL, KL coefficient, ...
   std::size_t charts = 0;
   for (auto at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1))

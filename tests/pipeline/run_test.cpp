@@ -14,7 +14,9 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/subprocess.hpp"
 #include "messages/recording.hpp"
@@ -41,6 +43,29 @@ const json* stage(const json& summary, const std::string& name) {
   for (const auto& s : summary["stages"])
     if (s["stage"] == name) return &s;
   return nullptr;
+}
+
+/// summary.json's time per step and GPU groups (issue 7): every group of the manifest, in its
+/// order, each with the stages on it and an idle fraction in [0, 1].
+void check_loop_use(const json& summary, const std::vector<std::string>& groups) {
+  REQUIRE(summary["seconds_per_step"].is_number());
+  CHECK(summary["seconds_per_step"].get<double>() > 0);
+  CHECK(summary["loop_s"].get<double>() > 0);
+  CHECK(summary["loop_s"].get<double>() <= summary["elapsed_s"].get<double>());
+  REQUIRE(summary["gpu_groups"].is_array());
+  REQUIRE(summary["gpu_groups"].size() == groups.size());
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const auto& g = summary["gpu_groups"][i];
+    INFO(g.dump());
+    CHECK(g["name"] == groups[i]);
+    CHECK(g["gpus"].is_array());
+    CHECK_FALSE(g["stages"].empty());
+    const double idle = g["idle_fraction"].get<double>();
+    CHECK(idle >= 0);
+    CHECK(idle <= 1);
+    CHECK(g["busy_s"].get<double>() >= 0);
+    CHECK(g["elapsed_s"] == summary["loop_s"]);
+  }
 }
 
 /// The (group_id, group_index) of every verdict in a recording; fails the test on a broken file.
@@ -83,6 +108,10 @@ TEST_CASE("the default manifest runs end to end, and replay reproduces reward an
   CHECK(summary["outcome"] == "completed");
   CHECK(summary["balanced"] == true);
   CHECK(summary["versions"].get<int>() >= 6);
+  CHECK(summary["mode"] == "async");
+  check_loop_use(summary, {"rollout", "trainer"});
+  CHECK(r->output.find("seconds per step: ") != std::string::npos);
+  CHECK(r->output.find("GPU groups (busy = ") != std::string::npos);
   CHECK(fs::file_size(dir / "run" / "metrics.jsonl") > 0);
   CHECK(fs::exists(dir / "run" / "manifest.toml"));
   // The head wrote the report, with charts; the stand-in's correct kernels left best kernels.
@@ -421,6 +450,25 @@ links = ["verdicts", "scored", "batches", "weights"]
     CHECK_MESSAGE((*st)["errors"] == 0, s);
   }
   CHECK((*stage(summary, "sampler@head"))["sent"] == 24);  // 3 steps x 2 groups x 4
+
+  // Generation with a real model takes time, and every stage reports the time inside its logic;
+  // the groups hold the stages the manifest puts on them.
+  check_loop_use(summary, {"rollout", "trainer"});
+  CHECK((*stage(summary, "sampler@head"))["extra"]["busy_us"].get<std::uint64_t>() > 0);
+  CHECK((*stage(summary, "trainer@head"))["extra"]["busy_us"].get<std::uint64_t>() > 0);
+  CHECK((*stage(summary, "sandbox_worker@head"))["extra"]["busy_us"].get<std::uint64_t>() > 0);
+  {
+    const auto& rollout = summary["gpu_groups"][0];
+    std::set<std::string> on_rollout;
+    for (const auto& st : rollout["stages"]) on_rollout.insert(st["stage"].get<std::string>());
+    CHECK(on_rollout == std::set<std::string>{"sampler@head", "sandbox_worker@head"});
+    CHECK(rollout["gpus"].empty());  // [] in the manifest: the CPU
+    CHECK(rollout["busy_s"].get<double>() > 0);
+    CHECK(rollout["idle_fraction"].get<double>() < 1);
+    const auto& trainer = summary["gpu_groups"][1];
+    REQUIRE(trainer["stages"].size() == 1);
+    CHECK(trainer["stages"][0]["stage"] == "trainer@head");
+  }
 
   // One statistics line and one weights file per step; the sampler loaded each (no errors above)
   // and tagged the candidates generated after it.
