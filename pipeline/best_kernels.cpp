@@ -1,10 +1,7 @@
 #include "pipeline/best_kernels.hpp"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/text_file.hpp"
@@ -15,28 +12,6 @@ namespace kforge::pipeline {
 namespace fs = std::filesystem;
 
 namespace {
-
-/// Writes `text` to `path` through a temporary file in the same directory and a rename.
-status write_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.flush();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return error{tmp.string() + ": cannot write"};
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return error{path.string() + ": cannot rename the written file into place: " + ec.message()};
-  }
-  return {};
-}
 
 std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
@@ -122,9 +97,10 @@ result<bool> best_kernels::offer(const wire::Verdict& v, std::uint64_t version) 
   if (ec) return error{dir_ + ": cannot create: " + ec.message()};
   const auto stem = file_stem(task);
   // The source first: a .json always names a .cu at least as new as itself.
-  if (auto s = write_atomically(fs::path(dir_) / (stem + ".cu"), str(c->source())); !s)
+  const fs::path dir(dir_);
+  if (auto s = write_text_file_atomically((dir / (stem + ".cu")).string(), str(c->source())); !s)
     return s.err();
-  if (auto s = write_atomically(fs::path(dir_) / (stem + ".json"),
+  if (auto s = write_text_file_atomically((dir / (stem + ".json")).string(),
                                 describe(v, task, speedup, version, stem).dump(2) + "\n");
       !s)
     return s.err();

@@ -1,16 +1,14 @@
 #include "pipeline/report.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <ostream>
 #include <sstream>
 
+#include "common/text_file.hpp"
 #include "messages/envelope.hpp"
 #include "pipeline/report_data.hpp"
 #include "pipeline/reward.hpp"
@@ -519,21 +517,8 @@ result<std::string> write_report(const std::string& run_dir,
   auto out_dir = fs::absolute(path, ec).parent_path();
   auto html = render_report(run_dir, out_dir.string());
   if (!html) return html.err();
-  const fs::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << *html;
-    f.flush();
-    if (!f) {
-      fs::remove(tmp, ec);
-      return error{tmp.string() + ": cannot write the report"};
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return error{path.string() + ": cannot write the report: " + ec.message()};
-  }
+  if (auto s = write_text_file_atomically(path.string(), *html); !s)
+    return error{"the report: " + s.message()};
   return path.string();
 }
 
