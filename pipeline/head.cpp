@@ -30,6 +30,7 @@
 #include "pipeline/report.hpp"
 #include "pipeline/run_metrics.hpp"
 #include "pipeline/stage_factory.hpp"
+#include "pipeline/task_generator.hpp"
 
 namespace kforge::pipeline {
 
@@ -133,12 +134,11 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
            "marked \"real\" are real. Nothing is trained on while the trainer is a stand-in.\n\n";
   // The task pool is loaded here as well as in its process, so a bad task file or prompt template
   // stops the run before anything starts. Only for a generator on this host: a remote node reads
-  // its own files.
+  // its own files. The check asks no GPU: the generator does that once, when it starts.
   for (const auto* p : m.hosts(actor_kind::task_generator)) {
-    if (!p->is_local()) continue;
-    auto tasks = make_task_source(m);
-    if (!tasks) {
-      err << "kforge run: " << m.source << ": " << tasks.message() << "\n";
+    if (!p->is_local() || m.tasks.source == task_source_kind::stand_in) continue;
+    if (auto s = check_task_generator(m); !s) {
+      err << "kforge run: " << m.source << ": " << s.message() << "\n";
       return 2;
     }
   }

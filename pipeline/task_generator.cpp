@@ -49,6 +49,14 @@ result<std::vector<tasks::task>> task_pool(const tasks_options& o) {
   return pool;
 }
 
+status check_task_generator(const manifest& m) {
+  auto pool = task_pool(m.tasks);
+  if (!pool) return pool.err();
+  auto g = task_generator::create(std::move(pool).value(), task_generator_options_from(m));
+  if (!g) return g.err();
+  return {};
+}
+
 result<std::shared_ptr<task_generator>> make_task_generator(const manifest& m) {
   auto pool = task_pool(m.tasks);
   if (!pool) return pool.err();
@@ -56,14 +64,15 @@ result<std::shared_ptr<task_generator>> make_task_generator(const manifest& m) {
   // Without [tasks.gpu], the prompts describe the GPU the kernels will be judged on: the real
   // sandbox workers' first GPU, asked once at start-up (the sandbox needs that GPU's children to
   // work anyway). Compile-only or the stand-in sandbox: "unknown".
-  if (o.hardware.name.empty() && m.sandbox.backend == sandbox_backend::nvcc)
-    if (const auto gpus = stage_gpus(m, actor_kind::sandbox_worker); !gpus) {
-      return error{"task generator: " + gpus.message()};
-    } else if (!gpus->empty()) {
+  if (o.hardware.name.empty() && m.sandbox.backend == sandbox_backend::nvcc) {
+    const auto gpus = stage_gpus(m, actor_kind::sandbox_worker);
+    if (!gpus) return error{"task generator: " + gpus.message()};
+    if (!gpus->empty()) {
       auto facts = sandbox::probe_gpu_facts(gpus->front());
       if (!facts) return error{"task generator: the prompts' GPU facts: " + facts.message()};
       o.hardware = *facts;
     }
+  }
   return task_generator::create(std::move(pool).value(), std::move(o));
 }
 

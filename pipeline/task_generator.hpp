@@ -101,7 +101,12 @@ class task_generator final : public actors::task_source {
   std::unordered_map<std::string, std::size_t> index_;  ///< task id -> pool_ index
 };
 
-/// The generator a run uses: task_pool(m.tasks) with task_generator_options_from(m).
+/// The generator a run uses: task_pool(m.tasks) with task_generator_options_from(m), and without
+/// [tasks.gpu] the real sandbox's first GPU's facts (a short-lived reference server is asked).
 result<std::shared_ptr<task_generator>> make_task_generator(const manifest& m);
+
+/// What `kforge run` checks before starting anything: the pool loads and the template renders
+/// every task. No GPU is asked (that is the generator's own start-up, in its process).
+status check_task_generator(const manifest& m);
 
 }  // namespace kforge::pipeline
