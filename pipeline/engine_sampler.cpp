@@ -173,14 +173,9 @@ result<engine_sampler_options> engine_sampler_options_from(const manifest& m) {
   o.seed = static_cast<std::uint64_t>(m.run.seed);
   auto gpus = stage_gpus(m, actor_kind::sampler);
   if (!gpus) return error{"engine sampler: " + gpus.message()};
-  if (gpus->empty()) return o;
-  // The manifest's count comes from the driver; LibTorch must see the GPU too (a CPU build of
-  // LibTorch on a GPU host does not), or the sampler would fail later and less clearly.
-  if (gpus->front() >= visible_cuda_devices())
-    return error{"engine sampler: GPU " + std::to_string(gpus->front()) +
-                 " of the sampler's group is not visible to LibTorch (" +
-                 std::to_string(visible_cuda_devices()) + " CUDA device(s))"};
-  o.device = gpus->front();
+  // make_engine_sampler checks that LibTorch sees this GPU too (a CPU LibTorch on a GPU host
+  // does not).
+  if (!gpus->empty()) o.device = gpus->front();
   return o;
 }
 

@@ -52,9 +52,8 @@ struct engine_sampler_options {
 [[nodiscard]] result<std::shared_ptr<actors::sampler_logic>> make_engine_sampler(const engine_sampler_options& o);
 
 /// The options for a manifest: [sampler], run.seed, and the device: the first GPU of the sampler's
-/// gpu_group (of the first process hosting a sampler with one), resolved against the GPUs LibTorch
-/// sees; no group or an empty one means the CPU. A group naming a GPU LibTorch cannot see is an
-/// error.
+/// gpu_group (stage_gpus, as for every stage); no group or an empty one means the CPU. A group that
+/// cannot be resolved here is an error; a GPU LibTorch cannot see is make_engine_sampler's error.
 [[nodiscard]] result<engine_sampler_options> engine_sampler_options_from(const manifest& m);
 
 /// The kernel source in a completion: the block tasks::extract_kernel_source picks (the last ```cuda,
