@@ -46,6 +46,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(kforge_actors, caf::first_custom_type_id)
   CAF_ADD_ATOM(kforge_actors, kforge::actors, metrics_atom, "metrics")
   /// Tell the task generator to emit the requests of a trainer step.
   CAF_ADD_ATOM(kforge_actors, kforge::actors, step_atom, "step")
+  /// A sampler's note to itself: generate the requests collected so far as one batch.
+  CAF_ADD_ATOM(kforge_actors, kforge::actors, flush_atom, "flush")
 
 CAF_END_TYPE_ID_BLOCK(kforge_actors)
 

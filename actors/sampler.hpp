@@ -1,11 +1,12 @@
 #pragma once
 // The sampler stage: a generation request in, a GRPO group of candidates out, each tagged with the
-// policy version the sampler held when it generated them. New weights take effect between requests
-// (an actor handles one message at a time), never in the middle of a group.
+// policy version the sampler held when it generated them. New weights take effect between batches
+// of requests (an actor handles one message at a time), never in the middle of a group.
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "actors/interfaces.hpp"
 #include "actors/stage_core.hpp"
@@ -18,6 +19,8 @@ struct sampler_state : stage_base<generate_request_msg> {
   std::shared_ptr<sampler_logic> logic;
   candidate_sink downstream;
   std::uint64_t policy_version = 0;  ///< of the weights the logic holds
+  std::vector<generate_request_msg> pending;  ///< requests waiting for the next flush
+  bool flush_sent = false;                    ///< a flush_atom is on its way to this actor
 };
 
 /// The behavior. Candidate i of the request with sample id s gets sample id

@@ -67,6 +67,23 @@ class sampler_logic {
   /// sets each candidate's group_id (the request's sample id), group_index and group_size.
   virtual result<std::vector<wire::CandidateT>> generate(const wire::GenerateRequest& request,
                                                          const envelope_info& info) = 0;
+  /// One request of a batch: the request and the header it came in.
+  struct request_item {
+    const wire::GenerateRequest* request = nullptr;
+    envelope_info info;
+  };
+  /// Requests that arrived together, answered in one go: an engine generates them as one batch,
+  /// which keeps a GPU far busier than one group at a time. One result per request, in order; each
+  /// must equal what generate() gives for it alone. The default calls generate() for each.
+  virtual std::vector<result<std::vector<wire::CandidateT>>> generate_batch(
+      const std::vector<request_item>& requests) {
+    std::vector<result<std::vector<wire::CandidateT>>> out;
+    out.reserve(requests.size());
+    for (const auto& r : requests) out.push_back(generate(*r.request, r.info));
+    return out;
+  }
+  /// The most requests generate_batch takes at once (>= 1); 1: one at a time.
+  virtual std::size_t max_batch() const { return 1; }
   /// Switch to new weights. Only when this succeeds does the actor tag later candidates with
   /// weights.version(); on failure it keeps the old version and counts the error.
   virtual status set_weights(const wire::PolicyWeights& weights) = 0;

@@ -56,6 +56,9 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
   if (!(o.top_p > 0 && o.top_p <= 1)) return error{"generate: top_p must be in (0, 1]"};
   if (o.top_k < 0) return error{"generate: top_k must be >= 0"};
   if (o.check_stops_every < 0) return error{"generate: check_stops_every must be >= 0"};
+  if (!o.prompt_seeds.empty() && o.prompt_seeds.size() != prompts.size())
+    return error{"generate: " + std::to_string(o.prompt_seeds.size()) + " prompt seeds for " +
+                 std::to_string(prompts.size()) + " prompts"};
   const std::int64_t vocab = model.config.vocab_size;
   std::size_t longest = 0;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
@@ -111,8 +114,21 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     // device once, rather than a host-to-device copy, which waits for the device, every step.
     at::Tensor uniforms;  // [N, R] fp32 on the device
     if (!greedy) {
-      at::Generator gen = at::detail::createCPUGenerator(o.seed);
-      uniforms = at::rand({N, R}, gen, at::TensorOptions().dtype(at::kDouble)).to(dev).to(at::kFloat);
+      const auto f64 = at::TensorOptions().dtype(at::kDouble);
+      at::Tensor u;
+      if (o.prompt_seeds.empty()) {
+        at::Generator gen = at::detail::createCPUGenerator(o.seed);
+        u = at::rand({N, R}, gen, f64);
+      } else {  // each prompt's block of n rows from its own generator: [N, n] per prompt
+        std::vector<at::Tensor> blocks;
+        blocks.reserve(prompts.size());
+        for (auto seed : o.prompt_seeds) {
+          at::Generator gen = at::detail::createCPUGenerator(seed);
+          blocks.push_back(at::rand({N, o.n}, gen, f64));
+        }
+        u = at::cat(blocks, 1);
+      }
+      uniforms = u.to(dev).to(at::kFloat);
     }
 
     // Per step, tokens and log-probs stay on the device ([N, R] by original row), and so does the

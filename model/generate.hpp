@@ -47,6 +47,11 @@ struct sampling_options {
   std::vector<std::int64_t> stop_tokens;
   /// Seed of the sampler's random numbers (drawn on the CPU: the same on every device).
   std::uint64_t seed = 0;
+  /// One seed per prompt instead of `seed`: prompt p's n rows then draw from a generator seeded
+  /// prompt_seeds[p], so they are the samples a call with that prompt alone and seed =
+  /// prompt_seeds[p] gives, whatever else shares the batch (up to the rounding of batched
+  /// arithmetic). This lets a sampler batch many requests and keep each request's samples.
+  std::vector<std::uint64_t> prompt_seeds;
   /// Token placed in padding positions (never attended to).
   std::int64_t pad_token = 0;
   /// Text is decoded without special tokens when true.

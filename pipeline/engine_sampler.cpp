@@ -31,42 +31,41 @@ class engine_sampler final : public actors::sampler_logic {
 
   result<std::vector<wire::CandidateT>> generate(const wire::GenerateRequest& req,
                                                  const actors::envelope_info& info) override {
-    const std::string task = req.task() && req.task()->id() ? req.task()->id()->str() : "";
-    const std::string where = "engine sampler: request " + std::to_string(info.sample_id) +
-                              (task.empty() ? "" : " (task " + task + ")") + ": ";
-    if (req.prompt() == nullptr || req.prompt()->size() == 0) return error{where + "the request has no prompt"};
-    const std::string_view prompt(req.prompt()->c_str(), req.prompt()->size());
-    const auto& d = o_.sampler;
-    model::sampling_options so;
-    so.n = req.group_size() >= 1 ? req.group_size() : d.group_size;
-    so.temperature = req.temperature() > 0 ? req.temperature() : d.temperature;
-    so.top_p = req.top_p() > 0 && req.top_p() <= 1 ? req.top_p() : d.top_p;
-    so.max_new_tokens = req.max_new_tokens() >= 1 ? std::min<std::int64_t>(req.max_new_tokens(), d.max_new_tokens)
-                                                  : d.max_new_tokens;
-    so.stop_tokens = stops_;
-    so.pad_token = pad_;
-    so.seed = group_seed(o_.seed, info.sample_id);
+    auto out = generate_batch({{&req, info}});
+    return std::move(out.front());
+  }
 
-    const std::vector<std::int64_t> ids = tok_.encode(chat_.wrap(prompt), chat_.add_special_tokens());
-    auto gens = model::generate(*model_, {ids}, so, &tok_);
-    if (!gens) return error{where + gens.message()};
-
-    const std::vector<std::int32_t> prompt_tokens(ids.begin(), ids.end());
-    std::vector<wire::CandidateT> out;
-    out.reserve(gens->size());
-    for (auto& g : *gens) {
-      wire::CandidateT c;
-      c.task.reset(req.task() ? req.task()->UnPack() : nullptr);
-      c.prompt_hash = req.prompt_hash();
-      c.completion = std::move(g.text);
-      c.source = candidate_source(c.completion);
-      c.code_hash = fnv1a64(c.source);
-      c.prompt_tokens = prompt_tokens;
-      c.completion_tokens.assign(g.tokens.begin(), g.tokens.end());
-      c.logprobs = std::move(g.logprobs);
-      out.push_back(std::move(c));
+  // Requests with the same sampling settings share one model::generate call; each keeps its own
+  // seed (prompt_seeds), so it gets the candidates it would get alone.
+  std::vector<result<std::vector<wire::CandidateT>>> generate_batch(
+      const std::vector<request_item>& items) override {
+    std::vector<result<std::vector<wire::CandidateT>>> out(items.size(), error{"not generated"});
+    std::vector<prepared> ready;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      auto p = prepare(*items[i].request, items[i].info);
+      if (!p) {
+        out[i] = p.err();
+        continue;
+      }
+      p->item = i;
+      ready.push_back(std::move(*p));
+    }
+    std::vector<bool> done(ready.size(), false);
+    for (std::size_t a = 0; a < ready.size(); ++a) {
+      if (done[a]) continue;
+      std::vector<const prepared*> group;
+      for (std::size_t b = a; b < ready.size(); ++b)
+        if (!done[b] && same_settings(ready[a].options, ready[b].options)) {
+          group.push_back(&ready[b]);
+          done[b] = true;
+        }
+      run_group(items, group, out);
     }
     return out;
+  }
+
+  std::size_t max_batch() const override {
+    return static_cast<std::size_t>(std::max(1, o_.sampler.batch_requests));
   }
 
   status set_weights(const wire::PolicyWeights& w) override {
@@ -112,6 +111,72 @@ class engine_sampler final : public actors::sampler_logic {
     } catch (const c10::Error& e) {
       return error{where + "copying the weights failed: " + e.what_without_backtrace()};
     }
+  }
+
+  // A request checked and tokenized, with its sampling settings.
+  struct prepared {
+    std::size_t item = 0;
+    std::string where;  ///< "engine sampler: request N (task T): ", for errors
+    model::sampling_options options;
+    std::vector<std::int64_t> ids;
+  };
+
+  result<prepared> prepare(const wire::GenerateRequest& req, const actors::envelope_info& info) const {
+    prepared p;
+    const std::string task = req.task() && req.task()->id() ? req.task()->id()->str() : "";
+    p.where = "engine sampler: request " + std::to_string(info.sample_id) +
+              (task.empty() ? "" : " (task " + task + ")") + ": ";
+    if (req.prompt() == nullptr || req.prompt()->size() == 0) return error{p.where + "the request has no prompt"};
+    const std::string_view prompt(req.prompt()->c_str(), req.prompt()->size());
+    const auto& d = o_.sampler;
+    auto& so = p.options;
+    so.n = req.group_size() >= 1 ? req.group_size() : d.group_size;
+    so.temperature = req.temperature() > 0 ? req.temperature() : d.temperature;
+    so.top_p = req.top_p() > 0 && req.top_p() <= 1 ? req.top_p() : d.top_p;
+    so.max_new_tokens = req.max_new_tokens() >= 1 ? std::min<std::int64_t>(req.max_new_tokens(), d.max_new_tokens)
+                                                  : d.max_new_tokens;
+    so.stop_tokens = stops_;
+    so.pad_token = pad_;
+    so.seed = group_seed(o_.seed, info.sample_id);
+    p.ids = tok_.encode(chat_.wrap(prompt), chat_.add_special_tokens());
+    return p;
+  }
+
+  static bool same_settings(const model::sampling_options& a, const model::sampling_options& b) {
+    return a.n == b.n && a.temperature == b.temperature && a.top_p == b.top_p &&
+           a.max_new_tokens == b.max_new_tokens;
+  }
+
+  void run_group(const std::vector<request_item>& items, const std::vector<const prepared*>& group,
+                 std::vector<result<std::vector<wire::CandidateT>>>& out) {
+    model::sampling_options so = group.front()->options;
+    std::vector<std::vector<std::int64_t>> prompts;
+    so.prompt_seeds.clear();
+    for (const auto* p : group) {
+      prompts.push_back(p->ids);
+      so.prompt_seeds.push_back(p->options.seed);
+    }
+    auto gens = model::generate(*model_, prompts, so, &tok_);
+    if (!gens) {
+      for (const auto* p : group) out[p->item] = error{p->where + gens.message()};
+      return;
+    }
+    std::vector<std::vector<wire::CandidateT>> per(group.size());
+    for (auto& g : *gens) {
+      const prepared& p = *group[g.prompt];
+      const wire::GenerateRequest& req = *items[p.item].request;
+      wire::CandidateT c;
+      c.task.reset(req.task() ? req.task()->UnPack() : nullptr);
+      c.prompt_hash = req.prompt_hash();
+      c.completion = std::move(g.text);
+      c.source = candidate_source(c.completion);
+      c.code_hash = fnv1a64(c.source);
+      c.prompt_tokens.assign(p.ids.begin(), p.ids.end());
+      c.completion_tokens.assign(g.tokens.begin(), g.tokens.end());
+      c.logprobs = std::move(g.logprobs);
+      per[g.prompt].push_back(std::move(c));
+    }
+    for (std::size_t k = 0; k < group.size(); ++k) out[group[k]->item] = std::move(per[k]);
   }
 
   engine_sampler_options o_;

@@ -7,7 +7,10 @@
 // settings come from the request (the task generator copies them from the manifest's [sampler]
 // table); a value out of range there falls back to these options, and max_new_tokens is capped at
 // the options' value. A group's random numbers are seeded from (run seed, the request's sample id),
-// so a rerun gives the same candidates. Generation stops at the checkpoint's eos tokens
+// so a rerun gives the same candidates. generate_batch() samples the requests waiting together
+// (up to [sampler] batch_requests; those with equal sampling settings in one model::generate call),
+// each still with its own seed, so batching changes no candidate. Generation stops at the
+// checkpoint's eos tokens
 // (generation_config.json, tokenizer_config.json, else config.json).
 // Each candidate carries the completion's text (special tokens skipped, a final eos not included),
 // its tokens (the eos included) with their behaviour log-probs (model/generate.hpp: under the

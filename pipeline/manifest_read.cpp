@@ -269,6 +269,7 @@ void read_sampler(table_reader r, sampler_options& o) {
   r.read("temperature", o.temperature, above(0));
   r.read("top_p", o.top_p, real_range{0, 1, true, false});
   r.read("max_new_tokens", o.max_new_tokens, 1);
+  r.read("batch_requests", o.batch_requests, 1);
   r.read("model", o.model);
   r.read("server_url", o.server_url);
   if (o.backend == sampler_backend::openai && o.server_url.empty())

@@ -24,6 +24,10 @@ struct sampler_options {
   double top_p = 1.0;
   /// Generation budget per candidate, in tokens. >= 1.
   int max_new_tokens = 2048;
+  /// Engine: requests (GRPO groups) generated together in one batch, at most. The requests waiting
+  /// when the sampler is free are batched: with 8 groups of 8 a GPU decodes 64 rows at once rather
+  /// than 8 at a time. Bounded because the KV cache grows with it. >= 1 (1: one group at a time).
+  int batch_requests = 8;
   /// Model: a directory for the engine backend, a model name for the openai backend. Empty means
   /// "not chosen": `kforge run` then asks for one instead of guessing.
   std::string model;

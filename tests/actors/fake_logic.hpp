@@ -82,6 +82,13 @@ class fake_sampler : public sampler_logic {
     return out;
   }
 
+  std::vector<result<std::vector<wire::CandidateT>>> generate_batch(
+      const std::vector<request_item>& items) override {
+    batch_sizes.push_back(items.size());
+    return sampler_logic::generate_batch(items);
+  }
+  std::size_t max_batch() const override { return max_batch_requests; }
+
   status set_weights(const wire::PolicyWeights& weights) override {
     if (refuse_versions.count(weights.version()) != 0)
       return error{"weights file v" + std::to_string(weights.version()) + " is corrupt"};
@@ -92,6 +99,8 @@ class fake_sampler : public sampler_logic {
   std::vector<seen> requests;
   std::vector<std::uint64_t> loaded;
   std::set<std::uint64_t> refuse_versions;
+  std::size_t max_batch_requests = 1;
+  std::vector<std::size_t> batch_sizes;  ///< requests per generate_batch call
 };
 
 /// An `ok` verdict for every candidate, except chosen code hashes that fail or throw.

@@ -281,6 +281,7 @@ TEST_CASE_FIXTURE(caf_fixture, "the sampler tags candidates with the weights it 
   self->send(sampler, make_weights(1));  // stale: dropped
   self->send(sampler, make_weights(5));  // fails to load: the sampler stays at 1
   self->send(sampler, make_request(1, 3));
+  sched.run();
   self->send(sampler, make_weights(6).envelope());  // as from a bridge
   self->send(sampler, make_request(2, 2));
   sched.run();
@@ -302,6 +303,29 @@ TEST_CASE_FIXTURE(caf_fixture, "the sampler tags candidates with the weights it 
   CHECK(m.dropped == 1);
   CHECK(m.errors == 1);
   CHECK(m.last_error.find("weights version 5 not loaded, still at 1") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(caf_fixture, "the sampler generates the requests waiting in its mailbox together") {
+  auto logic = std::make_shared<fake_sampler>();
+  logic->max_batch_requests = 2;
+  auto out = std::make_shared<std::vector<candidate_msg>>();
+  auto sampler =
+      spawn_sampler(sys, "sampler/0", logic, spawn_collector<candidate_sink>(sys, out)).value();
+  for (std::uint64_t i = 1; i <= 5; ++i) self->send(sampler, make_request(i, 2));
+  // Weights that arrive behind waiting requests take effect before they are generated: the
+  // candidates carry the version that really made them.
+  self->send(sampler, make_weights(3));
+  sched.run();
+  CHECK(logic->batch_sizes == std::vector<std::size_t>{2, 2, 1});  // at most max_batch at once
+  REQUIRE(out->size() == 10);
+  for (std::size_t i = 0; i < out->size(); ++i) {
+    CHECK((*out)[i].header().policy_version() == 3);
+    CHECK((*out)[i].payload().group_id() == 500 + i / 2 + 1);  // in arrival order
+  }
+  auto m = try_metrics(sampler).value();
+  CHECK(m.received == 5);
+  CHECK(m.sent == 10);
+  CHECK(m.queue_depth == 0);
 }
 
 TEST_CASE_FIXTURE(caf_fixture, "the buffer reports the samples it holds as queue depth") {

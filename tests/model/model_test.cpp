@@ -334,6 +334,36 @@ TEST_CASE("generate: sampling options, stop tokens, the processor hook, and scor
   CHECK(model->model->embed_tokens->weight.grad().defined());
 }
 
+TEST_CASE("generate: prompt seeds make a batched call give each prompt's own samples") {
+  CausalLM model = load("qwen2");
+  const std::vector<std::vector<std::int64_t>> prompts{{5, 17, 300, 42}, {1}, {100, 200, 300}};
+  sampling_options o;
+  o.n = 3;
+  o.temperature = 0.9;
+  o.max_new_tokens = 10;
+  o.prompt_seeds = {101, 202, 303};
+  auto batched = generate(*model, prompts, o);
+  REQUIRE_MESSAGE(batched.ok(), (batched.ok() ? "" : batched.message()));
+  REQUIRE(batched->size() == 9);
+  for (std::size_t p = 0; p < prompts.size(); ++p) {
+    sampling_options one = o;
+    one.prompt_seeds.clear();
+    one.seed = o.prompt_seeds[p];
+    auto alone = generate(*model, {prompts[p]}, one);
+    REQUIRE(alone.ok());
+    for (std::size_t i = 0; i < 3; ++i) {
+      const auto& b = (*batched)[p * 3 + i];
+      CHECK(b.prompt == p);
+      CHECK(b.tokens == (*alone)[i].tokens);  // the same draws; fp32 padding changes no argmax here
+    }
+  }
+  sampling_options bad = o;
+  bad.prompt_seeds = {1, 2};
+  auto e = generate(*model, prompts, bad);
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.message().find("2 prompt seeds for 3 prompts") != std::string::npos);
+}
+
 TEST_CASE("generate: how often the host checks for stops changes nothing but the waste") {
   // The GPU default checks every 8 steps; rows that stopped in between keep computing tokens that
   // must not leak into the results, and dropping rows later must not change the others.

@@ -182,6 +182,34 @@ TEST_CASE("engine sampler: a group of consistent candidates, deterministic per s
   CHECK(same(run(*again, *req->get(), 11), a));
 }
 
+TEST_CASE("engine sampler: a batch of requests gives each request its own candidates") {
+  auto s = sampler();
+  CHECK(s->max_batch() == 8);  // sampler_options' default batch_requests
+  const auto a = request("Write a CUDA relu kernel.");
+  const auto b = request("Fuse add and relu.", 2, 0.8f, 12);
+  const auto c = request("Write a kernel.", 4, 0.5f, 12);  // other settings: its own generate call
+  const auto empty = request("", 4, 0.8f, 12);
+  std::vector<actors::sampler_logic::request_item> items(4);
+  items[0] = {a->get(), {}};
+  items[1] = {b->get(), {}};
+  items[2] = {empty->get(), {}};
+  items[3] = {c->get(), {}};
+  for (std::size_t i = 0; i < items.size(); ++i) items[i].info.sample_id = 40 + i;
+  auto out = s->generate_batch(items);
+  REQUIRE(out.size() == 4);
+  REQUIRE(out[0].ok());
+  REQUIRE(out[1].ok());
+  REQUIRE(out[3].ok());
+  REQUIRE_FALSE(out[2].ok());
+  CHECK(out[2].message().find("request 42") != std::string::npos);
+  CHECK(out[2].message().find("no prompt") != std::string::npos);
+  // Alone, each request gives the same candidates (its seed is its own, whatever shares the batch).
+  CHECK(same(*out[0], run(*s, *a->get(), 40)));
+  CHECK(same(*out[1], run(*s, *b->get(), 41)));
+  CHECK(same(*out[3], run(*s, *c->get(), 43)));
+  CHECK(out[1]->size() == 2);
+}
+
 TEST_CASE("engine sampler: request settings out of range fall back to the options; max_new_tokens is capped") {
   auto s = sampler();
   const auto req = request("Write a kernel.", /*group=*/0, /*temperature=*/0.0f, /*max_new=*/100000);

@@ -242,6 +242,7 @@ TEST_CASE("out-of-range values name the key, the bound and the value") {
 
   CHECK(has(rejected(minimal + "[sampler]\ntop_p = 1.5\n"), "sampler.top_p: must be in (0, 1]"));
   CHECK(has(rejected(minimal + "[sampler]\nmax_new_tokens = 0\n"), "sampler.max_new_tokens"));
+  CHECK(has(rejected(minimal + "[sampler]\nbatch_requests = 0\n"), "sampler.batch_requests"));
   CHECK(has(rejected(minimal + "[trainer]\nlr = -1e-6\n"), "trainer.lr: must be > 0"));
   CHECK(has(rejected(minimal + "[trainer]\nkl_step = 1.0\n"), "trainer.kl_step: must be > 1"));
   CHECK(has(rejected(minimal + "[trainer]\nkl_target_low = 0.01\n"),
