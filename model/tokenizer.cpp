@@ -1,10 +1,10 @@
 #include "model/tokenizer.hpp"
 
 #include "common/text_file.hpp"
+#include "model/byte_level.hpp"
 #include "model/json_object.hpp"
 
 #include <algorithm>
-#include <array>
 #include <iterator>
 #include <filesystem>
 #include <fstream>
@@ -12,93 +12,18 @@
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
-#include <pcre2.h>
 
 namespace kforge::model {
 namespace {
 
 using json = nlohmann::json;
 
-// ---- UTF-8 ------------------------------------------------------------------------------------
-
-void append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-// Valid UTF-8 of `bytes`, each maximal invalid subpart replaced by U+FFFD: Rust's
-// String::from_utf8_lossy, which Hugging Face's decoders end with.
-std::string utf8_lossy(std::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size());
-  const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
-  const std::size_t n = bytes.size();
-  std::size_t i = 0;
-  auto cont = [&](std::size_t k, unsigned lo, unsigned hi) { return k < n && s[k] >= lo && s[k] <= hi; };
-  while (i < n) {
-    const unsigned b = s[i];
-    std::size_t len = 0;
-    if (b < 0x80) {
-      out += static_cast<char>(b);
-      ++i;
-      continue;
-    }
-    unsigned lo = 0x80, hi = 0xBF;
-    if (b >= 0xC2 && b <= 0xDF) {
-      len = 2;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      len = 3;
-      if (b == 0xE0) lo = 0xA0;
-      if (b == 0xED) hi = 0x9F;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      len = 4;
-      if (b == 0xF0) lo = 0x90;
-      if (b == 0xF4) hi = 0x8F;
-    }
-    if (len == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-      continue;
-    }
-    std::size_t k = i + 1;
-    bool ok = cont(k, lo, hi);
-    if (ok) {
-      ++k;
-      while (k < i + len && cont(k, 0x80, 0xBF)) ++k;
-      ok = k == i + len;
-    }
-    if (ok) {
-      out.append(bytes.substr(i, len));
-    } else {
-      out += "\xEF\xBF\xBD";
-    }
-    i = k;
-  }
-  return out;
-}
-
-// Decodes one code point at s[i] of valid UTF-8, advancing i.
-char32_t next_cp(std::string_view s, std::size_t& i) {
-  const auto b = static_cast<unsigned char>(s[i]);
-  int len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-  char32_t cp = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
-  for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-  i += static_cast<std::size_t>(len);
-  return cp;
-}
+using byte_level::alphabet;
+using byte_level::append_utf8;
+using byte_level::kGpt2Pattern;
+using byte_level::next_cp;
+using byte_level::regex;
+using byte_level::utf8_lossy;
 
 // Rust's char::is_whitespace (Unicode White_Space).
 bool is_whitespace(char32_t c) {
@@ -195,80 +120,6 @@ std::string nfc_impl(const std::string& text) {
   for (char32_t cp : d) append_utf8(result, cp);
   return result;
 }
-
-// ---- Byte-level alphabet (GPT-2's bytes_to_unicode) ------------------------------------------
-
-struct byte_alphabet {
-  std::array<std::string, 256> to_char;
-  std::unordered_map<char32_t, unsigned char> to_byte;
-  byte_alphabet() {
-    std::array<bool, 256> direct{};
-    for (int b = '!'; b <= '~'; ++b) direct[b] = true;
-    for (int b = 0xA1; b <= 0xAC; ++b) direct[b] = true;
-    for (int b = 0xAE; b <= 0xFF; ++b) direct[b] = true;
-    char32_t extra = 256;
-    for (int b = 0; b < 256; ++b) {
-      const char32_t cp = direct[b] ? static_cast<char32_t>(b) : extra++;
-      append_utf8(to_char[b], cp);
-      to_byte[cp] = static_cast<unsigned char>(b);
-    }
-  }
-};
-
-const byte_alphabet& alphabet() {
-  static const byte_alphabet a;
-  return a;
-}
-
-// ---- PCRE2 ------------------------------------------------------------------------------------
-
-struct regex {
-  std::shared_ptr<pcre2_code> code;
-
-  static result<regex> compile(const std::string& pattern, bool literal, const std::string& where) {
-    int err = 0;
-    PCRE2_SIZE offset = 0;
-    const std::uint32_t flags = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0u);
-    pcre2_code* c = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), flags, &err,
-                                  &offset, nullptr);
-    if (c == nullptr) {
-      PCRE2_UCHAR msg[256];
-      pcre2_get_error_message(err, msg, sizeof msg);
-      return error{where + ": regex does not compile at offset " + std::to_string(offset) + ": " +
-                   reinterpret_cast<const char*>(msg)};
-    }
-    pcre2_jit_compile(c, PCRE2_JIT_COMPLETE);  // optional: falls back to the interpreter
-    return regex{std::shared_ptr<pcre2_code>(c, pcre2_code_free)};
-  }
-
-  // Non-overlapping matches [begin, end) over valid UTF-8 `s`.
-  std::vector<std::pair<std::size_t, std::size_t>> find_all(std::string_view s) const {
-    std::vector<std::pair<std::size_t, std::size_t>> out;
-    std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> md(
-        pcre2_match_data_create_from_pattern(code.get(), nullptr), pcre2_match_data_free);
-    std::size_t at = 0;
-    while (at <= s.size()) {
-      const int rc = pcre2_match(code.get(), reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), at,
-                                 at == 0 ? 0 : PCRE2_NO_UTF_CHECK, md.get(), nullptr);
-      if (rc < 0) break;  // no match (the input is valid UTF-8, so no other error is expected)
-      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
-      std::size_t b = ov[0], e = ov[1];
-      if (e == b) {  // an empty match: step over one character
-        if (b >= s.size()) break;
-        std::size_t k = b;
-        next_cp(s, k);
-        at = k;
-        continue;
-      }
-      out.emplace_back(b, e);
-      at = e;
-    }
-    return out;
-  }
-};
-
-const char* const kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 // One pre-tokenizer step, applied to every piece.
 struct pre_step {

@@ -13,6 +13,19 @@
 #include "sandbox/children.hpp"
 #include "sandbox/eval_cli.hpp"
 #include "tasks/tasks_cli.hpp"
+#ifdef KFORGE_HAVE_SAMPLE
+#include "pipeline/sample_cli.hpp"
+#endif
+#ifdef KFORGE_HAVE_CORPUS
+#include "corpus/corpus_cli.hpp"
+#endif
+#if defined(KFORGE_HAVE_PRETRAIN)
+#include "trainer/pretrain_cli.hpp"
+#include "trainer/pretrain_command.hpp"
+#endif
+#ifdef KFORGE_HAVE_TOKENIZER
+#include "model/tokenizer_cli.hpp"
+#endif
 
 int main(int argc, char** argv) {
   CLI::App app{"kforge: reinforcement learning for fast, correct CUDA kernels"};
@@ -82,6 +95,22 @@ int main(int argc, char** argv) {
   const auto [child_cmd, ref_cmd] = kforge::sandbox::add_sandbox_children(app);
   kforge::tasks::tasks_options tasks;
   auto* tasks_cmd = kforge::tasks::add_tasks_subcommand(app, tasks);
+#ifdef KFORGE_HAVE_SAMPLE
+  kforge::pipeline::sample_options sample;
+  auto* sample_cmd = kforge::pipeline::add_sample_subcommand(app, sample);
+#endif
+#ifdef KFORGE_HAVE_CORPUS
+  kforge::corpus::corpus_options corpus;
+  auto* corpus_cmd = kforge::corpus::add_corpus_subcommand(app, corpus);
+#endif
+#if defined(KFORGE_HAVE_PRETRAIN)
+  kforge::trainer::pretrain_options pretrain;
+  auto* pretrain_cmd = kforge::trainer::add_pretrain_subcommand(app, pretrain);
+#endif
+#ifdef KFORGE_HAVE_TOKENIZER
+  kforge::model::tokenizer_train_options tokenizer;
+  auto* tokenizer_cmd = kforge::model::add_tokenizer_subcommand(app, tokenizer);
+#endif
 
   CLI11_PARSE(app, argc, argv);
 
@@ -123,5 +152,20 @@ int main(int argc, char** argv) {
   if (*ref_cmd) return kforge::sandbox::reference_server_main();
   if (*tasks_cmd)
     return kforge::tasks::run_tasks_subcommand(*tasks_cmd, tasks, std::cout, std::cerr);
+#ifdef KFORGE_HAVE_SAMPLE
+  if (*sample_cmd) return kforge::pipeline::sample_command(sample, std::cout, std::cerr);
+#endif
+#ifdef KFORGE_HAVE_CORPUS
+  if (*corpus_cmd) return kforge::corpus::corpus_command(corpus, std::cout, std::cerr);
+#endif
+#if defined(KFORGE_HAVE_PRETRAIN)
+  if (*pretrain_cmd) {
+    pretrain.command = kforge::trainer::pretrain_command_line(argc, argv);
+    return kforge::trainer::pretrain_command(pretrain, std::cout, std::cerr);
+  }
+#endif
+#ifdef KFORGE_HAVE_TOKENIZER
+  if (*tokenizer_cmd) return kforge::model::run_tokenizer_subcommand(tokenizer, std::cout, std::cerr);
+#endif
   return 1;
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -19,6 +20,7 @@
 #include "model/generate.hpp"
 #include "model/weights.hpp"
 #include "pipeline/manifest.hpp"
+#include "pipeline/sample_command.hpp"
 #include "tests/model/test_files.hpp"
 
 using namespace kforge;
@@ -372,4 +374,51 @@ TEST_CASE("engine sampler: seeds, options from the manifest, and load errors") {
   auto no_gpu = make_engine_sampler(e);
   REQUIRE_FALSE(no_gpu.ok());
   CHECK(contains(no_gpu.message(), "CUDA device 64"));
+}
+
+TEST_CASE("kforge sample: G kernels per task in eval's layout, and bad options are errors") {
+  scratch_dir dir;
+  // A checkpoint directory with its tokenizer, as users have them.
+  fs::create_directories(dir.path("model"));
+  for (const auto* from : {"qwen2", "tokenizer"})
+    for (const auto& f : fs::directory_iterator(fx(from)))
+      fs::copy_file(f.path(), fs::path(dir.path("model")) / f.path().filename());
+  {
+    std::ofstream t(dir.path("tasks.jsonl"));
+    t << R"({"id": "t/relu", "category": "elementwise", "description": "ReLU.", "inputs": [{"name": "x", "shape": [8], "dtype": "float32", "init": {"dist": "normal", "mean": 0.0, "std": 1.0}}], )"
+         R"("outputs": [{"name": "y", "shape": [8], "dtype": "float32"}], "reference": "def forward(x):\n    return torch.relu(x)\n"})"
+      << "\n";
+  }
+  sample_options o;
+  o.model = dir.path("model");
+  o.tasks = dir.path("tasks.jsonl");
+  o.out = dir.path("out");
+  o.samples = 3;
+  o.max_new_tokens = 6;
+  o.prompt_template = KFORGE_PIPELINE_TEST_DATA "/short_prompt_template.txt";  // a short prompt: fast
+  std::ostringstream out, err;
+  REQUIRE_MESSAGE(sample_command(o, out, err) == 0, err.str());
+  for (int i = 0; i < 3; ++i) CHECK(fs::exists(dir.path("out/t/relu/s" + std::to_string(i) + ".cu")));
+  std::ifstream samples(dir.path("out/samples.jsonl"));
+  int lines = 0;
+  for (std::string line; std::getline(samples, line);) ++lines;
+  CHECK(lines == 3);
+  CHECK(fs::exists(dir.path("out/tasks.jsonl")));
+  CHECK(contains(out.str(), "3 samples of 1 tasks"));
+
+  // The same output directory again: refused, nothing overwritten.
+  std::ostringstream err2;
+  CHECK(sample_command(o, out, err2) == 2);
+  CHECK(contains(err2.str(), "already holds samples.jsonl"));
+  sample_options bad = o;
+  bad.out = dir.path("out2");
+  bad.categories = {"nope"};
+  std::ostringstream err3;
+  CHECK(sample_command(bad, out, err3) == 2);
+  CHECK(contains(err3.str(), "unknown category 'nope'"));
+  bad.categories = {};
+  bad.model = dir.path("missing");
+  std::ostringstream err4;
+  CHECK(sample_command(bad, out, err4) == 2);
+  CHECK(contains(err4.str(), "not a directory"));
 }

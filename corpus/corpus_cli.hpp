@@ -1,0 +1,31 @@
+#pragma once
+// The flags of `kforge corpus`, for pipeline/cli.cpp (header-only: only the kforge executable,
+// which links CLI11, includes it).
+
+#include <CLI/CLI.hpp>
+
+#include "corpus/corpus_command.hpp"
+
+namespace kforge::corpus {
+
+inline CLI::App* add_corpus_subcommand(CLI::App& app, corpus_options& opt) {
+  auto* cmd = app.add_subcommand("corpus", "Pretraining corpus of kernels written by the project");
+  cmd->require_subcommand(1);
+  auto* build = cmd->add_subcommand(
+      "build", "Write kernel variants, their prompts and completions for a task set");
+  build->add_option("--tasks", opt.tasks,
+                    "builtin (default), a task file (.jsonl), or synth:COUNT:SEED");
+  build->add_option("--category", opt.categories,
+                    "Only these categories (comma-separated: elementwise,reduction,...)")
+      ->delimiter(',');
+  build->add_option("--out,-o", opt.out, "Output directory")->required();
+  build->add_option("--gpu-facts", opt.gpu_facts,
+                    "TOML file with [tasks.gpu] keys for the prompts (default: unknown)");
+  build->add_option("--gpu", opt.gpu,
+                    "Probe this GPU for the prompts' facts, as a run does (instead of --gpu-facts)");
+  build->add_option("--verdicts", opt.verdicts,
+                    "`kforge eval` verdict lines: keep only ok variants, with their speedup");
+  return cmd;
+}
+
+}  // namespace kforge::corpus

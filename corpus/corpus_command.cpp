@@ -1,0 +1,275 @@
+#include "corpus/corpus_command.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "corpus/kernel_writer.hpp"
+#include "sandbox/pool.hpp"
+#include "tasks/builtin.hpp"
+#include "tasks/prompt.hpp"
+#include "tasks/task_parser.hpp"
+#ifdef KFORGE_TASKS_WITH_TORCH
+#include "tasks/synth_run.hpp"
+#endif
+
+namespace kforge::corpus {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// The tasks of --tasks: the library, a file, or a fresh synthesis (CPU filters).
+result<std::vector<tasks::task>> load_tasks(const std::string& spec, std::ostream& err) {
+  if (spec == "builtin") return tasks::builtin_tasks();
+  if (spec.rfind("synth:", 0) == 0) {
+    const auto rest = spec.substr(6);
+    const auto colon = rest.find(':');
+    int count = 0;
+    std::uint64_t seed = 0;
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument("no seed");
+      std::size_t used = 0;
+      count = std::stoi(rest.substr(0, colon), &used);
+      if (used != colon) throw std::invalid_argument("count");
+      const auto s = rest.substr(colon + 1);
+      seed = std::stoull(s, &used);
+      if (used != s.size()) throw std::invalid_argument("seed");
+    } catch (const std::exception&) {
+      return error{"--tasks " + spec + ": expected synth:COUNT:SEED with two integers"};
+    }
+    if (count < 1) return error{"--tasks " + spec + ": COUNT must be at least 1"};
+#ifdef KFORGE_TASKS_WITH_TORCH
+    tasks::synth::synth_options so;
+    so.count = count;
+    so.seed = seed;
+    so.dev = tasks::device::cpu();
+    std::ostringstream lines, log;
+    auto rep = tasks::synth::synthesize(so, lines, log);
+    if (!rep) return error{"--tasks " + spec + ": " + rep.message()};
+    err << "kforge corpus: synthesized " << rep->kept << " of " << count << " tasks (" << rep->tried
+        << " tried, CPU filters)\n";
+    tasks::task_set_reader reader;
+    reader.add_lines(lines.str(), spec);
+    if (!reader.errors().empty()) return reader.errors().front();
+    return reader.take_tasks();
+#else
+    (void)seed;
+    return error{"--tasks synth: needs a build with LibTorch"};
+#endif
+  }
+  tasks::task_set_reader reader;
+  reader.add_file(spec);
+  if (!reader.errors().empty()) return error{"--tasks: " + reader.errors().front().message};
+  return reader.take_tasks();
+}
+
+result<gpu_facts> load_gpu_facts(const std::string& path) {
+  gpu_facts g;
+  if (path.empty()) return g;
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const std::exception& e) {
+    return error{"--gpu-facts " + path + ": " + e.what()};
+  }
+  const toml::table* t = &root;
+  if (auto* tasks_t = root["tasks"].as_table())
+    if (auto* gpu = (*tasks_t)["gpu"].as_table()) t = gpu;
+  const std::string where = "--gpu-facts " + path + ": ";
+  for (const auto& [key, node] : *t) {
+    const std::string k(key.str());
+    auto integer = [&](auto& field) -> status {
+      auto v = node.value<std::int64_t>();
+      if (!v || *v < 1) return error{where + k + ": expected a positive integer"};
+      field = static_cast<std::remove_reference_t<decltype(field)>>(*v);
+      return {};
+    };
+    status st;
+    if (k == "name") {
+      auto v = node.value<std::string>();
+      if (!v || v->empty()) return error{where + "name: expected a non-empty string"};
+      g.name = *v;
+    } else if (k == "compute_capability") {
+      auto v = node.value<std::string>();
+      int major = 0, minor = 0;
+      if (!v || std::sscanf(v->c_str(), "%d.%d", &major, &minor) != 2 || major < 1)
+        return error{where + "compute_capability: expected MAJOR.MINOR such as \"9.0\""};
+      g.major = major;
+      g.minor = minor;
+    } else if (k == "sm_count") {
+      st = integer(g.sm_count);
+    } else if (k == "shared_per_block") {
+      st = integer(g.shared_per_block);
+    } else if (k == "shared_per_block_optin") {
+      st = integer(g.shared_per_block_optin);
+    } else if (k == "shared_per_sm") {
+      st = integer(g.shared_per_sm);
+    } else if (k == "registers_per_sm") {
+      st = integer(g.registers_per_sm);
+    } else if (k == "l2_bytes") {
+      st = integer(g.l2_bytes);
+    } else if (k == "memory_bytes") {
+      st = integer(g.memory_bytes);
+    } else if (k == "memory_bandwidth_gbs") {
+      auto v = node.value<double>();
+      if (!v || *v <= 0) return error{where + k + ": expected a positive number"};
+      g.memory_bandwidth_gbs = *v;
+    } else if (k == "tasks") {
+      continue;
+    } else {
+      return error{where + "unknown key '" + k + "'"};
+    }
+    if (!st) return st.err();
+  }
+  return g;
+}
+
+/// (task id, variant) -> verdict line, from `kforge eval` output (its "file" is
+/// .../<task id>/<variant>.cu).
+result<std::map<std::pair<std::string, std::string>, json>> load_verdicts(const std::string& path) {
+  std::map<std::pair<std::string, std::string>, json> v;
+  std::ifstream in(path);
+  if (!in) return error{"--verdicts: cannot read " + path};
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("task") || !j.contains("file") ||
+        !j.contains("status"))
+      return error{"--verdicts " + path + " line " + std::to_string(n) +
+                   ": expected a `kforge eval` verdict object with task, file and status"};
+    const auto variant = fs::path(j["file"].get<std::string>()).stem().string();
+    v[{j["task"].get<std::string>(), variant}] = j;
+  }
+  return v;
+}
+
+bool write_file(const fs::path& p, const std::string& text) {
+  std::error_code ec;
+  fs::create_directories(p.parent_path(), ec);
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << text;
+  return static_cast<bool>(f);
+}
+
+}  // namespace
+
+int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& err) {
+  if (opt.out.empty()) {
+    err << "kforge corpus build: --out DIR is required\n";
+    return 2;
+  }
+  std::set<std::string> cats;
+  for (const auto& c : opt.categories) {
+    if (!tasks::parse_category(c)) {
+      err << "kforge corpus build: --category: unknown category '" << c << "' (expected "
+          << tasks::category_names() << ")\n";
+      return 2;
+    }
+    cats.insert(c);
+  }
+  if (opt.gpu >= 0 && !opt.gpu_facts.empty()) {
+    err << "kforge corpus build: --gpu and --gpu-facts both give the prompts' GPU facts: pick one\n";
+    return 2;
+  }
+  // --gpu: the facts a run's task generator states for that GPU (the same probe), so the corpus's
+  // prompts are the prompts the policy later sees in a run there.
+  auto hw = opt.gpu >= 0 ? sandbox::probe_gpu_facts(opt.gpu) : load_gpu_facts(opt.gpu_facts);
+  if (!hw) {
+    err << "kforge corpus build: " << hw.message() << "\n";
+    return 2;
+  }
+  std::map<std::pair<std::string, std::string>, json> verdicts;
+  if (!opt.verdicts.empty()) {
+    auto v = load_verdicts(opt.verdicts);
+    if (!v) {
+      err << "kforge corpus build: " << v.message() << "\n";
+      return 2;
+    }
+    verdicts = std::move(*v);
+  }
+  auto all = load_tasks(opt.tasks, err);
+  if (!all) {
+    err << "kforge corpus build: " << all.message() << "\n";
+    return 2;
+  }
+  const fs::path dir(opt.out);
+  std::error_code ec;
+  fs::create_directories(dir / "kernels", ec);
+  std::ofstream tasks_file(dir / "tasks.jsonl", std::ios::trunc);
+  std::ofstream sft(dir / "sft.jsonl", std::ios::trunc);
+  if (ec || !tasks_file || !sft) {
+    err << "kforge corpus build: cannot write under " << opt.out << "\n";
+    return 2;
+  }
+  struct tally {
+    int seen = 0, supported = 0, variants = 0;
+  };
+  std::map<std::string, tally> per_cat;
+  std::map<std::string, int> reasons;
+  int seen = 0, supported = 0, variants = 0, kept = 0, dropped = 0;
+  for (const auto& t : *all) {
+    const std::string cat(tasks::to_string(t.category));
+    if (!cats.empty() && !cats.count(cat)) continue;
+    ++seen;
+    ++per_cat[cat].seen;
+    auto ks = write_kernels(t);
+    if (!ks) {
+      ++reasons[reason_key(ks.message())];
+      continue;
+    }
+    ++supported;
+    ++per_cat[cat].supported;
+    tasks_file << tasks::to_json_line(t) << "\n";
+    const std::string prompt = tasks::build_prompt(t, *hw);
+    for (const auto& v : *ks) {
+      ++variants;
+      ++per_cat[cat].variants;
+      if (!write_file(dir / "kernels" / t.id / (v.name + ".cu"), v.source)) {
+        err << "kforge corpus build: cannot write kernel for " << t.id << "\n";
+        return 2;
+      }
+      json rec{{"task_id", t.id}, {"variant", v.name}, {"prompt", prompt},
+               {"completion", completion_text(v)}};
+      if (!opt.verdicts.empty()) {
+        auto it = verdicts.find({t.id, v.name});
+        if (it == verdicts.end() || it->second.value("status", "") != "ok") {
+          ++dropped;
+          continue;
+        }
+        if (it->second.contains("speedup")) rec["speedup"] = it->second["speedup"];
+      }
+      ++kept;
+      sft << rec.dump() << "\n";
+    }
+  }
+  out << "kforge corpus build: " << seen << " tasks seen, " << supported << " supported, "
+      << variants << " variants written";
+  if (!opt.verdicts.empty()) out << ", " << kept << " kept by the verdicts (" << dropped << " not ok)";
+  out << "\n";
+  out << "  category        seen  supported  variants\n";
+  for (const auto& [c, n] : per_cat) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "  %-14s %5d %10d %9d\n", c.c_str(), n.seen, n.supported,
+                  n.variants);
+    out << buf;
+  }
+  std::vector<std::pair<int, std::string>> sorted;
+  for (const auto& [r, n] : reasons) sorted.emplace_back(-n, r);
+  std::sort(sorted.begin(), sorted.end());
+  if (!sorted.empty()) out << "  unsupported:\n";
+  for (const auto& [n, r] : sorted) out << "    " << -n << "  " << r << "\n";
+  out << "  written to " << opt.out << " (tasks.jsonl, kernels/, sft.jsonl)\n";
+  return 0;
+}
+
+}  // namespace kforge::corpus

@@ -1,0 +1,41 @@
+#pragma once
+// `kforge corpus build`: the kernel writer (corpus/kernel_writer.hpp) over a task set, written as
+// a pretraining corpus:
+//
+//   kforge corpus build --tasks builtin|FILE.jsonl|synth:COUNT:SEED --out DIR
+//                       [--category elementwise,reduction,...] [--gpu-facts FILE.toml]
+//                       [--verdicts FILE.jsonl]
+//
+// DIR/tasks.jsonl        the supported tasks (what `kforge eval --tasks` reads)
+// DIR/kernels/<id>/<variant>.cu   one file per variant (what `kforge eval --candidates` reads)
+// DIR/sft.jsonl          {"task_id", "variant", "prompt", "completion"} per variant; with
+//                        --verdicts (a `kforge eval` verdict file) only variants whose verdict
+//                        is ok, with "speedup" added
+// and a summary: tasks seen, supported, variants written, unsupported reasons counted. The same
+// arguments give the same files, byte for byte.
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace kforge::corpus {
+
+struct corpus_options {
+  /// "builtin", a task file, or "synth:COUNT:SEED".
+  std::string tasks = "builtin";
+  /// Only these categories (empty: all).
+  std::vector<std::string> categories;
+  std::string out;
+  /// A TOML file with the keys of a manifest's [tasks.gpu] (at the top or under [tasks.gpu]);
+  /// empty: every fact "unknown", as a run without [tasks.gpu] on a CPU host.
+  std::string gpu_facts;
+  /// Or the facts of this CUDA ordinal, probed as a run's task generator probes them; -1: none.
+  int gpu = -1;
+  /// `kforge eval` verdict lines; empty: keep every variant.
+  std::string verdicts;
+};
+
+/// 0 success; 2 bad arguments or unreadable input; 3 not available in this build.
+int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& err);
+
+}  // namespace kforge::corpus

@@ -1,0 +1,54 @@
+#pragma once
+// Elementwise ops of corpus/graph_ir.hpp as CUDA float32 expressions, written to match PyTorch's
+// CUDA kernels closely enough for a task's tolerance (GELU's erf form, softplus's threshold 20,
+// SELU's constants, lerp's two-sided form), and the emitter that turns a set of graph nodes into
+// straight-line code (one `const float` per node, so shared subexpressions are computed once).
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+#include "corpus/graph_ir.hpp"
+
+namespace kforge::corpus {
+
+/// A float literal that round-trips float32 ("0.5f", "-INFINITY").
+std::string float_literal(double v);
+
+/// Whether the expression writer knows elementwise op `op`.
+bool known_elementwise(const std::string& op);
+
+/// One line per elementwise op kind used in `g`, in English ("GELU (erf form): 0.5*x*(1+erf(x/
+/// sqrt 2))"), for the explanations.
+std::vector<std::string> describe_ops(const graph& g, const std::vector<int>& nodes);
+
+/// Straight-line code for graph nodes. Leaves (inputs, gemm results, reductions, row counts) are
+/// bound by the caller through `bind`; constants are inlined.
+class expr_emitter {
+ public:
+  expr_emitter(const graph& g, std::string indent) : g_(g), indent_(std::move(indent)) {}
+
+  /// Makes node `id` available as the C expression `expr` (a variable or a literal).
+  void bind(int id, std::string expr) { names_[id] = std::move(expr); }
+  bool bound(int id) const { return names_.count(id) > 0; }
+
+  /// Emits the statements computing node `id` (and whatever it needs that is not bound yet) into
+  /// `code` and returns the name of its value. An unbound leaf is asked of `leaf`, which returns
+  /// an expression for it (or an error).
+  result<std::string> value(int id, std::string& code,
+                            const std::function<result<std::string>(int)>& leaf);
+
+  /// The value as a float (a predicate becomes 1.0f or 0.0f).
+  result<std::string> float_value(int id, std::string& code,
+                                  const std::function<result<std::string>(int)>& leaf);
+
+ private:
+  const graph& g_;
+  std::string indent_;
+  std::map<int, std::string> names_;
+};
+
+}  // namespace kforge::corpus

@@ -1,0 +1,41 @@
+#pragma once
+// The CUDA writers behind corpus/kernel_writer.hpp, one per plan kind, and the pieces of source
+// they share (the broadcast-stride helper, argument checks). Internal to corpus/.
+
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+#include "corpus/kernel_writer.hpp"
+#include "corpus/plan.hpp"
+#include "tasks/task.hpp"
+
+namespace kforge::corpus::detail {
+
+result<std::vector<kernel_variant>> emit_elementwise(const tasks::task& t, const plan& p);
+result<std::vector<kernel_variant>> emit_rows(const tasks::task& t, const plan& p);
+result<std::vector<kernel_variant>> emit_gemm(const tasks::task& t, const plan& p);
+
+/// The head of every kernel file: a comment naming the task and the variant, the ABI include.
+std::string file_head(const tasks::task& t, const std::string& variant);
+
+/// Host code: kf_check_args (counts and float32 dtypes) and kf_bcast (an operand's strides
+/// aligned right to an iteration shape, 0 where it broadcasts; non-zero return when the shapes
+/// do not broadcast).
+std::string host_helpers(const tasks::task& t);
+
+/// Host statements that fill `it.st[k]` for every operand of `p` that is a task input (the GEMM
+/// result in the workspace is the caller's), returning 3 when an input does not broadcast.
+std::string fill_operand_strides(const plan& p, const std::string& it, const std::string& indent);
+
+/// Host statements that set `ptrs.in[k]` for every operand that is a task input.
+std::string fill_operand_pointers(const plan& p, const std::string& ptrs,
+                                  const std::string& indent);
+
+/// "x + b, then GELU": a short English rendering of the ops a set of nodes uses.
+std::string ops_sentence(const graph& g, const std::vector<int>& nodes);
+
+/// Every node id of `g` in order.
+std::vector<int> all_nodes(const graph& g);
+
+}  // namespace kforge::corpus::detail

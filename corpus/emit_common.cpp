@@ -1,0 +1,74 @@
+#include <set>
+
+#include "corpus/cuda_expr.hpp"
+#include "corpus/emit.hpp"
+
+namespace kforge::corpus::detail {
+
+std::string file_head(const tasks::task& t, const std::string& variant) {
+  return "// " + t.id + " (" + variant + "), written by kforge corpus.\n#include <kforge/kernel_abi.h>\n\n";
+}
+
+std::string host_helpers(const tasks::task& t) {
+  std::string s;
+  s += "// The inputs and outputs the task declares, all float32.\n";
+  s += "static int kf_check_args(const kf_tensor* inputs, int32_t num_inputs, const kf_tensor* "
+       "outputs,\n                         int32_t num_outputs) {\n";
+  s += "  if (num_inputs != " + std::to_string(t.inputs.size()) +
+       " || num_outputs != " + std::to_string(t.outputs.size()) + ") return 1;\n";
+  s += "  for (int32_t i = 0; i < num_inputs; ++i)\n"
+       "    if (inputs[i].dtype != KF_FLOAT32 || inputs[i].ndim > KF_MAX_DIMS) return 2;\n";
+  s += "  for (int32_t i = 0; i < num_outputs; ++i)\n"
+       "    if (outputs[i].dtype != KF_FLOAT32 || outputs[i].ndim > KF_MAX_DIMS) return 2;\n";
+  s += "  return 0;\n}\n\n";
+  s += "// Strides of `t` aligned right to an iteration shape, 0 along dims where it broadcasts.\n";
+  s += "static int kf_bcast(const kf_tensor* t, int ndim, const int64_t* shape, int64_t* st) {\n"
+       "  for (int d = 0; d < ndim; ++d) st[d] = 0;\n"
+       "  const int lead = ndim - t->ndim;\n"
+       "  if (lead < 0) return 3;\n"
+       "  for (int d = 0; d < t->ndim; ++d) {\n"
+       "    if (t->shape[d] == shape[lead + d])\n"
+       "      st[lead + d] = t->shape[d] == 1 ? 0 : t->strides[d];\n"
+       "    else if (t->shape[d] != 1)\n"
+       "      return 3;\n"
+       "  }\n"
+       "  return 0;\n}\n\n";
+  return s;
+}
+
+std::string fill_operand_strides(const plan& p, const std::string& it, const std::string& indent) {
+  std::string s;
+  for (std::size_t k = 0; k < p.operands.size(); ++k) {
+    if (p.operands[k] < 0) continue;
+    s += indent + "if (kf_bcast(&inputs[" + std::to_string(p.operands[k]) + "], " + it +
+         ".ndim, " + it + ".shape, " + it + ".st[" + std::to_string(k) + "])) return 3;\n";
+  }
+  return s;
+}
+
+std::string fill_operand_pointers(const plan& p, const std::string& ptrs,
+                                  const std::string& indent) {
+  std::string s;
+  for (std::size_t k = 0; k < p.operands.size(); ++k) {
+    if (p.operands[k] < 0) continue;
+    s += indent + ptrs + ".in[" + std::to_string(k) + "] = static_cast<const float*>(inputs[" +
+         std::to_string(p.operands[k]) + "].data);\n";
+  }
+  return s;
+}
+
+std::vector<int> all_nodes(const graph& g) {
+  std::vector<int> v;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) v.push_back(static_cast<int>(i));
+  return v;
+}
+
+std::string ops_sentence(const graph& g, const std::vector<int>& nodes) {
+  const auto lines = describe_ops(g, nodes);
+  if (lines.empty()) return "";
+  std::string s = " The formulas follow PyTorch's float32 kernels: ";
+  for (std::size_t i = 0; i < lines.size(); ++i) s += (i ? "; " : "") + lines[i];
+  return s + ".";
+}
+
+}  // namespace kforge::corpus::detail

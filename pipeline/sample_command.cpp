@@ -1,0 +1,173 @@
+#include "pipeline/sample_command.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <ostream>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/engine_sampler.hpp"
+#include "sandbox/pool.hpp"
+#include "tasks/builtin.hpp"
+#include "tasks/prompt.hpp"
+#include "tasks/task_parser.hpp"
+#include "tasks/task_wire.hpp"
+
+namespace kforge::pipeline {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+status check(const sample_options& o) {
+  if (o.model.empty()) return error{"--model is required"};
+  if (!fs::is_directory(o.model)) return error{"--model " + o.model + ": not a directory"};
+  if (o.out.empty()) return error{"--out is required"};
+  if (o.samples < 1) return error{"--samples must be >= 1"};
+  if (!(o.temperature > 0)) return error{"--temperature must be > 0"};
+  if (!(o.top_p > 0 && o.top_p <= 1)) return error{"--top-p must be in (0, 1]"};
+  if (o.max_new_tokens < 1) return error{"--max-new-tokens must be >= 1"};
+  if (o.batch < 1) return error{"--batch must be >= 1"};
+  if (fs::exists(fs::path(o.out) / "samples.jsonl"))
+    return error{"--out " + o.out + ": already holds samples.jsonl (choose a new directory)"};
+  return {};
+}
+
+result<std::vector<tasks::task>> load_tasks(const sample_options& o) {
+  auto all = o.tasks == "builtin" ? tasks::builtin_tasks() : tasks::load_task_file(o.tasks);
+  if (!all) return error{"--tasks " + o.tasks + ": " + all.message()};
+  if (o.categories.empty()) return all;
+  std::vector<tasks::category> keep;
+  for (const auto& c : o.categories) {
+    auto parsed = tasks::parse_category(c);
+    if (!parsed) return error{"--category: unknown category '" + c + "' (known: " + tasks::category_names() + ")"};
+    keep.push_back(*parsed);
+  }
+  std::vector<tasks::task> out;
+  for (auto& t : *all)
+    if (std::find(keep.begin(), keep.end(), t.category) != keep.end()) out.push_back(std::move(t));
+  return out;
+}
+
+/// A packed request whose root stays valid as long as this lives.
+struct packed_request {
+  flatbuffers::FlatBufferBuilder fbb;
+  const wire::GenerateRequest* get() const {
+    return flatbuffers::GetRoot<wire::GenerateRequest>(fbb.GetBufferPointer());
+  }
+};
+
+}  // namespace
+
+int sample_command(const sample_options& o, std::ostream& out, std::ostream& err) {
+  const auto fail = [&](const std::string& why) {
+    err << "kforge sample: " << why << "\n";
+    return 2;
+  };
+  if (auto s = check(o); !s) return fail(s.message());
+  auto pool = load_tasks(o);
+  if (!pool) return fail(pool.message());
+  if (pool->empty()) return fail("no task left to sample (--tasks " + o.tasks + ", --category filter)");
+  auto tmpl = o.prompt_template.empty() ? result<tasks::prompt_template>(tasks::prompt_template::embedded())
+                                        : tasks::prompt_template::load(o.prompt_template);
+  if (!tmpl) return fail(tmpl.message());
+  tasks::hardware_context hw;
+  if (o.gpu >= 0 && !o.no_gpu_facts) {
+    auto facts = sandbox::probe_gpu_facts(o.gpu);
+    if (!facts) return fail("the prompts' GPU facts (--gpu " + std::to_string(o.gpu) + "): " + facts.message());
+    hw = *facts;
+  }
+
+  engine_sampler_options eo;
+  eo.sampler.model = o.model;
+  eo.sampler.group_size = o.samples;
+  eo.sampler.temperature = o.temperature;
+  eo.sampler.top_p = o.top_p;
+  eo.sampler.max_new_tokens = o.max_new_tokens;
+  eo.sampler.batch_requests = o.batch;
+  eo.device = o.gpu;
+  eo.seed = o.seed;
+  auto sampler = make_engine_sampler(eo);
+  if (!sampler) return fail(sampler.message());
+
+  std::error_code ec;
+  fs::create_directories(o.out, ec);
+  if (ec) return fail("--out " + o.out + ": cannot create: " + ec.message());
+  std::ofstream samples(fs::path(o.out) / "samples.jsonl");
+  std::ofstream task_file(fs::path(o.out) / "tasks.jsonl");
+  if (!samples || !task_file) return fail("--out " + o.out + ": cannot write samples.jsonl / tasks.jsonl");
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::size_t written = 0, with_kernel = 0, tokens = 0, failed_tasks = 0;
+  const std::size_t batch = static_cast<std::size_t>(o.batch);
+  for (std::size_t first = 0; first < pool->size(); first += batch) {
+    const std::size_t n = std::min(batch, pool->size() - first);
+    std::vector<std::unique_ptr<packed_request>> reqs;
+    std::vector<actors::sampler_logic::request_item> items;
+    for (std::size_t k = 0; k < n; ++k) {
+      const auto& t = (*pool)[first + k];
+      wire::GenerateRequestT r;
+      r.task = std::make_unique<wire::TaskT>(tasks::to_wire(t));
+      r.prompt = tmpl->render(t, hw);
+      r.prompt_hash = tasks::prompt_hash(r.prompt);
+      r.group_size = static_cast<std::uint32_t>(o.samples);
+      r.temperature = static_cast<float>(o.temperature);
+      r.top_p = static_cast<float>(o.top_p);
+      r.max_new_tokens = static_cast<std::uint32_t>(o.max_new_tokens);
+      auto p = std::make_unique<packed_request>();
+      p->fbb.Finish(wire::GenerateRequest::Pack(p->fbb, &r));
+      actors::sampler_logic::request_item item{p->get(), {}};
+      item.info.sample_id = first + k;  // with --seed, each task's own sampling seed
+      items.push_back(item);
+      reqs.push_back(std::move(p));
+    }
+    auto results = (*sampler)->generate_batch(items);
+    for (std::size_t k = 0; k < n; ++k) {
+      const auto& t = (*pool)[first + k];
+      if (!results[k]) {
+        err << "kforge sample: task " << t.id << ": " << results[k].message() << "\n";
+        ++failed_tasks;
+        continue;
+      }
+      task_file << tasks::to_json_line(t) << "\n";
+      const fs::path dir = fs::path(o.out) / t.id;
+      fs::create_directories(dir, ec);
+      if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
+      for (std::size_t i = 0; i < results[k]->size(); ++i) {
+        const auto& c = (*results[k])[i];
+        std::ofstream cu(dir / ("s" + std::to_string(i) + ".cu"));
+        cu << c.source;
+        if (!cu) return fail((dir / ("s" + std::to_string(i) + ".cu")).string() + ": cannot write");
+        const bool has_kernel = c.source.find("kf_forward") != std::string::npos;
+        with_kernel += has_kernel ? 1 : 0;
+        tokens += c.completion_tokens.size();
+        ++written;
+        samples << nlohmann::json{{"task_id", t.id},
+                                  {"sample", i},
+                                  {"completion", c.completion},
+                                  {"tokens", c.completion_tokens.size()},
+                                  {"has_kf_forward", has_kernel}}
+                       .dump()
+                << "\n";
+      }
+    }
+    out << "sampled " << (first + n) << "/" << pool->size() << " tasks\r" << std::flush;
+  }
+  samples.flush();
+  task_file.flush();
+  if (!samples || !task_file) return fail("--out " + o.out + ": writing samples.jsonl / tasks.jsonl failed");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out << "\nkforge sample: " << written << " samples of " << (pool->size() - failed_tasks) << " tasks in "
+      << s << " s (" << (s > 0 ? static_cast<double>(tokens) / s : 0.0) << " tokens/s); " << with_kernel
+      << " mention kf_forward; written to " << o.out << "\n";
+  if (failed_tasks > 0) {
+    err << "kforge sample: " << failed_tasks << " tasks failed (above)\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace kforge::pipeline

@@ -1,0 +1,186 @@
+// `kforge corpus build`: the files it writes, their agreement with each other, filtering by
+// verdicts, determinism and its refusals of bad arguments.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "corpus/corpus_command.hpp"
+#include "tasks/prompt.hpp"
+
+using namespace kforge;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+struct temp_dir {
+  fs::path p;
+  explicit temp_dir(const std::string& tag)
+      : p(fs::temp_directory_path() / ("kforge-corpus-" + tag + "-" + std::to_string(::getpid()))) {
+    fs::remove_all(p);
+    fs::create_directories(p);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(p, ec);
+  }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::vector<json> lines(const fs::path& p) {
+  std::vector<json> v;
+  std::ifstream f(p);
+  std::string l;
+  while (std::getline(f, l))
+    if (!l.empty()) v.push_back(json::parse(l));
+  return v;
+}
+
+int run(const corpus::corpus_options& o, std::string* out = nullptr, std::string* err = nullptr) {
+  std::ostringstream so, se;
+  const int rc = corpus::corpus_command(o, so, se);
+  if (out) *out = so.str();
+  if (err) *err = se.str();
+  return rc;
+}
+
+}  // namespace
+
+#ifdef KFORGE_TASKS_WITH_TORCH
+TEST_CASE("corpus build writes tasks, kernels and sft records that agree") {
+  temp_dir d("build");
+  corpus::corpus_options o;
+  o.tasks = "builtin";
+  o.categories = {"elementwise", "normalization"};
+  o.out = (d.p / "c").string();
+  std::string out, err;
+  REQUIRE_MESSAGE(run(o, &out, &err) == 0, err);
+  CHECK(out.find("tasks seen") != std::string::npos);
+  CHECK(out.find("unsupported:") != std::string::npos);
+  const auto tasks = lines(d.p / "c" / "tasks.jsonl");
+  const auto sft = lines(d.p / "c" / "sft.jsonl");
+  REQUIRE(tasks.size() > 40);
+  REQUIRE(sft.size() >= 3 * 40);
+  for (const auto& t : tasks) {
+    const auto cat = t["category"].get<std::string>();
+    CHECK((cat == "elementwise" || cat == "normalization"));
+  }
+  for (const auto& r : sft) {
+    const auto id = r["task_id"].get<std::string>();
+    const auto variant = r["variant"].get<std::string>();
+    INFO(id << " " << variant);
+    CHECK(r["prompt"].get<std::string>().find(id) != std::string::npos);
+    CHECK(r["prompt"].get<std::string>().find("unknown") != std::string::npos);
+    auto src = tasks::extract_kernel_source(r["completion"].get<std::string>());
+    REQUIRE(src.ok());
+    CHECK(*src == slurp(d.p / "c" / "kernels" / id / (variant + ".cu")));
+    CHECK_FALSE(r.contains("speedup"));
+  }
+  // The same arguments give the same files.
+  o.out = (d.p / "again").string();
+  REQUIRE(run(o) == 0);
+  CHECK(slurp(d.p / "c" / "sft.jsonl") == slurp(d.p / "again" / "sft.jsonl"));
+  CHECK(slurp(d.p / "c" / "tasks.jsonl") == slurp(d.p / "again" / "tasks.jsonl"));
+}
+
+TEST_CASE("corpus build keeps only variants with an ok verdict, with their speedup") {
+  temp_dir d("verdicts");
+  const auto vf = d.p / "verdicts.jsonl";
+  {
+    std::ofstream f(vf);
+    f << json{{"task", "l1/relu"}, {"file", "x/kernels/l1/relu/vec4.cu"}, {"status", "ok"},
+              {"speedup", 1.7}}.dump()
+      << "\n"
+      << json{{"task", "l1/relu"}, {"file", "x/kernels/l1/relu/naive.cu"},
+              {"status", "wrong_answer"}}.dump()
+      << "\n";
+  }
+  const auto gf = d.p / "gpu.toml";
+  {
+    std::ofstream f(gf);
+    f << "[tasks.gpu]\nname = \"NVIDIA H200\"\ncompute_capability = \"9.0\"\nsm_count = 132\n";
+  }
+  corpus::corpus_options o;
+  o.categories = {"elementwise"};
+  o.out = (d.p / "c").string();
+  o.verdicts = vf.string();
+  o.gpu_facts = gf.string();
+  std::string out, err;
+  REQUIRE_MESSAGE(run(o, &out, &err) == 0, err);
+  const auto sft = lines(d.p / "c" / "sft.jsonl");
+  REQUIRE(sft.size() == 1);
+  CHECK(sft[0]["task_id"] == "l1/relu");
+  CHECK(sft[0]["variant"] == "vec4");
+  CHECK(sft[0]["speedup"].get<double>() == doctest::Approx(1.7));
+  CHECK(sft[0]["prompt"].get<std::string>().find("H200") != std::string::npos);
+}
+
+TEST_CASE("corpus build takes a task file and synthesized tasks") {
+  temp_dir d("files");
+  const auto tf = d.p / "t.jsonl";
+  {
+    std::ofstream f(tf);
+    f << R"J({"id": "t/bias_relu", "category": "elementwise", "description": "relu(x + b)",)J"
+         R"J( "inputs": [{"name": "x", "shape": [64, 32], "dtype": "float32", "init": {"dist": "normal", "mean": 0.0, "std": 1.0}}, {"name": "b", "shape": [32], "dtype": "float32", "init": {"dist": "normal", "mean": 0.0, "std": 1.0}}],)J"
+         R"J( "outputs": [{"name": "y", "shape": [64, 32], "dtype": "float32"}],)J"
+         R"J( "reference": "def forward(x, b):\n    return torch.relu(x + b)\n",)J"
+         R"J( "variants": [{"x": [3, 32]}]})J"
+      << "\n";
+  }
+  corpus::corpus_options o;
+  o.tasks = tf.string();
+  o.out = (d.p / "c").string();
+  REQUIRE(run(o) == 0);
+  CHECK(fs::exists(d.p / "c" / "kernels" / "t" / "bias_relu" / "vec4.cu"));
+  o.tasks = "synth:5:3";
+  o.out = (d.p / "s").string();
+  std::string out, err;
+  REQUIRE_MESSAGE(run(o, &out, &err) == 0, err);
+  CHECK(out.find("5 tasks seen") != std::string::npos);
+}
+#endif
+
+TEST_CASE("corpus build refuses bad arguments with exit code 2") {
+  temp_dir d("bad");
+  corpus::corpus_options o;
+  o.out = (d.p / "c").string();
+  std::string err;
+  o.categories = {"nonsense"};
+  CHECK(run(o, nullptr, &err) == 2);
+  CHECK(err.find("nonsense") != std::string::npos);
+  o.categories.clear();
+  for (const char* spec : {"synth:x:1", "synth:5", "synth:0:1", "/no/such/file.jsonl"}) {
+    o.tasks = spec;
+    CHECK(run(o, nullptr, &err) == 2);
+  }
+  o.tasks = "builtin";
+  o.gpu_facts = (d.p / "missing.toml").string();
+  CHECK(run(o, nullptr, &err) == 2);
+  {
+    std::ofstream f(d.p / "bad.toml");
+    f << "[tasks.gpu]\nsm_cont = 3\n";
+  }
+  o.gpu_facts = (d.p / "bad.toml").string();
+  CHECK(run(o, nullptr, &err) == 2);
+  CHECK(err.find("sm_cont") != std::string::npos);
+  o.gpu_facts.clear();
+  {
+    std::ofstream f(d.p / "v.jsonl");
+    f << "not json\n";
+  }
+  o.verdicts = (d.p / "v.jsonl").string();
+  CHECK(run(o, nullptr, &err) == 2);
+  o.verdicts.clear();
+  o.out.clear();
+  CHECK(run(o, nullptr, &err) == 2);
+}

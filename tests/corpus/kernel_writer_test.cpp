@@ -1,0 +1,112 @@
+// The kernel writer on the CPU: which tasks it supports (a coverage floor over the built-in
+// library, so a regression shows), that what it writes is well-formed and deterministic, and
+// that it refuses what it cannot do with "unsupported: <why>".
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "corpus/kernel_writer.hpp"
+#include "corpus_tasks.hpp"
+#include "tasks/prompt.hpp"
+
+using namespace kforge;
+using namespace kforge::corpus;
+
+#ifdef KFORGE_TASKS_WITH_TORCH
+
+TEST_CASE("every family task gets several well-formed variants") {
+  const auto lib = testing::builtin_by_id();
+  for (const auto& id : testing::family_tasks()) {
+    INFO(id);
+    auto it = lib.find(id);
+    REQUIRE(it != lib.end());
+    auto ks = write_kernels(it->second);
+    REQUIRE_MESSAGE(ks.ok(), (ks.ok() ? "" : ks.message()));
+    CHECK(ks->size() >= 2);
+    std::set<std::string> names;
+    for (const auto& v : *ks) {
+      INFO(v.name);
+      CHECK(names.insert(v.name).second);
+      CHECK(v.source.find("extern \"C\" int kf_forward(") != std::string::npos);
+      CHECK(v.source.find("#include <kforge/kernel_abi.h>") != std::string::npos);
+      CHECK(v.explanation.size() > 100);
+      auto src = tasks::extract_kernel_source(completion_text(v));
+      REQUIRE(src.ok());
+      CHECK(*src == v.source);
+    }
+  }
+}
+
+TEST_CASE("the writer is deterministic") {
+  const auto lib = testing::builtin_by_id();
+  for (const char* id : {"l1/softmax_rows", "l2/gemm_layernorm_gelu", "l1/where"}) {
+    auto a = write_kernels(lib.at(id));
+    auto b = write_kernels(lib.at(id));
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    REQUIRE(a->size() == b->size());
+    for (std::size_t i = 0; i < a->size(); ++i) CHECK((*a)[i].source == (*b)[i].source);
+  }
+}
+
+TEST_CASE("what the writer cannot do is an unsupported error") {
+  const auto lib = testing::builtin_by_id();
+  for (const char* id : {"l1/conv2d_3x3", "l1/relu_bf16", "l1/topk_values", "l1/argmax_rows",
+                         "l2/mlp_gelu", "l1/cumsum_rows", "l2/attention"}) {
+    INFO(id);
+    auto ks = write_kernels(lib.at(id));
+    REQUIRE_FALSE(ks.ok());
+    CHECK(ks.message().rfind("unsupported: ", 0) == 0);
+    CHECK_FALSE(reason_key(ks.message()).empty());
+  }
+}
+
+TEST_CASE("coverage of the built-in library and of synthesized tasks") {
+  const auto lib = testing::builtin_by_id();
+  std::map<std::string, std::pair<int, int>> per;  // category -> (supported, total)
+  std::map<std::string, int> reasons;
+  int supported = 0;
+  for (const auto& [id, t] : lib) {
+    auto& c = per[std::string(tasks::to_string(t.category))];
+    ++c.second;
+    auto ks = write_kernels(t);
+    if (ks) {
+      ++supported;
+      ++c.first;
+    } else {
+      ++reasons[reason_key(ks.message())];
+    }
+  }
+  std::printf("built-in: %d of %zu supported\n", supported, lib.size());
+  for (const auto& [c, n] : per) std::printf("  %-14s %3d / %3d\n", c.c_str(), n.first, n.second);
+  for (const auto& [r, n] : reasons) std::printf("    %3d  %s\n", n, r.c_str());
+  CHECK(supported >= 90);
+
+  std::map<std::string, std::pair<int, int>> sper;
+  int ssup = 0;
+  const auto synth = testing::synth_tasks(500);
+  for (const auto& t : synth) {
+    auto& c = sper[std::string(tasks::to_string(t.category))];
+    ++c.second;
+    if (write_kernels(t)) {
+      ++ssup;
+      ++c.first;
+    }
+  }
+  std::printf("synthesized (rendered, unfiltered): %d of %zu supported\n", ssup, synth.size());
+  for (const auto& [c, n] : sper) std::printf("  %-14s %3d / %3d\n", c.c_str(), n.first, n.second);
+  CHECK(ssup >= 100);
+}
+
+#else
+
+TEST_CASE("without LibTorch every task is unsupported") {
+  const auto lib = testing::builtin_by_id();
+  auto ks = write_kernels(lib.at("l1/relu"));
+  REQUIRE_FALSE(ks.ok());
+  CHECK(ks.message().rfind("unsupported: ", 0) == 0);
+}
+
+#endif

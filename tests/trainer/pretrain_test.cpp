@@ -1,0 +1,400 @@
+// kforge pretrain (trainer/pretrain.hpp, pretrain_command.hpp) on the fixture ChatML tokenizer
+// (tests/model/fixtures/tokenizer, vocab 502) with a tiny model (hidden 64, 2 layers) on the CPU:
+// the prompt is masked, the loss falls on a learnable corpus, the same seed gives the same bits,
+// the written directory loads and generates as the engine sampler would use it, bad inputs exit 2
+// and leave nothing behind.
+#include <ATen/ATen.h>
+// Debian's LibTorch logs through glog, whose CHECK macros would shadow doctest's.
+#undef CHECK
+#undef CHECK_EQ
+#undef CHECK_NE
+#undef CHECK_LE
+#undef CHECK_LT
+#undef CHECK_GE
+#undef CHECK_GT
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../model/test_files.hpp"
+#include "model/chat.hpp"
+#include "model/generate.hpp"
+#include "model/tokenizer.hpp"
+#include "model/weights.hpp"
+#include "trainer/pretrain.hpp"
+#include "trainer/pretrain_command.hpp"
+
+using namespace kforge;
+using namespace kforge::trainer;
+using model::testing::read_text;
+using model::testing::scratch_dir;
+using model::testing::write_text;
+
+namespace {
+
+const std::string tokenizer_dir = std::string(KFORGE_MODEL_FIXTURES) + "/tokenizer";
+
+/// 32 ops, each with its own body: the template (explanation, code fence) is shared and the body is
+/// a fixed function of the op's name, so the corpus is learnable and partly memorised. Short, since
+/// Debian's LibTorch runs on the reference BLAS (a few GFLOP/s).
+std::vector<std::pair<std::string, std::string>> corpus() {
+  const std::vector<std::pair<std::string, std::string>> ops{
+      {"relu", "x > 0 ? x : 0"},   {"square", "x * x"},        {"double", "x + x"},      {"negate", "-x"},
+      {"cube", "x * x * x"},       {"half", "x * 0.5f"},       {"inc", "x + 1"},         {"dec", "x - 1"},
+      {"abs", "fabsf(x)"},         {"exp", "expf(x)"},         {"log", "logf(x)"},       {"sqrt", "sqrtf(x)"},
+      {"sin", "sinf(x)"},          {"cos", "cosf(x)"},         {"tanh", "tanhf(x)"},     {"sign", "x > 0 ? 1 : -1"},
+      {"clip", "fminf(x, 1)"},     {"floor", "floorf(x)"},     {"ceil", "ceilf(x)"},     {"recip", "1 / x"},
+      {"zero", "0"},               {"one", "1"},               {"triple", "x * 3"},      {"swish", "x / (1 + expf(-x))"},
+      {"step", "x > 0"},           {"erf", "erff(x)"},         {"round", "roundf(x)"},   {"rsqrt", "rsqrtf(x)"},
+      {"gelu", "x * normcdff(x)"}, {"softplus", "log1pf(expf(x))"}, {"id", "x"},      {"quad", "x * x * x * x"}};
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [name, body] : ops)
+    out.emplace_back("Kernel for " + name + ".", "Computes " + name + ".\n```cuda\ny[i] = " + body + ";\n```");
+  return out;
+}
+
+void write_corpus(const std::string& path, const std::vector<std::pair<std::string, std::string>>& pairs) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  for (const auto& [p, c] : pairs) f << nlohmann::json{{"prompt", p}, {"completion", c}}.dump() << "\n";
+}
+
+pretrain_options tiny_options(const scratch_dir& dir, const std::string& out) {
+  pretrain_options o;
+  o.data = dir.path("data.jsonl");
+  o.tokenizer_dir = tokenizer_dir;
+  o.out = dir.path(out);
+  o.hidden_size = 64;
+  o.num_layers = 2;
+  o.num_heads = 4;
+  o.num_kv_heads = 2;
+  o.intermediate_size = 128;
+  o.max_positions = 256;
+  o.max_len = 256;
+  o.batch_size = 8;
+  o.steps = 60;
+  o.lr = 1e-2;
+  o.val_fraction = 0.1;
+  o.log_every = 10;
+  o.eval_every = 30;
+  o.seed = 5;
+  o.device = "cpu";
+  o.command = "test";
+  return o;
+}
+
+sft_format fixture_format() {
+  auto f = load_sft_format(tokenizer_dir);
+  REQUIRE_MESSAGE(f.ok(), (f.ok() ? "" : f.message()));
+  return std::move(*f);
+}
+
+struct command_run {
+  int code = 0;
+  std::string out, err;
+};
+
+command_run run_command(const pretrain_options& o) {
+  std::ostringstream out, err;
+  command_run r;
+  r.code = pretrain_command(o, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("pretrain: an example is the chat-wrapped prompt, then the completion and <|im_end|>; only the latter are targets") {
+  const sft_format f = fixture_format();
+  CHECK(f.chat.style == model::chat_style::chatml);
+  CHECK(f.eos == *f.tok.token_to_id("<|im_end|>"));
+  CHECK(f.pad == *f.tok.token_to_id("<|endoftext|>"));
+
+  const sft_example ex = tokenize_example(f, "Write a kernel for relu.", "It is max(x, 0).");
+  const auto prompt = f.tok.encode(f.chat.wrap("Write a kernel for relu."), false);
+  const auto completion = f.tok.encode("It is max(x, 0).", false);
+  REQUIRE(ex.prompt_tokens == static_cast<std::int64_t>(prompt.size()));
+  REQUIRE(ex.ids.size() == prompt.size() + completion.size() + 1);
+  CHECK(std::equal(prompt.begin(), prompt.end(), ex.ids.begin()));
+  CHECK(std::equal(completion.begin(), completion.end(), ex.ids.begin() + ex.prompt_tokens));
+  CHECK(ex.ids.back() == f.eos);
+  // The sampler's prompt ends by opening the assistant's turn.
+  CHECK(f.tok.decode({ex.ids.begin(), ex.ids.begin() + ex.prompt_tokens}).substr(0, 12) == "<|im_start|>");
+
+  const auto mask = target_mask(ex);
+  REQUIRE(mask.size() == ex.ids.size());
+  for (std::size_t i = 0; i < mask.size(); ++i) {
+    CAPTURE(i);
+    CHECK(mask[i] == (static_cast<std::int64_t>(i) >= ex.prompt_tokens ? 1 : 0));
+  }
+}
+
+TEST_CASE("pretrain: the data file: records, dropped long examples, errors with line numbers") {
+  scratch_dir dir;
+  const sft_format f = fixture_format();
+  const std::string path = dir.path("d.jsonl");
+
+  write_text(path, "{\"prompt\": \"a\", \"completion\": \"b\"}\n\n{\"prompt\": \"c\", \"completion\": \"" +
+                       std::string(300, 'x') + " y z\", \"extra\": 1}\n{\"prompt\": \"e\", \"completion\": \"\"}\n");
+  auto d = read_sft_data(path, f, 40);
+  REQUIRE_MESSAGE(d.ok(), (d.ok() ? "" : d.message()));
+  CHECK(d->records == 3);
+  CHECK(d->examples.size() == 2);
+  CHECK(d->dropped_too_long == 1);
+  CHECK(d->longest_dropped > 40);
+  CHECK(d->hash.rfind("fnv1a64:", 0) == 0);
+  CHECK(d->examples[1].ids.size() == static_cast<std::size_t>(d->examples[1].prompt_tokens) + 1);  // only eos
+
+  auto error_of = [&](const std::string& text) {
+    write_text(path, text);
+    auto r = read_sft_data(path, f, 40);
+    REQUIRE_FALSE(r.ok());
+    return r.message();
+  };
+  const std::string good = "{\"prompt\": \"a\", \"completion\": \"b\"}\n";
+  CHECK(error_of(good + good + "{\"prompt\": \"a\", \"compl").find("d.jsonl:3: not valid JSON") != std::string::npos);
+  CHECK(error_of(good + "{\"prompt\": \"a\"}\n").find("d.jsonl:2: no \"completion\"") != std::string::npos);
+  CHECK(error_of("{\"prompt\": 1, \"completion\": \"b\"}\n").find(":1: \"prompt\" must be a string") !=
+        std::string::npos);
+  CHECK(error_of("[1, 2]\n").find(":1: not a JSON object") != std::string::npos);
+  CHECK(error_of("\n\n").find("no records") != std::string::npos);
+  CHECK(error_of("{\"prompt\": \"a\", \"completion\": \"" + std::string(300, 'x') + " y\"}\n")
+            .find("longer than --max-len 40") != std::string::npos);
+  CHECK_FALSE(read_sft_data(dir.path("missing.jsonl"), f, 40).ok());
+}
+
+TEST_CASE("pretrain: option checks name the flags") {
+  scratch_dir dir;
+  auto message = [&](auto edit) {
+    pretrain_options o = tiny_options(dir, "out");
+    edit(o);
+    auto s = validate(o);
+    return s.ok() ? std::string() : s.message();
+  };
+  CHECK(message([](pretrain_options&) {}).empty());
+  CHECK(message([](pretrain_options& o) { o.num_heads = 5; }) == "--heads 5 does not divide --hidden 64");
+  CHECK(message([](pretrain_options& o) { o.num_kv_heads = 3; }) == "--kv-heads 3 does not divide --heads 4");
+  CHECK(message([](pretrain_options& o) { o.num_heads = 64; }).find("must be even") != std::string::npos);
+  CHECK(message([](pretrain_options& o) { o.max_len = 512; }) == "--max-len 512 exceeds --max-positions 256");
+  CHECK(message([](pretrain_options& o) { o.hidden_size = 0; }) == "--hidden 0: must be >= 1");
+  CHECK(message([](pretrain_options& o) { o.val_fraction = 1; }).find("--val-fraction") == 0);
+  CHECK(message([](pretrain_options& o) { o.device = "gpu"; }).find("--device 'gpu'") == 0);
+  CHECK(message([](pretrain_options& o) { o.data.clear(); }).find("--data: missing") == 0);
+}
+
+TEST_CASE("pretrain: split, batches and schedule are deterministic and cover the data") {
+  const data_split s = split_examples(50, 0.1, 7);
+  CHECK(s.val.size() == 5);
+  CHECK(s.train.size() == 45);
+  std::set<std::size_t> all(s.train.begin(), s.train.end());
+  all.insert(s.val.begin(), s.val.end());
+  CHECK(all.size() == 50);
+  CHECK(split_examples(50, 0.1, 7).val == s.val);
+  CHECK(split_examples(50, 0.1, 8).val != s.val);
+  CHECK(split_examples(1, 0.5, 7).val.empty());  // never everything held out
+
+  std::vector<std::int64_t> lengths;
+  for (int i = 0; i < 50; ++i) lengths.push_back(5 + (i * 37) % 60);
+  for (std::int64_t budget : {0, 200}) {
+    CAPTURE(budget);
+    const auto plan = plan_epoch(s.train, lengths, 8, budget, 3, 0);
+    CHECK(plan == plan_epoch(s.train, lengths, 8, budget, 3, 0));
+    CHECK(plan != plan_epoch(s.train, lengths, 8, budget, 3, 1));  // reshuffled every epoch
+    std::multiset<std::size_t> seen;
+    for (const auto& b : plan) {
+      seen.insert(b.begin(), b.end());
+      std::int64_t longest = 0;
+      for (auto i : b) longest = std::max(longest, lengths[i]);
+      if (budget > 0) CHECK((static_cast<std::int64_t>(b.size()) * longest <= budget || b.size() == 1));
+      else CHECK(b.size() <= 8);
+    }
+    CHECK(seen == std::multiset<std::size_t>(s.train.begin(), s.train.end()));
+  }
+
+  pretrain_options o;
+  o.lr = 1.0;
+  o.min_lr_ratio = 0.1;
+  o.warmup_fraction = 0.1;
+  CHECK(lr_at(o, 0, 100) == doctest::Approx(0.1));
+  CHECK(lr_at(o, 9, 100) == doctest::Approx(1.0));
+  CHECK(lr_at(o, 10, 100) == doctest::Approx(1.0));
+  CHECK(lr_at(o, 99, 100) == doctest::Approx(0.1));
+  CHECK(lr_at(o, 50, 100) < lr_at(o, 30, 100));
+}
+
+TEST_CASE("pretrain: bad inputs exit 2 with a message and write nothing") {
+  scratch_dir dir;
+  write_corpus(dir.path("data.jsonl"), corpus());
+  auto expect_bad = [&](pretrain_options o, const std::string& needle) {
+    const command_run r = run_command(o);
+    CAPTURE(r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(needle) != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(o.out));
+    CHECK_FALSE(std::filesystem::exists(o.out + ".tmp"));
+  };
+  pretrain_options o = tiny_options(dir, "out");
+
+  auto missing = o;
+  missing.data = dir.path("nope.jsonl");
+  expect_bad(missing, "nope.jsonl: cannot read");
+
+  write_text(dir.path("bad.jsonl"), "{\"prompt\": \"a\", \"completion\": \"b\"}\n{\"prompt\": \n");
+  auto garbled = o;
+  garbled.data = dir.path("bad.jsonl");
+  expect_bad(garbled, "bad.jsonl:2: not valid JSON");
+
+  std::filesystem::create_directories(dir.path("empty_tok"));
+  write_text(dir.path("empty_tok/tokenizer_config.json"), "{}");
+  auto no_tokenizer = o;
+  no_tokenizer.tokenizer_dir = dir.path("empty_tok");
+  expect_bad(no_tokenizer, "no tokenizer.json");
+
+  write_text(dir.path("a_file"), "x");
+  auto unwritable = o;
+  unwritable.out = dir.path("a_file/sub/out");
+  expect_bad(unwritable, "cannot be written");
+
+  auto sizes = o;
+  sizes.num_heads = 5;
+  expect_bad(sizes, "--heads 5 does not divide --hidden 64");
+
+  std::filesystem::create_directories(dir.path("taken"));
+  auto exists = o;
+  exists.out = dir.path("taken");
+  const command_run r = run_command(exists);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("already exists") != std::string::npos);
+}
+
+TEST_CASE("pretrain: the loss falls, the checkpoint loads and generates, the same seed gives the same weights") {
+  scratch_dir dir;
+  write_corpus(dir.path("data.jsonl"), corpus());
+  const pretrain_options o = tiny_options(dir, "out");
+
+  const command_run r = run_command(o);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::string out = o.out;
+  CHECK_FALSE(std::filesystem::exists(out + ".tmp"));
+  for (const char* f : {"config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
+                        "tokenizer_config.json", "pretrain.json", "train_log.jsonl"})
+    CHECK_MESSAGE(std::filesystem::exists(out + "/" + f), f);
+
+  const auto record = nlohmann::json::parse(read_text(out + "/pretrain.json"));
+  const auto& t = record["training"];
+  const double first = t["first_train_loss"].get<double>(), last = t["final_train_loss"].get<double>();
+  MESSAGE("loss " << first << " -> " << last << ", validation " << t["final_val_loss"] << ", "
+                  << t["tokens_per_second"].get<double>() << " tokens/s on the CPU");
+  CHECK(first > 5.0);          // ~ln(512) at init
+  CHECK(last < 0.35 * first);  // the template and most bodies are learnt
+  CHECK(t["final_val_loss"].is_number());
+  CHECK(t["steps"] == 60);
+  CHECK(record["data"]["records"] == 32);
+  CHECK(record["data"]["val_examples"] == 3);
+  CHECK(record["data"]["hash"].get<std::string>().rfind("fnv1a64:", 0) == 0);
+  CHECK(record["tokenizer"]["chat_format"] == "ChatML");
+  CHECK(record["options"]["hidden_size"] == 64);
+  CHECK(record["command"] == "test");
+  std::istringstream log_lines(read_text(out + "/train_log.jsonl"));
+  std::vector<nlohmann::json> log;
+  for (std::string line; std::getline(log_lines, line);) log.push_back(nlohmann::json::parse(line));
+  REQUIRE(log.size() == 6);  // every 10 steps
+  CHECK(log.back()["step"] == 60);
+  CHECK(log[2].contains("val_loss"));  // step 30
+  CHECK(log.front()["loss"].get<double>() > log.back()["loss"].get<double>());
+
+  // As the engine sampler loads it: config + weights, tokenizer, stop tokens, chat format.
+  auto lm = model::load_causal_lm(out);
+  REQUIRE_MESSAGE(lm.ok(), (lm.ok() ? "" : lm.message()));
+  CHECK((*lm)->config.vocab_size == 512);
+  CHECK((*lm)->config.tie_word_embeddings);
+  auto tok = model::tokenizer::load(out);
+  REQUIRE(tok.ok());
+  auto defaults = model::load_generation_defaults(out, *tok);
+  REQUIRE(defaults.ok());
+  CHECK(defaults->stop_tokens == std::vector<std::int64_t>{2});
+  auto chat = model::detect_chat_format(defaults->chat_template, *tok, defaults->bos_token, out);
+  REQUIRE(chat.ok());
+  CHECK(chat->style == model::chat_style::chatml);
+  model::sampling_options so;
+  so.temperature = 0;
+  so.max_new_tokens = 80;
+  so.stop_tokens = defaults->stop_tokens;
+  const auto [prompt, completion] = corpus()[0];
+  auto gens = model::generate(**lm, {tok->encode(chat->wrap(prompt), false)}, so, &*tok);
+  REQUIRE_MESSAGE(gens.ok(), (gens.ok() ? "" : gens.message()));
+  MESSAGE("greedy: " << (*gens)[0].text);
+  CHECK((*gens)[0].text.rfind("Computes ", 0) == 0);  // the template is learnt
+
+  // Same seed: the same bits (fp32 here, so that no rounding to bf16 could hide a difference);
+  // another seed: other weights.
+  auto short_run = [&](const std::string& name, std::uint64_t seed) {
+    pretrain_options s = tiny_options(dir, name);
+    s.seed = seed;
+    s.steps = 3;
+    s.save_bf16 = false;
+    const command_run rr = run_command(s);
+    REQUIRE_MESSAGE(rr.code == 0, rr.err);
+    return read_text(s.out + "/model.safetensors");
+  };
+  const std::string a = short_run("a", 9), b = short_run("b", 9), c = short_run("other", 10);
+  CHECK(a.size() > 4 * 100000);  // fp32
+  CHECK(a == b);
+  CHECK(a != c);
+  pretrain_options other = tiny_options(dir, "other");
+
+  // --overwrite replaces a finished checkpoint.
+  pretrain_options over = other;
+  over.overwrite = true;
+  over.steps = 1;
+  REQUIRE(run_command(over).code == 0);
+  CHECK(nlohmann::json::parse(read_text(dir.path("other/pretrain.json")))["training"]["steps"] == 1);
+}
+
+TEST_CASE("pretrain: on CUDA, bf16 compute with fp32 master weights learns as on the CPU") {
+  auto device = resolve_device("auto");
+  REQUIRE(device.ok());
+  if (*device == "cpu") {
+    MESSAGE("skipped: LibTorch sees no CUDA device");
+    return;
+  }
+  scratch_dir dir;
+  write_corpus(dir.path("data.jsonl"), corpus());
+  pretrain_options o = tiny_options(dir, "out");
+  o.device = "cuda";
+  const command_run r = run_command(o);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto t = nlohmann::json::parse(read_text(o.out + "/pretrain.json"))["training"];
+  MESSAGE("cuda: loss " << t["first_train_loss"] << " -> " << t["final_train_loss"] << ", " << t["compute_dtype"]);
+  CHECK(t["compute_dtype"].get<std::string>().find("bfloat16") == 0);
+  CHECK(t["final_train_loss"].get<double>() < 0.35 * t["first_train_loss"].get<double>());
+
+  model::load_options lo;
+  lo.device = at::Device(*device);
+  lo.dtype = at::kBFloat16;
+  auto lm = model::load_causal_lm(o.out, lo);
+  REQUIRE_MESSAGE(lm.ok(), (lm.ok() ? "" : lm.message()));
+  auto tok = model::tokenizer::load(o.out);
+  REQUIRE(tok.ok());
+  const sft_format f = fixture_format();
+  model::sampling_options so;
+  so.temperature = 0;
+  so.max_new_tokens = 40;
+  so.stop_tokens = {f.eos};
+  auto gens = model::generate(**lm, {tok->encode(f.chat.wrap(corpus()[0].first), false)}, so, &*tok);
+  REQUIRE_MESSAGE(gens.ok(), (gens.ok() ? "" : gens.message()));
+  MESSAGE("cuda greedy: " << (*gens)[0].text);
+  CHECK((*gens)[0].text.rfind("Computes ", 0) == 0);
+}

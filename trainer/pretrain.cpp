@@ -1,0 +1,522 @@
+// The LibTorch half of pretrain.hpp: the model, its init, the training loop and the checkpoint.
+#include "trainer/pretrain.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/cuda.h>
+#include <torch/optim/adamw.h>
+#include <torch/version.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <ostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/hash.hpp"
+#include "common/text_file.hpp"
+#include "model/config.hpp"
+#include "model/transformer.hpp"
+#include "model/weights.hpp"
+#include "trainer/checkpoint.hpp"
+
+namespace kforge::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::int64_t padded_vocab(const pretrain_options& o, const sft_format& f) {
+  const std::int64_t v = f.tok.vocab_size();
+  return (v + o.vocab_multiple - 1) / o.vocab_multiple * o.vocab_multiple;
+}
+
+/// A Qwen2 config.json as transformers writes one (the keys model/config.cpp reads, and the ones
+/// transformers needs to build the same model).
+json config_json(const pretrain_options& o, const sft_format& f, std::int64_t vocab) {
+  json c = {{"architectures", {"Qwen2ForCausalLM"}},
+            {"model_type", "qwen2"},
+            {"hidden_size", o.hidden_size},
+            {"intermediate_size", o.intermediate_size},
+            {"num_hidden_layers", o.num_layers},
+            {"num_attention_heads", o.num_heads},
+            {"num_key_value_heads", o.num_kv_heads},
+            {"max_position_embeddings", o.max_positions},
+            {"rms_norm_eps", o.rms_norm_eps},
+            {"rope_theta", o.rope_theta},
+            {"hidden_act", "silu"},
+            {"tie_word_embeddings", o.tie_embeddings},
+            {"vocab_size", vocab},
+            {"torch_dtype", o.save_bf16 ? "bfloat16" : "float32"},
+            {"use_sliding_window", false},
+            {"sliding_window", nullptr},
+            {"max_window_layers", o.num_layers},
+            {"attention_dropout", 0.0},
+            {"initializer_range", o.init_std},
+            {"use_cache", true},
+            {"eos_token_id", f.eos},
+            {"pad_token_id", f.pad}};
+  c["bos_token_id"] = f.bos ? json(*f.bos) : json(nullptr);
+  return c;
+}
+
+/// Hugging Face's Qwen2 init from `seed` alone: one CPU generator drawn in parameter order, so the
+/// same seed gives the same bits whatever the global generator did before.
+void init_weights(model::CausalLMImpl& m, std::uint64_t seed, double std_dev) {
+  at::NoGradGuard no_grad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  for (auto& item : m.named_parameters(/*recurse=*/true)) {
+    at::Tensor p = item.value();
+    if (p.dim() == 1 && ends_with(item.key(), "norm.weight")) {
+      p.fill_(1.0);
+    } else if (ends_with(item.key(), ".bias")) {
+      p.zero_();
+    } else {
+      p.normal_(0.0, std_dev, gen);
+    }
+  }
+}
+
+/// A batch as tensors: right-padded ids, and the flat positions ([B * L] indexing) whose hidden
+/// state predicts a target, with those targets.
+struct batch_tensors {
+  at::Tensor ids;        ///< [B, L] int64
+  at::Tensor positions;  ///< [N] int64 into the flattened [B * L]
+  at::Tensor targets;    ///< [N] int64
+  std::int64_t tokens = 0;   ///< non-padding tokens
+  std::int64_t n_targets = 0;
+};
+
+batch_tensors make_batch(const std::vector<std::size_t>& rows, const sft_dataset& d, std::int64_t pad,
+                         const at::Device& dev) {
+  std::int64_t len = 0;
+  for (auto r : rows) len = std::max(len, static_cast<std::int64_t>(d.examples[r].ids.size()));
+  const auto b = static_cast<std::int64_t>(rows.size());
+  batch_tensors out;
+  at::Tensor ids = at::full({b, len}, pad, at::kLong);
+  auto acc = ids.accessor<std::int64_t, 2>();
+  std::vector<std::int64_t> pos, tgt;
+  for (std::int64_t i = 0; i < b; ++i) {
+    const sft_example& ex = d.examples[rows[static_cast<std::size_t>(i)]];
+    const auto n = static_cast<std::int64_t>(ex.ids.size());
+    for (std::int64_t t = 0; t < n; ++t) acc[i][t] = ex.ids[static_cast<std::size_t>(t)];
+    out.tokens += n;
+    // Target t (t >= prompt_tokens, t >= 1) is predicted by the hidden state at t - 1.
+    for (std::int64_t t = std::max<std::int64_t>(ex.prompt_tokens, 1); t < n; ++t) {
+      pos.push_back(i * len + t - 1);
+      tgt.push_back(ex.ids[static_cast<std::size_t>(t)]);
+    }
+  }
+  out.n_targets = static_cast<std::int64_t>(pos.size());
+  const auto n = out.n_targets;
+  out.ids = ids.to(dev);
+  out.positions = at::from_blob(pos.data(), {n}, at::kLong).clone().to(dev);
+  out.targets = at::from_blob(tgt.data(), {n}, at::kLong).clone().to(dev);
+  return out;
+}
+
+/// Summed cross-entropy (fp32) of the batch's targets. The output projection is applied to the
+/// target positions only: the prompt's logits ([tokens, vocab], the largest tensor of a step)
+/// are never built.
+at::Tensor summed_loss(model::CausalLMImpl& m, const batch_tensors& b) {
+  if (b.n_targets == 0) return at::zeros({}, b.ids.options().dtype(at::kFloat));
+  const at::Tensor h = m.model->forward(b.ids, {});  // [B, L, H]
+  const at::Tensor sel = h.reshape({-1, h.size(-1)}).index_select(0, b.positions);
+  const at::Tensor logits = at::matmul(sel, m.output_weight().t()).to(at::kFloat);
+  return at::cross_entropy_loss(logits, b.targets, {}, at::Reduction::Sum);
+}
+
+double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
+  std::vector<at::Tensor> norms;
+  for (const auto& p : params)
+    if (p.grad().defined()) norms.push_back(p.grad().detach().norm(2).to(at::kDouble));
+  if (norms.empty()) return 0.0;
+  const double total = at::stack(norms).norm(2).item<double>();
+  if (max_norm > 0 && std::isfinite(total) && total > max_norm) {
+    const double scale = max_norm / (total + 1e-6);
+    for (const auto& p : params)
+      if (p.grad().defined()) p.grad().detach().mul_(scale);
+  }
+  return total;
+}
+
+/// Removes `<out>.tmp` unless the run got as far as renaming it.
+struct tmp_dir_guard {
+  std::string path;
+  bool keep = false;
+  ~tmp_dir_guard() {
+    if (keep || path.empty()) return;
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+json options_json(const pretrain_options& o) {
+  return {{"data", o.data},
+          {"tokenizer_dir", o.tokenizer_dir},
+          {"out", o.out},
+          {"overwrite", o.overwrite},
+          {"hidden_size", o.hidden_size},
+          {"num_layers", o.num_layers},
+          {"num_heads", o.num_heads},
+          {"num_kv_heads", o.num_kv_heads},
+          {"intermediate_size", o.intermediate_size},
+          {"max_positions", o.max_positions},
+          {"rope_theta", o.rope_theta},
+          {"rms_norm_eps", o.rms_norm_eps},
+          {"tie_embeddings", o.tie_embeddings},
+          {"vocab_multiple", o.vocab_multiple},
+          {"init_std", o.init_std},
+          {"seed", o.seed},
+          {"max_len", o.max_len},
+          {"val_fraction", o.val_fraction},
+          {"batch_size", o.batch_size},
+          {"batch_tokens", o.batch_tokens},
+          {"micro_batch_tokens", o.micro_batch_tokens},
+          {"steps", o.steps},
+          {"epochs", o.epochs},
+          {"lr", o.lr},
+          {"min_lr_ratio", o.min_lr_ratio},
+          {"warmup_fraction", o.warmup_fraction},
+          {"beta1", o.beta1},
+          {"beta2", o.beta2},
+          {"adam_eps", o.adam_eps},
+          {"weight_decay", o.weight_decay},
+          {"max_grad_norm", o.max_grad_norm},
+          {"device", o.device},
+          {"bf16", o.bf16},
+          {"log_every", o.log_every},
+          {"eval_every", o.eval_every},
+          {"save_bf16", o.save_bf16}};
+}
+
+std::string file_hash(const std::string& path) {
+  auto text = read_text_file(path);
+  if (!text) return "";
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a64(*text)));
+  return std::string("fnv1a64:") + buf;
+}
+
+json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+}  // namespace
+
+result<std::string> resolve_device(const std::string& d) {
+  if (d == "cpu") return std::string("cpu");
+  const int n = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  if (d == "auto") return std::string(n > 0 ? "cuda:0" : "cpu");
+  int index = 0;
+  if (d.rfind("cuda:", 0) == 0) {
+    try {
+      index = std::stoi(d.substr(5));
+    } catch (const std::exception&) {
+      return error{"--device '" + d + "': expected auto, cpu, cuda or cuda:N"};
+    }
+  } else if (d != "cuda") {
+    return error{"--device '" + d + "': expected auto, cpu, cuda or cuda:N"};
+  }
+  if (n == 0)
+    return error{"--device " + d + ": LibTorch sees no CUDA device (LibTorch " + TORCH_VERSION +
+                 (torch::cuda::is_available() ? "" : ", a CPU build or no driver") + ")"};
+  if (index >= n)
+    return error{"--device " + d + ": LibTorch sees " + std::to_string(n) + " CUDA device(s)"};
+  return "cuda:" + std::to_string(index);
+}
+
+result<pretrain_report> run_pretrain(const pretrain_options& o, const sft_format& fmt, const sft_dataset& data,
+                                     std::ostream* log) {
+  if (auto s = validate(o); !s) return s.err();
+  if (auto s = check_output_dir(o); !s) return s.err();
+  auto device_name = resolve_device(o.device);
+  if (!device_name) return device_name.err();
+
+  pretrain_report rep;
+  rep.device = *device_name;
+  const at::Device dev(*device_name);
+  const bool on_gpu = dev.is_cuda();
+  const bool mixed = on_gpu && o.bf16;
+
+  auto tmp = begin_checkpoint_dir(o.out);
+  if (!tmp) return tmp.err();
+  tmp_dir_guard guard{*tmp};
+  const fs::path dir(*tmp);
+
+  // The config is parsed back by the model's own reader: a checkpoint it could not load fails here,
+  // before any training.
+  const std::int64_t vocab = padded_vocab(o, fmt);
+  const json cfg_json = config_json(o, fmt, vocab);
+  auto cfg = model::parse_model_config(cfg_json.dump(), "config.json (generated)");
+  if (!cfg) return cfg.err();
+
+  const data_split split = split_examples(data.examples.size(), o.val_fraction, o.seed);
+  rep.train_examples = static_cast<std::int64_t>(split.train.size());
+  rep.val_examples = static_cast<std::int64_t>(split.val.size());
+  std::vector<std::int64_t> lengths;
+  for (const auto& ex : data.examples) lengths.push_back(static_cast<std::int64_t>(ex.ids.size()));
+
+  // The whole run's batches up front: the schedule needs the step count, and a plan fixed by
+  // (seed, epoch) alone keeps runs reproducible.
+  std::vector<std::vector<std::size_t>> plan;
+  std::int64_t first_epoch_batches = 0;
+  for (std::int64_t epoch = 0;; ++epoch) {
+    auto batches = plan_epoch(split.train, lengths, o.batch_size, o.batch_tokens, o.seed, epoch);
+    if (epoch == 0) first_epoch_batches = static_cast<std::int64_t>(batches.size());
+    for (auto& b : batches) plan.push_back(std::move(b));
+    if (o.steps > 0 ? static_cast<std::int64_t>(plan.size()) >= o.steps : epoch + 1 >= o.epochs) break;
+  }
+  if (o.steps > 0) plan.resize(static_cast<std::size_t>(o.steps));
+  const auto total = static_cast<std::int64_t>(plan.size());
+
+  // Validation batches: length-sorted so that their padding is small; cut like training batches.
+  std::vector<std::vector<std::size_t>> val_batches;
+  {
+    std::vector<std::size_t> v = split.val;
+    std::stable_sort(v.begin(), v.end(), [&](std::size_t a, std::size_t b) { return lengths[a] < lengths[b]; });
+    const std::int64_t budget = o.micro_batch_tokens > 0 ? o.micro_batch_tokens : o.batch_tokens;
+    if (budget > 0) {
+      val_batches = cut_by_tokens(v, lengths, budget);
+    } else {
+      for (std::size_t i = 0; i < v.size(); i += static_cast<std::size_t>(o.batch_size))
+        val_batches.emplace_back(v.begin() + static_cast<std::ptrdiff_t>(i),
+                                 v.begin() + static_cast<std::ptrdiff_t>(
+                                                 std::min(v.size(), i + static_cast<std::size_t>(o.batch_size))));
+    }
+  }
+
+  std::ofstream train_log(dir / "train_log.jsonl", std::ios::binary | std::ios::trunc);
+  if (!train_log) return error{(dir / "train_log.jsonl").string() + ": cannot write"};
+
+  const auto started = clock_type::now();
+  try {
+    // Master weights: fp32, initialised on the CPU (bit-identical for a seed), then moved.
+    model::CausalLM master(*cfg);
+    init_weights(*master, o.seed, o.init_std);
+    master->to(dev, at::kFloat);
+    master->train();
+    std::vector<at::Tensor> master_params = master->parameters(/*recurse=*/true);
+    for (const auto& p : master_params) rep.parameters += p.numel();
+
+    // The model forward and backward run on: the masters themselves, or their bf16 copy.
+    model::CausalLM compute = master;
+    std::vector<at::Tensor> compute_params = master_params;
+    if (mixed) {
+      compute = model::CausalLM(*cfg);
+      compute->to(dev, at::kBFloat16);
+      compute->train();
+      compute_params = compute->parameters(/*recurse=*/true);
+      at::NoGradGuard no_grad;
+      for (std::size_t i = 0; i < compute_params.size(); ++i) compute_params[i].copy_(master_params[i]);
+    }
+
+    std::vector<at::Tensor> decay, no_decay;
+    for (const auto& p : master_params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    auto adam_options = [&](double wd) {
+      return torch::optim::AdamWOptions(o.lr)
+          .betas(std::make_tuple(o.beta1, o.beta2))
+          .eps(o.adam_eps)
+          .weight_decay(wd);
+    };
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    if (!decay.empty())
+      groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(adam_options(o.weight_decay)));
+    if (!no_decay.empty())
+      groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(adam_options(0.0)));
+    torch::optim::AdamW adamw(std::move(groups), adam_options(o.weight_decay));
+
+    auto evaluate = [&]() -> double {
+      if (val_batches.empty()) return -1;
+      at::NoGradGuard no_grad;
+      compute->eval();
+      at::Tensor sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(dev));
+      std::int64_t n = 0;
+      for (const auto& rows : val_batches) {
+        const batch_tensors b = make_batch(rows, data, fmt.pad, dev);
+        sum += summed_loss(*compute, b).to(at::kDouble);
+        n += b.n_targets;
+      }
+      compute->train();
+      return n > 0 ? sum.item<double>() / static_cast<double>(n) : -1;
+    };
+
+    at::Tensor window_loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(dev));
+    std::int64_t window_targets = 0, window_tokens = 0, total_tokens = 0, skipped = 0;
+    auto window_start = clock_type::now();
+    double window_eval_seconds = 0;
+    double grad_norm = 0;
+    if (log != nullptr)
+      *log << "pretrain: " << rep.parameters << " parameters, " << rep.train_examples << " train / "
+           << rep.val_examples << " validation examples, " << total << " steps on " << rep.device
+           << (mixed ? " (bf16 compute, fp32 master weights)" : " (fp32)") << "\n";
+
+    for (std::int64_t step = 0; step < total; ++step) {
+      const double lr = lr_at(o, step, total);
+      for (auto& g : adamw.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+
+      const auto& rows = plan[static_cast<std::size_t>(step)];
+      std::int64_t batch_targets = 0;
+      for (auto r : rows) batch_targets += lengths[r] - std::max<std::int64_t>(data.examples[r].prompt_tokens, 1);
+      const double denom = static_cast<double>(std::max<std::int64_t>(batch_targets, 1));
+      for (const auto& mb : cut_by_tokens(rows, lengths, o.micro_batch_tokens)) {
+        const batch_tensors b = make_batch(mb, data, fmt.pad, dev);
+        const at::Tensor loss = summed_loss(*compute, b);
+        (loss / denom).backward();
+        window_loss += loss.detach().to(at::kDouble);
+        window_targets += b.n_targets;
+        window_tokens += b.tokens;
+        total_tokens += b.tokens;
+      }
+      if (step == 0) rep.first_train_loss = window_loss.item<double>() / denom;
+
+      if (mixed) {
+        at::NoGradGuard no_grad;
+        for (std::size_t i = 0; i < master_params.size(); ++i) {
+          const at::Tensor& g = compute_params[i].grad();
+          if (!g.defined()) continue;
+          if (!master_params[i].grad().defined()) master_params[i].mutable_grad() = at::zeros_like(master_params[i]);
+          master_params[i].grad().copy_(g);
+          compute_params[i].grad().zero_();
+        }
+      }
+      grad_norm = clip_grad_norm(master_params, o.max_grad_norm);
+      if (std::isfinite(grad_norm)) {
+        adamw.step();
+        if (mixed) {
+          at::NoGradGuard no_grad;
+          for (std::size_t i = 0; i < master_params.size(); ++i) compute_params[i].copy_(master_params[i]);
+        }
+      } else {
+        ++skipped;  // a diverged step must not reach the weights
+      }
+      adamw.zero_grad();
+      rep.steps = step + 1;
+
+      const bool last = step + 1 == total;
+      const bool log_now = (step + 1) % o.log_every == 0 || last;
+      const bool eval_now = !val_batches.empty() && ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || last);
+      if (!log_now && !eval_now) continue;
+      json line = {{"step", step + 1}, {"lr", lr}, {"grad_norm", finite_or_null(grad_norm)}};
+      line["epoch"] = first_epoch_batches > 0 ? static_cast<double>(step + 1) / static_cast<double>(first_epoch_batches)
+                                              : 0.0;
+      if (log_now && window_targets > 0) {
+        // Validation inside the window is not training time.
+        const double seconds =
+            std::chrono::duration<double>(clock_type::now() - window_start).count() - window_eval_seconds;
+        rep.final_train_loss = window_loss.item<double>() / static_cast<double>(window_targets);
+        line["loss"] = finite_or_null(rep.final_train_loss);
+        line["target_tokens"] = window_targets;
+        line["tokens_per_s"] = seconds > 0 ? static_cast<double>(window_tokens) / seconds : 0.0;
+        window_loss.zero_();
+        window_targets = window_tokens = 0;
+        window_eval_seconds = 0;
+        window_start = clock_type::now();
+      }
+      line["tokens"] = total_tokens;
+      line["skipped_steps"] = skipped;
+      double val = -1;
+      if (eval_now) {
+        const auto eval_start = clock_type::now();
+        val = evaluate();
+        window_eval_seconds += std::chrono::duration<double>(clock_type::now() - eval_start).count();
+        rep.final_val_loss = val;
+        line["val_loss"] = finite_or_null(val);
+      }
+      line["elapsed_s"] = std::chrono::duration<double>(clock_type::now() - started).count();
+      train_log << line.dump() << "\n" << std::flush;
+      if (log != nullptr) {
+        std::ostringstream msg;
+        msg.precision(4);
+        msg << "step " << step + 1 << "/" << total;
+        if (line.contains("loss")) msg << " loss " << rep.final_train_loss;
+        if (eval_now) msg << " val " << val;
+        msg << " lr " << lr << " grad_norm " << grad_norm;
+        if (line.contains("tokens_per_s")) msg << " " << static_cast<std::int64_t>(line["tokens_per_s"].get<double>()) << " tok/s";
+        *log << msg.str() << "\n" << std::flush;
+      }
+    }
+    rep.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+    rep.tokens_per_second = rep.seconds > 0 ? static_cast<double>(total_tokens) / rep.seconds : 0;
+    rep.epochs = first_epoch_batches > 0 ? static_cast<double>(rep.steps) / static_cast<double>(first_epoch_batches) : 0;
+
+    train_log.close();
+    if (!train_log) return error{(dir / "train_log.jsonl").string() + ": write failed"};
+
+    // ---- the checkpoint ----
+    master->to(at::kCPU, o.save_bf16 ? at::kBFloat16 : at::kFloat);
+    if (auto s = model::save_weights(*master, (dir / "model.safetensors").string()); !s) return s.err();
+    if (auto s = write_text_file_atomically((dir / "config.json").string(), cfg_json.dump(2) + "\n"); !s)
+      return s.err();
+    json gen = {{"eos_token_id", fmt.eos}, {"pad_token_id", fmt.pad}};
+    if (fmt.bos) gen["bos_token_id"] = *fmt.bos;
+    if (auto s = write_text_file_atomically((dir / "generation_config.json").string(), gen.dump(2) + "\n"); !s)
+      return s.err();
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+      const fs::path from = fs::path(o.tokenizer_dir) / name;
+      std::error_code ec;
+      if (!fs::exists(from, ec)) continue;
+      fs::copy_file(from, dir / name, fs::copy_options::overwrite_existing, ec);
+      if (ec) return error{(dir / name).string() + ": cannot copy from " + from.string() + ": " + ec.message()};
+    }
+
+    json record = {
+        {"kforge_pretrain", 1},
+        {"command", o.command},
+        {"options", options_json(o)},
+        {"data",
+         {{"path", o.data},
+          {"hash", data.hash},
+          {"bytes", data.bytes},
+          {"records", data.records},
+          {"examples", static_cast<std::int64_t>(data.examples.size())},
+          {"dropped_too_long", data.dropped_too_long},
+          {"longest_dropped", data.longest_dropped},
+          {"tokens", data.tokens},
+          {"target_tokens", data.target_tokens},
+          {"train_examples", rep.train_examples},
+          {"val_examples", rep.val_examples}}},
+        {"tokenizer",
+         {{"dir", o.tokenizer_dir},
+          {"tokenizer_json_hash", file_hash((fs::path(o.tokenizer_dir) / "tokenizer.json").string())},
+          {"chat_format", std::string(fmt.chat.name())},
+          {"eos_token_id", fmt.eos},
+          {"pad_token_id", fmt.pad},
+          {"tokenizer_vocab", fmt.tok.vocab_size()}}},
+        {"model", {{"parameters", rep.parameters}, {"vocab_size", vocab}, {"saved_dtype", o.save_bf16 ? "bfloat16" : "float32"}}},
+        {"training",
+         {{"device", rep.device},
+          {"compute_dtype", mixed ? "bfloat16 (fp32 master weights)" : "float32"},
+          {"torch_version", TORCH_VERSION},
+          {"steps", rep.steps},
+          {"skipped_steps", skipped},
+          {"epochs", rep.epochs},
+          {"first_train_loss", finite_or_null(rep.first_train_loss)},
+          {"final_train_loss", finite_or_null(rep.final_train_loss)},
+          {"final_val_loss", rep.final_val_loss >= 0 ? finite_or_null(rep.final_val_loss) : json(nullptr)},
+          {"tokens", total_tokens},
+          {"seconds", rep.seconds},
+          {"tokens_per_second", rep.tokens_per_second}}}};
+    if (auto s = write_text_file_atomically((dir / "pretrain.json").string(), record.dump(2) + "\n"); !s)
+      return s.err();
+  } catch (const c10::Error& e) {
+    return error{"pretrain: " + std::string(e.what_without_backtrace())};
+  } catch (const std::exception& e) {
+    return error{std::string("pretrain: ") + e.what()};
+  }
+
+  if (auto s = commit_checkpoint_dir(o.out); !s) return s.err();
+  guard.keep = true;
+  rep.out = o.out;
+  return rep;
+}
+
+}  // namespace kforge::trainer

@@ -1,0 +1,304 @@
+// The torch-free half of pretrain.hpp: options checks, tokenization, data file, split, batches,
+// learning-rate schedule.
+#include "trainer/pretrain.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/hash.hpp"
+
+namespace kforge::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// splitmix64: decorrelates (seed, stream) pairs so that nearby seeds give unrelated streams.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/// Fisher-Yates with mt19937_64, whose output the standard fixes (std::shuffle and the
+/// distributions are not: another standard library would shuffle differently).
+template <class T>
+void shuffle(std::vector<T>& v, std::mt19937_64& rng) {
+  for (std::size_t i = v.size(); i > 1; --i) {
+    const std::size_t j = static_cast<std::size_t>(rng() % i);
+    std::swap(v[i - 1], v[j]);
+  }
+}
+
+std::string hex64(std::uint64_t h) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+bool valid_device(const std::string& d) {
+  if (d == "auto" || d == "cpu" || d == "cuda") return true;
+  if (d.rfind("cuda:", 0) != 0 || d.size() == 5) return false;
+  return std::all_of(d.begin() + 5, d.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+status validate(const pretrain_options& o) {
+  auto positive = [](std::int64_t v, const char* flag) -> status {
+    if (v < 1) return error{std::string(flag) + " " + std::to_string(v) + ": must be >= 1"};
+    return {};
+  };
+  if (o.data.empty()) return error{"--data: missing (a JSON-lines file of prompt/completion records)"};
+  if (o.tokenizer_dir.empty()) return error{"--tokenizer: missing (a directory with tokenizer.json)"};
+  if (o.out.empty()) return error{"--out: missing (the checkpoint directory to write)"};
+  for (auto [v, flag] : {std::pair{o.hidden_size, "--hidden"}, {o.num_layers, "--layers"},
+                         {o.num_heads, "--heads"}, {o.num_kv_heads, "--kv-heads"},
+                         {o.intermediate_size, "--intermediate"}, {o.max_positions, "--max-positions"},
+                         {o.batch_size, "--batch"}, {o.log_every, "--log-every"},
+                         {o.vocab_multiple, "vocab_multiple"}})
+    if (auto s = positive(v, flag); !s) return s;
+  if (o.hidden_size % o.num_heads != 0)
+    return error{"--heads " + std::to_string(o.num_heads) + " does not divide --hidden " +
+                 std::to_string(o.hidden_size)};
+  if ((o.hidden_size / o.num_heads) % 2 != 0)
+    return error{"--hidden " + std::to_string(o.hidden_size) + " / --heads " + std::to_string(o.num_heads) +
+                 " = head size " + std::to_string(o.hidden_size / o.num_heads) +
+                 ": must be even (rotary embeddings rotate pairs)"};
+  if (o.num_heads % o.num_kv_heads != 0)
+    return error{"--kv-heads " + std::to_string(o.num_kv_heads) + " does not divide --heads " +
+                 std::to_string(o.num_heads)};
+  if (o.max_len < 2) return error{"--max-len " + std::to_string(o.max_len) + ": must be >= 2"};
+  if (o.max_len > o.max_positions)
+    return error{"--max-len " + std::to_string(o.max_len) + " exceeds --max-positions " +
+                 std::to_string(o.max_positions)};
+  if (!(o.val_fraction >= 0 && o.val_fraction < 1))
+    return error{"--val-fraction " + std::to_string(o.val_fraction) + ": must be in [0, 1)"};
+  if (o.batch_tokens < 0) return error{"--batch-tokens: must be >= 0"};
+  if (o.micro_batch_tokens < 0) return error{"--micro-batch-tokens: must be >= 0"};
+  if (o.steps < 0) return error{"--steps " + std::to_string(o.steps) + ": must be >= 0"};
+  if (o.steps == 0 && o.epochs < 1) return error{"--epochs " + std::to_string(o.epochs) + ": must be >= 1"};
+  if (o.eval_every < 0) return error{"--eval-every: must be >= 0"};
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) return error{"--lr: must be a positive number"};
+  if (!(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1)) return error{"--min-lr-ratio: must be in [0, 1]"};
+  if (!(o.warmup_fraction >= 0 && o.warmup_fraction < 1)) return error{"--warmup: must be in [0, 1)"};
+  if (!(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1))
+    return error{"AdamW betas: must be in [0, 1)"};
+  if (!(o.adam_eps > 0)) return error{"AdamW eps: must be > 0"};
+  if (!(o.weight_decay >= 0)) return error{"--weight-decay: must be >= 0"};
+  if (!(o.rope_theta > 0)) return error{"--rope-theta: must be > 0"};
+  if (!(o.rms_norm_eps > 0)) return error{"rms_norm_eps: must be > 0"};
+  if (!(o.init_std > 0)) return error{"init_std: must be > 0"};
+  if (!valid_device(o.device))
+    return error{"--device '" + o.device + "': expected auto, cpu, cuda or cuda:N"};
+  return {};
+}
+
+result<sft_format> load_sft_format(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return error{dir + ": not a directory (--tokenizer names a tokenizer directory)"};
+  if (!fs::exists(fs::path(dir) / "tokenizer.json", ec))
+    return error{dir + ": no tokenizer.json in the tokenizer directory"};
+  auto tok = model::tokenizer::load(dir);
+  if (!tok) return tok.err();
+  // As make_engine_sampler reads a checkpoint whose tokenizer directory is its own.
+  auto defaults = model::load_generation_defaults(dir, *tok, dir);
+  if (!defaults) return defaults.err();
+  auto chat = model::detect_chat_format(defaults->chat_template, *tok, defaults->bos_token,
+                                        (fs::path(dir) / "tokenizer_config.json").string());
+  if (!chat) return chat.err();
+  sft_format f{std::move(*tok), std::move(*chat), 0, 0, defaults->bos_token};
+  // The token the model must learn to end its turn with: the one the chat format closes an
+  // assistant turn with, which the sampler stops at (it is among its stop tokens as the written
+  // generation_config.json's eos).
+  std::optional<std::int64_t> eos;
+  if (f.chat.style == model::chat_style::chatml) {
+    eos = f.tok.token_to_id("<|im_end|>");
+  } else if (f.chat.style == model::chat_style::llama3) {
+    eos = f.tok.token_to_id("<|eot_id|>");
+  } else if (!defaults->stop_tokens.empty()) {
+    eos = defaults->stop_tokens.front();
+  }
+  if (!eos)
+    return error{dir + ": no end-of-completion token: tokenizer_config.json has neither a chat template nor an "
+                       "eos_token"};
+  f.eos = *eos;
+  f.pad = defaults->pad_token.value_or(f.eos);
+  return f;
+}
+
+sft_example tokenize_example(const sft_format& fmt, std::string_view prompt, std::string_view completion) {
+  sft_example ex;
+  // Encoded separately, as the sampler encodes the wrapped prompt and then appends sampled tokens:
+  // encoding the concatenation could merge tokens across the boundary that sampling never sees.
+  ex.ids = fmt.tok.encode(fmt.chat.wrap(prompt), fmt.chat.add_special_tokens());
+  ex.prompt_tokens = static_cast<std::int64_t>(ex.ids.size());
+  const auto c = fmt.tok.encode(completion, /*add_special_tokens=*/false);
+  ex.ids.insert(ex.ids.end(), c.begin(), c.end());
+  ex.ids.push_back(fmt.eos);
+  return ex;
+}
+
+std::vector<std::uint8_t> target_mask(const sft_example& ex) {
+  std::vector<std::uint8_t> m(ex.ids.size(), 0);
+  for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(ex.prompt_tokens, 1)); i < m.size(); ++i)
+    m[i] = 1;
+  return m;
+}
+
+result<sft_dataset> read_sft_data(const std::string& path, const sft_format& fmt, std::int64_t max_len) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return error{path + ": is a directory, expected a JSON-lines file"};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return error{path + ": cannot read"};
+  sft_dataset d;
+  std::uint64_t h = fnv1a64("", 0);
+  std::string line;
+  std::int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    h = fnv1a64(line.data(), line.size(), h);
+    if (!in.eof()) h = fnv1a64("\n", 1, h);
+    d.bytes += static_cast<std::int64_t>(line.size()) + (in.eof() ? 0 : 1);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(line_no) + ": ";
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return error{where + "not valid JSON"};
+    if (!j.is_object()) return error{where + "not a JSON object"};
+    for (const char* key : {"prompt", "completion"}) {
+      if (!j.contains(key)) return error{where + "no \"" + key + "\""};
+      if (!j[key].is_string()) return error{where + "\"" + key + "\" must be a string"};
+    }
+    ++d.records;
+    sft_example ex = tokenize_example(fmt, j["prompt"].get<std::string>(), j["completion"].get<std::string>());
+    const auto n = static_cast<std::int64_t>(ex.ids.size());
+    if (n > max_len) {
+      ++d.dropped_too_long;
+      d.longest_dropped = std::max(d.longest_dropped, n);
+      continue;
+    }
+    d.tokens += n;
+    d.target_tokens += n - ex.prompt_tokens;
+    d.examples.push_back(std::move(ex));
+  }
+  if (in.bad()) return error{path + ": read error after line " + std::to_string(line_no)};
+  d.hash = "fnv1a64:" + hex64(h);
+  if (d.records == 0) return error{path + ": no records (expected JSON lines {\"prompt\": ..., \"completion\": ...})"};
+  if (d.examples.empty())
+    return error{path + ": all " + std::to_string(d.records) + " records are longer than --max-len " +
+                 std::to_string(max_len) + " tokens (the longest has " + std::to_string(d.longest_dropped) + ")"};
+  return d;
+}
+
+data_split split_examples(std::size_t n, double val_fraction, std::uint64_t seed) {
+  std::vector<std::size_t> perm(n);
+  for (std::size_t i = 0; i < n; ++i) perm[i] = i;
+  std::mt19937_64 rng(mix(seed ^ 0x76616c5f73706c74ull));  // "val_splt": its own stream
+  shuffle(perm, rng);
+  std::size_t n_val = 0;
+  if (val_fraction > 0 && n >= 2)
+    n_val = std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(val_fraction * static_cast<double>(n))),
+                                    1, n - 1);
+  data_split s;
+  s.val.assign(perm.begin(), perm.begin() + static_cast<std::ptrdiff_t>(n_val));
+  s.train.assign(perm.begin() + static_cast<std::ptrdiff_t>(n_val), perm.end());
+  std::sort(s.val.begin(), s.val.end());
+  std::sort(s.train.begin(), s.train.end());
+  return s;
+}
+
+std::vector<std::vector<std::size_t>> cut_by_tokens(const std::vector<std::size_t>& batch,
+                                                    const std::vector<std::int64_t>& lengths,
+                                                    std::int64_t budget) {
+  std::vector<std::vector<std::size_t>> out;
+  if (budget <= 0) {
+    if (!batch.empty()) out.push_back(batch);
+    return out;
+  }
+  std::int64_t longest = 0;
+  for (auto i : batch) {
+    const std::int64_t next = std::max(longest, lengths[i]);
+    if (out.empty() || (static_cast<std::int64_t>(out.back().size()) + 1) * next > budget) {
+      out.emplace_back();
+      longest = lengths[i];
+    } else {
+      longest = next;
+    }
+    out.back().push_back(i);
+  }
+  return out;
+}
+
+std::vector<std::vector<std::size_t>> plan_epoch(const std::vector<std::size_t>& items,
+                                                 const std::vector<std::int64_t>& lengths,
+                                                 std::int64_t batch_size, std::int64_t batch_tokens,
+                                                 std::uint64_t seed, std::int64_t epoch) {
+  std::mt19937_64 rng(mix(mix(seed) + static_cast<std::uint64_t>(epoch)));
+  std::vector<std::size_t> order = items;
+  shuffle(order, rng);
+  std::vector<std::vector<std::size_t>> batches;
+  if (batch_tokens <= 0) {
+    const auto bs = static_cast<std::size_t>(std::max<std::int64_t>(batch_size, 1));
+    for (std::size_t i = 0; i < order.size(); i += bs)
+      batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(i),
+                           order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), i + bs)));
+    return batches;
+  }
+  // Sorting all examples by length would make every batch's lengths alike but the batches' order
+  // predictable (short ones first); sorting within shuffled windows keeps padding low while the
+  // batch order is shuffled again below.
+  constexpr std::size_t window = 1024;
+  for (std::size_t w = 0; w < order.size(); w += window) {
+    std::vector<std::size_t> part(order.begin() + static_cast<std::ptrdiff_t>(w),
+                                  order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), w + window)));
+    std::stable_sort(part.begin(), part.end(), [&](std::size_t a, std::size_t b) { return lengths[a] < lengths[b]; });
+    for (auto& b : cut_by_tokens(part, lengths, batch_tokens)) batches.push_back(std::move(b));
+  }
+  shuffle(batches, rng);
+  return batches;
+}
+
+double lr_at(const pretrain_options& o, std::int64_t step, std::int64_t total) {
+  const auto warm = static_cast<std::int64_t>(std::ceil(o.warmup_fraction * static_cast<double>(total)));
+  if (step < warm) return o.lr * static_cast<double>(step + 1) / static_cast<double>(warm);
+  const double span = static_cast<double>(std::max<std::int64_t>(total - warm - 1, 1));
+  const double progress = std::clamp(static_cast<double>(step - warm) / span, 0.0, 1.0);
+  const double low = o.lr * o.min_lr_ratio;
+  return low + (o.lr - low) * 0.5 * (1.0 + std::cos(M_PI * progress));
+}
+
+status check_output_dir(const pretrain_options& o) {
+  std::error_code ec;
+  const fs::path out(o.out);
+  if (fs::exists(out, ec) && !o.overwrite)
+    return error{o.out + ": already exists (choose another --out, or --overwrite to replace it)"};
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec)) return error{o.out + ": exists and is not a directory"};
+  const fs::path tmp(o.out + ".tmp");
+  const bool had_tmp = fs::exists(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) return error{o.out + ": cannot be written: creating " + tmp.string() + ": " + ec.message()};
+  // Creating a directory can succeed where writing into it fails (a read-only bind mount, ...).
+  const fs::path probe = tmp / ".probe";
+  {
+    std::ofstream f(probe, std::ios::binary | std::ios::trunc);
+    f << "probe";
+    f.flush();
+    if (!f) {
+      if (!had_tmp) fs::remove_all(tmp, ec);
+      return error{o.out + ": cannot be written: no write access to " + tmp.string()};
+    }
+  }
+  fs::remove(probe, ec);
+  if (!had_tmp) fs::remove_all(tmp, ec);
+  return {};
+}
+
+}  // namespace kforge::trainer
