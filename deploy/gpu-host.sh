@@ -19,7 +19,9 @@ declare -a rows=()
 # KFORGE_STEPS (a comma list of: tests (all), gputests (the gpu label only), run, loop, baseline,
 # synth, bench; default all; loopmodes only when named) and
 # KFORGE_BENCHES (bench program names; default all) pick what runs, so one device call fits its
-# time limit. The build always runs.
+# time limit. The build always runs: every target, or the KFORGE_TARGETS list (space-separated).
+# tiny (only when named): deploy/make_tiny.sh with KFORGE_TINY_ARGS (its --steps and sizes) on GPU 0,
+# work in $build/tiny, the model in $build/tiny-model; logs and results to $out.
 want() { [[ -z ${KFORGE_STEPS:-} || ,${KFORGE_STEPS}, == *,$1,* ]]; }
 # Steps outside the default "all" (they take long): run only when KFORGE_STEPS names them.
 asked() { [[ ,${KFORGE_STEPS:-}, == *,$1,* ]]; }
@@ -44,7 +46,7 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
   -DKFORGE_DEPS_DIR="$deps" -DCMAKE_PREFIX_PATH="$torch_prefix" -DKFORGE_WITH_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
   ${KFORGE_CMAKE_ARGS:-} \
-  && step build build.log cmake --build "$build" -j "$(nproc)" -- -k 0 \
+  && step build build.log cmake --build "$build" -j "$(nproc)" ${KFORGE_TARGETS:+--target $KFORGE_TARGETS} -- -k 0 \
   && {
     # The GPU task test writes every built-in reference's eager time here (kforge tasks baseline's seed).
     export KFORGE_TASKS_TIMES=$out/eager_times.jsonl
@@ -87,6 +89,14 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
         --json "$out/loop_modes.json" \
         ${KFORGE_LOOPMODES_ARGS:---steps 12 --set sampler.max_new_tokens=16}
       for m in sync async; do cp "$build/loopmodes/$m/summary.json" "$out/loopmodes_${m}_summary.json" 2>/dev/null; done
+    fi
+    if asked tiny; then
+      step "make_tiny ${KFORGE_TINY_ARGS:-}" tiny.log "$root/deploy/make_tiny.sh" --kforge "$build/kforge" \
+        --work "$build/tiny" --model "$build/tiny-model" --gpu 0 ${KFORGE_TINY_ARGS:-}
+      for f in eval_summary.json verdicts.jsonl; do cp "$build/tiny/$f" "$out/tiny_$f" 2>/dev/null; done
+    fi
+    if asked corpusgpu; then
+      step "corpus variants through the sandbox" corpus-gpu.log "$build/tests/corpus/test_corpus_gpu"
     fi
     if want baseline; then
       step "kforge tasks baseline (GPU eager times)" baseline.log "$build/kforge" tasks baseline \
