@@ -1,7 +1,6 @@
 // On a GPU: the fixture models on CUDA agree with transformers' CPU logits (fp32, 1e-4), greedy
 // generation is token-for-token the same, scoring equals generation's log-probs, and the bf16 model
 // (the sampler's setting) stays close to fp32. Exits 77 (skipped) without a CUDA device.
-#include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +14,7 @@
 #include "model/generate.hpp"
 #include "model/weights.hpp"
 #include "tests/model/test_files.hpp"
+#include "tests/doctest_torch.hpp"  // last: after every header that may include LibTorch
 
 using namespace kforge::model;
 using namespace kforge::model::testing;

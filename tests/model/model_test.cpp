@@ -1,7 +1,6 @@
 // The LibTorch half of the model tests (the only test TU including torch): logits and greedy
 // generation against transformers' fixtures, the KV cache and padding against the plain forward,
 // bad checkpoints, saving, sampling and the scoring pass.
-#include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +16,7 @@
 #include "model/generate.hpp"
 #include "model/weights.hpp"
 #include "tests/model/test_files.hpp"
+#include "tests/doctest_torch.hpp"  // last: after every header that may include LibTorch
 
 using namespace kforge::model;
 using namespace kforge::model::testing;
@@ -114,7 +114,7 @@ TEST_CASE("model: save_checkpoint and save_weights round-trip, bf16 included") {
   CHECK(f->find("model.embed_tokens.weight")->dtype == st_dtype::bf16);
   auto bf = load_causal_lm(dir.path(), {at::kBFloat16, at::kCPU});
   REQUIRE(bf.ok());
-  CHECK(bf.value()->output_weight().scalar_type() == at::kBFloat16);
+  CHECK((bf.value()->output_weight().scalar_type() == at::kBFloat16));  // ScalarType has no doctest printer
   const at::Tensor lbf = bf.value()->forward(ids).to(at::kFloat);
   CHECK_FALSE(at::isnan(lbf).any().item<bool>());
   // bf16 keeps ~3 significant digits: close to fp32, not equal.

@@ -3,7 +3,6 @@
 // updates (good, bad and unsupported ones leave the old weights serving), and the source rule.
 #include "pipeline/engine_sampler.hpp"
 
-#include <doctest/doctest.h>
 
 #include <cmath>
 #include <filesystem>
@@ -22,6 +21,7 @@
 #include "pipeline/manifest.hpp"
 #include "pipeline/sample_command.hpp"
 #include "tests/model/test_files.hpp"
+#include "tests/doctest_torch.hpp"  // last: after every header that may include LibTorch
 
 using namespace kforge;
 using namespace kforge::pipeline;

@@ -7,15 +7,6 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 #include <torch/utils.h>
-// Debian's LibTorch logs through glog, whose CHECK macros would shadow doctest's.
-#undef CHECK
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LE
-#undef CHECK_LT
-#undef CHECK_GE
-#undef CHECK_GT
-#include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
@@ -25,6 +16,7 @@
 #include "trainer/grpo.hpp"
 #include "trainer/grpo_step.hpp"
 #include "trainer/kl_controller.hpp"
+#include "tests/doctest_torch.hpp"  // last: after every header that may include LibTorch
 
 using namespace kforge::trainer;
 using doctest::Approx;

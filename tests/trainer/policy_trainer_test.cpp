@@ -2,15 +2,6 @@
 // 512) on CPU: checkpoint -> resume is bit-identical to an uninterrupted run, and a synthetic
 // reward (the fraction of a target token in sampled completions) rises.
 #include <ATen/ATen.h>
-// Debian's LibTorch logs through glog, whose CHECK macros would shadow doctest's.
-#undef CHECK
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LE
-#undef CHECK_LT
-#undef CHECK_GE
-#undef CHECK_GT
-#include <doctest/doctest.h>
 
 #include <algorithm>
 #include <atomic>
@@ -27,6 +18,7 @@
 #include "model/weights.hpp"
 #include "trainer/checkpoint.hpp"
 #include "trainer/policy_trainer.hpp"
+#include "tests/doctest_torch.hpp"  // last: after every header that may include LibTorch
 
 using namespace kforge;
 using namespace kforge::trainer;

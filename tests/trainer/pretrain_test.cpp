@@ -4,15 +4,6 @@
 // the written directory loads and generates as the engine sampler would use it, bad inputs exit 2
 // and leave nothing behind.
 #include <ATen/ATen.h>
-// Debian's LibTorch logs through glog, whose CHECK macros would shadow doctest's.
-#undef CHECK
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LE
-#undef CHECK_LT
-#undef CHECK_GE
-#undef CHECK_GT
-#include <doctest/doctest.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -31,6 +22,7 @@
 #include "model/weights.hpp"
 #include "trainer/pretrain.hpp"
 #include "trainer/pretrain_command.hpp"
+#include "tests/doctest_torch.hpp"  // last: after every header that may include LibTorch
 
 using namespace kforge;
 using namespace kforge::trainer;
