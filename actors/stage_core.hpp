@@ -40,6 +40,8 @@ class stage_core {
   void count_dropped(std::uint64_t n = 1) noexcept { metrics_.dropped += n; }
   /// Adds `n` to the stage-specific counter `name` (stage_metrics::extra).
   void count_extra(const std::string& name, std::uint64_t n = 1) { metrics_.extra[name] += n; }
+  /// Sets the stage-specific gauge `name` (stage_metrics::extra): a value, not a count.
+  void set_extra(const std::string& name, std::uint64_t value) { metrics_.extra[name] = value; }
   /// Counts an error and keeps its message (prefixed with the instance name) as last_error.
   void count_error(const error& e);
 

@@ -61,7 +61,7 @@ void control(Self* self, const control_msg& m, const Work& work) {
       self->quit(caf::exit_reason::user_shutdown);
       return;
     case wire::ControlCommand::drain:       // inputs are handled as they arrive: nothing to drain
-    case wire::ControlCommand::checkpoint:  // checkpoints are the trainer logic's business
+    case wire::ControlCommand::checkpoint:  // the trainer handles it before this
       return;
   }
   st.core.count_error(error{"unknown control command " +

@@ -137,6 +137,14 @@ class trainer_logic {
   virtual ~trainer_logic() = default;
   virtual result<wire::PolicyWeightsT> train(const wire::TrainBatch& batch,
                                              const envelope_info& info) = 0;
+  /// Saves what a resumed run needs to go on from the current step: the run asks for it when it
+  /// stops, so an interrupted run loses no trained step. Asking again with no step in between must
+  /// be cheap (the head repeats the command until every trainer reports). Default: a logic with no
+  /// state worth keeping (the stand-in) has nothing to do.
+  virtual status checkpoint() { return {}; }
+  /// The step of the last complete checkpoint this logic wrote, periodic or asked for; nullopt when
+  /// it writes none. The actor reports it as the extra counter "checkpoint_step".
+  virtual std::optional<std::uint64_t> checkpoint_step() const { return std::nullopt; }
 };
 
 }  // namespace kforge::actors

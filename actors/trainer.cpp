@@ -14,6 +14,19 @@ namespace {
 
 using self_ptr = trainer_actor::stateful_pointer<trainer_state>;
 
+/// The logic's last checkpoint as the gauge "checkpoint_step", which the head waits on at the end.
+void report_checkpoint(self_ptr self) {
+  auto& st = self->state;
+  if (const auto step = st.logic->checkpoint_step()) st.core.set_extra("checkpoint_step", *step);
+}
+
+void checkpoint(self_ptr self) {
+  auto& st = self->state;
+  auto s = st.core.call([&] { return st.logic->checkpoint(); });
+  if (!s.ok()) st.core.count_error(error{"checkpoint: " + s.message()});
+  report_checkpoint(self);
+}
+
 void train(self_ptr self, const train_batch_msg& m) {
   auto& st = self->state;
   const auto info = envelope_info::of(m.header());
@@ -25,6 +38,7 @@ void train(self_ptr self, const train_batch_msg& m) {
   }
   auto h = st.core.next_header(0, out.value().version);
   st.latest = policy_weights_msg::pack(h, out.value());
+  report_checkpoint(self);  // a periodic checkpoint may have come with the step
   if (st.subscribers.empty()) {
     st.core.count_dropped();
     return;
@@ -50,7 +64,15 @@ trainer_actor::behavior_type trainer_stage(self_ptr self, std::string name,
   st.core = stage_core{"trainer", std::move(name)};
   st.logic = std::move(logic);
   st.subscribers = std::move(subscribers);
+  report_checkpoint(self);  // a resumed trainer starts at its checkpoint
   auto work = [self](const train_batch_msg& m) { train(self, m); };
+  // `checkpoint` is the trainer's own command; every other one is handled as by every stage.
+  auto on_control = [self, work](const control_msg& m) {
+    if (m.valid() && m.payload().command() == wire::ControlCommand::checkpoint)
+      checkpoint(self);
+    else
+      detail::control(self, m, work);
+  };
   return {
       [=](train_batch_msg& m) { detail::accept(self, std::move(m), work); },
       [=](caf::subscribe_atom, const weights_sink& sink) { subscribe(self, sink); },
@@ -58,11 +80,10 @@ trainer_actor::behavior_type trainer_stage(self_ptr self, std::string name,
         if (detail::route<train_batch_msg>(
                 e, [&](train_batch_msg m) { detail::accept(self, std::move(m), work); }))
           return;
-        if (detail::route<control_msg>(e, [&](control_msg m) { detail::control(self, m, work); }))
-          return;
+        if (detail::route<control_msg>(e, [&](control_msg m) { on_control(m); })) return;
         detail::reject(self, e, "TrainBatch or Control");
       },
-      [=](const control_msg& m) { detail::control(self, m, work); },
+      [=](const control_msg& m) { on_control(m); },
       [=](metrics_atom) { return detail::metrics(self); },
   };
 }

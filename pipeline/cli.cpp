@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   run_cmd->add_option("--steps", run.steps, "Training steps (overrides run.steps)");
   run_cmd->add_option("--run-dir", run.run_dir, "Run directory (overrides run.run_dir)");
+  run_cmd->add_option("--resume", run.resume,
+                      "Continue the run in RUN_DIR from its newest checkpoint (its own manifest; "
+                      "--steps may raise the total)");
   bool no_progress = false;
   run_cmd->add_flag("--no-progress", no_progress, "No live progress line");
   run_cmd->add_flag("--check", run.check_only,
@@ -59,6 +62,10 @@ int main(int argc, char** argv) {
                          "With --role sandbox: candidates in flight (default 4)");
   worker_cmd->add_option("--run-dir", worker.run_dir, "Run directory (default: run.run_dir)");
   worker_cmd->add_option("--steps", worker.steps, "Training steps (the head passes its override)");
+  worker_cmd->add_option("--resume-step", worker.resume_step,
+                         "A resumed run's step (the head passes it, with --resume-checkpoint)");
+  worker_cmd->add_option("--resume-checkpoint", worker.resume_checkpoint,
+                         "A resumed run's checkpoint directory (the head passes it)");
 
   kforge::pipeline::inspect_options inspect;
   auto* inspect_cmd = app.add_subcommand("inspect", "Print a recording as JSON lines");

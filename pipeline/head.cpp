@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <thread>
+#include <vector>
 
 #include "bus/channel.hpp"
 #include "bus/pubsub.hpp"
@@ -51,24 +52,105 @@ struct child {
 };
 
 result<child> spawn_child(const std::string& manifest_path, const std::string& process,
-                          const std::string& run_dir, std::int64_t steps) {
-  const auto steps_arg = std::to_string(steps);
+                          const std::string& run_dir, std::int64_t steps,
+                          const std::optional<resume_point>& resume) {
   const auto exe = self_executable();
+  std::vector<std::string> args{exe,        "worker",  "--manifest", manifest_path,
+                                "--process", process,   "--run-dir",  run_dir,
+                                "--steps",   std::to_string(steps)};
+  if (resume)
+    for (const auto& a : {std::string("--resume-step"), std::to_string(resume->step),
+                          std::string("--resume-checkpoint"), resume->checkpoint})
+      args.push_back(a);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   const auto log = (fs::path(run_dir) / "logs" / (process + ".log")).string();
+  // A resumed run's process logs go on after the first run's.
+  const int mode = O_WRONLY | O_CREAT | O_CLOEXEC | (resume ? O_APPEND : O_TRUNC);
   const pid_t pid = ::fork();
   if (pid < 0) return error{"cannot start process " + process + ": fork failed"};
   if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int fd = ::open(log.c_str(), mode, 0644);
     if (fd >= 0) {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
     }
-    ::execl(exe.c_str(), exe.c_str(), "worker", "--manifest", manifest_path.c_str(), "--process",
-            process.c_str(), "--run-dir", run_dir.c_str(), "--steps", steps_arg.c_str(),
-            static_cast<char*>(nullptr));
+    ::execv(exe.c_str(), argv.data());
     ::_exit(127);
   }
   return child{process, pid, true, ""};
+}
+
+constexpr const char* overrides_marker = "# kforge run overrides:";
+
+/// The newest complete checkpoint under RUN_DIR/checkpoints: a directory named exactly step-N (a
+/// save in progress is step-N.tmp, one being replaced step-N.old) holding all of
+/// trainer/checkpoint.hpp's files. nullopt when there is none.
+std::optional<resume_point> newest_checkpoint(const fs::path& run_dir) {
+  std::optional<resume_point> best;
+  std::error_code ec;
+  for (fs::directory_iterator it(run_dir / "checkpoints", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    if (name.rfind("step-", 0) != 0 || name.size() == 5 ||
+        name.find_first_not_of("0123456789", 5) != std::string::npos)
+      continue;
+    bool whole = it->is_directory();
+    for (const char* f : {"model.safetensors", "optimizer.pt", "trainer_state.json"})
+      whole = whole && fs::exists(it->path() / f);
+    const auto step = std::stoull(name.substr(5));
+    if (whole && (!best || step > best->step)) best = resume_point{step, it->path().string()};
+  }
+  return best;
+}
+
+/// A run to continue: RUN_DIR's manifest snapshot with the first run's overrides (the line the
+/// head appended) applied again, run.run_dir = RUN_DIR, and its newest complete checkpoint.
+struct resumed_run {
+  manifest m;
+  resume_point at;
+};
+
+result<resumed_run> open_resumed_run(const std::string& run_dir,
+                                     std::optional<std::int64_t> steps) {
+  const auto snapshot = fs::path(run_dir) / "manifest.toml";
+  if (!fs::exists(snapshot))
+    return error{"--resume " + run_dir + ": no manifest.toml there (not a run directory?)"};
+  auto loaded = load_manifest(snapshot.string());
+  if (!loaded) return error{"--resume " + run_dir + ": " + loaded.message()};
+  resumed_run r{std::move(*loaded), {}};
+  auto& m = r.m;
+  // Drop the override lines from the text (a new one is written below the text again) and apply
+  // the steps they record: the first run's --steps is part of what it was asked to do.
+  std::istringstream lines(m.text);
+  std::string text;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(overrides_marker, 0) != 0) {
+      text += line + "\n";
+      continue;
+    }
+    const auto at = line.find("steps = ");
+    if (at != std::string::npos) m.run.steps = std::stoll(line.substr(at + 8));
+  }
+  while (text.size() >= 2 && text.compare(text.size() - 2, 2, "\n\n") == 0) text.pop_back();
+  m.text = text;
+  m.run.run_dir = run_dir;
+  if (steps) m.run.steps = *steps;
+  if (m.sampler.model.empty())
+    return error{"--resume " + run_dir +
+                 ": this run's sampler has no model (sampler.model is empty), so its trainer was "
+                 "the stand-in, which keeps no state; resume needs the real trainer"};
+  auto at = newest_checkpoint(run_dir);
+  if (!at)
+    return error{"--resume " + run_dir + ": no complete checkpoint under " +
+                 (fs::path(run_dir) / "checkpoints").string()};
+  if (at->step >= static_cast<std::uint64_t>(m.run.steps))
+    return error{"--resume " + run_dir + ": nothing to do: already at step " +
+                 std::to_string(at->step) + " of " + std::to_string(m.run.steps) +
+                 " (raise it with --steps)"};
+  r.at = std::move(*at);
+  return r;
 }
 
 std::string describe_exit(int st) {
@@ -91,6 +173,8 @@ int worker_command(const worker_command_options& opt, std::ostream& err) {
   if (opt.run_dir) m->run.run_dir = *opt.run_dir;
   runtime_options ro;
   ro.run_dir = m->run.run_dir;
+  if (opt.resume_step && opt.resume_checkpoint)
+    ro.resume = resume_point{*opt.resume_step, *opt.resume_checkpoint};
   auto rt = process_runtime::create(*m, opt.process, ro);
   if (!rt) {
     err << "kforge worker: " << rt.message() << "\n";
@@ -107,23 +191,41 @@ int worker_command(const worker_command_options& opt, std::ostream& err) {
 }
 
 int run_command(const run_command_options& opt, std::ostream& out, std::ostream& err) {
-  auto loaded = opt.manifest ? load_manifest(*opt.manifest) : default_manifest();
-  if (!loaded) {
-    err << "kforge run: " << loaded.message() << "\n";
+  if (opt.steps && *opt.steps < 1) {
+    err << "kforge run: --steps must be >= 1, got " << *opt.steps << "\n";
     return 2;
   }
-  manifest m = std::move(*loaded);
-  if (opt.steps) {
-    if (*opt.steps < 1) {
-      err << "kforge run: --steps must be >= 1, got " << *opt.steps << "\n";
+  std::optional<resume_point> resume;
+  manifest m;
+  if (opt.resume) {
+    if (opt.manifest || opt.run_dir) {
+      err << "kforge run: --resume continues a run with its own manifest and directory; drop "
+             "--manifest and --run-dir\n";
       return 2;
     }
-    m.run.steps = *opt.steps;
+    auto r = open_resumed_run(*opt.resume, opt.steps);
+    if (!r) {
+      err << "kforge run: " << r.message() << "\n";
+      return 2;
+    }
+    m = std::move(r->m);
+    resume = std::move(r->at);
+  } else {
+    auto loaded = opt.manifest ? load_manifest(*opt.manifest) : default_manifest();
+    if (!loaded) {
+      err << "kforge run: " << loaded.message() << "\n";
+      return 2;
+    }
+    m = std::move(*loaded);
+    if (opt.steps) m.run.steps = *opt.steps;
+    if (opt.run_dir) m.run.run_dir = *opt.run_dir;
   }
-  if (opt.run_dir) m.run.run_dir = *opt.run_dir;
   if (opt.progress) m.run.progress = *opt.progress;
 
   out << "kforge run: manifest " << m.source << "\n" << m.summary() << "\n";
+  if (resume)
+    out << "resuming at step " << resume->step << " of " << m.run.steps << " from "
+        << resume->checkpoint << "\n\n";
   const auto host = probe_host();
   out << readiness_report(m, host) << "\n";
   bool stand_ins = false;
@@ -152,13 +254,25 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     err << "kforge run: cannot create run directory " << dir << ": " << ec.message() << "\n";
     return 2;
   }
+  if (resume) {
+    // The first run's recordings and summary stay, next to this leg's.
+    const auto leg = "before-step-" + std::to_string(resume->step);
+    if (!fs::exists(fs::path(dir) / ("recordings-" + leg), ec)) {
+      fs::rename(fs::path(dir) / "recordings", fs::path(dir) / ("recordings-" + leg), ec);
+      fs::create_directories(fs::path(dir) / "recordings", ec);
+    }
+    fs::rename(fs::path(dir) / "summary.json", fs::path(dir) / ("summary-" + leg + ".json"), ec);
+    ec.clear();
+  }
   const auto snapshot = (fs::path(dir) / "manifest.toml").string();
   {
     std::ofstream f(snapshot);
     f << m.text;
-    // Command-line overrides reach the other processes as worker options, not through this file.
-    if (opt.steps || opt.run_dir)
-      f << "\n# kforge run overrides: steps = " << m.run.steps << ", run_dir = \"" << dir << "\"\n";
+    // Command-line overrides reach the other processes as worker options, not through this file;
+    // --resume reads them back from this line.
+    if (opt.steps || opt.run_dir || resume)
+      f << "\n" << overrides_marker << " steps = " << m.run.steps << ", run_dir = \"" << dir
+        << "\"\n";
   }
 
   // The head's own sockets: control out, metrics in, and a weights subscriber for progress.
@@ -188,7 +302,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
           << ": run there `kforge worker --manifest " << snapshot << " --process " << p.name << "`\n";
       continue;
     }
-    auto c = spawn_child(snapshot, p.name, dir, m.run.steps);
+    auto c = spawn_child(snapshot, p.name, dir, m.run.steps, resume);
     if (!c) {
       err << "kforge run: " << c.message() << "\n";
       return 1;
@@ -205,6 +319,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   // The head's own share of the stages runs on its own thread; this one monitors.
   runtime_options ro;
   ro.run_dir = dir;
+  ro.resume = resume;
   std::unique_ptr<process_runtime> head_rt;
   std::atomic<bool> head_ready{false}, head_done{false};
   std::string head_error;
@@ -221,7 +336,9 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     head_done = true;
   });
 
-  std::ofstream metrics_file(fs::path(dir) / "metrics.jsonl");
+  // A resumed run's metrics go on after the first run's (their "t" restarts with this head).
+  std::ofstream metrics_file(fs::path(dir) / "metrics.jsonl",
+                             resume ? std::ios::out | std::ios::app : std::ios::out);
   std::optional<messages::recording_writer> metrics_recording;
   if (std::find(m.record.links.begin(), m.record.links.end(), link::metrics) != m.record.links.end()) {
     auto w = messages::recording_writer::create(recording_path(dir, link::metrics, m.head().name),
@@ -234,7 +351,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   }
   metrics_board board;
   progress_line progress(m.run.progress);
-  std::uint64_t version = 0, heartbeat_seq = 0;
+  std::uint64_t version = resume ? resume->step : 0, heartbeat_seq = 0;
   auto next_heartbeat = clock_type::now();
   auto last_activity_change = clock_type::now();
   std::uint64_t last_activity = 0;
@@ -362,6 +479,62 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     }
     settled_at = board.activity();
   }
+  // Checkpoint: the trainers save the last step, so the run can go on with --resume. Asked again
+  // until every trainer reports it (a command published before a subscriber joined is lost), and
+  // bounded: a trainer stuck in a step, or gone with its process, must not hang the end of a run.
+  nlohmann::json checkpoint;  // null: none
+  std::string checkpoint_note;
+  {
+    const auto trainers = m.count(actor_kind::trainer);
+    auto trainer_gone = [&] {
+      for (const auto& p : m.processes)
+        if (p.count(actor_kind::trainer) > 0 &&
+            (p.head ? head_done.load() : board.gone.count(p.name) > 0))
+          return true;
+      return false;
+    };
+    // The lowest step the trainers report, once every one of them has reported one.
+    auto reported = [&]() -> std::optional<std::uint64_t> {
+      std::optional<std::uint64_t> low;
+      int n = 0;
+      for (const auto& [name, st] : board.latest) {
+        if (st.kind != "trainer") continue;
+        for (const auto& x : st.extra)
+          if (x && x->name == "checkpoint_step") {
+            ++n;
+            low = std::min(low.value_or(x->value), x->value);
+          }
+      }
+      return n >= trainers ? low : std::nullopt;
+    };
+    if (trainers == 0 || is_stand_in(actor_kind::trainer, &m)) {
+      checkpoint_note = "the stand-in trainer keeps no state";
+    } else if (version == 0) {
+      checkpoint_note = "no step was trained";
+    } else {
+      const auto give_up = clock_type::now() + 60s;
+      bool done = false;
+      while (!done && clock_type::now() < give_up && !trainer_gone()) {
+        publish_control(wire::ControlCommand::checkpoint, "run " + outcome);
+        std::this_thread::sleep_for(100ms);
+        pump_head_links();
+        reap();
+        const auto low = reported();
+        done = low && *low >= version;
+      }
+      const auto low = reported();
+      if (done) {
+        checkpoint = "checkpoints/step-" + std::to_string(*low);
+      } else {
+        checkpoint_note = std::string(trainer_gone() ? "the trainer's process ended"
+                                                     : "no report in 60 s") +
+                          " before a checkpoint of step " + std::to_string(version) +
+                          (low ? "; the last is checkpoints/step-" + std::to_string(*low) : "");
+        err << "kforge run: no checkpoint of the last step: " << checkpoint_note << "\n";
+      }
+    }
+  }
+
   // Shut down: every process, then the head's own stages; their last metrics come in meanwhile.
   const auto stop_until = clock_type::now() + 10s;
   auto any_running = [&] {
@@ -419,11 +592,18 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
                             {"stages", stages},     {"processes", procs},
                             {"stand_ins", stand_ins},
                             {"mode", m.run.mode == run_mode::sync ? "sync" : "async"},
-                            {"loop_s", loop_s},     {"gpu_groups", js_groups}};
+                            {"loop_s", loop_s},     {"gpu_groups", js_groups},
+                            {"checkpoint", checkpoint},
+                            {"resumed_from",
+                             resume ? nlohmann::json(resume->step) : nlohmann::json()}};
+  if (checkpoint.is_null()) summary["checkpoint_note"] = checkpoint_note;
   // Per published version over the loop's window (not elapsed_s, whose start-up and shutdown are
   // fixed costs that would blur a sync/async comparison); null before the first version.
-  summary["seconds_per_step"] =
-      version > 0 ? nlohmann::json(loop_s / static_cast<double>(version)) : nlohmann::json();
+  // A resumed run counts the versions of this leg only, its loop being this leg's.
+  const std::uint64_t leg_versions = version - std::min(version, resume ? resume->step : 0);
+  summary["seconds_per_step"] = leg_versions > 0
+                                   ? nlohmann::json(loop_s / static_cast<double>(leg_versions))
+                                   : nlohmann::json();
   std::ofstream(fs::path(dir) / "summary.json") << summary.dump(2) << "\n";
 
   out << "\nkforge run: " << outcome << " after " << std::fixed << std::setprecision(1) << elapsed
@@ -438,9 +618,13 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
         << std::setw(8) << s.queue_depth << std::setw(11) << std::setprecision(0)
         << s.latency_p50_us << "\n";
   }
-  if (version > 0)
-    out << std::setprecision(2) << "seconds per step: " << loop_s / static_cast<double>(version)
-        << " (" << version << " versions in a " << std::setprecision(1) << loop_s
+  if (checkpoint.is_string())
+    out << "checkpoint: " << (fs::path(dir) / checkpoint.get<std::string>()).string()
+        << " (continue with kforge run --resume " << dir << ")\n";
+  if (leg_versions > 0)
+    out << std::setprecision(2)
+        << "seconds per step: " << loop_s / static_cast<double>(leg_versions)
+        << " (" << leg_versions << " versions in a " << std::setprecision(1) << loop_s
         << " s loop, start-up and shutdown left out)\n";
   if (!groups.empty()) {
     out << "GPU groups (busy = time inside logic calls over the loop; see README):\n";

@@ -21,8 +21,17 @@ struct run_command_options {
   std::optional<std::string> run_dir;   ///< overrides run.run_dir
   std::optional<bool> progress;         ///< overrides run.progress
   bool check_only = false;              ///< validate, print the plan and readiness, start nothing
+  /// A run directory to continue: its manifest.toml snapshot, from its newest complete checkpoint
+  /// (RUN_DIR/checkpoints/step-N), in the same directory. `steps` may raise the total; `manifest`
+  /// and `run_dir` must be unset.
+  std::optional<std::string> resume;
 };
 
+/// At the end, after the drain and before shutdown, the head asks the trainers for a checkpoint of
+/// the last step (the `checkpoint` control command) and waits, bounded, until they report it; the
+/// summary says which checkpoint the run ended with ("checkpoint"), or why none
+/// ("checkpoint_note"); "resumed_from" is the step a --resume run started at (null otherwise).
+///
 /// Exit code: 0 when the run completed its steps with balanced counts, 1 when it stalled, failed
 /// or the counts do not balance, 2 for a bad manifest or options, 130 when interrupted.
 int run_command(const run_command_options& opt, std::ostream& out, std::ostream& err);
@@ -32,6 +41,9 @@ struct worker_command_options {
   std::string process;
   std::optional<std::string> run_dir;  ///< default: the manifest's run.run_dir
   std::optional<std::int64_t> steps;   ///< the head's --steps override, passed on
+  /// Both set: a resumed run's point (process_runtime's resume_point), passed on by the head.
+  std::optional<std::uint64_t> resume_step;
+  std::optional<std::string> resume_checkpoint;
 };
 
 /// Runs one non-head process until the head says shutdown or falls silent.

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <system_error>
 
 #include "model/weights.hpp"
@@ -71,10 +72,44 @@ nlohmann::json to_json(const trainer::policy_step_stats& s) {
           {"tokens_per_s", s.seconds > 0 ? static_cast<double>(s.completion_tokens) / s.seconds : 0.0}};
 }
 
+/// Drops the lines of `path` (train.jsonl) after step `step`: a run that died between checkpoints
+/// logged steps its resume trains again, and the log keeps each step once.
+status trim_log(const fs::path& path, std::int64_t step) {
+  std::ifstream in(path);
+  if (!in) return {};  // nothing logged yet
+  std::string kept;
+  bool trimmed = false;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("step", std::int64_t{0}) > step) {
+      trimmed = true;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  in.close();
+  if (!trimmed) return {};
+  const fs::path tmp = path.string() + ".partial";
+  std::ofstream(tmp, std::ios::trunc) << kept;
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec)
+    return error{path.string() + ": cannot trim the steps after " + std::to_string(step) + ": " +
+                 ec.message()};
+  return {};
+}
+
 class policy_trainer_stage final : public actors::trainer_logic {
  public:
   policy_trainer_stage(trainer::policy_trainer t, policy_trainer_stage_options o)
-      : trainer_(std::move(t)), o_(std::move(o)) {}
+      : trainer_(std::move(t)), o_(std::move(o)) {
+    // A resumed trainer's checkpoint is the one it was loaded from.
+    if (!o_.resume_from.empty()) last_checkpoint_ = static_cast<std::uint64_t>(trainer_.steps());
+  }
+
+  status checkpoint() override { return save(static_cast<std::uint64_t>(trainer_.steps())); }
+
+  std::optional<std::uint64_t> checkpoint_step() const override { return last_checkpoint_; }
 
   result<wire::PolicyWeightsT> train(const wire::TrainBatch& batch,
                                      const actors::envelope_info&) override {
@@ -84,14 +119,22 @@ class policy_trainer_stage final : public actors::trainer_logic {
     auto w = publish(stats->policy_version);
     if (!w) return w.err();
     const auto every = o_.trainer.checkpoint_every;
-    if (every > 0 && stats->step % every == 0) {
-      const auto dir = fs::path(o_.run_dir) / "checkpoints" / ("step-" + std::to_string(stats->step));
-      if (auto s = trainer_.save_checkpoint(dir.string()); !s) return s.err();
-    }
+    if (every > 0 && stats->step % every == 0)
+      if (auto s = save(static_cast<std::uint64_t>(stats->step)); !s) return s.err();
     return w;
   }
 
  private:
+  /// RUN_DIR/checkpoints/step-N for the current step N; nothing at step 0 (the base model is no
+  /// state to resume) or when this step's checkpoint is already written.
+  status save(std::uint64_t step) {
+    if (step == 0 || last_checkpoint_ == step) return {};
+    const auto dir = fs::path(o_.run_dir) / "checkpoints" / ("step-" + std::to_string(step));
+    if (auto s = trainer_.save_checkpoint(dir.string()); !s) return s;
+    last_checkpoint_ = step;
+    return {};
+  }
+
   status log(const trainer::policy_step_stats& s) {
     const auto path = fs::path(o_.run_dir) / "train.jsonl";
     std::ofstream out(path, std::ios::app);
@@ -125,6 +168,7 @@ class policy_trainer_stage final : public actors::trainer_logic {
 
   trainer::policy_trainer trainer_;
   policy_trainer_stage_options o_;
+  std::optional<std::uint64_t> last_checkpoint_;
 };
 
 }  // namespace
@@ -158,6 +202,12 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
   po.source_dir = o.model_dir;
   try {
     trainer::policy_trainer pt(std::move(*lm), po);
+    if (!o.resume_from.empty()) {
+      if (auto s = pt.load_checkpoint(o.resume_from); !s)
+        return error{"trainer: cannot resume from " + o.resume_from + ": " + s.message()};
+      if (auto s = trim_log(fs::path(o.run_dir) / "train.jsonl", pt.steps()); !s)
+        return error{"trainer: " + s.message()};
+    }
     return std::shared_ptr<actors::trainer_logic>(
         std::make_shared<policy_trainer_stage>(std::move(pt), o));
   } catch (const std::exception& e) {  // invalid options (the manifest validated most already)

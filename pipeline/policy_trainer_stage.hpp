@@ -12,6 +12,11 @@
 // RUN_DIR/train.jsonl (loss, KL and its coefficient, reward, clipping, tokens, seconds), and every
 // trainer.checkpoint_every steps a full checkpoint goes to RUN_DIR/checkpoints/step-N.
 //
+// checkpoint() (the run's stop asks for it): the same checkpoint for the current step, unless that
+// step's is already written; trainer::save_checkpoint writes it under a temporary name and renames
+// it, so a directory named step-N is always whole. A run resumed from step-N (resume_from) goes on
+// from there, and appends to train.jsonl.
+//
 // The version is the number of batches consumed: it rises by one per batch even when no group
 // carried a signal, because the run paces generation and staleness by it.
 //
@@ -45,6 +50,10 @@ struct policy_trainer_stage_options {
   /// Weight files kept on disk (newest first). >= 1; the run sets max_staleness + 2 so a sampler
   /// that lags by the allowed staleness still finds its file.
   int keep_weights = 4;
+  /// A checkpoint directory (RUN_DIR/checkpoints/step-N) to continue from: policy, optimiser, KL
+  /// controller, step and RNG are loaded from it after the trainer is built from model_dir (still
+  /// the KL reference). Empty: start at step 0.
+  std::string resume_from;
 };
 
 /// Loads the policy and builds the trainer. Errors name the checkpoint and what is wrong.

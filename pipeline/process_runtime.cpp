@@ -101,6 +101,7 @@ struct process_runtime::impl {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   std::vector<std::pair<std::string, caf::actor>> stages;  ///< stage actors and outlets
+  std::vector<caf::actor> control_targets;  ///< the stage actors (not outlets): control commands
   std::vector<inbound> inputs;
   std::unique_ptr<bus::sender> metrics_out;
   std::optional<bus::broker> broker;
@@ -192,6 +193,7 @@ struct process_runtime::impl {
   template <class Handle>
   void add_stage(const std::string& name, const Handle& h) {
     stages.emplace_back(name, caf::actor_cast<caf::actor>(h));
+    control_targets.push_back(caf::actor_cast<caf::actor>(h));
   }
 
   status build() {
@@ -205,9 +207,9 @@ struct process_runtime::impl {
     const bool buffer = hosts(self, actor_kind::buffer);
     const bool generator = hosts(self, actor_kind::task_generator);
 
-    // Inputs first: the trainer's process waits for weights subscribers, which may be us.
-    if (!self.head)
-      if (auto s = open_input(link::control, false, {""}); !s) return s;
+    // Inputs first: the trainer's process waits for weights subscribers, which may be us. The head
+    // process hears its own control link too, so its stages get commands as any other's do.
+    if (auto s = open_input(link::control, false, {""}); !s) return s;
     if (sampler || buffer || generator)
       if (auto s = open_input(link::weights, false, {"weights"}); !s) return s;
     if (sampler)
@@ -284,7 +286,7 @@ struct process_runtime::impl {
       const int n = self.count(actor_kind::trainer);
       for (int i = 0; i < n; ++i) {
         const auto name = stage_name(actor_kind::trainer, self.name, i, n);
-        auto logic = make_trainer_logic(m, o.run_dir);
+        auto logic = make_trainer_logic(m, o.run_dir, o.resume ? o.resume->checkpoint : "");
         if (!logic) return logic.err();
         auto t = actors::spawn_trainer(*sys, name, std::move(*logic),
                                        {actors::weights_sink(*out)}, actors::spawn_mode::detached);
@@ -300,8 +302,34 @@ struct process_runtime::impl {
                                 self.name + (n > 1 ? "-" + std::to_string(i) : ""));
           !s)
         return s;
+    if (o.resume) resume_at(*o.resume);
     if (driver) driver->advance();
     return {};
+  }
+
+  /// The checkpoint's weights reach this process's samplers and buffer as if the trainer had just
+  /// published them at version `step` (before any request, which comes later through the pump), and
+  /// the step driver goes on from there.
+  void resume_at(const resume_point& r) {
+    if (driver) driver->next = driver->version = r.step;
+    auto* in = input(link::weights);
+    if (!in) return;
+    wire::PolicyWeightsT w;
+    w.version = r.step;
+    w.transport = wire::WeightsTransport::file;
+    std::error_code ec;
+    // trainer/checkpoint.hpp's checkpoint_weights_file: the policy as save_weights writes it.
+    const auto file = fs::path(r.checkpoint) / "model.safetensors";
+    w.path = fs::absolute(file, ec).string();
+    w.bytes = fs::file_size(file, ec);
+    if (ec) w.bytes = 0;  // the sampler then says what is wrong with the file
+    messages::header h;
+    h.sender = "resume";
+    h.policy_version = r.step;
+    const auto e = messages::pack(h, w);
+    // Recorded as received on the link, so a replay of the buffer starts where it started.
+    if (in->recording) in->recording->write(e, wall_time_ns());
+    for (const auto& t : in->targets) caf::anon_send(t, e);
   }
 
   status start_broker() {
@@ -386,8 +414,23 @@ struct process_runtime::impl {
   void dispatch(inbound& in, const messages::envelope& e) {
     if (in.recording) in.recording->write(e, wall_time_ns());
     if (in.id == link::control) {
-      if (const auto* c = e.as<wire::Control>(); c && c->command() == wire::ControlCommand::shutdown)
-        stop_requested = true;
+      const auto* c = e.as<wire::Control>();
+      if (!c) return;
+      switch (c->command()) {
+        case wire::ControlCommand::shutdown:
+          stop_requested = true;
+          break;
+        case wire::ControlCommand::checkpoint:  // the trainers act on it; other stages ignore it
+          for (const auto& t : control_targets) caf::anon_send(t, e);
+          break;
+        case wire::ControlCommand::drain:
+          // Settling means finishing the steps already released, not starting new ones: an
+          // interrupted run stops at the step in flight, and its checkpoint is of that step.
+          if (driver) driver->steps = std::min(driver->steps, driver->next);
+          break;
+        default:  // heartbeats (start) and the rest: nothing for the stages
+          break;
+      }
       return;
     }
     if (in.round_robin && !in.targets.empty()) {
@@ -518,6 +561,7 @@ struct process_runtime::impl {
     if (sys) {
       for (const auto& [name, actor] : stages) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
       stages.clear();
+      control_targets.clear();
       driver.reset();
       for (auto& in : inputs) in.targets.clear();
       sys.reset();  // waits for every actor; outlets close their sockets as they go

@@ -12,12 +12,21 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/result.hpp"
 #include "pipeline/manifest.hpp"
 
 namespace kforge::pipeline {
+
+/// Where a resumed run (kforge run --resume) goes on from: a trainer checkpoint of step `step`.
+struct resume_point {
+  /// The checkpoint's step, which is also its policy version (one version per batch).
+  std::uint64_t step = 0;
+  /// The checkpoint directory, RUN_DIR/checkpoints/step-N (trainer/checkpoint.hpp's layout).
+  std::string checkpoint;
+};
 
 struct runtime_options {
   /// The run directory: recordings/, bus/ (ipc sockets) and logs live under it.
@@ -33,6 +42,10 @@ struct runtime_options {
   /// dead after `liveness` missed intervals and its work is re-queued.
   std::chrono::milliseconds heartbeat_interval{250};
   int liveness = 4;
+  /// Set: this process continues a run. Its trainers load the checkpoint; its samplers start from
+  /// the checkpoint's weights and its buffer from its version, as if the trainer had just published
+  /// them; its step driver releases steps from `step` on. Unset: a fresh run from step 0.
+  std::optional<resume_point> resume;
 };
 
 class process_runtime {

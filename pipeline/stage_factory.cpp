@@ -56,13 +56,20 @@ std::shared_ptr<actors::buffer_logic> make_buffer_logic(const manifest& m) {
   return std::make_shared<buffer_stage>(m.buffer);
 }
 result<std::shared_ptr<actors::trainer_logic>> make_trainer_logic(const manifest& m,
-                                                                  const std::string& run_dir) {
+                                                                  const std::string& run_dir,
+                                                                  const std::string& resume_from) {
   // The trainer trains what the sampler samples: with the stand-in sampler there are no tokens to
   // train on, so the trainer is the stand-in too.
-  if (m.sampler.model.empty()) return make_stand_in_trainer(stand_ins(m));
+  if (m.sampler.model.empty()) {
+    if (!resume_from.empty())
+      return error{"trainer: cannot resume from " + resume_from +
+                   ": the stand-in trainer keeps no state (sampler.model is empty)"};
+    return make_stand_in_trainer(stand_ins(m));
+  }
 #if defined(KFORGE_MODEL_WITH_TORCH)
   auto o = policy_trainer_stage_options_from(m, run_dir);
   if (!o) return o.err();
+  o->resume_from = resume_from;
   return make_policy_trainer_stage(*o);
 #else
   return error{"sampler.model = \"" + m.sampler.model +

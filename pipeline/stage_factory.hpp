@@ -29,8 +29,10 @@ std::shared_ptr<actors::reward_logic> make_reward_logic(const manifest& m,
 std::shared_ptr<actors::buffer_logic> make_buffer_logic(const manifest& m);
 /// The stand-in while the sampler is (sampler.model empty); else GRPO on the policy model
 /// (policy_trainer_stage.hpp), writing weights, checkpoints and train.jsonl under `run_dir`.
-result<std::shared_ptr<actors::trainer_logic>> make_trainer_logic(const manifest& m,
-                                                                  const std::string& run_dir);
+/// `resume_from` non-empty: the trainer continues from that checkpoint directory (an error for the
+/// stand-in, which has no state to continue).
+result<std::shared_ptr<actors::trainer_logic>> make_trainer_logic(
+    const manifest& m, const std::string& run_dir, const std::string& resume_from = {});
 
 /// What the stage of kind `k` runs today, in a few words; "stand-in" when it is not the real thing.
 std::string logic_description(actor_kind k, const manifest* m = nullptr);

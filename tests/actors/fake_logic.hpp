@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -196,10 +197,22 @@ class fake_trainer : public trainer_logic {
     return w;
   }
 
+  /// "Saves" the current version; none is kept until the first call.
+  status checkpoint() override {
+    ++checkpoint_calls;
+    if (fail_checkpoint) return error{"disk full"};
+    saved_ = version_;
+    return {};
+  }
+  std::optional<std::uint64_t> checkpoint_step() const override { return saved_; }
+
   std::vector<seen> batches;
+  int checkpoint_calls = 0;
+  bool fail_checkpoint = false;
 
  private:
   std::uint64_t version_ = 0;
+  std::optional<std::uint64_t> saved_;
 };
 
 }  // namespace kforge::actors::testing

@@ -270,6 +270,51 @@ TEST_CASE_FIXTURE(caf_fixture, "pause holds inputs in order, resume runs them, s
   CHECK_FALSE(gone);
 }
 
+TEST_CASE_FIXTURE(caf_fixture, "the trainer checkpoints on command and reports the step") {
+  auto logic = std::make_shared<fake_trainer>();
+  auto out = std::make_shared<std::vector<policy_weights_msg>>();
+  auto trainer = spawn_trainer(sys, "trainer/0", logic,
+                               {spawn_collector<weights_sink, policy_weights_msg>(sys, out)})
+                     .value();
+  auto extra = [&](const char* name) -> std::optional<std::uint64_t> {
+    const auto m = try_metrics(trainer).value();
+    const auto it = m.extra.find(name);
+    if (it == m.extra.end()) return std::nullopt;
+    return it->second;
+  };
+  CHECK_FALSE(extra("checkpoint_step"));  // none written yet: nothing to report
+  for (std::uint64_t i = 1; i <= 2; ++i) {
+    wire::TrainBatchT b;
+    b.step = i;
+    self->send(trainer, train_batch_msg::pack(test_header(i), b));
+  }
+  // As the process runtime forwards it: an envelope from the control link.
+  self->send(trainer, make_control(wire::ControlCommand::checkpoint).envelope());
+  sched.run();
+  CHECK(out->size() == 2);
+  CHECK(logic->checkpoint_calls == 1);
+  CHECK(extra("checkpoint_step") == std::optional<std::uint64_t>(2));
+  CHECK(try_metrics(trainer).value().errors == 0);
+
+  // A failed checkpoint is counted, and the last good one is still what is reported.
+  logic->fail_checkpoint = true;
+  self->send(trainer, make_control(wire::ControlCommand::checkpoint));
+  sched.run();
+  const auto m = try_metrics(trainer).value();
+  CHECK(m.errors == 1);
+  CHECK(m.last_error == "trainer/0: checkpoint: disk full");
+  CHECK(extra("checkpoint_step") == std::optional<std::uint64_t>(2));
+
+  // Other stages take the command and do nothing with it.
+  auto verdicts = std::make_shared<std::vector<verdict_msg>>();
+  auto sandbox = spawn_sandbox_pool(sys, "sandbox/0", std::make_shared<fake_sandbox>(),
+                                    spawn_collector<verdict_sink>(sys, verdicts))
+                     .value();
+  self->send(sandbox, make_control(wire::ControlCommand::checkpoint));
+  sched.run();
+  CHECK(try_metrics(sandbox).value().errors == 0);
+}
+
 TEST_CASE_FIXTURE(caf_fixture, "the sampler tags candidates with the weights it really holds") {
   auto logic = std::make_shared<fake_sampler>();
   logic->refuse_versions = {5};

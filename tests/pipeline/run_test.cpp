@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -83,6 +84,45 @@ std::multiset<std::pair<std::uint64_t, std::uint32_t>> verdict_keys(const fs::pa
     keys.emplace(v->candidate()->group_id(), v->candidate()->group_index());
   }
   return keys;
+}
+
+/// Starts the kforge binary with `args`, its output going to `log`; returns its pid.
+pid_t start_kforge(const std::vector<std::string>& args, const fs::path& log) {
+  std::vector<std::string> all{KFORGE_BINARY};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execv(KFORGE_BINARY, argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+/// Waits for `pid` to end within `limit` (SIGKILL and a test failure otherwise); its wait status.
+int wait_for(pid_t pid, std::chrono::seconds limit, const fs::path& log) {
+  int st = 0;
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (::waitpid(pid, &st, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() >= end) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &st, 0);
+      FAIL("kforge did not finish in " << limit.count() << " s; see " << log);
+    }
+    std::this_thread::sleep_for(50ms);  // polling a child process
+  }
+  return st;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
 int replay(const fs::path& input, const std::string& stage, std::string* output) {
@@ -223,16 +263,7 @@ stand_in_ms = 3
 
   // Start the head; it spawns w1 and w2.
   const auto log = dir / "head.log";
-  const pid_t head = ::fork();
-  REQUIRE(head >= 0);
-  if (head == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execl(KFORGE_BINARY, KFORGE_BINARY, "run", "--manifest", manifest.c_str(),
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t head = start_kforge({"run", "--manifest", manifest.string()}, log);
 
   // Wait until w1 is working, then kill it with SIGKILL mid-stream.
   pid_t w1 = -1;
@@ -257,16 +288,8 @@ stand_in_ms = 3
   REQUIRE_MESSAGE(w1 > 0, "w1 never got going; see " << log);
   REQUIRE(::kill(w1, SIGKILL) == 0);
 
-  int st = 0;
-  const auto end = std::chrono::steady_clock::now() + 120s;
-  while (::waitpid(head, &st, WNOHANG) == 0 && std::chrono::steady_clock::now() < end)
-    std::this_thread::sleep_for(50ms);
-  if (std::chrono::steady_clock::now() >= end) {
-    ::kill(head, SIGKILL);
-    FAIL("kforge run did not finish; see " << log);
-  }
-  std::ifstream head_log(log);
-  const std::string head_out((std::istreambuf_iterator<char>(head_log)), {});
+  const int st = wait_for(head, 120s, log);
+  const std::string head_out = read_text(log);
   INFO(head_out);
   CHECK(WIFEXITED(st));
   CHECK(WEXITSTATUS(st) == 0);
@@ -383,18 +406,19 @@ source = "stand-in"
 // 0 and no group carries a signal; what this checks is the plumbing: versions advance, every weights
 // file is loaded by the sampler, later candidates carry the newer version, nothing is lost, and
 // replay reproduces the reward and buffer stages.
-TEST_CASE("a real model runs the whole loop in compile-only mode") {
-  const auto dir = fresh_dir("model");
+/// The tiny fixture Qwen2 copied to DIR/model, and DIR/tiny.toml: every stage real on the CPU in
+/// one process (compile-only sandbox), sync, `steps` steps of 2 groups of 4. Returns the manifest.
+fs::path tiny_model_manifest(const fs::path& dir, int steps) {
   const auto model = dir / "model";
   fs::create_directories(model);
   for (const char* sub : {"qwen2", "tokenizer"})
     for (const auto& f : fs::directory_iterator(fs::path(KFORGE_MODEL_FIXTURES) / sub))
       fs::copy_file(f.path(), model / f.path().filename());
-  const auto manifest = dir / "tiny.toml";
+  auto manifest = dir / "tiny.toml";
   std::ofstream(manifest) << R"([run]
 name = "tiny"
 mode = "sync"
-steps = 3
+steps = )" << steps << R"(
 seed = 1
 progress = false
 
@@ -431,6 +455,12 @@ backend = "nvcc"
 [record]
 links = ["verdicts", "scored", "batches", "weights"]
 )";
+  return manifest;
+}
+
+TEST_CASE("a real model runs the whole loop in compile-only mode") {
+  const auto dir = fresh_dir("model");
+  const auto manifest = tiny_model_manifest(dir, 3);
   auto r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", manifest.string(), "--run-dir",
                                 (dir / "run").string(), "--no-progress"},
                                300s);
@@ -501,6 +531,165 @@ links = ["verdicts", "scored", "batches", "weights"]
   CHECK(out.find("0 differ") != std::string::npos);
   CHECK(replay(dir / "run" / "recordings" / "scored@head.kfrec", "buffer", &out) == 0);
   CHECK(out.find("0 differ") != std::string::npos);
+  fs::remove_all(dir);
+}
+/// The lines of a run's train.jsonl.
+std::vector<json> train_log(const fs::path& run_dir) {
+  std::ifstream log(run_dir / "train.jsonl");
+  std::vector<json> steps;
+  for (std::string line; std::getline(log, line);) steps.push_back(json::parse(line));
+  return steps;
+}
+
+// Ctrl-C ends a run with a checkpoint of its last step, and --resume continues that run in its
+// directory: from the checkpoint's weights and step, appending to its logs, up to the new total.
+TEST_CASE("an interrupted real-model run checkpoints its last step, and --resume continues it") {
+  const auto dir = fresh_dir("resume");
+  const auto manifest = tiny_model_manifest(dir, 50);
+  const auto run_dir = dir / "run";
+  const auto log = dir / "first.log";
+  const pid_t head = start_kforge(
+      {"run", "--manifest", manifest.string(), "--run-dir", run_dir.string(), "--no-progress"},
+      log);
+  // Interrupt once the first step is trained (polling a file the run writes).
+  const auto deadline = std::chrono::steady_clock::now() + 240s;
+  while (train_log(run_dir).empty() && std::chrono::steady_clock::now() < deadline &&
+         ::waitpid(head, nullptr, WNOHANG) == 0)
+    std::this_thread::sleep_for(100ms);
+  REQUIRE_MESSAGE(!train_log(run_dir).empty(), "no step trained; see " << log);
+  REQUIRE(::kill(head, SIGINT) == 0);
+  const int st = wait_for(head, 180s, log);
+  {
+    INFO(read_text(log));
+    CHECK(WIFEXITED(st));
+    CHECK(WEXITSTATUS(st) == 130);
+  }
+  const auto first = read_json(run_dir / "summary.json");
+  REQUIRE(first.is_object());
+  CHECK(first["outcome"] == "interrupted");
+  CHECK(first["balanced"] == true);
+  const auto k = first["versions"].get<std::uint64_t>();
+  REQUIRE(k >= 1);
+  CHECK(k < 50);  // the drain finished the step in flight and started no new one
+  const auto ks = std::to_string(k);
+  CHECK(first["checkpoint"] == "checkpoints/step-" + ks);
+  const auto ckpt = run_dir / "checkpoints" / ("step-" + ks);
+  REQUIRE(fs::exists(ckpt / "trainer_state.json"));
+  CHECK_FALSE(fs::exists(run_dir / "checkpoints" / ("step-" + ks + ".tmp")));
+  CHECK(read_json(ckpt / "trainer_state.json")["step"] == k);
+  CHECK((*stage(first, "trainer@head"))["extra"]["checkpoint_step"] == k);
+  CHECK((*stage(first, "trainer@head"))["errors"] == 0);
+  CHECK(train_log(run_dir).size() == k);
+  // The checkpoint holds the weights the run published as version k.
+  const auto published = read_text(run_dir / "weights" / ("policy-v" + ks + ".safetensors"));
+  CHECK_FALSE(published.empty());
+  CHECK(read_text(ckpt / "model.safetensors") == published);
+  const auto metrics_lines_before = [&] {
+    std::ifstream f(run_dir / "metrics.jsonl");
+    return std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n');
+  }();
+
+  // As if the run had died after logging a step it never checkpointed: the resume trains it again
+  // and the log keeps it once.
+  std::ofstream(run_dir / "train.jsonl", std::ios::app)
+      << json{{"step", k + 1}, {"policy_version", k + 1}}.dump() << "\n";
+
+  // Resume to k + 2 steps.
+  const auto total = k + 2;
+  auto r = kforge::run_process({KFORGE_BINARY, "run", "--resume", run_dir.string(), "--steps",
+                                std::to_string(total), "--no-progress"},
+                               300s);
+  REQUIRE(r.ok());
+  {
+    INFO(r->output);
+    CHECK(r->exit_code == 0);
+    CHECK(r->output.find("resuming at step " + ks) != std::string::npos);
+  }
+  const auto second = read_json(run_dir / "summary.json");
+  REQUIRE(second.is_object());
+  CHECK(second["outcome"] == "completed");
+  CHECK(second["balanced"] == true);
+  CHECK(second["versions"] == total);
+  CHECK(second["resumed_from"] == k);
+  CHECK(second["checkpoint"] == "checkpoints/step-" + std::to_string(total));
+  CHECK(fs::exists(run_dir / ("summary-before-step-" + ks + ".json")));
+  for (const char* s : {"sampler@head", "trainer@head", "buffer"}) {
+    const auto* x = stage(second, s);
+    REQUIRE_MESSAGE(x != nullptr, s);
+    CHECK_MESSAGE((*x)["errors"] == 0, s);
+  }
+  CHECK((*stage(second, "buffer"))["dropped"] == 0);  // nothing stale: it started at version k
+  CHECK((*stage(second, "sampler@head"))["sent"] == 2 * 2 * 4);  // only the two new steps
+
+  // train.jsonl goes on after the first run's lines: steps 1..total once each, versions with them.
+  const auto steps = train_log(run_dir);
+  REQUIRE(steps.size() == total);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    CHECK(steps[i]["step"] == i + 1);
+    CHECK(steps[i]["policy_version"] == i + 1);
+  }
+  // The samplers began at the checkpoint's version: step k was sampled with version k.
+  std::set<std::uint64_t> versions;
+  {
+    auto rec = kforge::messages::recording_reader::open(
+        (run_dir / "recordings" / "verdicts@head.kfrec").string());
+    REQUIRE(rec.ok());
+    for (auto e = rec->next(); e.ok() && e->has_value(); e = rec->next())
+      versions.insert((*e)->env->policy_version());
+  }
+  CHECK(versions == std::set<std::uint64_t>{k, k + 1});
+  CHECK(fs::exists(run_dir / ("recordings-before-step-" + ks) / "verdicts@head.kfrec"));
+  // The resumed leg replays too: its buffer's weights recording starts with the checkpoint's.
+  std::string out;
+  CHECK(replay(run_dir / "recordings" / "scored@head.kfrec", "buffer", &out) == 0);
+  CHECK(out.find("0 differ") != std::string::npos);
+  {
+    std::ifstream f(run_dir / "metrics.jsonl");
+    CHECK(std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n') >
+          metrics_lines_before);  // appended, not truncated
+  }
+
+  // Nothing left to do at the total the run was last asked for.
+  r = kforge::run_process({KFORGE_BINARY, "run", "--resume", run_dir.string(), "--no-progress"},
+                          60s);
+  REQUIRE(r.ok());
+  INFO(r->output);
+  CHECK(r->exit_code == 2);
+  CHECK(r->output.find("nothing to do: already at step " + std::to_string(total) + " of " +
+                       std::to_string(total)) != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("kforge run --resume refuses what it cannot continue") {
+  const auto dir = fresh_dir("resume-errors");
+  auto resume = [&](const fs::path& run_dir) {
+    auto r = kforge::run_process({KFORGE_BINARY, "run", "--resume", run_dir.string()}, 60s);
+    REQUIRE(r.ok());
+    return *r;
+  };
+  // Not a run directory.
+  auto r = resume(dir / "nothing");
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("no manifest.toml") != std::string::npos);
+
+  // A stand-in run: its trainer kept no state.
+  fs::create_directories(dir / "standin");
+  auto text = kforge::run_process({KFORGE_BINARY, "manifest", "--print-default"}, 30s);
+  REQUIRE(text.ok());
+  std::ofstream(dir / "standin" / "manifest.toml") << text->output;
+  r = resume(dir / "standin");
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("resume needs the real trainer") != std::string::npos);
+
+  // A real-model run with no complete checkpoint: one still being written does not count.
+  fs::create_directories(dir / "real" / "checkpoints" / "step-2.tmp");
+  fs::copy_file(tiny_model_manifest(dir, 4), dir / "real" / "manifest.toml");
+  std::ofstream(dir / "real" / "checkpoints" / "step-2.tmp" / "trainer_state.json") << "{}";
+  r = resume(dir / "real");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("no complete checkpoint") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "real" / "summary.json"));
   fs::remove_all(dir);
 }
 #endif
