@@ -292,20 +292,9 @@ class lowering {
   status lower_node(torch::jit::Node* n) {
     const std::string q = n->kind().toQualString();
     if (n->kind() == c10::prim::Constant) return lower_constant(n);
-    if (q == "prim::ListConstruct") {
+    if (q == "prim::ListConstruct" || q == "prim::TupleConstruct") {
       val v;
-      v.k = val::kind::list;
-      for (auto* in : n->inputs()) {
-        auto e = get(in);
-        if (!e) return e.err();
-        v.elems.push_back(*e);
-      }
-      set_val(n, v);
-      return {};
-    }
-    if (q == "prim::TupleConstruct") {
-      val v;
-      v.k = val::kind::tuple;
+      v.k = q == "prim::ListConstruct" ? val::kind::list : val::kind::tuple;
       for (auto* in : n->inputs()) {
         auto e = get(in);
         if (!e) return e.err();
