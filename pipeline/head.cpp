@@ -99,6 +99,7 @@ std::optional<resume_point> newest_checkpoint(const fs::path& run_dir) {
     bool whole = it->is_directory();
     for (const char* f : {"model.safetensors", "optimizer.pt", "trainer_state.json"})
       whole = whole && fs::exists(it->path() / f);
+    if (name.size() > 5 + 18) continue;  // more digits than a step count has
     const auto step = std::stoull(name.substr(5));
     if (whole && (!best || step > best->step)) best = resume_point{step, it->path().string()};
   }
@@ -131,7 +132,13 @@ result<resumed_run> open_resumed_run(const std::string& run_dir,
       continue;
     }
     const auto at = line.find("steps = ");
-    if (at != std::string::npos) m.run.steps = std::stoll(line.substr(at + 8));
+    if (at == std::string::npos) continue;
+    try {
+      m.run.steps = std::stoll(line.substr(at + 8));
+    } catch (const std::exception&) {
+      return error{"--resume " + run_dir + ": manifest.toml: a bad overrides line (no step count "
+                   "after \"steps = \"): " + line};
+    }
   }
   while (text.size() >= 2 && text.compare(text.size() - 2, 2, "\n\n") == 0) text.pop_back();
   m.text = text;
