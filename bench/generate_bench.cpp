@@ -2,8 +2,12 @@
 // Hugging Face transformers' generate() as the anchor, in the same run on the same model files.
 //
 //   generate_bench [--json FILE] [--reps R] [--layers L] [--batch P] [--samples N]
-//                  [--prompt-len T] [--new-tokens K] [--no-anchor]
+//                  [--prompt-len T] [--new-tokens K] [--no-anchor] [--model DIR] [--profile]
 //                  [--cpu-smoke [--qwen-shape] [--bf16]]
+//
+// --model DIR benches that checkpoint instead of the random 0.5B one (prompts are random ids in its
+// vocabulary). --profile then decodes once more under model/op_profile.hpp and prints where the
+// host's time went, op by op, per decoding step (in the JSON as "profile").
 //
 // Model: random weights (normal, std 0.02; norms 1) in Qwen2.5-0.5B's shapes — hidden 896, 24
 // layers, 14 query / 2 key-value heads of 64, MLP 4864, vocab 151936, tied embeddings, rope theta
@@ -47,6 +51,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "model/op_profile.hpp"
 #include "common/subprocess.hpp"
 #include "model/generate.hpp"
 #include "model/weights.hpp"
@@ -204,7 +209,8 @@ int main(int argc, char** argv) {
   std::string json_path;
   shape s;
   workload w;
-  bool cpu_smoke = false, anchor = true, qwen_shape = false, cpu_bf16 = false;
+  bool cpu_smoke = false, anchor = true, qwen_shape = false, cpu_bf16 = false, profile = false;
+  std::string model_dir;
   std::int64_t layers = -1, prompts = -1, samples = -1, prompt_len = -1, new_tokens = -1;
   int reps = -1;
   for (int i = 1; i < argc; ++i) {
@@ -219,6 +225,8 @@ int main(int argc, char** argv) {
       else if (a == "--prompt-len") prompt_len = std::stoll(next());
       else if (a == "--new-tokens") new_tokens = std::stoll(next());
       else if (a == "--no-anchor") anchor = false;
+      else if (a == "--model") model_dir = next();
+      else if (a == "--profile") profile = true;
       else if (a == "--cpu-smoke") cpu_smoke = true;
       else if (a == "--qwen-shape") qwen_shape = true;
       else if (a == "--bf16") cpu_bf16 = true;
@@ -226,7 +234,7 @@ int main(int argc, char** argv) {
     } catch (const std::exception&) {
       std::fprintf(stderr,
                    "usage: %s [--json FILE] [--reps R] [--layers L] [--batch P] [--samples N] [--prompt-len T] "
-                   "[--new-tokens K] [--no-anchor] [--cpu-smoke [--qwen-shape] [--bf16]]\n",
+                   "[--new-tokens K] [--no-anchor] [--model DIR] [--profile] [--cpu-smoke [--qwen-shape] [--bf16]]\n",
                    argv[0]);
       return 2;
     }
@@ -252,13 +260,25 @@ int main(int argc, char** argv) {
   const std::int64_t rows = w.prompts * w.samples;
   const double tokens = static_cast<double>(rows * w.new_tokens);
 
-  const fs::path dir = fs::temp_directory_path() / ("kforge-generate-bench-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const bool own_model = model_dir.empty();
+  const fs::path dir =
+      own_model ? fs::temp_directory_path() / ("kforge-generate-bench-" + std::to_string(::getpid())) : fs::path(model_dir);
+  if (own_model) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  } else {
+    auto c = km::load_model_config(model_dir);
+    if (!c) {
+      std::fprintf(stderr, "generate_bench: --model %s: %s\n", model_dir.c_str(), c.message().c_str());
+      return 2;
+    }
+    s.hidden = c->hidden_size, s.layers = c->num_hidden_layers, s.heads = c->num_attention_heads;
+    s.kv_heads = c->num_key_value_heads, s.intermediate = c->intermediate_size, s.vocab = c->vocab_size;
+  }
   json out;
   out["device"] = dev.str();
   out["dtype"] = bf16 ? "bfloat16" : "float32";
-  out["model"] = config_json(s);
+  out["model"] = own_model ? config_json(s) : json{{"dir", model_dir}, {"config", json::parse(std::ifstream(dir / "config.json"))}};
   out["workload"] = {{"prompts", w.prompts}, {"samples", w.samples}, {"rows", rows}, {"prompt_len", w.prompt_len},
                      {"new_tokens", w.new_tokens}, {"warmup_new_tokens", w.warmup_tokens}, {"reps", w.reps},
                      {"temperature", 1.0}, {"top_p", 1.0}};
@@ -270,9 +290,11 @@ int main(int argc, char** argv) {
               static_cast<long long>(w.prompt_len), w.reps, static_cast<long long>(w.warmup_tokens));
 
   auto t0 = clk::now();
-  if (auto st = write_random_checkpoint(s, dir.string()); !st) {
-    std::fprintf(stderr, "generate_bench: %s\n", st.message().c_str());
-    return 1;
+  if (own_model) {
+    if (auto st = write_random_checkpoint(s, dir.string()); !st) {
+      std::fprintf(stderr, "generate_bench: %s\n", st.message().c_str());
+      return 1;
+    }
   }
   std::printf("checkpoint: %s (%.1f s)\n", dir.c_str(), std::chrono::duration<double>(clk::now() - t0).count());
 
@@ -328,6 +350,19 @@ int main(int argc, char** argv) {
                 rate.min, rate.max, static_cast<double>(peak.allocated) / (1 << 30),
                 static_cast<double>(peak.reserved) / (1 << 30));
     out["check"] = check(**model, prompts_ids, last, w, bf16, ok);
+    if (profile) {
+      // Prefill included: its ops are few next to K decoding steps' worth.
+      sync(dev);
+      kforge::model::op_profile prof;
+      auto g = km::generate(**model, prompts_ids, so);
+      prof.stop();
+      json p = prof.report(25);
+      p["new_tokens"] = w.new_tokens;
+      p["wall_ms_per_step"] = p["wall_us"].get<double>() / 1e3 / static_cast<double>(w.new_tokens);
+      std::printf("op profile: %.2f ms host wall per decoding step (%s)\n", p["wall_ms_per_step"].get<double>(),
+                  g ? "generate ok" : g.message().c_str());
+      out["profile"] = p;
+    }
   }
 #if defined(KFORGE_BENCH_TORCH_CUDA)
   if (dev.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();  // the anchor's process needs the memory
@@ -373,6 +408,6 @@ int main(int argc, char** argv) {
   }
 
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
-  fs::remove_all(dir);
+  if (own_model) fs::remove_all(dir);
   return ok ? 0 : 1;
 }

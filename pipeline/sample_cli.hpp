@@ -23,6 +23,7 @@ inline CLI::App* add_sample_subcommand(CLI::App& app, sample_options& o) {
   cmd->add_option("--gpu", o.gpu, "CUDA ordinal (default: -1, the CPU)");
   cmd->add_flag("--no-gpu-facts", o.no_gpu_facts, "Prompts state no GPU facts");
   cmd->add_option("--prompt-template", o.prompt_template, "Prompt template file");
+  cmd->add_flag("--profile-ops", o.profile_ops, "Print the host time spent in each LibTorch op (all calls)");
   return cmd;
 }
 

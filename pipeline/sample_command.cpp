@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <ostream>
 
 #include <nlohmann/json.hpp>
 
+#include "model/op_profile.hpp"
 #include "pipeline/engine_sampler.hpp"
 #include "sandbox/pool.hpp"
 #include "tasks/builtin.hpp"
@@ -100,6 +102,8 @@ int sample_command(const sample_options& o, std::ostream& out, std::ostream& err
   std::ofstream task_file(fs::path(o.out) / "tasks.jsonl");
   if (!samples || !task_file) return fail("--out " + o.out + ": cannot write samples.jsonl / tasks.jsonl");
 
+  std::optional<model::op_profile> profile;
+  if (o.profile_ops) profile.emplace();
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t written = 0, with_kernel = 0, tokens = 0, failed_tasks = 0;
   const std::size_t batch = static_cast<std::size_t>(o.batch);
@@ -155,6 +159,10 @@ int sample_command(const sample_options& o, std::ostream& out, std::ostream& err
       }
     }
     out << "sampled " << (first + n) << "/" << pool->size() << " tasks\r" << std::flush;
+  }
+  if (profile) {
+    profile->stop();
+    profile->report(30);
   }
   samples.flush();
   task_file.flush();

@@ -30,6 +30,7 @@ struct sample_options {
   int gpu = -1;                 ///< CUDA ordinal for the model and the probed facts; -1: CPU
   bool no_gpu_facts = false;    ///< prompts say "unknown" for the GPU even with --gpu
   std::string prompt_template;  ///< a template file; empty: the embedded one
+  bool profile_ops = false;     ///< print where the host's time went, op by op (model/op_profile.hpp)
 };
 
 /// Runs the command; 0 on success, 2 on bad input (a message on `err` names it).
