@@ -81,28 +81,39 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     const std::int64_t N = o.max_new_tokens;
     const std::int64_t capacity = L + N;
 
-    // Rows prompt-major; prompts left-padded to L so every row's next token is at the same index.
-    // Built on the host in one piece and moved once.
-    std::vector<std::int64_t> ids_host(static_cast<std::size_t>(R * L), o.pad_token);
-    std::vector<std::int64_t> mask_host(static_cast<std::size_t>(R * capacity), 0);
-    std::vector<std::int64_t> prompt_len(static_cast<std::size_t>(R));
-    for (std::int64_t r = 0; r < R; ++r) {
-      const auto& p = prompts[static_cast<std::size_t>(r / o.n)];
+    // Prompts left-padded to L so every row's next token is at the same index. Built on the host in
+    // one piece and moved once.
+    std::vector<std::int64_t> ids_host(static_cast<std::size_t>(P * L), o.pad_token);
+    std::vector<std::int64_t> mask_host(static_cast<std::size_t>(P * capacity), 0);
+    std::vector<std::int64_t> prompt_len(static_cast<std::size_t>(P));
+    for (std::int64_t i = 0; i < P; ++i) {
+      const auto& p = prompts[static_cast<std::size_t>(i)];
       const auto n = static_cast<std::int64_t>(p.size());
-      std::copy(p.begin(), p.end(), ids_host.begin() + r * L + (L - n));
-      std::fill_n(mask_host.begin() + r * capacity + (L - n), n, 1);
-      prompt_len[static_cast<std::size_t>(r)] = n;
+      std::copy(p.begin(), p.end(), ids_host.begin() + i * L + (L - n));
+      std::fill_n(mask_host.begin() + i * capacity + (L - n), n, 1);
+      prompt_len[static_cast<std::size_t>(i)] = n;
     }
-    at::Tensor ids = at::tensor(ids_host, i64).view({R, L}).to(dev);
-    at::Tensor mask = at::tensor(mask_host, i64).view({R, capacity}).to(dev);
-    at::Tensor lengths = at::tensor(prompt_len, i64).to(dev);
-
-    kv_cache cache = make_kv_cache(model.config, R, capacity, popt);
+    // Each prompt is prefilled once, then its cache, mask and last logits are copied to its n rows
+    // (rows prompt-major): a GRPO group's G samples share one prompt, and a long prompt's prefill
+    // costs G times less.
+    const at::Tensor ids = at::tensor(ids_host, i64).view({P, L}).to(dev);
+    const at::Tensor prompt_mask = at::tensor(mask_host, i64).view({P, capacity}).to(dev);
+    kv_cache cache = make_kv_cache(model.config, P, capacity, popt);
     forward_args args;
     args.cache = &cache;
     args.last_only = true;
-    args.attention_mask = mask.narrow(1, 0, L);
+    args.attention_mask = prompt_mask.narrow(1, 0, L);
     at::Tensor logits = model.forward(ids, args).select(1, 0).to(at::kFloat);
+    at::Tensor mask = prompt_mask;
+    at::Tensor lengths = at::tensor(prompt_len, i64).to(dev);
+    if (o.n > 1) {
+      const at::Tensor to_rows = at::arange(P, i64.device(dev)).repeat_interleave(o.n);
+      for (auto& t : cache.k) t = t.index_select(0, to_rows);
+      for (auto& t : cache.v) t = t.index_select(0, to_rows);
+      logits = logits.index_select(0, to_rows);
+      mask = mask.index_select(0, to_rows);
+      lengths = lengths.index_select(0, to_rows);
+    }
 
     const bool greedy = o.temperature == 0;
     const double temperature = greedy ? 1.0 : o.temperature;
