@@ -77,9 +77,10 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
     if asked loopmodes; then
       # Issue 7: the loop's manifest in sync and then async mode, seconds per step and each GPU
       # group's idle fraction (bench/loop_modes.sh). Two more runs of the loop, so not in "all".
-      # Async can only gain where rollout and training have GPUs of their own: 2+ GPUs. The loop
-      # run's rollout took ~19x its training (256 new tokens); fewer tokens bring them closer, and
-      # the bench prints the balance it got. KFORGE_LOOPMODES_ARGS replaces these settings.
+      # Async can only gain where rollout and training have GPUs of their own: 2+ GPUs. These
+      # settings give rollout and training similar busy times on 2 H200s (session 5: balance
+      # 0.76-0.86; bench/RESULTS.md); the bench prints the balance it got.
+      # KFORGE_LOOPMODES_ARGS replaces them.
       if [[ ! -f $build/random-qwen/config.json ]]; then
         step "random model for the loop" model.log python3 "$root/deploy/make_random_model.py" \
           --out "$build/random-qwen" --tokenizer "$root/tests/model/fixtures/tokenizer"
@@ -87,7 +88,7 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
       step "loop modes: sync vs async" loopmodes.log "$root/bench/loop_modes.sh" \
         --kforge "$build/kforge" --model "$build/random-qwen" --work "$build/loopmodes" \
         --json "$out/loop_modes.json" \
-        ${KFORGE_LOOPMODES_ARGS:---steps 12 --set sampler.max_new_tokens=16}
+        ${KFORGE_LOOPMODES_ARGS:---steps 16 --set sampler.max_new_tokens=64 --set buffer.groups_per_batch=8}
       for m in sync async; do cp "$build/loopmodes/$m/summary.json" "$out/loopmodes_${m}_summary.json" 2>/dev/null; done
     fi
     if asked tiny; then
