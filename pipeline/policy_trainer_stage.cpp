@@ -8,7 +8,7 @@
 
 #include "model/weights.hpp"
 #include "pipeline/manifest.hpp"
-#include "trainer/policy_trainer.hpp"
+#include "trainer/data_parallel_trainer.hpp"
 
 namespace kforge::pipeline {
 
@@ -101,19 +101,19 @@ status trim_log(const fs::path& path, std::int64_t step) {
 
 class policy_trainer_stage final : public actors::trainer_logic {
  public:
-  policy_trainer_stage(trainer::policy_trainer t, policy_trainer_stage_options o)
+  policy_trainer_stage(std::unique_ptr<trainer::data_parallel_trainer> t, policy_trainer_stage_options o)
       : trainer_(std::move(t)), o_(std::move(o)) {
     // A resumed trainer's checkpoint is the one it was loaded from.
-    if (!o_.resume_from.empty()) last_checkpoint_ = static_cast<std::uint64_t>(trainer_.steps());
+    if (!o_.resume_from.empty()) last_checkpoint_ = static_cast<std::uint64_t>(trainer_->lead().steps());
   }
 
-  status checkpoint() override { return save(static_cast<std::uint64_t>(trainer_.steps())); }
+  status checkpoint() override { return save(static_cast<std::uint64_t>(trainer_->lead().steps())); }
 
   std::optional<std::uint64_t> checkpoint_step() const override { return last_checkpoint_; }
 
   result<wire::PolicyWeightsT> train(const wire::TrainBatch& batch,
                                      const actors::envelope_info&) override {
-    auto stats = trainer_.step(to_train_batch(batch));
+    auto stats = trainer_->step(to_train_batch(batch));
     if (!stats) return stats.err();
     if (auto s = log(*stats); !s) return s.err();
     auto w = publish(stats->policy_version);
@@ -130,7 +130,7 @@ class policy_trainer_stage final : public actors::trainer_logic {
   status save(std::uint64_t step) {
     if (step == 0 || last_checkpoint_ == step) return {};
     const auto dir = fs::path(o_.run_dir) / "checkpoints" / ("step-" + std::to_string(step));
-    if (auto s = trainer_.save_checkpoint(dir.string()); !s) return s;
+    if (auto s = trainer_->save_checkpoint(dir.string()); !s) return s;
     last_checkpoint_ = step;
     return {};
   }
@@ -151,7 +151,7 @@ class policy_trainer_stage final : public actors::trainer_logic {
     const auto name = [&](std::uint64_t v) { return dir / ("policy-v" + std::to_string(v) + ".safetensors"); };
     const fs::path path = name(version);
     const fs::path tmp = path.string() + ".partial";
-    if (auto s = model::save_weights(*trainer_.policy(), tmp.string()); !s) return s.err();
+    if (auto s = model::save_weights(*trainer_->lead().policy(), tmp.string()); !s) return s.err();
     fs::rename(tmp, path, ec);
     if (ec) return error{path.string() + ": cannot publish the weights: " + ec.message()};
     // Older files beyond keep_weights go; a sampler still reading one holds it open.
@@ -166,7 +166,7 @@ class policy_trainer_stage final : public actors::trainer_logic {
     return w;
   }
 
-  trainer::policy_trainer trainer_;
+  std::unique_ptr<trainer::data_parallel_trainer> trainer_;
   policy_trainer_stage_options o_;
   std::optional<std::uint64_t> last_checkpoint_;
 };
@@ -177,13 +177,11 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
     const policy_trainer_stage_options& o) {
   if (o.model_dir.empty()) return error{"trainer: no model (sampler.model is empty)"};
   if (o.keep_weights < 1) return error{"trainer: keep_weights must be >= 1"};
-  model::load_options lo;
-  lo.dtype = at::kFloat;  // fp32 weights and optimiser state: the master copy
-  lo.device = o.device >= 0 ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(o.device))
-                            : at::Device(at::kCPU);
-  auto lm = model::load_causal_lm(o.model_dir, lo);
-  if (!lm) return error{"trainer: " + lm.message()};
-  for (auto& p : (*lm)->parameters(/*recurse=*/true)) p.set_requires_grad(true);
+  if (o.devices.empty()) return error{"trainer: no device"};
+  trainer::data_parallel_options dp;
+  dp.model_dir = o.model_dir;
+  for (int d : o.devices)
+    dp.devices.push_back(d >= 0 ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(d)) : at::Device(at::kCPU));
 
   trainer::policy_trainer_options po;
   const auto& t = o.trainer;
@@ -200,19 +198,16 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
   po.temperature = o.temperature;
   po.seed = o.seed;
   po.source_dir = o.model_dir;
-  try {
-    trainer::policy_trainer pt(std::move(*lm), po);
-    if (!o.resume_from.empty()) {
-      if (auto s = pt.load_checkpoint(o.resume_from); !s)
-        return error{"trainer: cannot resume from " + o.resume_from + ": " + s.message()};
-      if (auto s = trim_log(fs::path(o.run_dir) / "train.jsonl", pt.steps()); !s)
-        return error{"trainer: " + s.message()};
-    }
-    return std::shared_ptr<actors::trainer_logic>(
-        std::make_shared<policy_trainer_stage>(std::move(pt), o));
-  } catch (const std::exception& e) {  // invalid options (the manifest validated most already)
-    return error{std::string("trainer: ") + e.what()};
+  dp.trainer = po;
+  auto pt = trainer::data_parallel_trainer::create(dp);
+  if (!pt) return error{"trainer: " + pt.message()};
+  if (!o.resume_from.empty()) {
+    if (auto s = (*pt)->load_checkpoint(o.resume_from); !s)
+      return error{"trainer: cannot resume from " + o.resume_from + ": " + s.message()};
+    if (auto s = trim_log(fs::path(o.run_dir) / "train.jsonl", (*pt)->lead().steps()); !s)
+      return error{"trainer: " + s.message()};
   }
+  return std::shared_ptr<actors::trainer_logic>(std::make_shared<policy_trainer_stage>(std::move(*pt), o));
 }
 
 result<policy_trainer_stage_options> policy_trainer_stage_options_from(const manifest& m,
@@ -221,7 +216,9 @@ result<policy_trainer_stage_options> policy_trainer_stage_options_from(const man
   o.model_dir = m.sampler.model;
   const auto gpus = stage_gpus(m, actor_kind::trainer);
   if (!gpus) return error{"trainer: " + gpus.message()};
-  o.device = gpus->empty() ? -1 : gpus->front();
+  // One rank per GPU of the group; on the CPU, trainer.cpu_ranks ranks.
+  if (gpus->empty()) o.devices.assign(static_cast<std::size_t>(m.trainer.cpu_ranks), -1);
+  else o.devices = *gpus;
   o.run_dir = run_dir;
   o.trainer = m.trainer;
   o.temperature = m.sampler.temperature;

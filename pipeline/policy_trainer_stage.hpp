@@ -20,12 +20,16 @@
 // The version is the number of batches consumed: it rises by one per batch even when no group
 // carried a signal, because the run paces generation and staleness by it.
 //
-// One rank on one device (the first GPU of the trainer's group, or the CPU). Data parallel over
-// NCCL is not built yet (issue 6). This header is torch-free.
+// Data parallel (trainer/data_parallel_trainer.hpp): one rank per GPU of the trainer's group, each
+// a thread of this process, gradients summed over NCCL; on the CPU, trainer.cpu_ranks ranks (1 by
+// default) summing in rank order. Rank 0 publishes and checkpoints (the ranks' weights are
+// identical). Ranks in several processes or on several nodes are not built yet (issue 6). This
+// header is torch-free.
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "actors/stage_logic.hpp"
 #include "common/result.hpp"
@@ -38,8 +42,9 @@ struct manifest;
 struct policy_trainer_stage_options {
   /// Checkpoint directory of the starting policy (sampler.model): also the KL reference.
   std::string model_dir;
-  /// CUDA device ordinal, or -1 for the CPU. Weights and optimiser state are fp32 either way.
-  int device = -1;
+  /// One data-parallel rank per entry: a CUDA device ordinal each, or -1 (every entry) for CPU
+  /// ranks. Weights and optimiser state are fp32 either way.
+  std::vector<int> devices{-1};
   /// Where weights/, checkpoints/ and train.jsonl go.
   std::string run_dir;
   /// The manifest's [trainer] table.
@@ -61,7 +66,7 @@ struct policy_trainer_stage_options {
     const policy_trainer_stage_options& o);
 
 /// The options for a manifest and the run directory: sampler.model, [trainer], sampler.temperature,
-/// run.seed, buffer.max_staleness and the first GPU of the trainer's group (or the CPU).
+/// run.seed, buffer.max_staleness and the GPUs of the trainer's group (or trainer.cpu_ranks CPU ranks).
 [[nodiscard]] result<policy_trainer_stage_options> policy_trainer_stage_options_from(
     const manifest& m, const std::string& run_dir);
 

@@ -134,9 +134,14 @@ std::string logic_description(actor_kind k, const manifest* m) {
     case actor_kind::buffer:
       return "real: dedup, staleness bound, whole GRPO groups";
     case actor_kind::trainer:
-      if (m && !m->sampler.model.empty())
-        return "real: GRPO with adaptive KL on " + m->sampler.model +
-               ", one rank, weights published by file";
+      if (m && !m->sampler.model.empty()) {
+        const auto gpus = stage_gpus(*m, actor_kind::trainer);
+        const std::size_t ranks = gpus && !gpus->empty() ? gpus->size() : static_cast<std::size_t>(m->trainer.cpu_ranks);
+        const std::string where = gpus && !gpus->empty() ? " GPU(s)" : " CPU rank(s)";
+        return "real: GRPO with adaptive KL on " + m->sampler.model + ", data parallel over " +
+               std::to_string(ranks) + where + (ranks > 1 ? " (gradients summed each step)" : "") +
+               ", weights published by file";
+      }
       return "stand-in: publishes version+1 per batch, trains nothing (sampler.model is empty: "
              "nothing to train)";
   }

@@ -199,6 +199,30 @@ struct stats_sum {
   }
 };
 
+// Data parallel: the gradients, then the statistics' sums and counts, summed across the ranks.
+status sum_across(collective& group, const std::vector<at::Tensor>& params, stats_sum& sums, grpo_step_stats& out) {
+  if (auto s = all_reduce_gradients(params, group); !s) return s;
+  grpo_loss_stats& t = sums.total;
+  std::vector<double*> fields = {&t.loss, &t.policy_loss, &t.kl_loss, &t.mean_kl, &t.mean_ratio,
+                                 &t.clip_fraction, &t.clip_low_fraction, &t.clip_high_fraction,
+                                 &t.mean_is_weight, &t.is_truncated_fraction};
+  std::vector<double> host;
+  for (const double* f : fields) host.push_back(*f);
+  host.push_back(static_cast<double>(t.tokens));
+  host.push_back(static_cast<double>(out.micro_batches));
+  host.push_back(static_cast<double>(out.stale_samples));
+  const auto device = params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+  at::Tensor v = torch::tensor(host, torch::kDouble).to(device);
+  if (auto s = group.all_reduce_sum({v}); !s) return s;
+  v = v.cpu();
+  const double* p = v.data_ptr<double>();
+  for (std::size_t i = 0; i < fields.size(); ++i) *fields[i] = p[i];
+  t.tokens = static_cast<std::int64_t>(p[fields.size()]);
+  out.micro_batches = static_cast<std::int64_t>(p[fields.size() + 1]);
+  out.stale_samples = static_cast<std::int64_t>(p[fields.size() + 2]);
+  return {};
+}
+
 at::Tensor checked_logp(const at::Tensor& t, std::int64_t rows, std::int64_t cols,
                         const char* which) {
   if (!t.defined() || t.dim() != 2 || t.size(0) != rows || t.size(1) < cols)
@@ -212,7 +236,7 @@ at::Tensor checked_logp(const at::Tensor& t, std::int64_t rows, std::int64_t col
 
 grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const logprob_fn& policy,
                                    const logprob_fn& reference, double kl_coef,
-                                   std::uint64_t current_version) {
+                                   std::uint64_t current_version, collective* group) {
   auto& st = *impl_;
   grpo_step_stats out;
   out.kl_coef = kl_coef;
@@ -245,13 +269,19 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
     batch_tokens += static_cast<double>(s->completion.size());
   }
   out.samples = static_cast<std::int64_t>(kept.size());
-  if (kept.empty() || batch_tokens == 0) return out;
+  if (kept.empty() || batch_tokens == 0) return out;  // the same on every rank: none waits for another
+
+  // This rank's contiguous share of the kept samples (all of them without a group).
+  const std::size_t ranks = group != nullptr ? static_cast<std::size_t>(group->size()) : 1;
+  const std::size_t rank = group != nullptr ? static_cast<std::size_t>(group->rank()) : 0;
+  const std::size_t share_begin = kept.size() * rank / ranks;
+  const std::size_t share_end = kept.size() * (rank + 1) / ranks;
 
   stats_sum sums;
   st.adamw.zero_grad();
   const auto mbs = static_cast<std::size_t>(st.opt.micro_batch_size);
-  for (std::size_t begin = 0; begin < kept.size(); begin += mbs) {
-    const std::size_t end = std::min(kept.size(), begin + mbs);
+  for (std::size_t begin = share_begin; begin < share_end; begin += mbs) {
+    const std::size_t end = std::min(share_end, begin + mbs);
     const std::vector<const grpo_sample*> mb(kept.begin() + static_cast<std::ptrdiff_t>(begin),
                                              kept.begin() + static_cast<std::ptrdiff_t>(end));
     const auto rows = static_cast<std::int64_t>(mb.size());
@@ -296,6 +326,12 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
     res.loss.backward();
     sums.add(res.stats);
     ++out.micro_batches;
+  }
+  if (group != nullptr && ranks > 1) {
+    if (auto s = sum_across(*group, st.params, sums, out); !s) {
+      st.adamw.zero_grad();
+      throw std::runtime_error("grpo step: " + s.message());
+    }
   }
   out.loss = sums.mean();
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "trainer/collective.hpp"
 #include "trainer/grpo.hpp"
 
 namespace kforge::trainer {
@@ -112,9 +113,17 @@ class grpo_stepper {
   /// One optimisation step over `batch`. `reference` may be empty (no KL term). Samples with a
   /// policy_version below `current_version` are off-policy. Throws std::invalid_argument for
   /// inconsistent input (a log-prob tensor of the wrong shape, behaviour_logp of the wrong length).
+  ///
+  /// Data parallel (`group` given, trainer/collective.hpp): every rank passes the whole batch and
+  /// computes the same advantages; each trains on its contiguous share of the kept samples, the
+  /// loss normalised by the whole batch's tokens, so the summed gradients are the whole batch's.
+  /// Gradients and statistics are summed across the ranks before clipping, and every rank then
+  /// takes the same AdamW step: the ranks' weights stay identical and equal (within rounding) to
+  /// one rank's on the whole batch. Throws std::runtime_error when a collective fails (the
+  /// gradients are then cleared and the weights unchanged).
   grpo_step_stats step(const std::vector<grpo_group>& batch, const logprob_fn& policy,
                        const logprob_fn& reference, double kl_coef,
-                       std::uint64_t current_version);
+                       std::uint64_t current_version, collective* group = nullptr);
 
   const grpo_step_options& options() const noexcept;
   /// AdamW steps taken.

@@ -169,7 +169,7 @@ result<policy_step_stats> policy_trainer::step(const train_batch& batch) {
   try {
     out.grpo = st.stepper.step(groups, logprobs_of(st.policy, st.opt.temperature, st.opt.pad_token),
                                logprobs_of(st.reference, st.opt.temperature, st.opt.pad_token),
-                               st.kl.coef(), st.version);
+                               st.kl.coef(), st.version, st.opt.group.get());
   } catch (const std::exception& e) {
     return error{"train batch " + std::to_string(batch.step) + ": " + e.what()};
   }

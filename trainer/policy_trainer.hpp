@@ -71,6 +71,11 @@ struct policy_trainer_options {
   std::uint64_t initial_version = 0;
   /// The run's seed, kept in checkpoints for the caller's (seed, step)-derived streams.
   std::uint64_t seed = 0;
+  /// Data parallel: this rank's group (trainer/collective.hpp). Every rank builds its trainer from
+  /// the same checkpoint and steps on the same batches; grpo_stepper::step splits each batch and
+  /// sums the gradients. Null: one rank. Checkpoints and published weights are rank 0's job (the
+  /// ranks' weights are identical).
+  std::shared_ptr<collective> group;
   /// The checkpoint the policy was loaded from. Non-empty: checkpoints also get its config.json,
   /// generation_config.json and tokenizer files (model::save_checkpoint), so they load as models.
   std::string source_dir;

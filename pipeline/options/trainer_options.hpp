@@ -30,6 +30,11 @@ struct trainer_options {
   /// A full checkpoint (weights, optimiser, KL controller, RNG) every this many steps under
   /// RUN_DIR/checkpoints; 0: none. >= 0.
   std::int64_t checkpoint_every = 50;
+  /// Data-parallel ranks when the trainer runs on the CPU (its GPU group is empty): threads of the
+  /// trainer's process that split each batch and sum gradients in rank order, giving the one-rank
+  /// result within rounding. For exercising the data-parallel path without GPUs; on GPUs there is
+  /// one rank per GPU of the trainer's group. >= 1.
+  std::int64_t cpu_ranks = 1;
 };
 
 }  // namespace kforge

@@ -408,7 +408,7 @@ source = "stand-in"
 // replay reproduces the reward and buffer stages.
 /// The tiny fixture Qwen2 copied to DIR/model, and DIR/tiny.toml: every stage real on the CPU in
 /// one process (compile-only sandbox), sync, `steps` steps of 2 groups of 4. Returns the manifest.
-fs::path tiny_model_manifest(const fs::path& dir, int steps) {
+fs::path tiny_model_manifest(const fs::path& dir, int steps, const std::string& trainer_table = "") {
   const auto model = dir / "model";
   fs::create_directories(model);
   for (const char* sub : {"qwen2", "tokenizer"})
@@ -454,7 +454,7 @@ backend = "nvcc"
 
 [record]
 links = ["verdicts", "scored", "batches", "weights"]
-)";
+)" << trainer_table;
   return manifest;
 }
 
@@ -533,6 +533,33 @@ TEST_CASE("a real model runs the whole loop in compile-only mode") {
   CHECK(out.find("0 differ") != std::string::npos);
   fs::remove_all(dir);
 }
+// The plumbing of data parallelism in a run (ranks built, stepped, rank 0 publishing). A random
+// model's groups carry no signal, so no gradient is summed here: policy_trainer_test checks the
+// arithmetic (2 and 3 ranks against 1).
+TEST_CASE("a real model's trainer runs data parallel over 2 CPU ranks") {
+  const auto dir = fresh_dir("model_dp");
+  const auto manifest = tiny_model_manifest(dir, 2, "\n[trainer]\ncpu_ranks = 2\n");
+  auto r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", manifest.string(), "--run-dir",
+                                (dir / "run").string(), "--no-progress"},
+                               300s);
+  REQUIRE(r.ok());
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  CHECK(r->output.find("data parallel over 2 CPU rank(s) (gradients summed each step)") != std::string::npos);
+  const auto summary = read_json(dir / "run" / "summary.json");
+  REQUIRE(summary.is_object());
+  CHECK(summary["outcome"] == "completed");
+  CHECK(summary["balanced"] == true);
+  CHECK((*stage(summary, "trainer@head"))["errors"] == 0);
+  std::ifstream log(dir / "run" / "train.jsonl");
+  std::vector<json> steps;
+  for (std::string line; std::getline(log, line);) steps.push_back(json::parse(line));
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[1]["policy_version"] == 2);
+  CHECK(fs::exists(dir / "run" / "weights" / "policy-v2.safetensors"));
+  fs::remove_all(dir);
+}
+
 /// The lines of a run's train.jsonl.
 std::vector<json> train_log(const fs::path& run_dir) {
   std::ifstream log(run_dir / "train.jsonl");

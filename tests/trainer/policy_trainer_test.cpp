@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -17,54 +18,18 @@
 #include "model/generate.hpp"
 #include "model/weights.hpp"
 #include "trainer/checkpoint.hpp"
+#include "trainer/collective.hpp"
+#include "trainer/data_parallel_trainer.hpp"
 #include "trainer/policy_trainer.hpp"
-#include "tests/doctest_torch.hpp"  // last: after every header that may include LibTorch
+#include "tests/trainer/policy_fixture.hpp"  // includes doctest last, after LibTorch
 
 using namespace kforge;
 using namespace kforge::trainer;
+using namespace kforge::trainer::testing;
 
 namespace {
 
-const std::string qwen2_dir = std::string(KFORGE_MODEL_FIXTURES) + "/qwen2";
-
 using model::testing::scratch_dir;
-
-model::CausalLM load_policy() {
-  auto m = model::load_causal_lm(qwen2_dir);
-  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.message()));
-  for (auto& p : (*m)->parameters()) p.set_requires_grad(true);
-  return std::move(*m);
-}
-
-/// `g` completions of `max_new` tokens per prompt sampled from the trainer's policy, rewarded with
-/// the fraction of `target` tokens (target < 0: of even tokens, a reward almost every group varies
-/// in), tagged with the current version, as the sampler would send them.
-train_batch sample_batch(policy_trainer& t, const std::vector<std::vector<std::int64_t>>& prompts,
-                         std::int64_t g, std::int64_t max_new, std::uint64_t seed,
-                         std::int64_t target) {
-  model::sampling_options so;
-  so.n = g;
-  so.max_new_tokens = max_new;
-  so.seed = seed;
-  auto gens = model::generate(*t.policy(), prompts, so);
-  REQUIRE_MESSAGE(gens.ok(), (gens.ok() ? "" : gens.message()));
-  train_batch b;
-  b.step = static_cast<std::uint64_t>(t.steps());
-  b.groups.resize(prompts.size());
-  for (auto& gen : *gens) {
-    train_sample s;
-    s.prompt_tokens = prompts[gen.prompt];
-    s.completion_tokens = gen.tokens;
-    s.logprobs = gen.logprobs;
-    const auto hits = target >= 0 ? std::count(gen.tokens.begin(), gen.tokens.end(), target)
-                                  : std::count_if(gen.tokens.begin(), gen.tokens.end(),
-                                                  [](std::int64_t x) { return x % 2 == 0; });
-    s.reward = static_cast<double>(hits) / static_cast<double>(gen.tokens.size());
-    s.policy_version = t.policy_version();
-    b.groups[gen.prompt].samples.push_back(std::move(s));
-  }
-  return b;
-}
 
 double mean_reward(const train_batch& b) {
   double sum = 0;
@@ -72,20 +37,6 @@ double mean_reward(const train_batch& b) {
   for (const auto& g : b.groups)
     for (const auto& s : g.samples) sum += s.reward, ++n;
   return sum / n;
-}
-
-const std::vector<std::vector<std::int64_t>> prompts{{1, 17, 42}, {1, 99}, {1, 250, 7, 3}, {1, 5}};
-
-policy_trainer_options resume_options() {
-  policy_trainer_options o;
-  o.step.lr = 1e-2;
-  o.step.micro_batch_size = 5;  // 16 samples: micro-batches of 5, 5, 5, 1
-  o.kl.initial_coef = 0.01;
-  o.kl.target_low = 0;
-  o.kl.target_high = 1e-12;  // every step's KL is above the band: the coefficient moves each step
-  o.seed = 11;
-  o.source_dir = qwen2_dir;
-  return o;
 }
 
 /// `n` steps, each on a batch sampled with a seed drawn from LibTorch's default generator, so
@@ -97,13 +48,6 @@ void train(policy_trainer& t, int n) {
     REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.message()));
     REQUIRE(st->grpo.stepped);
   }
-}
-
-bool same_weights(const model::CausalLM& a, const model::CausalLM& b) {
-  const auto pa = a->named_parameters(), pb = b->named_parameters();
-  bool same = pa.size() == pb.size();
-  for (const auto& item : pa) same = same && at::equal(item.value(), pb[item.key()]);
-  return same;
 }
 
 }  // namespace
@@ -170,6 +114,147 @@ TEST_CASE("policy trainer: checkpoint -> resume gives bit-identical weights to a
   CHECK(no_moments.stepper().steps() == 0);
   train(no_moments, n - n / 2);
   CHECK_FALSE(same_weights(no_moments.policy(), whole.policy()));
+}
+
+
+TEST_CASE("policy trainer: data-parallel ranks keep identical weights, equal to one rank on the whole batch") {
+  // The same three batches for every run, sampled once from the starting policy (16 samples each;
+  // from step 2 on they are off-policy, so the importance weights are exercised too).
+  policy_trainer source(load_policy(), resume_options());
+  std::vector<train_batch> batches;
+  for (std::uint64_t i = 0; i < 3; ++i) batches.push_back(sample_batch(source, prompts, 4, 5, 100 + i, -1));
+
+  const auto opts = resume_options();  // micro-batches of 5: the ranks' shares split differently
+  policy_trainer single(load_policy(), opts);
+  std::vector<policy_step_stats> single_stats;
+  for (const auto& b : batches) {
+    auto st = single.step(b);
+    REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.message()));
+    single_stats.push_back(*st);
+  }
+  REQUIRE(single_stats.back().grpo.stepped);
+
+  for (int ranks : {2, 3}) {
+    CAPTURE(ranks);
+    auto group = make_thread_group(ranks);
+    auto run = run_ranks(ranks, opts, batches, [&](int r) { return group[static_cast<std::size_t>(r)]; },
+                         [](int) { return at::Device(at::kCPU); });
+    for (const auto& e : run.errors) CHECK_MESSAGE(e.empty(), e);
+    REQUIRE(run.stats[0].size() == batches.size());
+    for (int r = 1; r < ranks; ++r) CHECK(same_weights(run.trainers[static_cast<std::size_t>(r)]->policy(), run.trainers[0]->policy()));
+    // One rank on the whole batch sums its micro-batches in another order: equal within rounding
+    // (fp32, 3 AdamW steps of lr 1e-2).
+    const double diff = max_weight_diff(run.trainers[0]->policy(), single.policy());
+    MESSAGE("ranks " << ranks << ": max |weight difference| to one rank " << diff);
+    CHECK(diff < 1e-4);
+    CHECK(max_weight_diff(single.policy(), single.reference()) > 1e-3);  // training moved them
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      const auto& a = run.stats[0][i].grpo;
+      const auto& b = single_stats[i].grpo;
+      CHECK(a.samples == b.samples);
+      CHECK(a.loss.tokens == b.loss.tokens);
+      CHECK(a.micro_batches >= b.micro_batches);  // summed over the ranks' shares
+      CHECK(a.stale_samples == b.stale_samples);
+      CHECK(a.loss.loss == doctest::Approx(b.loss.loss).epsilon(1e-4));
+      CHECK(a.loss.mean_kl == doctest::Approx(b.loss.mean_kl).epsilon(1e-3));
+      CHECK(a.grad_norm == doctest::Approx(b.grad_norm).epsilon(1e-4));
+      CHECK(run.stats[0][i].kl.coef == doctest::Approx(single_stats[i].kl.coef).epsilon(1e-9));
+    }
+  }
+
+  // Control: a rank that trained on its share alone (no reduction) ends elsewhere, so the
+  // comparison above can fail.
+  {
+    auto alone = opts;
+    policy_trainer half(load_policy(), alone);
+    for (const auto& b : batches) {
+      train_batch share = b;
+      share.groups.resize(2);  // half the groups: what rank 0 of 2 trains on
+      REQUIRE(half.step(share).ok());
+    }
+    CHECK(max_weight_diff(half.policy(), single.policy()) > 1e-3);
+  }
+}
+
+TEST_CASE("data-parallel trainer: 2 CPU ranks step like one, checkpoint from rank 0, resume into every rank") {
+  scratch_dir dir;
+  policy_trainer source(load_policy(), resume_options());
+  std::vector<train_batch> batches;
+  for (std::uint64_t i = 0; i < 4; ++i) batches.push_back(sample_batch(source, prompts, 4, 5, 200 + i, -1));
+
+  trainer::data_parallel_options o;
+  o.model_dir = qwen2_dir;
+  o.devices = {at::kCPU, at::kCPU};
+  o.trainer = resume_options();
+  auto whole = data_parallel_trainer::create(o);
+  REQUIRE_MESSAGE(whole.ok(), (whole.ok() ? "" : whole.message()));
+  CHECK((*whole)->ranks() == 2);
+  policy_trainer single(load_policy(), resume_options());
+  for (const auto& b : batches) {
+    auto st = (*whole)->step(b);
+    REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.message()));
+    REQUIRE(single.step(b).ok());
+  }
+  CHECK(max_weight_diff((*whole)->lead().policy(), single.policy()) < 1e-4);
+  CHECK((*whole)->lead().steps() == 4);
+
+  // Two steps, a checkpoint (rank 0's), then a fresh group resumed from it: bit-identical to the
+  // uninterrupted group (every rank loaded the checkpoint, so their reductions agree again).
+  {
+    auto first = data_parallel_trainer::create(o);
+    REQUIRE(first.ok());
+    for (std::size_t i = 0; i < 2; ++i) REQUIRE((*first)->step(batches[i]).ok());
+    REQUIRE((*first)->save_checkpoint(dir.path("dp")).ok());
+  }
+  auto resumed = data_parallel_trainer::create(o);
+  REQUIRE(resumed.ok());
+  REQUIRE((*resumed)->load_checkpoint(dir.path("dp")).ok());
+  for (std::size_t i = 2; i < batches.size(); ++i) REQUIRE((*resumed)->step(batches[i]).ok());
+  CHECK(same_weights((*resumed)->lead().policy(), (*whole)->lead().policy()));
+
+  // Bad input: no device, mixed devices, and a model that is not there.
+  auto none = o;
+  none.devices.clear();
+  CHECK(data_parallel_trainer::create(none).message().find("no device") != std::string::npos);
+  auto mixed = o;
+  mixed.devices = {at::Device(at::kCPU), at::Device(at::kCUDA, 0)};
+  CHECK(data_parallel_trainer::create(mixed).message().find("mix the CPU and CUDA") != std::string::npos);
+  auto missing = o;
+  missing.model_dir = dir.path("nowhere");
+  auto bad = data_parallel_trainer::create(missing);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.message().find("data parallel: rank 0:") != std::string::npos);
+}
+
+TEST_CASE("thread group: sums and broadcasts are the same on every rank; mismatches are errors on all") {
+  auto group = make_thread_group(3);
+  std::vector<std::string> errors(3);
+  std::vector<at::Tensor> sums(3), bcast(3);
+  std::vector<std::string> mismatch(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      const auto i = static_cast<std::size_t>(r);
+      auto& g = *group[i];
+      at::Tensor x = at::full({4}, static_cast<double>(r + 1), at::kFloat);
+      if (auto s = g.all_reduce_sum({x}); !s) errors[i] = s.message();
+      sums[i] = x;
+      at::Tensor y = at::full({2}, static_cast<double>(10 * r), at::kFloat);
+      if (auto s = g.broadcast({y}, 2); !s) errors[i] += s.message();
+      bcast[i] = y;
+      at::Tensor z = at::zeros({r == 1 ? 3 : 2});  // rank 1 disagrees on the shape
+      auto s = g.all_reduce_sum({z});
+      mismatch[i] = s ? "" : s.message();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    CHECK_MESSAGE(errors[i].empty(), errors[i]);
+    CHECK(at::equal(sums[i], at::full({4}, 6.0, at::kFloat)));
+    CHECK(at::equal(bcast[i], at::full({2}, 20.0, at::kFloat)));
+    CHECK(mismatch[i].find("tensor 0 differs between rank 0 and rank 1") != std::string::npos);
+  }
+  CHECK_THROWS_AS(make_thread_group(0), std::invalid_argument);
 }
 
 TEST_CASE("policy trainer: a synthetic reward (fraction of a target token) rises") {

@@ -1,0 +1,45 @@
+#pragma once
+// Collective operations across the ranks of a data-parallel trainer group: the gradient all-reduce
+// of every step and the weight broadcast. Two kinds of group:
+//   - make_thread_group: the ranks are threads of one process, tensors on any device. Sums run in
+//     rank order, so every rank gets bit-identical results and a run is deterministic. This is what
+//     CPU tests and CPU-only hosts use.
+//   - make_nccl_group (trainer/nccl_group.hpp, CUDA builds): one rank per GPU over NCCL, in one
+//     process or many; the unique id travels over the bus.
+// Every rank must make the same calls in the same order with the same shapes and dtypes; a
+// mismatch is an error on every rank (thread group) rather than a hang where it can be detected.
+//
+// Includes ATen's Tensor only.
+
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "common/result.hpp"
+
+namespace kforge::trainer {
+
+class collective {
+ public:
+  virtual ~collective() = default;
+  virtual int rank() const noexcept = 0;
+  virtual int size() const noexcept = 0;
+  /// Sums each tensor in place across the ranks.
+  [[nodiscard]] virtual status all_reduce_sum(const std::vector<at::Tensor>& tensors) = 0;
+  /// Copies `root`'s tensors into every other rank's.
+  [[nodiscard]] virtual status broadcast(const std::vector<at::Tensor>& tensors, int root) = 0;
+};
+
+/// `size` ranks that are threads of this process: element r goes to the thread of rank r. Each
+/// call blocks until every rank has made it. size >= 1.
+std::vector<std::shared_ptr<collective>> make_thread_group(int size);
+
+/// Sums the gradients of `params` across `group` in buckets of about `bucket_bytes` (one flat
+/// tensor per bucket and dtype/device, so NCCL sees a few large calls rather than one per tensor).
+/// A parameter without a gradient on this rank (its share of the batch had no sample, or its
+/// optimiser cleared the gradient to none) takes part as zeros, so every rank makes the same calls.
+[[nodiscard]] status all_reduce_gradients(const std::vector<at::Tensor>& params, collective& group,
+                                          std::size_t bucket_bytes = 25u << 20);
+
+}  // namespace kforge::trainer

@@ -1,0 +1,112 @@
+#include "trainer/data_parallel_trainer.hpp"
+
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+
+#include "model/weights.hpp"
+#include "trainer/collective.hpp"
+#if defined(KFORGE_WITH_CUDA)
+#include "trainer/nccl_group.hpp"
+#endif
+
+namespace kforge::trainer {
+
+namespace {
+
+/// Runs f(r) for every rank, ranks >= 1 on threads of their own and rank 0 on the caller's (NCCL's
+/// joins and collectives block until every rank has made them); the results in rank order.
+template <class T>
+std::vector<T> on_every_rank(int ranks, const std::function<T(int)>& f) {
+  std::vector<std::optional<T>> slots(static_cast<std::size_t>(ranks));  // T: a result, not default-constructible
+  std::vector<std::thread> threads;
+  for (int r = 1; r < ranks; ++r) threads.emplace_back([&, r] { slots[static_cast<std::size_t>(r)].emplace(f(r)); });
+  slots[0].emplace(f(0));
+  for (auto& t : threads) t.join();
+  std::vector<T> out;
+  for (auto& s : slots) out.push_back(std::move(*s));
+  return out;
+}
+
+/// The first error among the ranks' results, named by rank; success when none failed.
+template <class T>
+status first_error(const std::vector<T>& results) {
+  for (std::size_t r = 0; r < results.size(); ++r)
+    if (!results[r]) return error{"rank " + std::to_string(r) + ": " + results[r].message()};
+  return {};
+}
+
+}  // namespace
+
+data_parallel_trainer::~data_parallel_trainer() = default;
+
+result<std::unique_ptr<data_parallel_trainer>> data_parallel_trainer::create(const data_parallel_options& o) {
+  const int n = static_cast<int>(o.devices.size());
+  if (n == 0) return error{"data parallel: no device"};
+  const bool cuda = o.devices.front().is_cuda();
+  for (const auto& d : o.devices)
+    if (d.is_cuda() != cuda) return error{"data parallel: the ranks' devices mix the CPU and CUDA"};
+
+  // How rank r joins its group: none for one rank; the threads of this process on the CPU; NCCL on
+  // CUDA devices.
+  std::function<result<std::shared_ptr<collective>>(int)> join = [](int) -> result<std::shared_ptr<collective>> {
+    return std::shared_ptr<collective>();
+  };
+  if (n > 1 && !cuda) {
+    auto group = make_thread_group(n);
+    join = [group](int r) -> result<std::shared_ptr<collective>> { return group[static_cast<std::size_t>(r)]; };
+  } else if (n > 1) {
+#if defined(KFORGE_WITH_CUDA)
+    auto id = new_nccl_id();
+    if (!id) return error{"data parallel: " + id.message()};
+    join = [id = *id, n, devices = o.devices](int r) {
+      return make_nccl_group(id, r, n, devices[static_cast<std::size_t>(r)].index());
+    };
+#else
+    return error{"data parallel over " + std::to_string(n) +
+                 " GPUs needs a build with NCCL (KFORGE_WITH_CUDA); this one has none"};
+#endif
+  }
+
+  std::unique_ptr<data_parallel_trainer> dp(new data_parallel_trainer());
+  dp->ranks_.resize(static_cast<std::size_t>(n));
+  auto built = on_every_rank<status>(n, [&](int r) -> status {
+    auto group = join(r);
+    if (!group) return group.err();
+    model::load_options lo;
+    lo.dtype = at::kFloat;  // fp32 weights and optimiser state: the master copy
+    lo.device = o.devices[static_cast<std::size_t>(r)];
+    auto lm = model::load_causal_lm(o.model_dir, lo);
+    if (!lm) return lm.err();
+    for (auto& p : (*lm)->parameters(/*recurse=*/true)) p.set_requires_grad(true);
+    auto opts = o.trainer;
+    opts.group = *group;
+    try {
+      dp->ranks_[static_cast<std::size_t>(r)] = std::make_unique<policy_trainer>(std::move(*lm), opts);
+    } catch (const std::exception& e) {  // invalid options
+      return error{e.what()};
+    }
+    return {};
+  });
+  if (auto s = first_error(built); !s) return error{"data parallel: " + s.message()};
+  return dp;
+}
+
+result<policy_step_stats> data_parallel_trainer::step(const train_batch& batch) {
+  auto results = on_every_rank<result<policy_step_stats>>(
+      ranks(), [&](int r) { return ranks_[static_cast<std::size_t>(r)]->step(batch); });
+  if (auto s = first_error(results); !s) return s.err();
+  return std::move(results.front());
+}
+
+status data_parallel_trainer::save_checkpoint(const std::string& dir) { return lead().save_checkpoint(dir); }
+
+status data_parallel_trainer::load_checkpoint(const std::string& dir) {
+  // One rank after another: the checkpoint also restores LibTorch's process-wide generators.
+  for (std::size_t r = 0; r < ranks_.size(); ++r)
+    if (auto s = ranks_[r]->load_checkpoint(dir); !s) return error{"rank " + std::to_string(r) + ": " + s.message()};
+  return {};
+}
+
+}  // namespace kforge::trainer

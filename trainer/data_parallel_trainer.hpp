@@ -1,0 +1,54 @@
+#pragma once
+// Data-parallel GRPO in one process: one policy_trainer per device of the trainer's group, each on
+// its own thread, every one stepping on every batch (grpo_stepper gives each rank its share and sums
+// the gradients: trainer/collective.hpp). CPU ranks join a thread group; CUDA ranks an NCCL group
+// (CUDA builds only: trainer/nccl_group.hpp), its unique id made here and handed to each rank's
+// thread. The ranks' weights are identical after every step, so rank 0 stands for the group: its
+// policy is the one published and checkpointed, and a checkpoint is loaded into every rank.
+//
+// One device: one rank on the caller's thread with no group, exactly the single-device trainer.
+// Ranks in other processes or on other nodes (the unique id over the bus) are not built yet.
+//
+// Includes LibTorch through policy_trainer.hpp.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+#include "trainer/policy_trainer.hpp"
+
+namespace kforge::trainer {
+
+struct data_parallel_options {
+  /// Checkpoint directory every rank loads (fp32): the starting policy and the KL reference.
+  std::string model_dir;
+  /// One rank per entry: all CPU, or all distinct CUDA devices. Not empty.
+  std::vector<at::Device> devices;
+  /// Every rank's trainer settings (the group is set per rank).
+  policy_trainer_options trainer;
+};
+
+class data_parallel_trainer {
+ public:
+  /// Loads the policy onto every device and joins the ranks. Errors name the rank and the cause.
+  [[nodiscard]] static result<std::unique_ptr<data_parallel_trainer>> create(const data_parallel_options& o);
+  ~data_parallel_trainer();
+
+  /// One step of every rank over `batch`; rank 0's statistics (the group's: summed across ranks).
+  [[nodiscard]] result<policy_step_stats> step(const train_batch& batch);
+  /// Rank 0's checkpoint (policy_trainer::save_checkpoint).
+  [[nodiscard]] status save_checkpoint(const std::string& dir);
+  /// Loads `dir` into every rank.
+  [[nodiscard]] status load_checkpoint(const std::string& dir);
+
+  /// Rank 0's trainer: its policy, steps and version are the group's.
+  policy_trainer& lead() noexcept { return *ranks_.front(); }
+  int ranks() const noexcept { return static_cast<int>(ranks_.size()); }
+
+ private:
+  data_parallel_trainer() = default;
+  std::vector<std::unique_ptr<policy_trainer>> ranks_;
+};
+
+}  // namespace kforge::trainer

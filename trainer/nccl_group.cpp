@@ -1,0 +1,108 @@
+#include "trainer/nccl_group.hpp"
+
+#include <cstring>
+#include <string>
+
+#include <ATen/ATen.h>
+
+#include "trainer/cuda_check.hpp"
+
+namespace kforge::trainer {
+
+namespace {
+
+static_assert(sizeof(ncclUniqueId) == sizeof(nccl_id::bytes), "NCCL_UNIQUE_ID_BYTES changed");
+
+result<ncclDataType_t> nccl_type(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return ncclFloat32;
+    case at::kDouble: return ncclFloat64;
+    case at::kBFloat16: return ncclBfloat16;
+    case at::kHalf: return ncclFloat16;
+    case at::kInt: return ncclInt32;
+    case at::kLong: return ncclInt64;
+    default: break;
+  }
+  return error{std::string("nccl group: unsupported dtype ") + c10::toString(t.scalar_type())};
+}
+
+class nccl_rank final : public collective {
+ public:
+  nccl_rank(ncclComm_t comm, int rank, int size, int device) : comm_(comm), rank_(rank), size_(size), device_(device) {}
+  ~nccl_rank() override { ncclCommDestroy(comm_); }
+  nccl_rank(const nccl_rank&) = delete;
+  nccl_rank& operator=(const nccl_rank&) = delete;
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+
+  status all_reduce_sum(const std::vector<at::Tensor>& tensors) override {
+    return each(tensors, "all_reduce_sum", [&](void* p, std::size_t n, ncclDataType_t dt) {
+      return ncclAllReduce(p, p, n, dt, ncclSum, comm_, /*stream=*/nullptr);
+    });
+  }
+
+  status broadcast(const std::vector<at::Tensor>& tensors, int root) override {
+    if (root < 0 || root >= size_)
+      return error{"nccl group: broadcast root " + std::to_string(root) + " outside a group of " + std::to_string(size_)};
+    return each(tensors, "broadcast", [&](void* p, std::size_t n, ncclDataType_t dt) {
+      return ncclBroadcast(p, p, n, dt, root, comm_, /*stream=*/nullptr);
+    });
+  }
+
+ private:
+  // Checks every tensor first (a rank that returns early would leave the others waiting in NCCL;
+  // the ranks run the same code on the same shapes, so they fail the same checks), then issues the
+  // calls as one NCCL group.
+  template <class Op>
+  status each(const std::vector<at::Tensor>& tensors, const char* what, Op op) {
+    std::vector<ncclDataType_t> types;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const at::Tensor& t = tensors[i];
+      const std::string where = std::string("nccl group rank ") + std::to_string(rank_) + ": " + what + ": tensor " +
+                                std::to_string(i) + ": ";
+      if (!t.defined() || !t.is_cuda() || t.device().index() != device_ || !t.is_contiguous())
+        return error{where + "must be a contiguous tensor on cuda:" + std::to_string(device_)};
+      auto dt = nccl_type(t);
+      if (!dt) return error{where + dt.message()};
+      types.push_back(*dt);
+    }
+    KFORGE_CUDA_TRY(cudaSetDevice(device_));
+    KFORGE_NCCL_TRY(ncclGroupStart());
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const ncclResult_t r = op(tensors[i].data_ptr(), static_cast<std::size_t>(tensors[i].numel()), types[i]);
+      if (r != ncclSuccess) {
+        ncclGroupEnd();
+        return error{std::string("nccl group rank ") + std::to_string(rank_) + ": " + what + ": " + ncclGetErrorString(r)};
+      }
+    }
+    KFORGE_NCCL_TRY(ncclGroupEnd());
+    return {};
+  }
+
+  ncclComm_t comm_;
+  int rank_, size_, device_;
+};
+
+}  // namespace
+
+result<nccl_id> new_nccl_id() {
+  ncclUniqueId raw;
+  KFORGE_NCCL_TRY(ncclGetUniqueId(&raw));
+  nccl_id id;
+  std::memcpy(id.bytes.data(), &raw, sizeof raw);
+  return id;
+}
+
+result<std::shared_ptr<collective>> make_nccl_group(const nccl_id& id, int rank, int size, int device) {
+  if (size < 1 || rank < 0 || rank >= size)
+    return error{"nccl group: rank " + std::to_string(rank) + " of " + std::to_string(size) + " is not a rank"};
+  ncclUniqueId raw;
+  std::memcpy(&raw, id.bytes.data(), sizeof raw);
+  KFORGE_CUDA_TRY(cudaSetDevice(device));
+  ncclComm_t comm = nullptr;
+  KFORGE_NCCL_TRY(ncclCommInitRank(&comm, size, raw, rank));
+  return std::shared_ptr<collective>(std::make_shared<nccl_rank>(comm, rank, size, device));
+}
+
+}  // namespace kforge::trainer

@@ -1,0 +1,33 @@
+#pragma once
+// NCCL ranks for the data-parallel trainer (trainer/collective.hpp): one rank per GPU, in one
+// process (a thread per rank) or in many. Rank 0 makes the unique id (new_nccl_id) and every other
+// rank receives its bytes by message (over the bus in a run) before joining. Built only where CUDA
+// is (KFORGE_WITH_CUDA); tested by tests/trainer/dp_gpu_test.cpp on a host with 2 GPUs.
+//
+// The collectives run on the device's default (legacy) stream, the one LibTorch's ops use unless
+// a caller sets another: they are ordered after the backward pass that wrote the gradients and
+// before the optimiser step that reads them, with no host synchronisation.
+
+#include <array>
+#include <memory>
+
+#include "common/result.hpp"
+#include "trainer/collective.hpp"
+
+namespace kforge::trainer {
+
+/// ncclUniqueId's bytes (NCCL_UNIQUE_ID_BYTES), as a message carries them.
+struct nccl_id {
+  std::array<char, 128> bytes{};
+};
+
+/// A fresh unique id (rank 0 makes it once per group).
+result<nccl_id> new_nccl_id();
+
+/// Joins the group `id` as `rank` of `size` on CUDA device `device`. Blocks until every rank has
+/// joined (ncclCommInitRank): the ranks of one process must call it from their own threads.
+/// Tensors passed to the group's calls must be contiguous and on `device`; bf16, fp16, fp32, fp64,
+/// int32 and int64 are supported.
+result<std::shared_ptr<collective>> make_nccl_group(const nccl_id& id, int rank, int size, int device);
+
+}  // namespace kforge::trainer
