@@ -51,6 +51,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "bench/random_model.hpp"
 #include "model/op_profile.hpp"
 #include "common/subprocess.hpp"
 #include "model/generate.hpp"
@@ -61,72 +62,17 @@ namespace km = kforge::model;
 using json = nlohmann::json;
 using clk = std::chrono::steady_clock;
 
-namespace {
+using kforge::bench::config_json;
+using kforge::bench::shape;
+using kforge::bench::spread;
+using kforge::bench::write_random_checkpoint;
 
-struct shape {
-  std::int64_t hidden = 896, layers = 24, heads = 14, kv_heads = 2, intermediate = 4864, vocab = 151936;
-  std::int64_t bos = 151643, eos = 151643;
-};
+namespace {
 
 struct workload {
   std::int64_t prompts = 64, samples = 8, prompt_len = 128, new_tokens = 512, warmup_tokens = 16;
   int reps = 4;  // transformers' first full-length call is ~3x slower (seen on the H200): the median of 4 is warm
 };
-
-struct spread {
-  double median = 0, min = 0, max = 0;
-  static spread of(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return {n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v.front(), v.back()};
-  }
-  json to_json() const { return {{"median", median}, {"min", min}, {"max", max}}; }
-};
-
-json config_json(const shape& s) {
-  return {{"architectures", {"Qwen2ForCausalLM"}},
-          {"model_type", "qwen2"},
-          {"hidden_size", s.hidden},
-          {"intermediate_size", s.intermediate},
-          {"num_hidden_layers", s.layers},
-          {"num_attention_heads", s.heads},
-          {"num_key_value_heads", s.kv_heads},
-          {"vocab_size", s.vocab},
-          {"max_position_embeddings", 32768},
-          {"rms_norm_eps", 1e-6},
-          {"rope_theta", 1000000.0},  // transformers 4.x reads this, 5.x rope_parameters
-          {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1000000.0}}},
-          {"tie_word_embeddings", true},
-          {"hidden_act", "silu"},
-          {"attention_dropout", 0.0},
-          {"initializer_range", 0.02},
-          {"use_sliding_window", false},
-          {"sliding_window", nullptr},
-          {"max_window_layers", s.layers},
-          {"use_cache", true},
-          {"bos_token_id", s.bos},
-          {"eos_token_id", s.eos},
-          {"torch_dtype", "bfloat16"}};
-}
-
-// A checkpoint directory of random weights in `s`'s shape, the way transformers initialises them.
-kforge::status write_random_checkpoint(const shape& s, const std::string& dir) {
-  std::ofstream(fs::path(dir) / "config.json") << config_json(s).dump(2) << "\n";
-  auto config = km::load_model_config(dir);
-  if (!config) return config.err();
-  km::CausalLM model(config.value());
-  {
-    at::NoGradGuard no_grad;
-    at::Generator gen = at::detail::createCPUGenerator(1234);
-    for (auto& p : model->named_parameters(true)) {
-      if (p.key().find("norm") != std::string::npos) p.value().fill_(1.0);
-      else if (p.key().find(".bias") != std::string::npos) p.value().zero_();
-      else p.value().normal_(0.0, 0.02, gen);
-    }
-  }
-  model->to(at::kBFloat16);
-  return km::save_checkpoint(*model, dir, dir);
-}
 
 std::vector<std::vector<std::int64_t>> random_prompts(const workload& w, std::int64_t vocab) {
   at::Generator gen = at::detail::createCPUGenerator(99);

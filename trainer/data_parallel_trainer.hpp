@@ -44,6 +44,8 @@ class data_parallel_trainer {
 
   /// Rank 0's trainer: its policy, steps and version are the group's.
   policy_trainer& lead() noexcept { return *ranks_.front(); }
+  /// Rank r's trainer (0 <= r < ranks()): for checks that the ranks agree.
+  policy_trainer& rank(int r) { return *ranks_.at(static_cast<std::size_t>(r)); }
   int ranks() const noexcept { return static_cast<int>(ranks_.size()); }
 
  private:
