@@ -6,69 +6,19 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <set>
-#include <sstream>
 #include <toml++/toml.h>
 
 #include "corpus/kernel_writer.hpp"
 #include "sandbox/pool.hpp"
-#include "tasks/builtin.hpp"
 #include "tasks/prompt.hpp"
 #include "tasks/task_parser.hpp"
-#ifdef KFORGE_TASKS_WITH_TORCH
-#include "tasks/synth_run.hpp"
-#endif
+#include "tasks/task_spec.hpp"
 
 namespace kforge::corpus {
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-// The tasks of --tasks: the library, a file, or a fresh synthesis (CPU filters).
-result<std::vector<tasks::task>> load_tasks(const std::string& spec, std::ostream& err) {
-  if (spec == "builtin") return tasks::builtin_tasks();
-  if (spec.rfind("synth:", 0) == 0) {
-    const auto rest = spec.substr(6);
-    const auto colon = rest.find(':');
-    int count = 0;
-    std::uint64_t seed = 0;
-    try {
-      if (colon == std::string::npos) throw std::invalid_argument("no seed");
-      std::size_t used = 0;
-      count = std::stoi(rest.substr(0, colon), &used);
-      if (used != colon) throw std::invalid_argument("count");
-      const auto s = rest.substr(colon + 1);
-      seed = std::stoull(s, &used);
-      if (used != s.size()) throw std::invalid_argument("seed");
-    } catch (const std::exception&) {
-      return error{"--tasks " + spec + ": expected synth:COUNT:SEED with two integers"};
-    }
-    if (count < 1) return error{"--tasks " + spec + ": COUNT must be at least 1"};
-#ifdef KFORGE_TASKS_WITH_TORCH
-    tasks::synth::synth_options so;
-    so.count = count;
-    so.seed = seed;
-    so.dev = tasks::device::cpu();
-    std::ostringstream lines, log;
-    auto rep = tasks::synth::synthesize(so, lines, log);
-    if (!rep) return error{"--tasks " + spec + ": " + rep.message()};
-    err << "kforge corpus: synthesized " << rep->kept << " of " << count << " tasks (" << rep->tried
-        << " tried, CPU filters)\n";
-    tasks::task_set_reader reader;
-    reader.add_lines(lines.str(), spec);
-    if (!reader.errors().empty()) return reader.errors().front();
-    return reader.take_tasks();
-#else
-    (void)seed;
-    return error{"--tasks synth: needs a build with LibTorch"};
-#endif
-  }
-  tasks::task_set_reader reader;
-  reader.add_file(spec);
-  if (!reader.errors().empty()) return error{"--tasks: " + reader.errors().front().message};
-  return reader.take_tasks();
-}
 
 result<gpu_facts> load_gpu_facts(const std::string& path) {
   gpu_facts g;
@@ -168,15 +118,6 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     err << "kforge corpus build: --out DIR is required\n";
     return 2;
   }
-  std::set<std::string> cats;
-  for (const auto& c : opt.categories) {
-    if (!tasks::parse_category(c)) {
-      err << "kforge corpus build: --category: unknown category '" << c << "' (expected "
-          << tasks::category_names() << ")\n";
-      return 2;
-    }
-    cats.insert(c);
-  }
   if (opt.gpu >= 0 && !opt.gpu_facts.empty()) {
     err << "kforge corpus build: --gpu and --gpu-facts both give the prompts' GPU facts: pick one\n";
     return 2;
@@ -197,7 +138,7 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     }
     verdicts = std::move(*v);
   }
-  auto all = load_tasks(opt.tasks, err);
+  auto all = tasks::load_task_spec(opt.tasks, opt.categories, err);
   if (!all) {
     err << "kforge corpus build: " << all.message() << "\n";
     return 2;
@@ -219,7 +160,6 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
   int seen = 0, supported = 0, variants = 0, kept = 0, dropped = 0;
   for (const auto& t : *all) {
     const std::string cat(tasks::to_string(t.category));
-    if (!cats.empty() && !cats.count(cat)) continue;
     ++seen;
     ++per_cat[cat].seen;
     auto ks = write_kernels(t);

@@ -2,7 +2,9 @@
 // pipeline/ returning an exit code; this file only parses flags.
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <iostream>
+#include <vector>
 
 #include "pipeline/head.hpp"
 #include "pipeline/inspect_command.hpp"
@@ -102,21 +104,34 @@ int main(int argc, char** argv) {
   const auto [child_cmd, ref_cmd] = kforge::sandbox::add_sandbox_children(app);
   kforge::tasks::tasks_options tasks;
   auto* tasks_cmd = kforge::tasks::add_tasks_subcommand(app, tasks);
+  // Commands built only where their libraries are (LibTorch, the corpus writer): each registers
+  // its flags and how it runs, so dispatch below needs no #ifdef.
+  struct optional_command {
+    CLI::App* cmd;
+    std::function<int()> run;
+  };
+  std::vector<optional_command> optional;
 #ifdef KFORGE_HAVE_SAMPLE
   kforge::pipeline::sample_options sample;
-  auto* sample_cmd = kforge::pipeline::add_sample_subcommand(app, sample);
+  optional.push_back({kforge::pipeline::add_sample_subcommand(app, sample),
+                      [&] { return kforge::pipeline::sample_command(sample, std::cout, std::cerr); }});
 #endif
 #ifdef KFORGE_HAVE_CORPUS
   kforge::corpus::corpus_options corpus;
-  auto* corpus_cmd = kforge::corpus::add_corpus_subcommand(app, corpus);
+  optional.push_back({kforge::corpus::add_corpus_subcommand(app, corpus),
+                      [&] { return kforge::corpus::corpus_command(corpus, std::cout, std::cerr); }});
 #endif
 #if defined(KFORGE_HAVE_PRETRAIN)
   kforge::trainer::pretrain_options pretrain;
-  auto* pretrain_cmd = kforge::trainer::add_pretrain_subcommand(app, pretrain);
+  optional.push_back({kforge::trainer::add_pretrain_subcommand(app, pretrain), [&] {
+                        pretrain.command = kforge::trainer::pretrain_command_line(argc, argv);
+                        return kforge::trainer::pretrain_command(pretrain, std::cout, std::cerr);
+                      }});
 #endif
 #ifdef KFORGE_HAVE_TOKENIZER
   kforge::model::tokenizer_train_options tokenizer;
-  auto* tokenizer_cmd = kforge::model::add_tokenizer_subcommand(app, tokenizer);
+  optional.push_back({kforge::model::add_tokenizer_subcommand(app, tokenizer),
+                      [&] { return kforge::model::run_tokenizer_subcommand(tokenizer, std::cout, std::cerr); }});
 #endif
 
   CLI11_PARSE(app, argc, argv);
@@ -159,20 +174,7 @@ int main(int argc, char** argv) {
   if (*ref_cmd) return kforge::sandbox::reference_server_main();
   if (*tasks_cmd)
     return kforge::tasks::run_tasks_subcommand(*tasks_cmd, tasks, std::cout, std::cerr);
-#ifdef KFORGE_HAVE_SAMPLE
-  if (*sample_cmd) return kforge::pipeline::sample_command(sample, std::cout, std::cerr);
-#endif
-#ifdef KFORGE_HAVE_CORPUS
-  if (*corpus_cmd) return kforge::corpus::corpus_command(corpus, std::cout, std::cerr);
-#endif
-#if defined(KFORGE_HAVE_PRETRAIN)
-  if (*pretrain_cmd) {
-    pretrain.command = kforge::trainer::pretrain_command_line(argc, argv);
-    return kforge::trainer::pretrain_command(pretrain, std::cout, std::cerr);
-  }
-#endif
-#ifdef KFORGE_HAVE_TOKENIZER
-  if (*tokenizer_cmd) return kforge::model::run_tokenizer_subcommand(tokenizer, std::cout, std::cerr);
-#endif
+  for (const auto& c : optional)
+    if (*c.cmd) return c.run();
   return 1;
 }

@@ -13,9 +13,9 @@
 #include "model/op_profile.hpp"
 #include "pipeline/engine_sampler.hpp"
 #include "sandbox/pool.hpp"
-#include "tasks/builtin.hpp"
 #include "tasks/prompt.hpp"
 #include "tasks/task_parser.hpp"
+#include "tasks/task_spec.hpp"
 #include "tasks/task_wire.hpp"
 
 namespace kforge::pipeline {
@@ -38,22 +38,6 @@ status check(const sample_options& o) {
   return {};
 }
 
-result<std::vector<tasks::task>> load_tasks(const sample_options& o) {
-  auto all = o.tasks == "builtin" ? tasks::builtin_tasks() : tasks::load_task_file(o.tasks);
-  if (!all) return error{"--tasks " + o.tasks + ": " + all.message()};
-  if (o.categories.empty()) return all;
-  std::vector<tasks::category> keep;
-  for (const auto& c : o.categories) {
-    auto parsed = tasks::parse_category(c);
-    if (!parsed) return error{"--category: unknown category '" + c + "' (known: " + tasks::category_names() + ")"};
-    keep.push_back(*parsed);
-  }
-  std::vector<tasks::task> out;
-  for (auto& t : *all)
-    if (std::find(keep.begin(), keep.end(), t.category) != keep.end()) out.push_back(std::move(t));
-  return out;
-}
-
 /// A packed request whose root stays valid as long as this lives.
 struct packed_request {
   flatbuffers::FlatBufferBuilder fbb;
@@ -70,7 +54,7 @@ int sample_command(const sample_options& o, std::ostream& out, std::ostream& err
     return 2;
   };
   if (auto s = check(o); !s) return fail(s.message());
-  auto pool = load_tasks(o);
+  auto pool = tasks::load_task_spec(o.tasks, o.categories, err);
   if (!pool) return fail(pool.message());
   if (pool->empty()) return fail("no task left to sample (--tasks " + o.tasks + ", --category filter)");
   auto tmpl = o.prompt_template.empty() ? result<tasks::prompt_template>(tasks::prompt_template::embedded())
