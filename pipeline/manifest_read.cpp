@@ -316,6 +316,8 @@ void read_trainer(table_reader r, trainer_options& o) {
   r.read("max_grad_norm", o.max_grad_norm, at_least(0));
   r.read("checkpoint_every", o.checkpoint_every, 0);
   r.read("cpu_ranks", o.cpu_ranks, 1);
+  r.read_choice("compute", o.compute,
+                {{"auto", trainer_compute::automatic}, {"bf16", trainer_compute::bf16}, {"fp32", trainer_compute::fp32}});
   r.finish();
 }
 

@@ -195,6 +195,8 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
   po.kl.target_high = t.kl_target_high;
   po.kl.window = t.kl_window;
   po.kl.step = t.kl_step;
+  po.bf16_compute = t.compute == trainer_compute::bf16 ||
+                    (t.compute == trainer_compute::automatic && o.devices.front() >= 0);
   po.temperature = o.temperature;
   po.seed = o.seed;
   po.source_dir = o.model_dir;

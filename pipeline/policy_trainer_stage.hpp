@@ -43,7 +43,8 @@ struct policy_trainer_stage_options {
   /// Checkpoint directory of the starting policy (sampler.model): also the KL reference.
   std::string model_dir;
   /// One data-parallel rank per entry: a CUDA device ordinal each, or -1 (every entry) for CPU
-  /// ranks. Weights and optimiser state are fp32 either way.
+  /// ranks. Weights and optimiser state are fp32 either way; forward and backward run in bf16 or
+  /// fp32 as trainer.compute says.
   std::vector<int> devices{-1};
   /// Where weights/, checkpoints/ and train.jsonl go.
   std::string run_dir;

@@ -140,6 +140,10 @@ std::string logic_description(actor_kind k, const manifest* m) {
         const std::string where = gpus && !gpus->empty() ? " GPU(s)" : " CPU rank(s)";
         return "real: GRPO with adaptive KL on " + m->sampler.model + ", data parallel over " +
                std::to_string(ranks) + where + (ranks > 1 ? " (gradients summed each step)" : "") +
+               ", " + (m->trainer.compute == trainer_compute::bf16 || (m->trainer.compute == trainer_compute::automatic &&
+                                                                        gpus && !gpus->empty())
+                           ? "bf16 compute on fp32 master weights"
+                           : "fp32") +
                ", weights published by file";
       }
       return "stand-in: publishes version+1 per batch, trains nothing (sampler.model is empty: "

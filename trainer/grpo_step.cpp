@@ -72,9 +72,31 @@ struct grpo_stepper::impl {
                           .eps(o.adam_eps)
                           .weight_decay(o.weight_decay)) {}
   std::vector<at::Tensor> params;
+  std::vector<at::Tensor> compute;  // empty, or the lower-precision copies computed on
   grpo_step_options opt;
   torch::optim::AdamW adamw;
   std::int64_t steps = 0;
+
+  void clear_compute_grads() {
+    for (auto& c : compute) c.mutable_grad() = at::Tensor();
+  }
+  // After each micro-batch's backward: the compute copies' gradients are added, in the parameters'
+  // dtype, to the parameters' gradients, so that accumulation across micro-batches happens in fp32
+  // rather than in bf16.
+  void accumulate_compute_grads() {
+    for (std::size_t i = 0; i < compute.size(); ++i) {
+      const at::Tensor& g = compute[i].grad();
+      if (!g.defined()) continue;
+      at::Tensor& master = params[i].mutable_grad();
+      if (master.defined()) master.add_(g.to(master.scalar_type()));
+      else master = g.to(params[i].scalar_type());
+    }
+    clear_compute_grads();
+  }
+  void refresh_compute() {
+    at::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < compute.size(); ++i) compute[i].copy_(params[i]);
+  }
 };
 
 grpo_stepper::grpo_stepper(std::vector<at::Tensor> parameters, grpo_step_options opt) {
@@ -86,6 +108,14 @@ grpo_stepper::grpo_stepper(std::vector<at::Tensor> parameters, grpo_step_options
 grpo_stepper::~grpo_stepper() = default;
 grpo_stepper::grpo_stepper(grpo_stepper&&) noexcept = default;
 grpo_stepper& grpo_stepper::operator=(grpo_stepper&&) noexcept = default;
+
+void grpo_stepper::set_compute_parameters(std::vector<at::Tensor> compute) {
+  if (!compute.empty() && compute.size() != impl_->params.size())
+    throw std::invalid_argument("grpo stepper: " + std::to_string(compute.size()) + " compute parameters for " +
+                                std::to_string(impl_->params.size()));
+  impl_->compute = std::move(compute);
+  impl_->refresh_compute();
+}
 
 const grpo_step_options& grpo_stepper::options() const noexcept { return impl_->opt; }
 std::int64_t grpo_stepper::steps() const noexcept { return impl_->steps; }
@@ -279,6 +309,7 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
 
   stats_sum sums;
   st.adamw.zero_grad();
+  st.clear_compute_grads();
   const auto mbs = static_cast<std::size_t>(st.opt.micro_batch_size);
   for (std::size_t begin = share_begin; begin < share_end; begin += mbs) {
     const std::size_t end = std::min(share_end, begin + mbs);
@@ -324,6 +355,7 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
 
     auto res = grpo_loss(in, st.opt.grpo, kl_coef, batch_tokens);
     res.loss.backward();
+    st.accumulate_compute_grads();
     sums.add(res.stats);
     ++out.micro_batches;
   }
@@ -345,6 +377,7 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
   }
   st.adamw.step();
   st.adamw.zero_grad();
+  st.refresh_compute();
   ++st.steps;
   out.stepped = true;
   return out;

@@ -125,6 +125,13 @@ class grpo_stepper {
                        const logprob_fn& reference, double kl_coef,
                        std::uint64_t current_version, collective* group = nullptr);
 
+  /// Mixed precision: `compute` are lower-precision copies of the parameters (same order and
+  /// shapes) that the log-prob functions run forward and backward on. step() then moves their
+  /// gradients into the parameters' (fp32) before summing across ranks and clipping, takes the AdamW
+  /// step on the parameters, and copies them back into `compute`. Empty: the parameters themselves
+  /// are computed on.
+  void set_compute_parameters(std::vector<at::Tensor> compute);
+
   const grpo_step_options& options() const noexcept;
   /// AdamW steps taken.
   std::int64_t steps() const noexcept;

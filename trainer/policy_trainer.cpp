@@ -19,21 +19,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// A copy of `policy`'s weights on its device and dtype, frozen (no grad), in eval mode.
-model::CausalLM frozen_copy(model::CausalLM& policy) {
-  model::CausalLM ref(policy->config);
-  const at::Tensor w = policy->output_weight();
-  ref->to(w.device(), w.scalar_type());
+/// A copy of `policy`'s weights on its device in `dtype`: frozen (no grad, eval mode) for the
+/// reference, or trainable (train mode) for a mixed-precision compute copy.
+model::CausalLM copy_of(model::CausalLM& policy, at::ScalarType dtype, bool trainable) {
+  model::CausalLM out(policy->config);
+  out->to(policy->output_weight().device(), dtype);
   at::NoGradGuard no_grad;
   const auto src = policy->named_parameters(/*recurse=*/true);
-  for (auto& item : ref->named_parameters(/*recurse=*/true)) {
+  for (auto& item : out->named_parameters(/*recurse=*/true)) {
     item.value().copy_(src[item.key()]);
-    item.value().set_requires_grad(false);
+    item.value().set_requires_grad(trainable);
   }
   const auto src_buf = policy->named_buffers(/*recurse=*/true);
-  for (auto& item : ref->named_buffers(/*recurse=*/true)) item.value().copy_(src_buf[item.key()]);
-  ref->eval();
-  return ref;
+  for (auto& item : out->named_buffers(/*recurse=*/true)) item.value().copy_(src_buf[item.key()]);
+  if (trainable) out->train();
+  else out->eval();
+  return out;
 }
 
 /// Completion log-probs of `lm` under the sampling temperature (generate()'s convention).
@@ -101,14 +102,19 @@ std::string format_step_log(const policy_step_stats& s) {
 struct policy_trainer::impl {
   impl(model::CausalLM p, policy_trainer_options o)
       : policy(std::move(p)),
-        reference(frozen_copy(policy)),
         opt(std::move(o)),
+        compute(opt.bf16_compute ? copy_of(policy, at::kBFloat16, /*trainable=*/true) : policy),
+        reference(copy_of(policy, opt.bf16_compute ? at::kBFloat16 : policy->output_weight().scalar_type(),
+                          /*trainable=*/false)),
         stepper(policy->parameters(/*recurse=*/true), opt.step),
         kl(opt.kl),
-        version(opt.initial_version) {}
-  model::CausalLM policy;
-  model::CausalLM reference;
+        version(opt.initial_version) {
+    if (opt.bf16_compute) stepper.set_compute_parameters(compute->parameters(/*recurse=*/true));
+  }
+  model::CausalLM policy;  ///< the master weights: what is optimised, published and checkpointed
   policy_trainer_options opt;
+  model::CausalLM compute;  ///< what forward and backward run on: `policy`, or its bf16 copy
+  model::CausalLM reference;
   grpo_stepper stepper;
   kl_controller kl;
   std::int64_t steps = 0;
@@ -165,9 +171,9 @@ result<policy_step_stats> policy_trainer::step(const train_batch& batch) {
     if (!group.samples.empty()) groups.push_back(std::move(group));
   }
 
-  st.policy->train();
+  st.compute->train();
   try {
-    out.grpo = st.stepper.step(groups, logprobs_of(st.policy, st.opt.temperature, st.opt.pad_token),
+    out.grpo = st.stepper.step(groups, logprobs_of(st.compute, st.opt.temperature, st.opt.pad_token),
                                logprobs_of(st.reference, st.opt.temperature, st.opt.pad_token),
                                st.kl.coef(), st.version, st.opt.group.get());
   } catch (const std::exception& e) {
@@ -228,6 +234,7 @@ status policy_trainer::load_checkpoint(const std::string& dir) {
   auto tensors = model::checkpoint_tensors::open((fs::path(dir) / checkpoint_weights_file).string());
   if (!tensors) return tensors.err();
   if (auto s = model::load_weights(*st.policy, *tensors); !s) return s;
+  if (st.opt.bf16_compute) st.stepper.set_compute_parameters(st.compute->parameters(/*recurse=*/true));
   if (auto s = st.stepper.load_state((fs::path(dir) / checkpoint_optimizer_file).string()); !s)
     return s;
   try {

@@ -71,6 +71,11 @@ struct policy_trainer_options {
   std::uint64_t initial_version = 0;
   /// The run's seed, kept in checkpoints for the caller's (seed, step)-derived streams.
   std::uint64_t seed = 0;
+  /// Mixed precision: forward and backward run on a bf16 copy of the policy (and the reference is
+  /// kept in bf16); the policy itself — the master weights that are published and checkpointed —
+  /// its gradients and AdamW's state stay in the policy's dtype (fp32). The copy is refreshed
+  /// after every step and after a checkpoint is loaded.
+  bool bf16_compute = false;
   /// Data parallel: this rank's group (trainer/collective.hpp). Every rank builds its trainer from
   /// the same checkpoint and steps on the same batches; grpo_stepper::step splits each batch and
   /// sums the gradients. Null: one rank. Checkpoints and published weights are rank 0's job (the

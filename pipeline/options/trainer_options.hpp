@@ -5,6 +5,9 @@
 
 namespace kforge {
 
+/// What the trainer's forward and backward run in (the master weights and AdamW stay fp32).
+enum class trainer_compute { automatic, bf16, fp32 };
+
 struct trainer_options {
   /// AdamW learning rate. > 0.
   double lr = 3e-6;
@@ -35,6 +38,8 @@ struct trainer_options {
   /// result within rounding. For exercising the data-parallel path without GPUs; on GPUs there is
   /// one rank per GPU of the trainer's group. >= 1.
   std::int64_t cpu_ranks = 1;
+  /// "auto" (bf16 on GPUs, fp32 on the CPU, where bf16 is slow), "bf16" or "fp32".
+  trainer_compute compute = trainer_compute::automatic;
 };
 
 }  // namespace kforge
