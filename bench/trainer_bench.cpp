@@ -360,8 +360,8 @@ int main(int argc, char** argv) {
 #endif
     }
   } else if (!cpu_smoke) {
-    std::printf("data parallel: SKIP: %d GPU visible (the 2-GPU host kind runs it)\n", visible);
-    out["data_parallel"] = {{"skipped", "fewer than 2 GPUs"}};
+    std::printf("data parallel: SKIP: %zu GPU(s) to use (%d visible, --gpus %d)\n", many.size(), visible, max_gpus);
+    out["data_parallel"] = {{"skipped", "fewer than 2 GPUs to use"}};
   }
 
   out["ok"] = ok;

@@ -29,6 +29,8 @@ result<std::vector<task>> synthesized(const std::string& spec, std::ostream& log
   std::uint64_t seed = 0;
   try {
     if (colon == std::string::npos) throw std::invalid_argument("no seed");
+    // Digits only: stoi/stoull would take a sign or leading spaces (and wrap "-1" around).
+    if (rest.find_first_not_of("0123456789:") != std::string::npos) throw std::invalid_argument("not digits");
     std::size_t used = 0;
     count = std::stoi(rest.substr(0, colon), &used);
     if (used != colon) throw std::invalid_argument("count");

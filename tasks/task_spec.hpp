@@ -12,7 +12,7 @@
 namespace kforge::tasks {
 
 /// `spec`: "builtin" (the built-in library), "synth:COUNT:SEED" (COUNT tasks synthesized on the
-/// CPU from SEED, progress to `log`; needs a build with LibTorch) or a task file (.jsonl / .json).
+/// CPU from SEED, a summary line to `log`; needs a build with LibTorch) or a task file (.jsonl / .json).
 /// `categories`: category names to keep (empty: all). Errors name the flag and what is wrong.
 [[nodiscard]] result<std::vector<task>> load_task_spec(const std::string& spec,
                                                        const std::vector<std::string>& categories,

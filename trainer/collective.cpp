@@ -15,7 +15,17 @@ namespace {
 // What the ranks of a thread group share: the tensors each rank posted for the current call and a
 // reusable barrier.
 struct thread_group_state {
-  explicit thread_group_state(int n) : size(n), posted(static_cast<std::size_t>(n)), roots(static_cast<std::size_t>(n)) {}
+  explicit thread_group_state(int n)
+      : size(n), posted(static_cast<std::size_t>(n)), roots(static_cast<std::size_t>(n)), failed(static_cast<std::size_t>(n)) {}
+
+  // After every rank has recorded its part's outcome (between the two barriers): the first
+  // failure of any rank, so that every rank fails a call together rather than some waiting.
+  std::string any_failure() const {
+    for (int r = 0; r < size; ++r)
+      if (!failed[static_cast<std::size_t>(r)].empty())
+        return r == 0 ? failed[0] : "rank " + std::to_string(r) + ": " + failed[static_cast<std::size_t>(r)];
+    return {};
+  }
 
   const int size;
   std::mutex m;
@@ -24,6 +34,7 @@ struct thread_group_state {
   std::uint64_t generation = 0;
   std::vector<const std::vector<at::Tensor>*> posted;
   std::vector<int> roots;
+  std::vector<std::string> failed;  // per rank, for the current call: why its part failed ("" = ok)
 
   void barrier() {
     std::unique_lock<std::mutex> lock(m);
@@ -82,12 +93,13 @@ class thread_rank final : public collective {
           for (int r = 1; r < st_->size; ++r) s.add_((*st_->posted[static_cast<std::size_t>(r)])[i].to(tensors[i].device()));
           sums.push_back(std::move(s));
         }
-      } catch (const c10::Error& e) {
-        why = std::string("all_reduce_sum: ") + e.what_without_backtrace();
+      } catch (const std::exception& e) {
+        why = std::string("all_reduce_sum: ") + e.what();
       }
     }
-    st_->barrier();  // every rank has read every other's tensors: now they may change
-    if (!why.empty()) return error{"thread group rank " + std::to_string(rank_) + ": " + why};
+    st_->failed[static_cast<std::size_t>(rank_)] = why;
+    st_->barrier();  // every rank has read every other's tensors (now they may change) and said how it went
+    if (const std::string any = st_->any_failure(); !any.empty()) return error{"thread group: " + any};
     for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(sums[i]);
     return {};
   }
@@ -107,12 +119,13 @@ class thread_rank final : public collective {
       try {
         const auto& from = *st_->posted[static_cast<std::size_t>(root)];
         for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(from[i]);
-      } catch (const c10::Error& e) {
-        why = std::string("broadcast: ") + e.what_without_backtrace();
+      } catch (const std::exception& e) {
+        why = std::string("broadcast: ") + e.what();
       }
     }
+    st_->failed[static_cast<std::size_t>(rank_)] = why;
     st_->barrier();  // the root's tensors have been read
-    if (!why.empty()) return error{"thread group rank " + std::to_string(rank_) + ": " + why};
+    if (const std::string any = st_->any_failure(); !any.empty()) return error{"thread group: " + any};
     return {};
   }
 

@@ -1,9 +1,12 @@
 #include "trainer/data_parallel_trainer.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <stdexcept>
 #include <thread>
+
+#include <ATen/detail/CUDAHooksInterface.h>
 
 #include "model/weights.hpp"
 #include "trainer/collective.hpp"
@@ -16,13 +19,21 @@ namespace kforge::trainer {
 namespace {
 
 /// Runs f(r) for every rank, ranks >= 1 on threads of their own and rank 0 on the caller's (NCCL's
-/// joins and collectives block until every rank has made them); the results in rank order.
+/// joins and collectives block until every rank has made them); the results in rank order. T is
+/// a status or result: an exception out of f becomes that rank's error.
 template <class T>
 std::vector<T> on_every_rank(int ranks, const std::function<T(int)>& f) {
   std::vector<std::optional<T>> slots(static_cast<std::size_t>(ranks));  // T: a result, not default-constructible
+  const auto guarded = [&](int r) {
+    try {
+      slots[static_cast<std::size_t>(r)].emplace(f(r));
+    } catch (const std::exception& e) {
+      slots[static_cast<std::size_t>(r)].emplace(error{e.what()});
+    }
+  };
   std::vector<std::thread> threads;
-  for (int r = 1; r < ranks; ++r) threads.emplace_back([&, r] { slots[static_cast<std::size_t>(r)].emplace(f(r)); });
-  slots[0].emplace(f(0));
+  for (int r = 1; r < ranks; ++r) threads.emplace_back(guarded, r);
+  guarded(0);
   for (auto& t : threads) t.join();
   std::vector<T> out;
   for (auto& s : slots) out.push_back(std::move(*s));
@@ -39,7 +50,13 @@ status first_error(const std::vector<T>& results) {
 
 }  // namespace
 
-data_parallel_trainer::~data_parallel_trainer() = default;
+data_parallel_trainer::~data_parallel_trainer() {
+  // All ranks at once: tearing down an NCCL communicator may wait for the group's other ranks.
+  on_every_rank<status>(ranks(), [&](int r) -> status {
+    ranks_[static_cast<std::size_t>(r)].reset();
+    return {};
+  });
+}
 
 result<std::unique_ptr<data_parallel_trainer>> data_parallel_trainer::create(const data_parallel_options& o) {
   const int n = static_cast<int>(o.devices.size());
@@ -47,6 +64,18 @@ result<std::unique_ptr<data_parallel_trainer>> data_parallel_trainer::create(con
   const bool cuda = o.devices.front().is_cuda();
   for (const auto& d : o.devices)
     if (d.is_cuda() != cuda) return error{"data parallel: the ranks' devices mix the CPU and CUDA"};
+  if (cuda) {  // checked before any rank joins: a rank that cannot would leave the others waiting
+    const int visible = at::detail::getCUDAHooks().getNumGPUs();
+    std::vector<int> seen;
+    for (const auto& d : o.devices) {
+      const int i = d.index() < 0 ? 0 : d.index();
+      if (i >= visible)
+        return error{"data parallel: " + d.str() + " is not a device here (" + std::to_string(visible) + " visible)"};
+      if (std::find(seen.begin(), seen.end(), i) != seen.end())
+        return error{"data parallel: " + d.str() + " is given twice (one rank per GPU)"};
+      seen.push_back(i);
+    }
+  }
 
   // How rank r joins its group: none for one rank; the threads of this process on the CPU; NCCL on
   // CUDA devices.

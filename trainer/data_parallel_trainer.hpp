@@ -33,6 +33,7 @@ class data_parallel_trainer {
  public:
   /// Loads the policy onto every device and joins the ranks. Errors name the rank and the cause.
   [[nodiscard]] static result<std::unique_ptr<data_parallel_trainer>> create(const data_parallel_options& o);
+  /// Releases the ranks together (NCCL teardown may wait for the whole group).
   ~data_parallel_trainer();
 
   /// One step of every rank over `batch`; rank 0's statistics (the group's: summed across ranks).

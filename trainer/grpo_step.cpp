@@ -229,9 +229,10 @@ struct stats_sum {
   }
 };
 
-// Data parallel: the gradients, then the statistics' sums and counts, summed across the ranks.
-status sum_across(collective& group, const std::vector<at::Tensor>& params, stats_sum& sums, grpo_step_stats& out) {
-  if (auto s = all_reduce_gradients(params, group); !s) return s;
+// Data parallel: the statistics' sums and counts, and how many ranks failed their share, summed
+// across the ranks; then, unless one failed, the gradients.
+status sum_across(collective& group, const std::vector<at::Tensor>& params, stats_sum& sums, grpo_step_stats& out,
+                  bool failed_here) {
   grpo_loss_stats& t = sums.total;
   std::vector<double*> fields = {&t.loss, &t.policy_loss, &t.kl_loss, &t.mean_kl, &t.mean_ratio,
                                  &t.clip_fraction, &t.clip_low_fraction, &t.clip_high_fraction,
@@ -241,6 +242,7 @@ status sum_across(collective& group, const std::vector<at::Tensor>& params, stat
   host.push_back(static_cast<double>(t.tokens));
   host.push_back(static_cast<double>(out.micro_batches));
   host.push_back(static_cast<double>(out.stale_samples));
+  host.push_back(failed_here ? 1.0 : 0.0);
   const auto device = params.empty() ? torch::Device(torch::kCPU) : params.front().device();
   at::Tensor v = torch::tensor(host, torch::kDouble).to(device);
   if (auto s = group.all_reduce_sum({v}); !s) return s;
@@ -250,7 +252,9 @@ status sum_across(collective& group, const std::vector<at::Tensor>& params, stat
   t.tokens = static_cast<std::int64_t>(p[fields.size()]);
   out.micro_batches = static_cast<std::int64_t>(p[fields.size() + 1]);
   out.stale_samples = static_cast<std::int64_t>(p[fields.size() + 2]);
-  return {};
+  if (const auto failed = static_cast<int>(p[fields.size() + 3]); failed > 0)
+    return error{std::to_string(failed) + " rank(s) failed their share of the batch"};
+  return all_reduce_gradients(params, group);
 }
 
 at::Tensor checked_logp(const at::Tensor& t, std::int64_t rows, std::int64_t cols,
@@ -311,58 +315,69 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
   st.adamw.zero_grad();
   st.clear_compute_grads();
   const auto mbs = static_cast<std::size_t>(st.opt.micro_batch_size);
-  for (std::size_t begin = share_begin; begin < share_end; begin += mbs) {
-    const std::size_t end = std::min(share_end, begin + mbs);
-    const std::vector<const grpo_sample*> mb(kept.begin() + static_cast<std::ptrdiff_t>(begin),
-                                             kept.begin() + static_cast<std::ptrdiff_t>(end));
-    const auto rows = static_cast<std::int64_t>(mb.size());
-    std::int64_t cols = 0;
-    for (const auto* s : mb) cols = std::max(cols, static_cast<std::int64_t>(s->completion.size()));
-    if (cols == 0) continue;
+  const bool parallel = group != nullptr && ranks > 1;
+  // A rank whose share fails (out of memory, say) must still reach the agreement below, or the
+  // other ranks would wait in the all-reduce forever: every rank then fails the step.
+  std::string failed_here;
+  try {
+    for (std::size_t begin = share_begin; begin < share_end; begin += mbs) {
+      const std::size_t end = std::min(share_end, begin + mbs);
+      const std::vector<const grpo_sample*> mb(kept.begin() + static_cast<std::ptrdiff_t>(begin),
+                                               kept.begin() + static_cast<std::ptrdiff_t>(end));
+      const auto rows = static_cast<std::int64_t>(mb.size());
+      std::int64_t cols = 0;
+      for (const auto* s : mb) cols = std::max(cols, static_cast<std::int64_t>(s->completion.size()));
+      if (cols == 0) continue;
 
-    grpo_loss_inputs in;
-    in.logp = checked_logp(policy(mb), rows, cols, "policy");
-    const auto dev = in.logp.device();
-    auto mask = torch::zeros({rows, cols}, torch::kBool);
-    auto adv = torch::empty({rows}, torch::kDouble);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      mask[r].narrow(0, 0, static_cast<std::int64_t>(mb[static_cast<std::size_t>(r)]->completion.size()))
-          .fill_(true);
-      adv[r] = kept_adv[begin + static_cast<std::size_t>(r)];
-    }
-    in.mask = mask.to(dev);
-    in.advantages = adv.to(dev);
-
-    if (st.opt.correct_off_policy) {
-      // Rows without correction get their own detached log-probs as behaviour: weight exactly 1.
-      auto behaviour = in.logp.detach().to(torch::kFloat).cpu().clone();
-      bool any = false;
+      grpo_loss_inputs in;
+      in.logp = checked_logp(policy(mb), rows, cols, "policy");
+      const auto dev = in.logp.device();
+      auto mask = torch::zeros({rows, cols}, torch::kBool);
+      auto adv = torch::empty({rows}, torch::kDouble);
       for (std::int64_t r = 0; r < rows; ++r) {
-        const auto* s = mb[static_cast<std::size_t>(r)];
-        if (s->behaviour_logp.empty() || s->policy_version >= current_version) continue;
-        any = true;
-        ++out.stale_samples;
-        const auto n = static_cast<std::int64_t>(s->behaviour_logp.size());
-        behaviour[r].narrow(0, 0, n).copy_(
-            torch::from_blob(const_cast<float*>(s->behaviour_logp.data()), {n}, torch::kFloat));
+        mask[r].narrow(0, 0, static_cast<std::int64_t>(mb[static_cast<std::size_t>(r)]->completion.size()))
+            .fill_(true);
+        adv[r] = kept_adv[begin + static_cast<std::size_t>(r)];
       }
-      if (any) in.behaviour_logp = behaviour.to(dev);
-    }
-    if (reference) {
-      torch::NoGradGuard no_grad;
-      in.ref_logp = checked_logp(reference(mb), rows, cols, "reference").detach();
-    }
+      in.mask = mask.to(dev);
+      in.advantages = adv.to(dev);
 
-    auto res = grpo_loss(in, st.opt.grpo, kl_coef, batch_tokens);
-    res.loss.backward();
-    st.accumulate_compute_grads();
-    sums.add(res.stats);
-    ++out.micro_batches;
+      if (st.opt.correct_off_policy) {
+        // Rows without correction get their own detached log-probs as behaviour: weight exactly 1.
+        auto behaviour = in.logp.detach().to(torch::kFloat).cpu().clone();
+        bool any = false;
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const auto* s = mb[static_cast<std::size_t>(r)];
+          if (s->behaviour_logp.empty() || s->policy_version >= current_version) continue;
+          any = true;
+          ++out.stale_samples;
+          const auto n = static_cast<std::int64_t>(s->behaviour_logp.size());
+          behaviour[r].narrow(0, 0, n).copy_(
+              torch::from_blob(const_cast<float*>(s->behaviour_logp.data()), {n}, torch::kFloat));
+        }
+        if (any) in.behaviour_logp = behaviour.to(dev);
+      }
+      if (reference) {
+        torch::NoGradGuard no_grad;
+        in.ref_logp = checked_logp(reference(mb), rows, cols, "reference").detach();
+      }
+
+      auto res = grpo_loss(in, st.opt.grpo, kl_coef, batch_tokens);
+      res.loss.backward();
+      st.accumulate_compute_grads();
+      sums.add(res.stats);
+      ++out.micro_batches;
+    }
+  } catch (const std::exception& e) {
+    if (!parallel) throw;
+    failed_here = e.what();
   }
-  if (group != nullptr && ranks > 1) {
-    if (auto s = sum_across(*group, st.params, sums, out); !s) {
+  if (parallel) {
+    auto s = sum_across(*group, st.params, sums, out, !failed_here.empty());
+    if (!failed_here.empty() || !s) {
       st.adamw.zero_grad();
-      throw std::runtime_error("grpo step: " + s.message());
+      st.clear_compute_grads();
+      throw std::runtime_error("grpo step: " + (failed_here.empty() ? s.message() : failed_here));
     }
   }
   out.loss = sums.mean();

@@ -67,7 +67,9 @@ class nccl_rank final : public collective {
       if (!dt) return error{where + dt.message()};
       types.push_back(*dt);
     }
-    KFORGE_CUDA_TRY(cudaSetDevice(device_));
+    device_scope on(device_);  // the calling (actor) thread's current device is left as it was
+    if (!on) return error{std::string("nccl group rank ") + std::to_string(rank_) + ": cannot select cuda:" +
+                          std::to_string(device_)};
     KFORGE_NCCL_TRY(ncclGroupStart());
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       const ncclResult_t r = op(tensors[i].data_ptr(), static_cast<std::size_t>(tensors[i].numel()), types[i]);
@@ -79,6 +81,19 @@ class nccl_rank final : public collective {
     KFORGE_NCCL_TRY(ncclGroupEnd());
     return {};
   }
+
+  // Makes `device` current for a scope and restores the previous one.
+  struct device_scope {
+    explicit device_scope(int device) {
+      ok_ = cudaGetDevice(&previous_) == cudaSuccess && cudaSetDevice(device) == cudaSuccess;
+    }
+    ~device_scope() {
+      if (previous_ >= 0) cudaSetDevice(previous_);
+    }
+    explicit operator bool() const { return ok_; }
+    int previous_ = -1;
+    bool ok_ = false;
+  };
 
   ncclComm_t comm_;
   int rank_, size_, device_;

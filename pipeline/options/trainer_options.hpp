@@ -36,7 +36,7 @@ struct trainer_options {
   /// Data-parallel ranks when the trainer runs on the CPU (its GPU group is empty): threads of the
   /// trainer's process that split each batch and sum gradients in rank order, giving the one-rank
   /// result within rounding. For exercising the data-parallel path without GPUs; on GPUs there is
-  /// one rank per GPU of the trainer's group. >= 1.
+  /// one rank per GPU of the trainer's group. 1 to 64.
   std::int64_t cpu_ranks = 1;
   /// "auto" (bf16 on GPUs, fp32 on the CPU, where bf16 is slow), "bf16" or "fp32".
   trainer_compute compute = trainer_compute::automatic;

@@ -132,6 +132,17 @@ int replay(const fs::path& input, const std::string& stage, std::string* output)
   return r->exit_code;
 }
 
+/// `kforge run --manifest MANIFEST --run-dir RUN_DIR --no-progress` with a time limit; REQUIREs that
+/// it could be started (its exit code is the caller's to check).
+kforge::result<kforge::process_output> run_manifest(const fs::path& manifest, const fs::path& run_dir,
+                                                    std::chrono::seconds limit) {
+  auto r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", manifest.string(), "--run-dir", run_dir.string(),
+                                "--no-progress"},
+                               limit);
+  REQUIRE(r.ok());
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("the default manifest runs end to end, and replay reproduces reward and buffer") {
@@ -360,10 +371,7 @@ trainer = {}
 [tasks]
 files = ["no/such/tasks.jsonl"]
 )";
-  auto r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", manifest.string(), "--run-dir",
-                                (dir / "run").string(), "--no-progress"},
-                               60s);
-  REQUIRE(r.ok());
+  auto r = run_manifest(manifest, dir / "run", 60s);
   INFO(r->output);
   CHECK(r->exit_code == 2);
   CHECK(r->output.find("tasks.files[0]: ") != std::string::npos);
@@ -461,10 +469,7 @@ links = ["verdicts", "scored", "batches", "weights"]
 TEST_CASE("a real model runs the whole loop in compile-only mode") {
   const auto dir = fresh_dir("model");
   const auto manifest = tiny_model_manifest(dir, 3);
-  auto r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", manifest.string(), "--run-dir",
-                                (dir / "run").string(), "--no-progress"},
-                               300s);
-  REQUIRE(r.ok());
+  auto r = run_manifest(manifest, dir / "run", 300s);
   INFO(r->output);
   CHECK(r->exit_code == 0);
   CHECK(r->output.find("real: LibTorch engine") != std::string::npos);
@@ -539,10 +544,7 @@ TEST_CASE("a real model runs the whole loop in compile-only mode") {
 TEST_CASE("a real model's trainer runs data parallel over 2 CPU ranks") {
   const auto dir = fresh_dir("model_dp");
   const auto manifest = tiny_model_manifest(dir, 2, "\n[trainer]\ncpu_ranks = 2\n");
-  auto r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", manifest.string(), "--run-dir",
-                                (dir / "run").string(), "--no-progress"},
-                               300s);
-  REQUIRE(r.ok());
+  auto r = run_manifest(manifest, dir / "run", 300s);
   INFO(r->output);
   CHECK(r->exit_code == 0);
   CHECK(r->output.find("data parallel over 2 CPU rank(s) (gradients summed each step)") != std::string::npos);

@@ -11,8 +11,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <thread>
 #include <vector>
 
+#include "trainer/collective.hpp"
 #include "trainer/grpo.hpp"
 #include "trainer/grpo_step.hpp"
 #include "trainer/kl_controller.hpp"
@@ -414,4 +417,39 @@ TEST_CASE("grpo step: a tiny policy learns to emit the rewarded token") {
   // Once every completion earns the same reward, groups carry no signal and steps are skipped.
   CHECK(stepper.steps() > steps / 2);
   CHECK(stepper.steps() <= steps);
+}
+
+TEST_CASE("grpo step: a rank whose share fails fails the step on every rank, and none is left waiting") {
+  torch::manual_seed(5);
+  Bigram a, b;
+  copy_weights(a, b);
+  auto batch = sample_batch(a, {0, 1, 2}, 4, 5, 0);
+  for (auto& g : batch)  // signal in every group
+    for (size_t i = 0; i < g.samples.size(); ++i) g.samples[i].reward = static_cast<double>(i);
+  grpo_step_options o;
+  o.micro_batch_size = 2;
+  auto group = make_thread_group(2);
+  std::vector<std::string> errors(2);
+  std::vector<Bigram> models{a, b};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      grpo_stepper s(models[static_cast<size_t>(r)]->parameters(), o);
+      logprob_fn fn = logprobs_of(models[static_cast<size_t>(r)]);
+      if (r == 1) fn = [](const std::vector<const grpo_sample*>&) -> torch::Tensor {
+          throw std::runtime_error("out of memory (simulated)");
+        };
+      try {
+        s.step(batch, fn, {}, 0.0, 0, group[static_cast<size_t>(r)].get());
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();  // a hang here is the bug this guards against
+  CHECK(errors[0].find("1 rank(s) failed their share of the batch") != std::string::npos);
+  CHECK(errors[1].find("out of memory (simulated)") != std::string::npos);
+  auto pa = a->parameters();
+  Bigram fresh;
+  copy_weights(b, fresh);
+  for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], fresh->parameters()[i]));  // nothing stepped
 }
