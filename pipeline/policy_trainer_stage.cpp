@@ -151,7 +151,9 @@ class policy_trainer_stage final : public actors::trainer_logic {
     const auto name = [&](std::uint64_t v) { return dir / ("policy-v" + std::to_string(v) + ".safetensors"); };
     const fs::path path = name(version);
     const fs::path tmp = path.string() + ".partial";
-    if (auto s = model::save_weights(*trainer_->lead().policy(), tmp.string()); !s) return s.err();
+    // The compute copy: bf16 when the trainer computes in bf16 (half the bytes to write and read,
+    // and what a bf16 sampler would round the fp32 masters to anyway), else the fp32 policy.
+    if (auto s = model::save_weights(*trainer_->lead().compute_model(), tmp.string()); !s) return s.err();
     fs::rename(tmp, path, ec);
     if (ec) return error{path.string() + ": cannot publish the weights: " + ec.message()};
     // Older files beyond keep_weights go; a sampler still reading one holds it open.

@@ -4,7 +4,8 @@
 //
 // train(): the batch's Scored samples (prompt and completion tokens, behaviour log-probs, reward,
 // exclusion, policy version) -> one policy_trainer step -> the new weights written as one
-// safetensors file RUN_DIR/weights/policy-vN.safetensors (Hugging Face names, fp32; written under a
+// safetensors file RUN_DIR/weights/policy-vN.safetensors (Hugging Face names, in the trainer's
+// compute dtype: bf16 on GPUs by default, fp32 on the CPU; checkpoints keep the fp32 masters; written under a
 // temporary name and renamed, so a sampler never sees half a file) -> a PolicyWeights message
 // {version N, transport file, path, bytes}. Samplers load it between generation batches
 // (engine_sampler set_weights). The newest `keep_weights` files stay; older ones are removed (a

@@ -254,6 +254,7 @@ status policy_trainer::load_checkpoint(const std::string& dir) {
 
 void policy_trainer::set_log_sink(log_sink sink) { impl_->sink = std::move(sink); }
 model::CausalLM& policy_trainer::policy() noexcept { return impl_->policy; }
+model::CausalLM& policy_trainer::compute_model() noexcept { return impl_->compute; }
 const model::CausalLM& policy_trainer::reference() const noexcept { return impl_->reference; }
 const kl_controller& policy_trainer::kl() const noexcept { return impl_->kl; }
 const grpo_stepper& policy_trainer::stepper() const noexcept { return impl_->stepper; }

@@ -126,6 +126,9 @@ class policy_trainer {
   void set_log_sink(log_sink sink);
 
   model::CausalLM& policy() noexcept;
+  /// What forward and backward run on: the policy itself, or (bf16_compute) its bf16 copy, equal to
+  /// the policy rounded to bf16 after every step. The weights a bf16 sampler needs.
+  model::CausalLM& compute_model() noexcept;
   const model::CausalLM& reference() const noexcept;
   const kl_controller& kl() const noexcept;
   const grpo_stepper& stepper() const noexcept;

@@ -543,22 +543,42 @@ TEST_CASE("a real model runs the whole loop in compile-only mode") {
 // arithmetic (2 and 3 ranks against 1).
 TEST_CASE("a real model's trainer runs data parallel over 2 CPU ranks") {
   const auto dir = fresh_dir("model_dp");
-  const auto manifest = tiny_model_manifest(dir, 2, "\n[trainer]\ncpu_ranks = 2\n");
+  // bf16 compute on the CPU too (slow there, fine for the tiny model): the published weights are
+  // the bf16 copy.
+  const auto manifest = tiny_model_manifest(dir, 2, "\n[trainer]\ncpu_ranks = 2\ncompute = \"bf16\"\n");
   auto r = run_manifest(manifest, dir / "run", 300s);
   INFO(r->output);
   CHECK(r->exit_code == 0);
-  CHECK(r->output.find("data parallel over 2 CPU rank(s) (gradients summed each step)") != std::string::npos);
+  CHECK(r->output.find("data parallel over 2 CPU rank(s) (gradients summed each step), bf16 compute on fp32 master "
+                       "weights") != std::string::npos);
   const auto summary = read_json(dir / "run" / "summary.json");
   REQUIRE(summary.is_object());
   CHECK(summary["outcome"] == "completed");
   CHECK(summary["balanced"] == true);
   CHECK((*stage(summary, "trainer@head"))["errors"] == 0);
+  CHECK((*stage(summary, "sampler@head"))["errors"] == 0);  // it loaded the bf16 weights (into fp32)
   std::ifstream log(dir / "run" / "train.jsonl");
   std::vector<json> steps;
   for (std::string line; std::getline(log, line);) steps.push_back(json::parse(line));
   REQUIRE(steps.size() == 2);
   CHECK(steps[1]["policy_version"] == 2);
-  CHECK(fs::exists(dir / "run" / "weights" / "policy-v2.safetensors"));
+  const auto published = dir / "run" / "weights" / "policy-v2.safetensors";
+  REQUIRE(fs::exists(published));
+  {  // safetensors: an 8-byte little-endian header length, then the JSON header
+    std::ifstream f(published, std::ios::binary);
+    unsigned char len[8] = {};
+    f.read(reinterpret_cast<char*>(len), 8);
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
+    std::string header(n, '\0');
+    f.read(header.data(), static_cast<std::streamsize>(n));
+    const auto h = json::parse(header);
+    int bf16 = 0, tensors = 0;
+    for (const auto& [name, t] : h.items())
+      if (name != "__metadata__") ++tensors, bf16 += t["dtype"] == "BF16";
+    CHECK(tensors > 0);
+    CHECK(bf16 == tensors);
+  }
   fs::remove_all(dir);
 }
 
