@@ -325,6 +325,7 @@ void read_sandbox(table_reader r, sandbox_options& o) {
   r.read_choice("backend", o.backend,
                 {{"stand-in", sandbox_backend::stand_in}, {"nvcc", sandbox_backend::nvcc}});
   r.read("runners_per_gpu", o.runners_per_gpu, 1);
+  r.read("reference_servers", o.reference_servers, 0, 64);
   r.read("cache_dir", o.cache_dir);
   r.read("timeout_s", o.timeout_s, above(0));
   // ARCHITECTURE.md: the median of at least 30 trials, or the timing is not honest.

@@ -66,6 +66,7 @@ result<std::shared_ptr<actors::sandbox_logic>> shared_nvcc_sandbox(const manifes
   po.gpus = *gpus;
   po.compile_only = po.gpus.empty();
   po.runners_per_gpu = so.runners_per_gpu;
+  po.reference_servers = so.reference_servers;
   po.run.time_limit = std::chrono::milliseconds(static_cast<long>(so.timeout_s * 1000));
   po.run.trials_per_round = (so.trials + po.run.rounds - 1) / po.run.rounds;
   auto pool = sandbox::sandbox_pool::create(po);

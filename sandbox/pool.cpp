@@ -52,6 +52,7 @@ result<std::unique_ptr<sandbox_pool>> sandbox_pool::create(pool_options options)
   for (const int g : o.gpus) {
     run_options ro = o.run;
     ro.gpu = g;
+    ro.reference_servers = o.reference_servers > 0 ? o.reference_servers : std::max(1, o.runners_per_gpu);
     auto slot = std::make_shared<gpu_slot>(ro);
     auto facts = slot->facts();
     if (!facts) return error{"GPU " + std::to_string(g) + ": " + facts.err().message};

@@ -33,6 +33,8 @@ struct pool_options {
   std::vector<int> gpus;
   bool compile_only = false;
   int runners_per_gpu = 4;
+  /// Reference server processes per GPU (run_options::reference_servers); 0: one per runner.
+  int reference_servers = 0;
   /// Run settings shared by every GPU (`gpu` is filled per slot; `probe_library` by create;
   /// an empty `program` means $KFORGE_SANDBOX_PROGRAM, else this executable).
   run_options run;
@@ -42,8 +44,9 @@ struct pool_options {
 
 class sandbox_pool {
  public:
-  /// Finds nvcc, builds the probe kernel, starts one reference server per GPU (so a GPU that does
-  /// not work is an error here, not a stream of infra_error verdicts later).
+  /// Finds nvcc, builds the probe kernel, starts a reference server on every GPU (so a GPU that
+  /// does not work is an error here, not a stream of infra_error verdicts later; the GPU's other
+  /// servers start on first use).
   static result<std::unique_ptr<sandbox_pool>> create(pool_options options);
   ~sandbox_pool();
   /// The verdict for one candidate. Thread-safe. `seed` picks the input sets: give every member of

@@ -31,8 +31,9 @@ namespace {
 
 using json = nlohmann::json;
 
-/// Expected outputs kept on the GPU, least recently used dropped first beyond this.
-constexpr std::int64_t expected_budget = std::int64_t{16} << 30;
+/// Expected outputs kept on the GPU, least recently used dropped first beyond this; the hello
+/// request may lower it (a GPU's servers share 16 GiB: gpu_slot divides it among them).
+constexpr std::int64_t default_expected_budget = std::int64_t{16} << 30;
 constexpr std::size_t task_budget = 512;
 
 using protocol::failure;
@@ -60,7 +61,10 @@ class reference_server {
  private:
   json dispatch(const json& req) {
     const std::string op = req.at("op").get<std::string>();
-    if (op == "hello") return hello();
+    if (op == "hello") {
+      if (const auto b = req.value("cache_bytes", std::int64_t{0}); b > 0) expected_budget_ = b;
+      return hello();
+    }
     if (op == "prepare") return prepare(req);
     if (op == "compare") return compare(req);
     if (op == "time") return time(req);
@@ -107,7 +111,7 @@ class reference_server {
     expected_entry e{std::move(*inputs), std::move(*outputs), 0};
     for (const auto& t : e.inputs.tensors()) e.bytes += t.numel() * t.element_size();
     for (const auto& t : e.outputs.tensors()) e.bytes += t.numel() * t.element_size();
-    while (held_ + e.bytes > expected_budget && !lru_.empty()) {
+    while (held_ + e.bytes > expected_budget_ && !lru_.empty()) {
       auto victim = expected_.find(lru_.back());
       held_ -= victim->second.first.bytes;
       expected_.erase(victim);
@@ -209,6 +213,7 @@ class reference_server {
   std::list<check_key> lru_;
   std::map<check_key, std::pair<expected_entry, std::list<check_key>::iterator>> expected_;
   std::int64_t held_ = 0;
+  std::int64_t expected_budget_ = default_expected_budget;
 };
 
 }  // namespace

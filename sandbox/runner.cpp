@@ -130,35 +130,42 @@ std::vector<check_spec> plan_checks(const tasks::task& t, std::uint64_t seed, in
 
 // ---- gpu_slot ----
 
-gpu_slot::gpu_slot(run_options options) : options_(std::move(options)) {}
+gpu_slot::gpu_slot(run_options options) : options_(std::move(options)) {
+  // Started on first use: a slot used only for its facts starts one.
+  for (int i = 0; i < std::max(1, options_.reference_servers); ++i) servers_.push_back(std::make_unique<server>());
+}
 gpu_slot::~gpu_slot() = default;
 
-status gpu_slot::start_locked() {
-  auto hello = start_child(options_, "sandbox-ref", "kforge-ref-", scratch_, server_,
-                           {json{{"op", "hello"}}});
+status gpu_slot::start_locked(server& s) {
+  // The GPU's servers share the 16 GiB the expected-output cache had when there was one server.
+  const std::int64_t cache_bytes = (std::int64_t{16} << 30) / static_cast<std::int64_t>(servers_.size());
+  auto hello = start_child(options_, "sandbox-ref", "kforge-ref-", s.scratch, s.child,
+                           {json{{"op", "hello"}, {"cache_bytes", cache_bytes}}});
   if (!hello) return error{hello.err().message};
-  facts_json_ = hello->at("gpu").dump();
+  s.facts_json = hello->at("gpu").dump();
   return {};
 }
 
 result<gpu_facts> gpu_slot::facts() {
-  std::lock_guard lock(mutex_);
-  if (!server_.running())
-    if (auto st = start_locked(); !st) return error{st.err().message};
-  return gpu_facts_from_json(facts_json_);
+  server& s = *servers_.front();
+  std::lock_guard lock(s.mutex);
+  if (!s.child.running())
+    if (auto st = start_locked(s); !st) return error{st.err().message};
+  return gpu_facts_from_json(s.facts_json);
 }
 
-result<nlohmann::json> gpu_slot::reference(const nlohmann::json& request) {
-  std::lock_guard lock(mutex_);
+result<nlohmann::json> gpu_slot::reference(const nlohmann::json& request, std::uint64_t route) {
+  server& s = *servers_[route % servers_.size()];
+  std::lock_guard lock(s.mutex);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (!server_.running())
-      if (auto st = start_locked(); !st) return error{st.err().message};
-    const auto r = server_.request(request.dump(), options_.reference_time_limit);
+    if (!s.child.running())
+      if (auto st = start_locked(s); !st) return error{st.err().message};
+    const auto r = s.child.request(request.dump(), options_.reference_time_limit);
     if (r.failure == child_failure::none) return ok_reply(r.json);
     if (r.failure == child_failure::timeout)
       return error{"reference server: " + r.detail};  // a second try would take as long
   }
-  return error{"reference server keeps dying: " + server_.take_output()};
+  return error{"reference server keeps dying: " + s.child.take_output()};
 }
 
 gpu_slot::gpu_lock::gpu_lock(gpu_slot& s, bool exclusive) : slot_(s), exclusive_(exclusive) {
@@ -217,11 +224,14 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   if (auto st = ensure_child(); !st) return infra(st.err().message);
   const json task_json = json::parse(tasks::to_json_line(t));
   const auto checks = plan_checks(t, seed, o.max_variants);
+  // Every request of this candidate goes to the reference server its task hashes to: the server
+  // that holds (or will hold) the task's expected outputs for the rest of its group.
+  const std::uint64_t route = fnv1a64(t.id);
 
   // The trusted side first: expected outputs (and their shapes) for every input set.
   json plan = json::array();
   for (const auto& c : checks) plan.push_back({{"seed", c.seed}, {"variant", c.variant}});
-  auto prepared = slot_->reference({{"op", "prepare"}, {"task", task_json}, {"checks", plan}});
+  auto prepared = slot_->reference({{"op", "prepare"}, {"task", task_json}, {"checks", plan}}, route);
   if (!prepared) return infra(prepared.err().message);
   const json& shapes = prepared->at("output_shapes");
 
@@ -284,7 +294,8 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
                                  {"task", task_json},
                                  {"check", spec},
                                  {"earlier", earlier},
-                                 {"files", reply.at("files")}});
+                                 {"files", reply.at("files")}},
+                                route);
     for (const auto& f : reply.at("files")) ::unlink(f.get<std::string>().c_str());
     if (!cmp) {
       infra(cmp.err().message);
@@ -342,7 +353,8 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
                                     {"task", task_json},
                                     {"seed", checks[0].seed},
                                     {"warmup", warmup},
-                                    {"trials", o.trials_per_round}});
+                                    {"trials", o.trials_per_round}},
+                                   route);
       if (!base) {
         infra("baseline timing failed: " + base.err().message);
         return finish();

@@ -2,9 +2,11 @@
 // The sandbox supervisor's run stage: verifying and timing a compiled candidate on a GPU without
 // ever touching CUDA itself. It drives two kinds of child (protocol: child_protocol.hpp):
 //
-//   gpu_slot  one per GPU, shared by that GPU's runners: the reference server (expected outputs,
+//   gpu_slot  one per GPU, shared by that GPU's runners: the reference servers (expected outputs,
 //             the eager baseline) and the timing lock, so only one candidate is timed on a GPU at
-//             a time (across processes too: an flock on a file named after the GPU).
+//             a time (across processes too: an flock on a file named after the GPU). A candidate's
+//             requests go to the server its task hashes to, so a GRPO group's expected outputs are
+//             computed once, while other tasks' candidates are served by the other servers.
 //   runner    one per run worker: its own candidate child, reused across candidates until it
 //             crashes, hangs, hits a sticky CUDA error, leaks device memory or has served
 //             `recycle_after` candidates; a fresh child is probed with the known-good kernel
@@ -22,6 +24,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +48,9 @@ struct run_options {
   std::chrono::milliseconds time_limit{20'000};
   /// Budget of a reference server request (compiling a reference, computing expected outputs).
   std::chrono::milliseconds reference_time_limit{120'000};
+  /// Reference server processes per GPU (each its own CUDA context and expected-output cache).
+  /// One served every runner of the GPU in turn and was the queue verification waited in.
+  int reference_servers = 1;
   /// Budget of starting and probing a child.
   std::chrono::milliseconds start_time_limit{120'000};
   /// Variants checked at most (each adds an input set).
@@ -86,11 +92,11 @@ class gpu_slot {
   gpu_slot(const gpu_slot&) = delete;
   gpu_slot& operator=(const gpu_slot&) = delete;
   const run_options& options() const { return options_; }
-  /// The GPU's facts (starts the server if needed).
+  /// The GPU's facts (starts the first server if needed).
   result<gpu_facts> facts();
-  /// One request to the reference server (restarted once if it died). Its ok reply, or why not
-  /// (the server's reason, a timeout, a server that keeps dying).
-  result<nlohmann::json> reference(const nlohmann::json& request);
+  /// One request to reference server `route` modulo their number (restarted once if it died).
+  /// Its ok reply, or why not (the server's reason, a timeout, a server that keeps dying).
+  result<nlohmann::json> reference(const nlohmann::json& request, std::uint64_t route = 0);
   /// Use of the GPU, in this process and across processes (an flock per physical GPU). Any
   /// number of runners may verify at once (shared); timing is exclusive, because GPU contexts
   /// time-slice: another process's kernels would stretch both the events and the wall time of a
@@ -110,12 +116,15 @@ class gpu_slot {
   };
 
  private:
-  status start_locked();
+  struct server {
+    std::mutex mutex;  ///< one request at a time
+    child_process child;
+    std::shared_ptr<scratch_dir> scratch;
+    std::string facts_json;  ///< from its hello
+  };
+  status start_locked(server& s);
   run_options options_;
-  std::mutex mutex_;
-  child_process server_;
-  std::string facts_json_;
-  std::shared_ptr<scratch_dir> scratch_;
+  std::vector<std::unique_ptr<server>> servers_;
   std::mutex gate_;           ///< taken briefly by everyone; held by a timer while it waits
   std::shared_mutex use_;     ///< shared: verifying; exclusive: timing
 };

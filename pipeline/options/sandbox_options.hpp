@@ -16,6 +16,9 @@ struct sandbox_options {
   sandbox_backend backend = sandbox_backend::stand_in;
   /// Candidate children (run workers) per GPU of the worker's group. >= 1.
   int runners_per_gpu = 4;
+  /// Reference server processes per GPU (expected outputs, baseline timing; each with its own CUDA
+  /// context); a candidate's task picks one. 0: one per runner. >= 0.
+  int reference_servers = 0;
   /// Compile cache directory; empty: RUN_DIR/compile-cache.
   std::string cache_dir;
   /// Wall-clock limit for one candidate (compile + verify + time), in seconds. > 0.
