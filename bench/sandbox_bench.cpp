@@ -1,7 +1,10 @@
 // sandbox_bench: the sandbox's speed on one GPU host, with the anchor measured in the same run.
 //
-//   sandbox_bench [--json FILE] [--candidates N] [--jobs J] [--runners R] [--no-anchor]
+//   sandbox_bench [--json FILE] [--candidates N] [--jobs J] [--runners R] [--reference-servers K]
+//                 [--no-anchor]
 //
+// --reference-servers K: reference servers per GPU (default 0: one per runner); 1 is the
+// arrangement before session 5, for a comparison on the same host.
 // 1. Anchor: a KernelBench-style torch.utils.cpp_extension.load_inline build of a ReLU kernel
 //    (python3 + PyTorch, as KernelBench does it) next to the ABI's nvcc build of the same kernel.
 // 2. Latency: 8 candidates one at a time on an idle pool, cold cache: per-candidate wall time
@@ -130,7 +133,7 @@ print("LOAD_INLINE_SECONDS", time.time() - t)
 
 int main(int argc, char** argv) {
   std::string json_path;
-  int n = 120, jobs = 16, runners = 4;
+  int n = 120, jobs = 16, runners = 4, reference_servers = 0;
   bool anchor = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -139,9 +142,13 @@ int main(int argc, char** argv) {
     else if (a == "--candidates") n = std::stoi(next());
     else if (a == "--jobs") jobs = std::stoi(next());
     else if (a == "--runners") runners = std::stoi(next());
+    else if (a == "--reference-servers") reference_servers = std::stoi(next());
     else if (a == "--no-anchor") anchor = false;
     else {
-      std::fprintf(stderr, "usage: %s [--json FILE] [--candidates N] [--jobs J] [--runners R] [--no-anchor]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--json FILE] [--candidates N] [--jobs J] [--runners R] [--reference-servers K] "
+                   "[--no-anchor]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -190,9 +197,11 @@ int main(int argc, char** argv) {
     po.run.program = KFORGE_BINARY;
     po.gpus = {0};
     po.runners_per_gpu = r;
+    po.reference_servers = reference_servers;
     return ks::sandbox_pool::create(po);
   };
   json out;
+  out["reference_servers_per_gpu"] = reference_servers;  // 0: one per runner
   out["host_cores"] = std::thread::hardware_concurrency();
 
   // 1. Anchor.
