@@ -197,8 +197,7 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
   po.kl.target_high = t.kl_target_high;
   po.kl.window = t.kl_window;
   po.kl.step = t.kl_step;
-  po.bf16_compute = t.compute == trainer_compute::bf16 ||
-                    (t.compute == trainer_compute::automatic && o.devices.front() >= 0);
+  po.bf16_compute = o.bf16_compute;
   po.temperature = o.temperature;
   po.seed = o.seed;
   po.source_dir = o.model_dir;
@@ -223,6 +222,8 @@ result<policy_trainer_stage_options> policy_trainer_stage_options_from(const man
   // One rank per GPU of the group; on the CPU, trainer.cpu_ranks ranks.
   if (gpus->empty()) o.devices.assign(static_cast<std::size_t>(m.trainer.cpu_ranks), -1);
   else o.devices = *gpus;
+  o.bf16_compute = m.trainer.compute == trainer_compute::bf16 ||
+                   (m.trainer.compute == trainer_compute::automatic && !gpus->empty());
   o.run_dir = run_dir;
   o.trainer = m.trainer;
   o.temperature = m.sampler.temperature;

@@ -51,6 +51,9 @@ struct policy_trainer_stage_options {
   std::string run_dir;
   /// The manifest's [trainer] table.
   trainer_options trainer;
+  /// Forward and backward in bf16 on the fp32 masters: trainer.compute resolved for `devices`
+  /// ("auto": bf16 on GPUs, fp32 on the CPU).
+  bool bf16_compute = false;
   /// Temperature the samplers draw at (sampler.temperature): the trainer's log-probs use it too.
   double temperature = 1.0;
   std::uint64_t seed = 0;

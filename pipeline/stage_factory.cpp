@@ -135,16 +135,20 @@ std::string logic_description(actor_kind k, const manifest* m) {
       return "real: dedup, staleness bound, whole GRPO groups";
     case actor_kind::trainer:
       if (m && !m->sampler.model.empty()) {
-        const auto gpus = stage_gpus(*m, actor_kind::trainer);
-        const std::size_t ranks = gpus && !gpus->empty() ? gpus->size() : static_cast<std::size_t>(m->trainer.cpu_ranks);
-        const std::string where = gpus && !gpus->empty() ? " GPU(s)" : " CPU rank(s)";
+#if defined(KFORGE_MODEL_WITH_TORCH)
+        // What make_trainer builds from the same manifest: its devices and compute dtype.
+        const auto o = policy_trainer_stage_options_from(*m, "");
+        if (!o) return "real, but " + o.message();
+        const bool on_gpus = o->devices.front() >= 0;
+        const std::size_t ranks = o->devices.size();
         return "real: GRPO with adaptive KL on " + m->sampler.model + ", data parallel over " +
-               std::to_string(ranks) + where + (ranks > 1 ? " (gradients summed each step)" : "") +
-               ", " + (m->trainer.compute == trainer_compute::bf16 || (m->trainer.compute == trainer_compute::automatic &&
-                                                                        gpus && !gpus->empty())
-                           ? "bf16 compute on fp32 master weights"
-                           : "fp32") +
+               std::to_string(ranks) + (on_gpus ? " GPU(s)" : " CPU rank(s)") +
+               (ranks > 1 ? " (gradients summed each step)" : "") + ", " +
+               (o->bf16_compute ? "bf16 compute on fp32 master weights" : "fp32") +
                ", weights published by file";
+#else
+        return "unavailable: sampler.model is set, but this kforge was built without the LibTorch model";
+#endif
       }
       return "stand-in: publishes version+1 per batch, trains nothing (sampler.model is empty: "
              "nothing to train)";

@@ -7,6 +7,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "trainer/nccl_group.hpp"
 #include "tests/trainer/policy_fixture.hpp"  // includes doctest last, after LibTorch
@@ -44,33 +47,18 @@ TEST_CASE("NCCL data parallel: 2 ranks on 2 GPUs train like 1 rank on the whole 
     single_stats.push_back(*st);
   }
 
-  auto id = new_nccl_id();
-  REQUIRE_MESSAGE(id.ok(), (id.ok() ? "" : id.message()));
-  std::vector<std::string> join_errors(2);
-  auto run = run_ranks(
-      2, opts, batches,
-      [&](int r) -> std::shared_ptr<collective> {
-        auto g = make_nccl_group(*id, r, 2, r);
-        if (!g) {
-          join_errors[static_cast<std::size_t>(r)] = g.message();
-          return nullptr;
-        }
-        return *g;
-      },
-      [](int r) { return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(r)); });
-  for (const auto& e : join_errors) CHECK_MESSAGE(e.empty(), e);
-  for (const auto& e : run.errors) CHECK_MESSAGE(e.empty(), e);
-  REQUIRE(run.stats[0].size() == batches.size());
-  REQUIRE(run.stats[1].size() == batches.size());
-  CHECK(same_weights(run.trainers[0]->policy(), run.trainers[1]->policy()));
-  const double diff = max_weight_diff(run.trainers[0]->policy(), single.policy());
+  // Through the data-parallel trainer, as the trainer stage runs it: an NCCL group over GPUs 0, 1.
+  auto run = train_group({at::Device(at::kCUDA, 0), at::Device(at::kCUDA, 1)}, opts, batches);
+  REQUIRE(run.group->ranks() == 2);
+  CHECK(ranks_identical(*run.group));
+  const double diff = max_weight_diff(run.group->lead().policy(), single.policy());
   std::printf("nccl data parallel: 2 ranks vs 1 rank, max |weight difference| %.3g after %zu steps\n", diff,
               batches.size());
   CHECK(diff < 1e-4);
   CHECK(max_weight_diff(single.policy(), single.reference()) > 1e-3);
   for (std::size_t i = 0; i < batches.size(); ++i) {
-    CHECK(run.stats[0][i].grpo.loss.tokens == single_stats[i].grpo.loss.tokens);
-    CHECK(run.stats[0][i].grpo.grad_norm == doctest::Approx(single_stats[i].grpo.grad_norm).epsilon(1e-4));
+    CHECK(run.stats[i].grpo.loss.tokens == single_stats[i].grpo.loss.tokens);
+    CHECK(run.stats[i].grpo.grad_norm == doctest::Approx(single_stats[i].grpo.grad_norm).epsilon(1e-4));
   }
 }
 

@@ -1,20 +1,18 @@
 #pragma once
 // What the policy-trainer tests share (CPU: policy_trainer_test.cpp; GPU: dp_gpu_test.cpp): the
 // fixture tiny Qwen2 (tests/model/fixtures/qwen2, 2 layers, hidden 64, vocab 512) as a trainable
-// policy, batches sampled from it with a synthetic reward, and data-parallel ranks on threads.
+// policy, batches sampled from it with a synthetic reward, and data-parallel groups of it.
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "../model/test_files.hpp"
 #include "model/generate.hpp"
 #include "model/weights.hpp"
-#include "trainer/collective.hpp"
+#include "trainer/data_parallel_trainer.hpp"
 #include "trainer/policy_trainer.hpp"
 #include "tests/doctest_torch.hpp"  // last: after every header that may include LibTorch
 
@@ -90,52 +88,36 @@ inline double max_weight_diff(const model::CausalLM& a, const model::CausalLM& b
   return worst;
 }
 
-/// Data-parallel ranks on threads: rank r joins its group (`join(r)`, on its thread: an NCCL join
-/// blocks until every rank joins), loads the policy onto `device(r)` and steps through `batches`.
-struct rank_run {
-  std::vector<std::unique_ptr<policy_trainer>> trainers;
-  std::vector<std::vector<policy_step_stats>> stats;
-  std::vector<std::string> errors;
+/// A data-parallel group of the fixture policy (trainer/data_parallel_trainer.hpp), one rank per
+/// device, stepped through `batches`: the group and rank 0's statistics per step. REQUIREs that the
+/// group was built and that every rank made every step.
+struct group_run {
+  std::unique_ptr<data_parallel_trainer> group;
+  std::vector<policy_step_stats> stats;
 };
 
-inline rank_run run_ranks(int ranks, const policy_trainer_options& base, const std::vector<train_batch>& batches,
-                          const std::function<std::shared_ptr<collective>(int)>& join,
-                          const std::function<at::Device(int)>& device) {
-  rank_run run;
-  const auto n = static_cast<std::size_t>(ranks);
-  run.trainers.resize(n);
-  run.stats.resize(n);
-  run.errors.resize(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      const auto i = static_cast<std::size_t>(r);
-      auto o = base;
-      o.group = join(r);
-      if (!o.group) {
-        run.errors[i] = "rank " + std::to_string(r) + " could not join its group";
-        return;
-      }
-      model::load_options lo;
-      lo.device = device(r);
-      auto m = model::load_causal_lm(qwen2_dir, lo);
-      if (!m) {
-        run.errors[i] = m.message();
-        return;
-      }
-      for (auto& p : (*m)->parameters()) p.set_requires_grad(true);
-      run.trainers[i] = std::make_unique<policy_trainer>(std::move(*m), o);
-      for (const auto& b : batches) {
-        auto st = run.trainers[i]->step(b);
-        if (!st) {
-          run.errors[i] = st.message();
-          return;
-        }
-        run.stats[i].push_back(*st);
-      }
-    });
-  for (auto& t : threads) t.join();
+inline group_run train_group(const std::vector<at::Device>& devices, const policy_trainer_options& o,
+                             const std::vector<train_batch>& batches) {
+  data_parallel_options dp;
+  dp.model_dir = qwen2_dir;
+  dp.devices = devices;
+  dp.trainer = o;
+  auto g = data_parallel_trainer::create(dp);
+  REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.message()));
+  group_run run{std::move(*g), {}};
+  for (const auto& b : batches) {
+    auto st = run.group->step(b);
+    REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.message()));
+    run.stats.push_back(*st);
+  }
   return run;
+}
+
+/// Every rank's weights equal rank 0's, bit for bit.
+inline bool ranks_identical(data_parallel_trainer& g) {
+  bool same = true;
+  for (int r = 1; r < g.ranks(); ++r) same = same && same_weights(g.rank(r).policy(), g.lead().policy());
+  return same;
 }
 
 }  // namespace kforge::trainer::testing

@@ -136,20 +136,17 @@ TEST_CASE("policy trainer: data-parallel ranks keep identical weights, equal to 
 
   for (int ranks : {2, 3}) {
     CAPTURE(ranks);
-    auto group = make_thread_group(ranks);
-    auto run = run_ranks(ranks, opts, batches, [&](int r) { return group[static_cast<std::size_t>(r)]; },
-                         [](int) { return at::Device(at::kCPU); });
-    for (const auto& e : run.errors) CHECK_MESSAGE(e.empty(), e);
-    REQUIRE(run.stats[0].size() == batches.size());
-    for (int r = 1; r < ranks; ++r) CHECK(same_weights(run.trainers[static_cast<std::size_t>(r)]->policy(), run.trainers[0]->policy()));
+    auto run = train_group(std::vector<at::Device>(static_cast<std::size_t>(ranks), at::kCPU), opts, batches);
+    REQUIRE(run.group->ranks() == ranks);
+    CHECK(ranks_identical(*run.group));
     // One rank on the whole batch sums its micro-batches in another order: equal within rounding
     // (fp32, 3 AdamW steps of lr 1e-2).
-    const double diff = max_weight_diff(run.trainers[0]->policy(), single.policy());
+    const double diff = max_weight_diff(run.group->lead().policy(), single.policy());
     MESSAGE("ranks " << ranks << ": max |weight difference| to one rank " << diff);
     CHECK(diff < 1e-4);
     CHECK(max_weight_diff(single.policy(), single.reference()) > 1e-3);  // training moved them
     for (std::size_t i = 0; i < batches.size(); ++i) {
-      const auto& a = run.stats[0][i].grpo;
+      const auto& a = run.stats[i].grpo;
       const auto& b = single_stats[i].grpo;
       CHECK(a.samples == b.samples);
       CHECK(a.loss.tokens == b.loss.tokens);
@@ -158,7 +155,7 @@ TEST_CASE("policy trainer: data-parallel ranks keep identical weights, equal to 
       CHECK(a.loss.loss == doctest::Approx(b.loss.loss).epsilon(1e-4));
       CHECK(a.loss.mean_kl == doctest::Approx(b.loss.mean_kl).epsilon(1e-3));
       CHECK(a.grad_norm == doctest::Approx(b.grad_norm).epsilon(1e-4));
-      CHECK(run.stats[0][i].kl.coef == doctest::Approx(single_stats[i].kl.coef).epsilon(1e-9));
+      CHECK(run.stats[i].kl.coef == doctest::Approx(single_stats[i].kl.coef).epsilon(1e-9));
     }
   }
 
@@ -372,15 +369,11 @@ TEST_CASE("policy trainer: bf16 compute steps near the fp32 ones; data parallel 
   REQUIRE(c.step(next).ok());
   CHECK(same_weights(c.policy(), b.policy()));  // the compute copy was refreshed from the loaded weights
 
-  auto group = make_thread_group(2);
-  auto run = run_ranks(2, bf16, batches, [&](int r) { return group[static_cast<std::size_t>(r)]; },
-                       [](int) { return at::Device(at::kCPU); });
-  for (const auto& e : run.errors) CHECK_MESSAGE(e.empty(), e);
-  REQUIRE(run.trainers[1]);
-  CHECK(same_weights(run.trainers[0]->policy(), run.trainers[1]->policy()));
+  auto run = train_group({at::kCPU, at::kCPU}, bf16, batches);
+  CHECK(ranks_identical(*run.group));
   policy_trainer one(load_policy(), bf16);
   for (const auto& batch : batches) REQUIRE(one.step(batch).ok());
-  const double dp = update_cosine(run.trainers[0]->policy(), one.policy(), one.reference());
+  const double dp = update_cosine(run.group->lead().policy(), one.policy(), one.reference());
   MESSAGE("bf16: 2 ranks vs 1 rank, cosine of the weight updates " << dp);
   CHECK(dp > 0.9);
 }
