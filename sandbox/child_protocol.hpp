@@ -20,12 +20,13 @@
 // Reference server (`kforge sandbox-ref`, reference_server.cpp): runs task references, keeps
 // expected outputs per (task, seed, variant), compares, times the eager baseline. It never loads
 // candidate code.
-//   hello                                  -> device facts (name, sm count, L2, memory, ...)
+//   hello   {cache_bytes (optional)}       -> device facts (name, sm count, L2, memory, ...)
 //   prepare {task, checks: [{seed, variant}]} -> output_shapes per check
 //   compare {task, check: {seed, variant}, earlier: [{seed, variant}], files}
 //                                          -> close, max_abs, max_rel, first_bad, bad_tensor,
 //                                             stale (matches an earlier check's expected output)
 //   time    {task, seed, warmup, trials}   -> event_ms[]
+#include <cstdint>
 #include <exception>
 #include <string>
 
@@ -37,6 +38,10 @@ namespace kforge::sandbox::protocol {
 
 /// Variant index on the wire for the primary shapes.
 inline constexpr int primary = -1;
+
+/// GPU memory a GPU's reference servers may hold expected outputs in, all of them together: each
+/// gets its share in hello's cache_bytes (a server not told keeps the whole).
+inline constexpr std::int64_t expected_cache_bytes = std::int64_t{16} << 30;
 
 /// Name of the raw file holding output `index` of check `check` in a scratch directory.
 inline std::string output_file(const std::string& dir, int check, int index) {

@@ -31,9 +31,6 @@ namespace {
 
 using json = nlohmann::json;
 
-/// Expected outputs kept on the GPU, least recently used dropped first beyond this; the hello
-/// request may lower it (a GPU's servers share 16 GiB: gpu_slot divides it among them).
-constexpr std::int64_t default_expected_budget = std::int64_t{16} << 30;
 constexpr std::size_t task_budget = 512;
 
 using protocol::failure;
@@ -213,7 +210,9 @@ class reference_server {
   std::list<check_key> lru_;
   std::map<check_key, std::pair<expected_entry, std::list<check_key>::iterator>> expected_;
   std::int64_t held_ = 0;
-  std::int64_t expected_budget_ = default_expected_budget;
+  /// Expected outputs kept on the GPU, least recently used dropped first beyond this; hello's
+  /// cache_bytes sets this server's share.
+  std::int64_t expected_budget_ = protocol::expected_cache_bytes;
 };
 
 }  // namespace

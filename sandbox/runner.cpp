@@ -137,8 +137,8 @@ gpu_slot::gpu_slot(run_options options) : options_(std::move(options)) {
 gpu_slot::~gpu_slot() = default;
 
 status gpu_slot::start_locked(server& s) {
-  // The GPU's servers share the 16 GiB the expected-output cache had when there was one server.
-  const std::int64_t cache_bytes = (std::int64_t{16} << 30) / static_cast<std::int64_t>(servers_.size());
+  // The GPU's servers share one expected-output budget.
+  const std::int64_t cache_bytes = protocol::expected_cache_bytes / static_cast<std::int64_t>(servers_.size());
   auto hello = start_child(options_, "sandbox-ref", "kforge-ref-", s.scratch, s.child,
                            {json{{"op", "hello"}, {"cache_bytes", cache_bytes}}});
   if (!hello) return error{hello.err().message};
