@@ -14,13 +14,6 @@ namespace kforge::tasks {
 
 namespace {
 
-result<std::vector<task>> from_file(const std::string& path) {
-  task_set_reader reader;
-  reader.add_file(path);
-  if (!reader.errors().empty()) return reader.errors().front();
-  return reader.take_tasks();
-}
-
 // Errors here are prefixed with "--tasks SPEC: " by the caller.
 result<std::vector<task>> synthesized(const std::string& spec, std::ostream& log) {
   const auto rest = spec.substr(6);
@@ -73,7 +66,7 @@ result<std::vector<task>> load_task_spec(const std::string& spec, const std::vec
   }
   auto all = spec == "builtin"               ? builtin_tasks()
              : spec.rfind("synth:", 0) == 0 ? synthesized(spec, log)
-                                            : from_file(spec);
+                                            : load_task_file(spec);
   if (!all) return error{"--tasks " + spec + ": " + all.message()};
   if (keep.empty()) return all;
   std::vector<task> out;
