@@ -49,6 +49,7 @@
 #include <torch/cuda.h>
 
 #include "bench/random_model.hpp"
+#include "model/weight_diff.hpp"
 #include "trainer/collective.hpp"
 #include "trainer/data_parallel_trainer.hpp"
 #if defined(KFORGE_WITH_CUDA)
@@ -140,28 +141,6 @@ run_result run(const std::string& model_dir, const std::vector<at::Device>& devi
   return out;
 }
 
-/// Cosine similarity of the updates a - start and b - start over all parameters.
-double update_cosine(kt::policy_trainer& a, kt::policy_trainer& b, kforge::model::CausalLM& start) {
-  double ab = 0, aa = 0, bb = 0;
-  const auto pb = b.policy()->named_parameters(), ps = start->named_parameters();
-  for (const auto& item : a.policy()->named_parameters()) {
-    const auto dev = item.value().device();
-    const at::Tensor s0 = ps[item.key()].to(dev, at::kDouble);
-    const at::Tensor da = item.value().to(at::kDouble) - s0, db = pb[item.key()].to(dev, at::kDouble) - s0;
-    ab += (da * db).sum().item<double>();
-    aa += (da * da).sum().item<double>();
-    bb += (db * db).sum().item<double>();
-  }
-  return ab / std::sqrt(aa * bb);
-}
-
-double max_diff(kt::policy_trainer& a, kt::policy_trainer& b) {
-  double worst = 0;
-  const auto pb = b.policy()->named_parameters();
-  for (const auto& item : a.policy()->named_parameters())
-    worst = std::max(worst, (item.value().cpu() - pb[item.key()].cpu()).abs().max().item<double>());
-  return worst;
-}
 
 #if defined(KFORGE_WITH_CUDA)
 // The trainer's gradient all-reduce (buckets, one NCCL call each, copies back) over tensors of the
@@ -316,10 +295,13 @@ int main(int argc, char** argv) {
       const double speedup = spread::of(single.seconds).median / spread::of(dp.seconds).median;
       const double efficiency = speedup / static_cast<double>(many.size());
       bool same = true;
-      for (int k = 1; k < dp.trainer->ranks(); ++k) same = same && max_diff(dp.trainer->rank(k), dp.trainer->lead()) == 0;
-      const double diff = max_diff(dp.trainer->lead(), single.trainer->lead());
+      for (int k = 1; k < dp.trainer->ranks(); ++k) same = same && kforge::model::max_weight_difference(*dp.trainer->rank(k).policy(), *dp.trainer->lead().policy()) == 0;
+      const double diff =
+          kforge::model::max_weight_difference(*dp.trainer->lead().policy(), *single.trainer->lead().policy());
       auto start = kforge::model::load_causal_lm(dir.string());  // fp32 on the CPU
-      const double cos = start ? update_cosine(dp.trainer->lead(), single.trainer->lead(), *start) : 0.0;
+      const double cos = start ? kforge::model::update_cosine(*dp.trainer->lead().policy(),
+                                                              *single.trainer->lead().policy(), **start)
+                               : 0.0;
       std::printf("  scaling efficiency %.1f %% (goal >= 85 %%: %s); ranks identical: %s; update vs 1 rank: cosine "
                   "%.4f, max |weight diff| %.3g\n",
                   100 * efficiency, efficiency >= 0.85 ? "met" : "NOT met", same ? "yes" : "NO", cos, diff);

@@ -11,6 +11,7 @@
 
 #include "../model/test_files.hpp"
 #include "model/generate.hpp"
+#include "model/weight_diff.hpp"
 #include "model/weights.hpp"
 #include "trainer/data_parallel_trainer.hpp"
 #include "trainer/policy_trainer.hpp"
@@ -81,11 +82,7 @@ inline bool same_weights(const model::CausalLM& a, const model::CausalLM& b) {
 }
 
 inline double max_weight_diff(const model::CausalLM& a, const model::CausalLM& b) {
-  double worst = 0;
-  const auto pb = b->named_parameters();
-  for (const auto& item : a->named_parameters())
-    worst = std::max(worst, (item.value().cpu() - pb[item.key()].cpu()).abs().max().item<double>());
-  return worst;
+  return model::max_weight_difference(*a, *b);
 }
 
 /// A data-parallel group of the fixture policy (trainer/data_parallel_trainer.hpp), one rank per

@@ -256,18 +256,8 @@ TEST_CASE("thread group: sums and broadcasts are the same on every rank; mismatc
 
 namespace {
 
-/// Cosine similarity of the updates a - start and b - start over all parameters.
 double update_cosine(const model::CausalLM& a, const model::CausalLM& b, const model::CausalLM& start) {
-  double ab = 0, aa = 0, bb = 0;
-  const auto pb = b->named_parameters(), ps = start->named_parameters();
-  for (const auto& item : a->named_parameters()) {
-    const at::Tensor s0 = ps[item.key()].to(at::kDouble);
-    const at::Tensor da = item.value().to(at::kDouble) - s0, db = pb[item.key()].to(at::kDouble) - s0;
-    ab += (da * db).sum().item<double>();
-    aa += (da * da).sum().item<double>();
-    bb += (db * db).sum().item<double>();
-  }
-  return ab / std::sqrt(aa * bb);
+  return model::update_cosine(*a, *b, *start);
 }
 
 void check_reward_rises(bool bf16_compute) {
