@@ -105,12 +105,14 @@ class thread_rank final : public collective {
   }
 
   status broadcast(const std::vector<at::Tensor>& tensors, int root) override {
-    if (root < 0 || root >= st_->size)
-      return error{"broadcast: root " + std::to_string(root) + " outside a group of " + std::to_string(st_->size)};
     st_->posted[static_cast<std::size_t>(rank_)] = &tensors;
     st_->roots[static_cast<std::size_t>(rank_)] = root;
     st_->barrier();
-    std::string why = st_->mismatch("broadcast");
+    // A bad root is found after the barrier like any other disagreement: a rank that returned
+    // before it would leave the others waiting.
+    std::string why = root < 0 || root >= st_->size ? "broadcast: root " + std::to_string(root) +
+                                                          " outside a group of " + std::to_string(st_->size)
+                                                    : st_->mismatch("broadcast");
     for (int r = 0; r < st_->size && why.empty(); ++r)
       if (st_->roots[static_cast<std::size_t>(r)] != root)
         why = "broadcast: ranks disagree on the root (" + std::to_string(root) + " here, " +

@@ -227,7 +227,7 @@ TEST_CASE("thread group: sums and broadcasts are the same on every rank; mismatc
   auto group = make_thread_group(3);
   std::vector<std::string> errors(3);
   std::vector<at::Tensor> sums(3), bcast(3);
-  std::vector<std::string> mismatch(3);
+  std::vector<std::string> mismatch(3), bad_root(3);
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r)
     threads.emplace_back([&, r] {
@@ -242,6 +242,8 @@ TEST_CASE("thread group: sums and broadcasts are the same on every rank; mismatc
       at::Tensor z = at::zeros({r == 1 ? 3 : 2});  // rank 1 disagrees on the shape
       auto s = g.all_reduce_sum({z});
       mismatch[i] = s ? "" : s.message();
+      auto b = g.broadcast({y}, r == 2 ? 7 : 0);  // rank 2 names a root outside the group
+      bad_root[i] = b ? "" : b.message();
     });
   for (auto& t : threads) t.join();
   for (int r = 0; r < 3; ++r) {
@@ -250,6 +252,7 @@ TEST_CASE("thread group: sums and broadcasts are the same on every rank; mismatc
     CHECK(at::equal(sums[i], at::full({4}, 6.0, at::kFloat)));
     CHECK(at::equal(bcast[i], at::full({2}, 20.0, at::kFloat)));
     CHECK(mismatch[i].find("tensor 0 differs between rank 0 and rank 1") != std::string::npos);
+    CHECK(bad_root[i].find("ranks disagree on the root (0 here, 7 on rank 2)") != std::string::npos);  // every rank, no hang
   }
   CHECK_THROWS_AS(make_thread_group(0), std::invalid_argument);
 }
