@@ -13,6 +13,7 @@
 namespace kforge::corpus::detail {
 
 result<std::vector<kernel_variant>> emit_elementwise(const tasks::task& t, const plan& p);
+result<std::vector<kernel_variant>> emit_dense_map(const tasks::task& t, const plan& p);
 result<std::vector<kernel_variant>> emit_rows(const tasks::task& t, const plan& p);
 result<std::vector<kernel_variant>> emit_gemm(const tasks::task& t, const plan& p);
 
@@ -23,6 +24,17 @@ std::string file_head(const tasks::task& t, const std::string& variant);
 /// aligned right to an iteration shape, 0 where it broadcasts; non-zero return when the shapes
 /// do not broadcast).
 std::string host_helpers(const tasks::task& t);
+
+/// The opening of kf_forward up to and including `(void)workspace;`.
+std::string forward_head();
+
+/// Host code of the dense kernels: kf_dense(t, n), true for a float32 contiguous tensor of n
+/// elements.
+std::string dense_helper();
+
+/// Host statements declaring `in<k>` (const float*) for every operand and `out<j>` (float*) for
+/// every output of `t`: the pointers the dense kernels take.
+std::string dense_pointers(const tasks::task& t, const plan& p);
 
 /// Host statements that fill `it.st[k]` for every operand of `p` that is a task input (the GEMM
 /// result in the workspace is the caller's), returning 3 when an input does not broadcast.

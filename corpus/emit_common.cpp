@@ -36,6 +36,29 @@ std::string host_helpers(const tasks::task& t) {
   return s;
 }
 
+std::string forward_head() {
+  return "extern \"C\" int kf_forward(const kf_tensor* inputs, int32_t num_inputs, kf_tensor* outputs,\n"
+         "                          int32_t num_outputs, void* workspace, cudaStream_t stream) {\n"
+         "  (void)workspace;\n";
+}
+
+std::string dense_helper() {
+  return "// A float32 tensor, contiguous, with n elements: how this kernel reads and writes them.\n"
+         "static bool kf_dense(const kf_tensor& t, int64_t n) {\n"
+         "  return t.dtype == KF_FLOAT32 && kf_is_contiguous(&t) && kf_numel(&t) == n;\n}\n\n";
+}
+
+std::string dense_pointers(const tasks::task& t, const plan& p) {
+  std::string s;
+  for (std::size_t k = 0; k < p.operands.size(); ++k)
+    s += "  const float* in" + std::to_string(k) + " = static_cast<const float*>(inputs[" +
+         std::to_string(p.operands[k]) + "].data);\n";
+  for (std::size_t j = 0; j < t.outputs.size(); ++j)
+    s += "  float* out" + std::to_string(j) + " = static_cast<float*>(outputs[" + std::to_string(j) +
+         "].data);\n";
+  return s;
+}
+
 std::string fill_operand_strides(const plan& p, const std::string& it, const std::string& indent) {
   std::string s;
   for (std::size_t k = 0; k < p.operands.size(); ++k) {

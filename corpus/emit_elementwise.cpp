@@ -67,11 +67,6 @@ std::string host_setup(const tasks::task& t, const plan& p) {
   return s;
 }
 
-const char* forward_head =
-    "extern \"C\" int kf_forward(const kf_tensor* inputs, int32_t num_inputs, kf_tensor* outputs,\n"
-    "                          int32_t num_outputs, void* workspace, cudaStream_t stream) {\n"
-    "  (void)workspace;\n";
-
 std::string what_it_computes(const tasks::task& t, const plan& p) {
   std::string s = "The task is a pure elementwise map";
   if (p.operands.size() > 1) s += " over " + std::to_string(p.operands.size()) + " inputs";
@@ -101,7 +96,7 @@ result<std::vector<kernel_variant>> emit_elementwise(const tasks::task& t, const
                "__global__ void kf_map(kf_ptrs p, kf_iter it) {\n"
                "  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
                "  if (i < it.n) kf_point(p, it, i);\n}\n\n" +
-               helpers + forward_head + setup +
+               helpers + forward_head() + setup +
                "  const int threads = 256;\n"
                "  const int64_t blocks = (it.n + threads - 1) / threads;\n"
                "  kf_map<<<(unsigned)blocks, threads, 0, stream>>>(ptrs, it);\n"
@@ -123,7 +118,7 @@ result<std::vector<kernel_variant>> emit_elementwise(const tasks::task& t, const
   {
     kernel_variant v;
     v.name = "grid_stride";
-    v.source = file_head(t, v.name) + *common + grid_stride_kernel + helpers + forward_head +
+    v.source = file_head(t, v.name) + *common + grid_stride_kernel + helpers + forward_head() +
                setup +
                "  kf_map<<<kf_grid(it.n, 256), 256, 0, stream>>>(ptrs, it, 0);\n"
                "  return (int)cudaGetLastError();\n}\n";
@@ -195,7 +190,7 @@ result<std::vector<kernel_variant>> emit_elementwise(const tasks::task& t, const
     kernel_variant v;
     v.name = "vec4";
     v.source = file_head(t, v.name) + *common + grid_stride_kernel + kernel + helpers +
-               forward_head + setup + check;
+               forward_head() + setup + check;
     v.explanation =
         what + " This version is memory-bound-friendly: when every tensor is contiguous, has the "
                "output's shape and is 16-byte aligned, it moves data with float4 loads and stores "

@@ -207,9 +207,7 @@ result<std::vector<kernel_variant>> emit_gemm(const tasks::task& t, const plan& 
       kernel_variant v;
       v.name = name;
       v.source = file_head(t, name) + types + *epi + code.first + host_helpers(t) +
-                 "extern \"C\" int kf_forward(const kf_tensor* inputs, int32_t num_inputs, kf_tensor* outputs,\n"
-                 "                          int32_t num_outputs, void* workspace, cudaStream_t stream) {\n"
-                 "  (void)workspace;\n" + host + code.second +
+                 forward_head() + host + code.second +
                  "  return (int)cudaGetLastError();\n}\n";
       v.explanation = gemm_explanation(t, p, name);
       out.push_back(std::move(v));
@@ -250,9 +248,7 @@ result<std::vector<kernel_variant>> emit_gemm(const tasks::task& t, const plan& 
     v.name = kinds[gk].first + "_" + rows->names[rk];
     v.source = file_head(t, v.name) + rows->types + types + store + kinds[gk].second.first +
                rows->kernels[rk] + rows->grid_helper + host_helpers(t) + wsbytes +
-               "extern \"C\" int kf_forward(const kf_tensor* inputs, int32_t num_inputs, kf_tensor* outputs,\n"
-               "                          int32_t num_outputs, void* workspace, cudaStream_t stream) {\n" +
-               host_gemm + kinds[gk].second.second + rows->host + rows->launch[rk] +
+               forward_head() + host_gemm + kinds[gk].second.second + rows->host + rows->launch[rk] +
                "  return (int)cudaGetLastError();\n}\n";
     v.explanation = gemm_explanation(t, p, kinds[gk].first) + " For the row program: " +
                     rows_explanation(p, rows->names[rk]);

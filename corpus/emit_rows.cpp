@@ -67,9 +67,20 @@ result<std::string> row_body(const tasks::task& t, const plan& p, const style& s
   const graph& g = p.g;
   const std::size_t nops = p.operands.size();
   std::string s;
-  for (std::size_t k = 0; k < nops; ++k)
+  // Where operand k / output j is read or written at position r of the row.
+  auto operand_at = [&](std::size_t k) {
+    const auto ks = std::to_string(k);
+    if (p.dense) return "p.in[" + ks + "][" + (p.row_shaped[k] ? "r" : "row * a.red + r") + "]";
+    return "p.in[" + ks + "][b" + ks + " + kf_part(a, " + ks + ", r, a.d0, a.d1)]";
+  };
+  auto output_at = [&](std::size_t j) {
+    const auto js = std::to_string(j);
+    if (p.dense) return "p.out[" + js + "][row * a.red + r]";
+    return "p.out[" + js + "][bo" + js + " + kf_part(a, KF_NOPS + " + js + ", r, a.d0, a.d1)]";
+  };
+  for (std::size_t k = 0; k < nops && !p.dense; ++k)
     s += "  const int64_t b" + std::to_string(k) + " = kf_base(a, " + std::to_string(k) + ", row);\n";
-  for (std::size_t j = 0; j < t.outputs.size(); ++j)
+  for (std::size_t j = 0; j < t.outputs.size() && !p.dense; ++j)
     if (p.output_levels[j] == level::full)
       s += "  const int64_t bo" + std::to_string(j) + " = kf_base(a, KF_NOPS + " +
            std::to_string(j) + ", row);\n";
@@ -83,10 +94,8 @@ result<std::string> row_body(const tasks::task& t, const plan& p, const style& s
   // A full-level pass: `pre` collects per-row statements it needs (before the loop).
   auto full_leaf = [&](std::string& pre) {
     return [&, pre_ptr = &pre](int id) -> result<std::string> {
-      if (auto it = p.leaf_operand.find(id); it != p.leaf_operand.end()) {
-        const auto k = std::to_string(it->second);
-        return "p.in[" + k + "][b" + k + " + kf_part(a, " + k + ", r, a.d0, a.d1)]";
-      }
+      if (auto it = p.leaf_operand.find(id); it != p.leaf_operand.end())
+        return operand_at(static_cast<std::size_t>(it->second));
       if (p.levels[static_cast<std::size_t>(id)] == level::row)
         return rowem.value(id, *pre_ptr, row_leaf);
       return unsupported("a value the row program cannot read");
@@ -124,9 +133,7 @@ result<std::string> row_body(const tasks::task& t, const plan& p, const style& s
       if (p.output_levels[j] != level::full) continue;
       auto v = em.float_value(g.outputs[j], body, full_leaf(pre));
       if (!v) return v.err();
-      const auto js = std::to_string(j);
-      body += "      p.out[" + js + "][bo" + js + " + kf_part(a, KF_NOPS + " + js +
-              ", r, a.d0, a.d1)] = " + *v + ";\n";
+      body += "      " + output_at(j) + " = " + *v + ";\n";
     }
     s += pre + "  {  // write the outputs\n" + loop + body + "    }\n  }\n";
   }
@@ -161,11 +168,56 @@ std::string row_types(const tasks::task& t, const plan& p) {
   return s;
 }
 
+std::string dense_row_types(const tasks::task& t, const plan& p) {
+  std::string s;
+  s += "#define KF_NOPS " + std::to_string(p.operands.size()) + "\n";
+  s += "#define KF_NOUT " + std::to_string(t.outputs.size()) + "\n\n";
+  s += "// Rows of `red` contiguous elements (the reduced trailing dims); every tensor is contiguous.\n";
+  s += "struct kf_rows {\n  int64_t rows, red;\n};\n";
+  s += "struct kf_ptrs {\n  const float* in[KF_NOPS];\n  float* out[KF_NOUT];\n};\n\n";
+  return s;
+}
+
+// Host code of a dense row program after forward_head, up to the launch: counts, the row split
+// from the first full-shape operand, every tensor's element count and contiguity, the pointers.
+std::string dense_host(const tasks::task& t, const plan& p) {
+  std::size_t f = 0;
+  while (p.row_shaped[f]) ++f;
+  const auto fi = std::to_string(p.operands[f]);
+  std::string h = "  if (num_inputs != " + std::to_string(t.inputs.size()) +
+                  " || num_outputs != " + std::to_string(t.outputs.size()) + ") return 1;\n";
+  h += "  // A row is the last " + std::to_string(p.iter_rank - p.d0) + " dim(s) of inputs[" + fi + "].\n";
+  h += "  const kf_tensor& f = inputs[" + fi + "];\n  if (f.ndim != " + std::to_string(p.iter_rank) +
+       ") return 2;\n";
+  h += "  kf_rows a;\n  a.rows = 1;\n  a.red = 1;\n"
+       "  for (int d = 0; d < f.ndim; ++d) {\n"
+       "    if (d < " + std::to_string(p.d0) + ") a.rows *= f.shape[d];\n"
+       "    else a.red *= f.shape[d];\n  }\n";
+  h += "  const int64_t n = a.rows * a.red;\n  if (";
+  std::string checks;
+  for (std::size_t k = 0; k < p.operands.size(); ++k)
+    checks += "!kf_dense(inputs[" + std::to_string(p.operands[k]) + "], " +
+              (p.row_shaped[k] ? "a.red" : "n") + ") ||\n      ";
+  for (std::size_t j = 0; j < t.outputs.size(); ++j)
+    checks += std::string(j ? " ||\n      " : "") + "!kf_dense(outputs[" + std::to_string(j) + "], " +
+              (p.output_levels[j] == level::full ? "n" : "a.rows") + ")";
+  h += checks + ")\n    return 2;\n";
+  h += "  kf_ptrs ptrs;\n";
+  for (std::size_t k = 0; k < p.operands.size(); ++k)
+    h += "  ptrs.in[" + std::to_string(k) + "] = static_cast<const float*>(inputs[" +
+         std::to_string(p.operands[k]) + "].data);\n";
+  for (std::size_t j = 0; j < t.outputs.size(); ++j)
+    h += "  ptrs.out[" + std::to_string(j) + "] = static_cast<float*>(outputs[" + std::to_string(j) +
+         "].data);\n";
+  h += "  if (a.rows == 0) return 0;\n  if (a.red == 0) return 4;  // an empty reduction\n";
+  return h;
+}
+
 }  // namespace
 
 result<rows_code> rows_parts(const tasks::task& t, const plan& p) {
   rows_code c;
-  c.types = row_types(t, p);
+  c.types = p.dense ? dense_row_types(t, p) : row_types(t, p);
   std::set<std::string> ops;
   for (int r : p.reductions) ops.insert(p.g.nodes[static_cast<std::size_t>(r)].op);
   const std::vector<style> styles{
@@ -200,6 +252,15 @@ result<rows_code> rows_parts(const tasks::task& t, const plan& p) {
     }
     c.kernels.push_back(std::move(k));
     c.names.push_back(st.name);
+  }
+  c.grid_helper =
+      "static unsigned kf_grid(int64_t work, int threads) {\n"
+      "  int64_t blocks = (work + threads - 1) / threads;\n"
+      "  if (blocks > 65535) blocks = 65535;\n"
+      "  return blocks < 1 ? 1u : (unsigned)blocks;\n}\n\n";
+  if (p.dense) {
+    c.host = dense_host(t, p);
+    return c;
   }
   // Host: F's shape from the operands, the row split, strides, output checks.
   std::string h;
@@ -250,11 +311,6 @@ result<rows_code> rows_parts(const tasks::task& t, const plan& p) {
   }
   h += "  if (a.rows == 0) return 0;\n  if (a.red == 0) return 4;  // an empty reduction\n";
   c.host = h;
-  c.grid_helper =
-      "static unsigned kf_grid(int64_t work, int threads) {\n"
-      "  int64_t blocks = (work + threads - 1) / threads;\n"
-      "  if (blocks > 65535) blocks = 65535;\n"
-      "  return blocks < 1 ? 1u : (unsigned)blocks;\n}\n\n";
   return c;
 }
 
@@ -302,12 +358,11 @@ result<std::vector<kernel_variant>> emit_rows(const tasks::task& t, const plan& 
   for (std::size_t i = 0; i < c->names.size(); ++i) {
     kernel_variant v;
     v.name = c->names[i];
-    v.source = file_head(t, v.name) + c->types + c->kernels[i] + c->grid_helper + host_helpers(t) +
-               "extern \"C\" int kf_forward(const kf_tensor* inputs, int32_t num_inputs, kf_tensor* outputs,\n"
-               "                          int32_t num_outputs, void* workspace, cudaStream_t stream) {\n"
-               "  (void)workspace;\n"
-               "  if (int e = kf_check_args(inputs, num_inputs, outputs, num_outputs)) return e;\n" +
-               c->host + c->launch[i] + "  return (int)cudaGetLastError();\n}\n";
+    v.source = file_head(t, v.name) + c->types + c->kernels[i] + c->grid_helper +
+               (p.dense ? dense_helper() : host_helpers(t)) + forward_head() +
+               (p.dense ? "" : "  if (int e = kf_check_args(inputs, num_inputs, outputs, num_outputs)) return e;\n") +
+               c->host +
+               c->launch[i] + "  return (int)cudaGetLastError();\n}\n";
     v.explanation = rows_explanation(p, v.name);
     out.push_back(std::move(v));
   }

@@ -14,7 +14,8 @@ result<std::vector<kernel_variant>> write_kernels(const tasks::task& t) {
   auto p = make_plan(t, std::move(*g));
   if (!p) return p.err();
   switch (p->kind) {
-    case plan_kind::elementwise: return detail::emit_elementwise(t, *p);
+    case plan_kind::elementwise:
+      return p->dense ? detail::emit_dense_map(t, *p) : detail::emit_elementwise(t, *p);
     case plan_kind::rows: return detail::emit_rows(t, *p);
     case plan_kind::gemm: return detail::emit_gemm(t, *p);
   }

@@ -281,6 +281,40 @@ status plan_map(plan& p, const std::vector<std::vector<shape>>& sets, int leaf_g
   return {};
 }
 
+// Sets p.dense (and p.row_shaped) when every operand is a task input that has the shape the
+// dense kernels index it with, at the primary shapes and every variant.
+void decide_dense(plan& p, const tasks::task& t, const std::vector<std::vector<shape>>& sets) {
+  if (std::set<int>(p.operands.begin(), p.operands.end()).size() != t.inputs.size() ||
+      p.operands.size() != t.inputs.size())
+    return;
+  const graph& g = p.g;
+  std::vector<int> node_of(p.operands.size(), -1);
+  for (const auto& [node, k] : p.leaf_operand) node_of[static_cast<std::size_t>(k)] = node;
+  if (p.kind == plan_kind::rows) {
+    if (p.d1 != p.iter_rank) return;
+    const auto f = static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(p.reductions.front())].args[0]);
+    p.row_shaped.assign(p.operands.size(), 0);
+    bool any_full = false;
+    for (std::size_t k = 0; k < p.operands.size(); ++k) {
+      for (std::size_t v = 0; v < sets.size(); ++v) {
+        const auto& F = sets[v][f];
+        const auto& s = sets[v][static_cast<std::size_t>(node_of[k])];
+        const shape row(F.begin() + p.d0, F.end());
+        const char mode = s == F ? 0 : s == row ? 1 : 2;
+        if (mode == 2 || (v > 0 && mode != p.row_shaped[k])) return;
+        p.row_shaped[k] = mode;
+      }
+      any_full = any_full || !p.row_shaped[k];
+    }
+    p.dense = any_full;
+    return;
+  }
+  for (const auto& s : sets)
+    for (std::size_t k = 0; k < p.operands.size(); ++k)
+      if (s[static_cast<std::size_t>(node_of[k])] != s[static_cast<std::size_t>(g.outputs.front())]) return;
+  p.dense = true;
+}
+
 result<gemm_operand> operand_of(const graph& g, int id) {
   gemm_operand o;
   const node* n = &g.nodes[static_cast<std::size_t>(id)];
@@ -342,11 +376,13 @@ result<plan> make_plan(const tasks::task& t, graph g) {
     p.kind = plan_kind::elementwise;
     auto st = plan_map(p, sets, -1);
     if (!st) return st.err();
+    decide_dense(p, t, sets);
     return p;
   }
   p.kind = plan_kind::rows;
   auto st = plan_rows(p, sets, -1);
   if (!st) return st.err();
+  decide_dense(p, t, sets);
   return p;
 }
 

@@ -50,6 +50,15 @@ struct plan {
   std::vector<level> levels;    ///< per node
   std::vector<level> output_levels;
 
+  /// Every tensor can be addressed with flat indices (no strides, no broadcasting), so the writer
+  /// emits the short dense kernels: an elementwise map whose inputs all have the output's shape,
+  /// or a row program over the trailing dims (d1 == iter_rank) whose inputs are F itself or one
+  /// row (F's dims [d0, iter_rank), shared by every row, like a layer_norm weight). Every task
+  /// input must be an operand. The kernels check at run time that tensors are contiguous.
+  bool dense = false;
+  /// rows + dense, per operand: 1 when it has one row's shape (read at the position in the row).
+  std::vector<char> row_shaped;
+
   // gemm
   int gemm = -1;
   gemm_operand a, b;

@@ -59,4 +59,18 @@ static inline int64_t kf_numel(const kf_tensor* t) {
   return n;
 }
 
+/* Non-zero when the tensor is contiguous in row-major order, as the sandbox passes every tensor:
+ * its elements are data[0 .. kf_numel(t)), last dim fastest (dims of size 1 may have any stride). */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline int kf_is_contiguous(const kf_tensor* t) {
+  int64_t s = 1;
+  for (int32_t i = t->ndim - 1; i >= 0; --i) {
+    if (t->shape[i] != 1 && t->strides[i] != s) return 0;
+    s *= t->shape[i];
+  }
+  return 1;
+}
+
 #endif /* KFORGE_KERNEL_ABI_H */
