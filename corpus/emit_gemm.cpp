@@ -3,6 +3,8 @@
 // reduction follows (softmax, layer_norm, a sum), written to the workspace and read by a row
 // program (corpus/emit_rows.hpp). Variants: one thread per output element; 16x16 shared-memory
 // tiles.
+#include <algorithm>
+
 #include "corpus/cuda_expr.hpp"
 #include "corpus/emit.hpp"
 #include "corpus/emit_rows.hpp"
@@ -241,9 +243,14 @@ result<std::vector<kernel_variant>> emit_gemm(const tasks::task& t, const plan& 
       "  kf_epi_args e;\n  e.ws = static_cast<float*>(workspace);\n"
       "  const float* a_ptr = " + a_ptr + ";\n  const float* b_ptr = " + b_ptr + ";\n";
   // Pair each product variant with the row variant of the same rank: naive + thread_per_row,
-  // tiled16 + block_tree, tiled16 + warp_shuffle.
-  const std::vector<std::pair<std::size_t, std::size_t>> pairs{{0, 0}, {1, 1}, {1, 2}};
-  for (const auto& [gk, rk] : pairs) {
+  // tiled16 + block_tree, tiled16 + warp_shuffle (rows_parts leaves thread_per_row out for long
+  // rows).
+  const std::vector<std::pair<std::size_t, std::string>> pairs{
+      {0, "thread_per_row"}, {1, "block_tree"}, {1, "warp_shuffle"}};
+  for (const auto& [gk, row_name] : pairs) {
+    const auto found = std::find(rows->names.begin(), rows->names.end(), row_name);
+    if (found == rows->names.end()) continue;
+    const auto rk = static_cast<std::size_t>(found - rows->names.begin());
     kernel_variant v;
     v.name = kinds[gk].first + "_" + rows->names[rk];
     v.source = file_head(t, v.name) + rows->types + types + store + kinds[gk].second.first +

@@ -114,10 +114,11 @@ result<std::string> row_body(const tasks::task& t, const plan& p, const style& s
     s += "  float r" + r + ";\n  {  // " + n.op + " over the row\n";
     s += std::string("    ") + (wide ? "double" : "float") + " acc = " + identity(n.op) + ";\n";
     s += loop + body + "      " + combine(n.op, "acc", *v, wide) + "\n    }\n";
+    const std::string partial = wide ? "(float)acc" : "acc";
     if (st.reduce_prefix == "kf_block_")
-      s += "    r" + r + " = kf_block_" + n.op + "(acc, sh);\n";
+      s += "    r" + r + " = kf_block_" + n.op + "(" + partial + ", sh);\n";
     else if (st.reduce_prefix == "kf_warp_")
-      s += "    r" + r + " = kf_warp_" + n.op + "(acc);\n";
+      s += "    r" + r + " = kf_warp_" + n.op + "(" + partial + ");\n";
     else
       s += "    r" + r + " = (float)acc;\n";
     s += "  }\n";
@@ -220,12 +221,17 @@ result<rows_code> rows_parts(const tasks::task& t, const plan& p) {
   c.types = p.dense ? dense_row_types(t, p) : row_types(t, p);
   std::set<std::string> ops;
   for (int r : p.reductions) ops.insert(p.g.nodes[static_cast<std::size_t>(r)].op);
+  // Rows longer than this get no thread-per-row variant (one thread walking millions of elements
+  // runs for seconds) and accumulate sums in double in the others (each thread's float partial
+  // sum over thousands of elements drifts past a 1e-4 tolerance).
+  const bool long_rows = p.max_row > 65536;
   const std::vector<style> styles{
       {"thread_per_row", "0", "1", "true", true, ""},
-      {"block_tree", "threadIdx.x", "blockDim.x", "threadIdx.x == 0", false, "kf_block_"},
-      {"warp_shuffle", "lane", "32", "lane == 0", false, "kf_warp_"},
+      {"block_tree", "threadIdx.x", "blockDim.x", "threadIdx.x == 0", long_rows, "kf_block_"},
+      {"warp_shuffle", "lane", "32", "lane == 0", long_rows, "kf_warp_"},
   };
   for (const auto& st : styles) {
+    if (long_rows && st.name == "thread_per_row") continue;
     auto body = row_body(t, p, st);
     if (!body) return body.err();
     std::string k = reducer_functions(ops, st.reduce_prefix);
@@ -335,6 +341,10 @@ std::string rows_explanation(const plan& p, const std::string& variant) {
       "and after the reductions is fused into those passes, so nothing intermediate goes to "
       "memory.";
   s += ops_sentence(g, all_nodes(g));
+  if (p.max_row > 65536 && variant != "thread_per_row")
+    s += " Rows here are long (up to " + std::to_string(p.max_row) +
+         " elements), so each thread's partial sums and products accumulate in double before "
+         "the threads combine them.";
   if (variant == "thread_per_row")
     s += " This version gives each row to one thread, which loops over the row sequentially "
          "(sums and products accumulate in double to keep the rounding error of long rows "

@@ -216,9 +216,10 @@ status plan_rows(plan& p, const std::vector<std::vector<shape>>& sets, int leaf_
           (g.nodes[i].kind == node_kind::input || static_cast<int>(i) == leaf_gemm))
         leaf_bc = *broadcast(leaf_bc, s[i]);
     if (leaf_bc != F) return unsupported("the reduced tensor's shape is not that of its inputs");
-    std::int64_t rows = 1;
+    std::int64_t rows = 1, red = 1;
     for (int d = 0; d < static_cast<int>(F.size()); ++d)
-      if (d < p.d0 || d >= p.d1) rows *= F[static_cast<std::size_t>(d)];
+      (d < p.d0 || d >= p.d1 ? rows : red) *= F[static_cast<std::size_t>(d)];
+    p.max_row = std::max(p.max_row, red);
     for (int o : g.outputs) {
       const auto l = p.levels[static_cast<std::size_t>(o)];
       if (l == level::constant) return unsupported("a constant output");

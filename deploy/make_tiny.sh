@@ -3,27 +3,35 @@
 # kforge command, so the recipe is the record: rerun it with the same arguments for the same corpus
 # and (on the same device) the same weights.
 #
-#   1. tasks:      kforge tasks synth --exclude builtin  (synthesized tasks; none shares a signature,
-#                  reference or op skeleton with a built-in task)
-#   2. corpus:     kforge corpus build                   (the project's kernel writer: several
+#   1. split:      the built-in tasks the writer supports (kforge corpus build --tasks builtin),
+#                  split by line: odd lines train, even lines are held out (--no-builtin-split: all
+#                  held out, none trained on)
+#   2. synth:      kforge tasks synth --device cpu --exclude <held-out built-ins>: chains of 1-3
+#                  ops, kept by the CPU filters (they run, are deterministic, not degenerate); none
+#                  shares a signature, reference or op skeleton with a held-out task. The CPU is
+#                  fast here (~40 tasks/s) and the GPU's eager-time window only matters for a
+#                  run's task pool, not for a kernel corpus
+#   3. corpus:     kforge corpus build                   (the project's kernel writer: several
 #                  variants per supported task; prompts rendered as the run renders them, with the
 #                  GPU facts probed from --gpu as the run's task generator probes them) over the
-#                  synthesized tasks and, with --builtin-split (default on), every other built-in
-#                  task the writer supports (odd lines of its list); the even ones are held out
-#   3. tokenizer:  kforge tokenizer train                (byte-level BPE on the corpus)
-#   4. pretrain:   kforge pretrain                       (SFT of a small Qwen2-shaped model)
-#   5. held out:   --heldout of the held-out built-ins (all of the supported built-ins without the
-#                  split), G samples each (kforge sample), verdicts (kforge eval).
-# The first attempt trained on synthesized tasks only (98 % multi-op chains) and wrote no correct
-# kernel for the built-ins, mostly single ops (bench/RESULTS.md): the split puts single ops of the
-# same families in the corpus while keeping the held-out tasks out of it.
+#                  synthesized tasks and the training built-ins
+#   4. tokenizer:  kforge tokenizer train                (byte-level BPE on the corpus)
+#   5. pretrain:   kforge pretrain                       (SFT of a small Qwen2-shaped model)
+#   6. heldout:    --heldout of the held-out built-ins, G samples each (kforge sample), verdicts
+#                  (kforge eval).
+# History (bench/RESULTS.md): the first attempt trained on GPU-filtered synthesized tasks only,
+# excluding every built-in (98 % multi-op chains), and wrote no correct kernel for the built-ins;
+# the second added the odd built-ins and still wrote none: the samples recalled training tasks by
+# the id in the kernel's first line. The writer now leaves ids out and restates the reference
+# first, and the corpus is several times larger (CPU synthesis, only held-out tasks excluded).
 #
 # Usage: deploy/make_tiny.sh --kforge BIN --work DIR --model DIR [--gpu N] [--synth N]
-#          [--vocab N] [--heldout N] [--samples G] [--max-new-tokens N] [--no-builtin-split] [--steps step1,step2,...] [-- PRETRAIN ARGS...]
-# --steps picks steps by name (synth,corpus,tokenizer,pretrain,heldout; default all); later steps
-# read what earlier ones wrote under --work.
+#          [--vocab N] [--heldout N] [--samples G] [--max-new-tokens N] [--no-builtin-split]
+#          [--steps step1,step2,...] [-- PRETRAIN ARGS...]
+# --steps picks steps by name (split,synth,corpus,tokenizer,pretrain,heldout; default all); later
+# steps read what earlier ones wrote under --work.
 set -euo pipefail
-kforge= work= model= gpu=0 synth=1500 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 steps=synth,corpus,tokenizer,pretrain,heldout
+kforge= work= model= gpu=0 synth=8000 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 steps=split,synth,corpus,tokenizer,pretrain,heldout
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kforge) kforge=$2; shift 2 ;;
@@ -44,32 +52,36 @@ done
 [[ -n $kforge && -n $work && -n $model ]] || { echo "make_tiny: --kforge, --work and --model are required" >&2; exit 2; }
 pretrain_args=("$@")
 [[ ${#pretrain_args[@]} -gt 0 ]] || pretrain_args=(--hidden 320 --layers 6 --heads 5 --kv-heads 1
-  --intermediate 864 --max-len 8192 --max-positions 8192 --batch-tokens 65536 --epochs 8 --lr 2e-3
+  --intermediate 864 --max-len 8192 --max-positions 8192 --batch-tokens 65536 --epochs 4 --lr 2e-3
   --warmup 0.05 --val-fraction 0.03 --log-every 10 --eval-every 50 --seed 1)
 want() { [[ ,$steps, == *,$1,* ]]; }
 gpu_args=(); [[ $gpu -ge 0 ]] && gpu_args=(--gpu "$gpu")
 mkdir -p "$work"
 t() { local t0=$SECONDS; "$@"; echo "make_tiny: $(basename "$1") ${2:-} took $((SECONDS - t0)) s" >&2; }
 
-if want synth; then
-  t "$kforge" tasks synth --count "$synth" --seed 1 --exclude builtin --out "$work/synth.jsonl" \
-    --max-ops 3 --max-seconds 150 >"$work/synth.log" 2>&1 || { tail -20 "$work/synth.log"; exit 1; }
-  tail -25 "$work/synth.log"
-fi
-if want corpus; then
-  rm -rf "$work/corpus" "$work/corpus-builtin" "$work/builtin"
-  t "$kforge" corpus build --tasks "$work/synth.jsonl" --out "$work/corpus" "${gpu_args[@]}"
-  # The supported built-ins, split by line: odd lines train, even lines are held out.
-  "$kforge" corpus build --tasks builtin --out "$work/builtin" "${gpu_args[@]}" >/dev/null
+if want split; then
+  rm -rf "$work/builtin"
+  "$kforge" corpus build --tasks builtin --out "$work/builtin" >/dev/null
   if [[ $split == 1 ]]; then
     awk 'NR % 2 == 1' "$work/builtin/tasks.jsonl" >"$work/builtin_train.jsonl"
     awk 'NR % 2 == 0' "$work/builtin/tasks.jsonl" >"$work/builtin_heldout.jsonl"
-    t "$kforge" corpus build --tasks "$work/builtin_train.jsonl" --out "$work/corpus-builtin" "${gpu_args[@]}"
-    cat "$work/corpus/sft.jsonl" "$work/corpus-builtin/sft.jsonl" >"$work/sft.jsonl"
   else
+    : >"$work/builtin_train.jsonl"
     cp "$work/builtin/tasks.jsonl" "$work/builtin_heldout.jsonl"
-    cp "$work/corpus/sft.jsonl" "$work/sft.jsonl"
   fi
+  echo "make_tiny: $(grep -c . "$work/builtin_train.jsonl") built-ins to train on, $(grep -c . "$work/builtin_heldout.jsonl") held out"
+fi
+if want synth; then
+  t "$kforge" tasks synth --device cpu --count "$synth" --seed 1 --max-ops 3 \
+    --exclude "$work/builtin_heldout.jsonl" --out "$work/synth.jsonl" --max-seconds 600 \
+    >"$work/synth.log" 2>&1 || { tail -20 "$work/synth.log"; exit 1; }
+  tail -22 "$work/synth.log"
+fi
+if want corpus; then
+  rm -rf "$work/corpus" "$work/corpus-builtin"
+  cat "$work/synth.jsonl" "$work/builtin_train.jsonl" >"$work/train_tasks.jsonl"
+  t "$kforge" corpus build --tasks "$work/train_tasks.jsonl" --out "$work/corpus" "${gpu_args[@]}"
+  cp "$work/corpus/sft.jsonl" "$work/sft.jsonl"
   echo "make_tiny: $(grep -c . "$work/sft.jsonl") training records; $(grep -c . "$work/builtin_heldout.jsonl") held-out built-ins"
 fi
 if want tokenizer; then

@@ -174,8 +174,13 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
       // One seed per task: every candidate of a task is checked on the same inputs, so the
       // reference server computes them once.
       const std::uint64_t parts[2] = {seed, fnv1a64(it.task->id)};
-      const auto v = (*pool)->evaluate(*it.task, *source, fnv1a64(parts, sizeof parts));
-      j = verdict_json(v);
+      try {
+        const auto v = (*pool)->evaluate(*it.task, *source, fnv1a64(parts, sizeof parts));
+        j = verdict_json(v);
+      } catch (const std::exception& e) {
+        // A sandbox bug must not end the whole eval and lose the other verdicts.
+        j = json{{"status", "infra_error"}, {"reason", std::string("sandbox error: ") + e.what()}};
+      }
     }
     j["task"] = it.task->id;
     j["file"] = it.file.string();

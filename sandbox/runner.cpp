@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,14 @@ std::string default_scratch_root(const std::string& given) {
   // Output files go through here: tmpfs keeps them off the disk.
   if (::access("/dev/shm", W_OK) == 0) return "/dev/shm";
   return {};
+}
+
+// An error measure of the reference server's compare reply. JSON has no Inf or NaN, so a
+// non-finite error (an output holding Inf) arrives as null: the output is infinitely wrong.
+double error_measure(const json& reply, const char* key) {
+  const auto it = reply.find(key);
+  return it != reply.end() && it->is_number() ? it->get<double>()
+                                              : std::numeric_limits<double>::infinity();
 }
 
 double elapsed_ms(clock_type::time_point since) {
@@ -302,8 +311,8 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
       return finish();
     }
     const json& c = *cmp;
-    out.max_abs_error = std::max(out.max_abs_error, c.value("max_abs", 0.0));
-    out.max_rel_error = std::max(out.max_rel_error, c.value("max_rel", 0.0));
+    out.max_abs_error = std::max(out.max_abs_error, error_measure(c, "max_abs"));
+    out.max_rel_error = std::max(out.max_rel_error, error_measure(c, "max_rel"));
     if (!c.value("close", false)) {
       out.first_bad_index = c.value("first_bad", std::int64_t{-1});
       if (c.value("stale", false)) {
@@ -317,7 +326,7 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
                       "input set %zu (%s): output %d differs from the reference: max abs error "
                       "%.3g, max rel error %.3g, first bad index %lld, %lld bad elements",
                       k + 1, checks[k].variant < 0 ? "primary shapes" : "a variant's shapes",
-                      c.value("bad_tensor", 0), c.value("max_abs", 0.0), c.value("max_rel", 0.0),
+                      c.value("bad_tensor", 0), error_measure(c, "max_abs"), error_measure(c, "max_rel"),
                       static_cast<long long>(out.first_bad_index),
                       static_cast<long long>(c.value("bad_count", 0)));
         out.status = wire::VerdictStatus::wrong_answer;
