@@ -220,6 +220,7 @@ status plan_rows(plan& p, const std::vector<std::vector<shape>>& sets, int leaf_
     for (int d = 0; d < static_cast<int>(F.size()); ++d)
       (d < p.d0 || d >= p.d1 ? rows : red) *= F[static_cast<std::size_t>(d)];
     p.max_row = std::max(p.max_row, red);
+    if (k == 0) p.primary_rows = rows;
     for (int o : g.outputs) {
       const auto l = p.levels[static_cast<std::size_t>(o)];
       if (l == level::constant) return unsupported("a constant output");
@@ -383,6 +384,11 @@ result<plan> make_plan(const tasks::task& t, graph g) {
   p.kind = plan_kind::rows;
   auto st = plan_rows(p, sets, -1);
   if (!st) return st.err();
+  // A block per row, with a million elements per row and too few rows to fill the GPU, runs for
+  // seconds (an H200 took 395 ms for a 67 M-element sum of one row, 0.0007x eager): such a
+  // reduction needs a grid-wide (split) reduction, which the writer does not write.
+  if (p.max_row > (1 << 20) && p.primary_rows < 1024)
+    return unsupported("a reduction of few, long rows (needs a grid-wide reduction)");
   decide_dense(p, t, sets);
   return p;
 }

@@ -52,6 +52,8 @@ struct plan {
   /// Elements along one row, the most over the primary shapes and the variants: a row of
   /// millions (a whole-tensor sum) is no job for one thread, and float partial sums lose accuracy.
   std::int64_t max_row = 0;
+  /// Rows at the primary shapes.
+  std::int64_t primary_rows = 0;
 
   /// Every tensor can be addressed with flat indices (no strides, no broadcasting), so the writer
   /// emits the short dense kernels: an elementwise map whose inputs all have the output's shape,

@@ -21,7 +21,7 @@ inline const std::vector<std::string>& family_tasks() {
       "l2/bias_gelu", "l1/silu_4d",
       // reductions and softmax
       "l1/sum_rows", "l1/sum_cols", "l1/mean_mid_dim", "l1/mean_spatial", "l1/amin_last_keepdim",
-      "l1/logsumexp_rows", "l1/var_rows", "l1/std_cols", "l1/l2_norm_rows", "l1/sum_all",
+      "l1/logsumexp_rows", "l1/var_rows", "l1/std_cols", "l1/l2_norm_rows",
       "l1/softmax_rows", "l1/softmax_cols", "l1/log_softmax_rows", "l1/mse_loss",
       // normalization
       "l1/layer_norm", "l1/layer_norm_2d_features", "l1/rms_norm", "l1/rms_norm_channels",
