@@ -23,6 +23,8 @@ inline CLI::App* add_corpus_subcommand(CLI::App& app, corpus_options& opt) {
                     "TOML file with [tasks.gpu] keys for the prompts (default: unknown)");
   build->add_option("--gpu", opt.gpu,
                     "Probe this GPU for the prompts' facts, as a run does (instead of --gpu-facts)");
+  build->add_option("--prompt-template", opt.prompt_template,
+                    "Prompt template file, as a run's [tasks] prompt_template (default: the embedded one)");
   build->add_option("--verdicts", opt.verdicts,
                     "`kforge eval` verdict lines: keep only ok variants, with their speedup");
   return cmd;

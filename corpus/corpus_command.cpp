@@ -138,6 +138,12 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     }
     verdicts = std::move(*v);
   }
+  auto tmpl = opt.prompt_template.empty() ? result<tasks::prompt_template>(tasks::prompt_template::embedded())
+                                          : tasks::prompt_template::load(opt.prompt_template);
+  if (!tmpl) {
+    err << "kforge corpus build: --prompt-template: " << tmpl.message() << "\n";
+    return 2;
+  }
   auto all = tasks::load_task_spec(opt.tasks, opt.categories, err);
   if (!all) {
     err << "kforge corpus build: " << all.message() << "\n";
@@ -170,7 +176,7 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     ++supported;
     ++per_cat[cat].supported;
     tasks_file << tasks::to_json_line(t) << "\n";
-    const std::string prompt = tasks::build_prompt(t, *hw);
+    const std::string prompt = tmpl->render(t, *hw);
     for (const auto& v : *ks) {
       ++variants;
       ++per_cat[cat].variants;

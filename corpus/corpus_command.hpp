@@ -4,7 +4,7 @@
 //
 //   kforge corpus build --tasks builtin|FILE.jsonl|synth:COUNT:SEED --out DIR
 //                       [--category elementwise,reduction,...] [--gpu-facts FILE.toml]
-//                       [--verdicts FILE.jsonl]
+//                       [--verdicts FILE.jsonl] [--prompt-template FILE]
 //
 // DIR/tasks.jsonl        the supported tasks (what `kforge eval --tasks` reads)
 // DIR/kernels/<id>/<variant>.cu   one file per variant (what `kforge eval --candidates` reads)
@@ -33,6 +33,9 @@ struct corpus_options {
   int gpu = -1;
   /// `kforge eval` verdict lines; empty: keep every variant.
   std::string verdicts;
+  /// A prompt template file (tasks/prompt.hpp), as a run's [tasks] prompt_template; empty: the
+  /// embedded one.
+  std::string prompt_template;
 };
 
 /// 0 success; 2 bad arguments or unreadable input; 3 not available in this build.

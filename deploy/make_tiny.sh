@@ -52,7 +52,7 @@ done
 [[ -n $kforge && -n $work && -n $model ]] || { echo "make_tiny: --kforge, --work and --model are required" >&2; exit 2; }
 pretrain_args=("$@")
 [[ ${#pretrain_args[@]} -gt 0 ]] || pretrain_args=(--hidden 320 --layers 6 --heads 5 --kv-heads 1
-  --intermediate 864 --max-len 8192 --max-positions 8192 --batch-tokens 65536 --epochs 4 --lr 2e-3
+  --intermediate 864 --max-len 8192 --max-positions 8192 --batch-tokens 65536 --epochs 3 --lr 2e-3 --lead-tokens 48 --lead-weight 10
   --warmup 0.05 --val-fraction 0.03 --log-every 10 --eval-every 50 --seed 1)
 want() { [[ ,$steps, == *,$1,* ]]; }
 gpu_args=(); [[ $gpu -ge 0 ]] && gpu_args=(--gpu "$gpu")

@@ -93,12 +93,19 @@ struct batch_tensors {
   at::Tensor ids;        ///< [B, L] int64
   at::Tensor positions;  ///< [N] int64 into the flattened [B * L]
   at::Tensor targets;    ///< [N] int64
+  at::Tensor weights;    ///< [N] float: the training loss's weight of each target (undefined: all 1)
   std::int64_t tokens = 0;   ///< non-padding tokens
   std::int64_t n_targets = 0;
 };
 
+/// Weight of the targets of one example in the training loss: its first `lead` completion tokens
+/// count `w` times (pretrain_options::lead_tokens).
+double weighted_targets(std::int64_t targets, std::int64_t lead, double w) {
+  return static_cast<double>(targets) + (w - 1.0) * static_cast<double>(std::min(lead, targets));
+}
+
 batch_tensors make_batch(const std::vector<std::size_t>& rows, const sft_dataset& d, std::int64_t pad,
-                         const at::Device& dev) {
+                         const at::Device& dev, std::int64_t lead_tokens = 0, double lead_weight = 1.0) {
   std::int64_t len = 0;
   for (auto r : rows) len = std::max(len, static_cast<std::int64_t>(d.examples[r].ids.size()));
   const auto b = static_cast<std::int64_t>(rows.size());
@@ -106,15 +113,19 @@ batch_tensors make_batch(const std::vector<std::size_t>& rows, const sft_dataset
   at::Tensor ids = at::full({b, len}, pad, at::kLong);
   auto acc = ids.accessor<std::int64_t, 2>();
   std::vector<std::int64_t> pos, tgt;
+  std::vector<float> wts;
+  const bool weighted = lead_tokens > 0 && lead_weight != 1.0;
   for (std::int64_t i = 0; i < b; ++i) {
     const sft_example& ex = d.examples[rows[static_cast<std::size_t>(i)]];
     const auto n = static_cast<std::int64_t>(ex.ids.size());
     for (std::int64_t t = 0; t < n; ++t) acc[i][t] = ex.ids[static_cast<std::size_t>(t)];
     out.tokens += n;
     // Target t (t >= prompt_tokens, t >= 1) is predicted by the hidden state at t - 1.
-    for (std::int64_t t = std::max<std::int64_t>(ex.prompt_tokens, 1); t < n; ++t) {
+    const std::int64_t first = std::max<std::int64_t>(ex.prompt_tokens, 1);
+    for (std::int64_t t = first; t < n; ++t) {
       pos.push_back(i * len + t - 1);
       tgt.push_back(ex.ids[static_cast<std::size_t>(t)]);
+      if (weighted) wts.push_back(t - first < lead_tokens ? static_cast<float>(lead_weight) : 1.0f);
     }
   }
   out.n_targets = static_cast<std::int64_t>(pos.size());
@@ -122,18 +133,32 @@ batch_tensors make_batch(const std::vector<std::size_t>& rows, const sft_dataset
   out.ids = ids.to(dev);
   out.positions = at::from_blob(pos.data(), {n}, at::kLong).clone().to(dev);
   out.targets = at::from_blob(tgt.data(), {n}, at::kLong).clone().to(dev);
+  if (weighted) out.weights = at::from_blob(wts.data(), {n}, at::kFloat).clone().to(dev);
   return out;
 }
 
-/// Summed cross-entropy (fp32) of the batch's targets. The output projection is applied to the
-/// target positions only: the prompt's logits ([tokens, vocab], the largest tensor of a step)
-/// are never built.
-at::Tensor summed_loss(model::CausalLMImpl& m, const batch_tensors& b) {
-  if (b.n_targets == 0) return at::zeros({}, b.ids.options().dtype(at::kFloat));
+/// Summed cross-entropy (fp32) of the batch's targets: plain, and weighted by b.weights (the same
+/// tensor when the batch has no weights). The output projection is applied to the target
+/// positions only: the prompt's logits ([tokens, vocab], the largest tensor of a step) are never
+/// built.
+struct batch_loss {
+  at::Tensor plain, weighted;
+};
+
+batch_loss summed_loss(model::CausalLMImpl& m, const batch_tensors& b) {
+  if (b.n_targets == 0) {
+    const auto zero = at::zeros({}, b.ids.options().dtype(at::kFloat));
+    return {zero, zero};
+  }
   const at::Tensor h = m.model->forward(b.ids, {});  // [B, L, H]
   const at::Tensor sel = h.reshape({-1, h.size(-1)}).index_select(0, b.positions);
   const at::Tensor logits = at::matmul(sel, m.output_weight().t()).to(at::kFloat);
-  return at::cross_entropy_loss(logits, b.targets, {}, at::Reduction::Sum);
+  if (!b.weights.defined()) {
+    const at::Tensor sum = at::cross_entropy_loss(logits, b.targets, {}, at::Reduction::Sum);
+    return {sum, sum};
+  }
+  const at::Tensor each = at::cross_entropy_loss(logits, b.targets, {}, at::Reduction::None);
+  return {each.sum(), (each * b.weights).sum()};
 }
 
 double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
@@ -193,6 +218,8 @@ json options_json(const pretrain_options& o) {
           {"adam_eps", o.adam_eps},
           {"weight_decay", o.weight_decay},
           {"max_grad_norm", o.max_grad_norm},
+          {"lead_tokens", o.lead_tokens},
+          {"lead_weight", o.lead_weight},
           {"device", o.device},
           {"bf16", o.bf16},
           {"log_every", o.log_every},
@@ -342,7 +369,7 @@ result<pretrain_report> run_pretrain(const pretrain_options& o, const sft_format
       std::int64_t n = 0;
       for (const auto& rows : val_batches) {
         const batch_tensors b = make_batch(rows, data, fmt.pad, dev);
-        sum += summed_loss(*compute, b).to(at::kDouble);
+        sum += summed_loss(*compute, b).plain.to(at::kDouble);
         n += b.n_targets;
       }
       compute->train();
@@ -365,13 +392,19 @@ result<pretrain_report> run_pretrain(const pretrain_options& o, const sft_format
 
       const auto& rows = plan[static_cast<std::size_t>(step)];
       std::int64_t batch_targets = 0;
-      for (auto r : rows) batch_targets += lengths[r] - std::max<std::int64_t>(data.examples[r].prompt_tokens, 1);
+      double batch_weight = 0;
+      for (auto r : rows) {
+        const auto targets = lengths[r] - std::max<std::int64_t>(data.examples[r].prompt_tokens, 1);
+        batch_targets += targets;
+        batch_weight += weighted_targets(targets, o.lead_tokens, o.lead_weight);
+      }
       const double denom = static_cast<double>(std::max<std::int64_t>(batch_targets, 1));
+      const double weight_denom = std::max(batch_weight, 1.0);
       for (const auto& mb : cut_by_tokens(rows, lengths, o.micro_batch_tokens)) {
-        const batch_tensors b = make_batch(mb, data, fmt.pad, dev);
-        const at::Tensor loss = summed_loss(*compute, b);
-        (loss / denom).backward();
-        window_loss += loss.detach().to(at::kDouble);
+        const batch_tensors b = make_batch(mb, data, fmt.pad, dev, o.lead_tokens, o.lead_weight);
+        const batch_loss loss = summed_loss(*compute, b);
+        (loss.weighted / weight_denom).backward();
+        window_loss += loss.plain.detach().to(at::kDouble);
         window_targets += b.n_targets;
         window_tokens += b.tokens;
         total_tokens += b.tokens;

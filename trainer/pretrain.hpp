@@ -111,6 +111,13 @@ struct pretrain_options {
   double weight_decay = 0.1;
   /// Global L2 norm the gradient is clipped to; <= 0: no clipping.
   double max_grad_norm = 1.0;
+  /// The first lead_tokens completion tokens of every example count lead_weight times in the
+  /// training loss (0 / 1: a plain token mean). A corpus completion opens by restating the task's
+  /// reference, the only part copied from the prompt; those few tokens are ~1 % of the targets,
+  /// and a 7 M-parameter policy learned every other token and not them (kforge-tiny v2/v3,
+  /// bench/RESULTS.md). Logged and validation losses stay plain token means.
+  std::int64_t lead_tokens = 0;
+  double lead_weight = 1.0;
 
   // ---- device, logging, output format ----
   /// "auto" (CUDA when LibTorch sees a GPU, else the CPU), "cpu", "cuda" or "cuda:N".

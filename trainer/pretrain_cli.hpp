@@ -34,6 +34,9 @@ inline CLI::App* add_pretrain_subcommand(CLI::App& app, pretrain_options& o) {
   cmd->add_option("--warmup", o.warmup_fraction, "Share of the steps in linear warmup (default 0.05)");
   cmd->add_option("--weight-decay", o.weight_decay, "AdamW weight decay on matrices (default 0.1)");
   cmd->add_option("--grad-clip", o.max_grad_norm, "Global grad-norm clip (default 1.0; <= 0: off)");
+  cmd->add_option("--lead-tokens", o.lead_tokens,
+                  "The first N completion tokens weigh --lead-weight in the training loss (default 0: off)");
+  cmd->add_option("--lead-weight", o.lead_weight, "Weight of those tokens (default 1)");
   cmd->add_option("--max-len", o.max_len, "Longest example in tokens; longer ones are dropped (default 2048)");
   cmd->add_option("--hidden", o.hidden_size, "Hidden size (default 384)");
   cmd->add_option("--layers", o.num_layers, "Decoder layers (default 8)");

@@ -65,6 +65,9 @@ status validate(const pretrain_options& o) {
                          {o.batch_size, "--batch"}, {o.log_every, "--log-every"},
                          {o.vocab_multiple, "vocab_multiple"}})
     if (auto s = positive(v, flag); !s) return s;
+  if (o.lead_tokens < 0) return error{"--lead-tokens " + std::to_string(o.lead_tokens) + ": must be >= 0"};
+  if (!(o.lead_weight > 0) || !std::isfinite(o.lead_weight))
+    return error{"--lead-weight " + std::to_string(o.lead_weight) + ": must be a positive number"};
   if (o.hidden_size % o.num_heads != 0)
     return error{"--heads " + std::to_string(o.num_heads) + " does not divide --hidden " +
                  std::to_string(o.hidden_size)};

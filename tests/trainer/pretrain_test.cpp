@@ -180,6 +180,8 @@ TEST_CASE("pretrain: option checks name the flags") {
   CHECK(message([](pretrain_options& o) { o.val_fraction = 1; }).find("--val-fraction") == 0);
   CHECK(message([](pretrain_options& o) { o.device = "gpu"; }).find("--device 'gpu'") == 0);
   CHECK(message([](pretrain_options& o) { o.data.clear(); }).find("--data: missing") == 0);
+  CHECK(message([](pretrain_options& o) { o.lead_weight = 0; }).find("--lead-weight") == 0);
+  CHECK(message([](pretrain_options& o) { o.lead_tokens = -1; }).find("--lead-tokens -1") == 0);
 }
 
 TEST_CASE("pretrain: split, batches and schedule are deterministic and cover the data") {
@@ -330,11 +332,14 @@ TEST_CASE("pretrain: the loss falls, the checkpoint loads and generates, the sam
 
   // Same seed: the same bits (fp32 here, so that no rounding to bf16 could hide a difference);
   // another seed: other weights.
-  auto short_run = [&](const std::string& name, std::uint64_t seed) {
+  auto short_run = [&](const std::string& name, std::uint64_t seed, std::int64_t lead_tokens = 0,
+                       double lead_weight = 1.0) {
     pretrain_options s = tiny_options(dir, name);
     s.seed = seed;
     s.steps = 3;
     s.save_bf16 = false;
+    s.lead_tokens = lead_tokens;
+    s.lead_weight = lead_weight;
     const command_run rr = run_command(s);
     REQUIRE_MESSAGE(rr.code == 0, rr.err);
     return read_text(s.out + "/model.safetensors");
@@ -343,6 +348,16 @@ TEST_CASE("pretrain: the loss falls, the checkpoint loads and generates, the sam
   CHECK(a.size() > 4 * 100000);  // fp32
   CHECK(a == b);
   CHECK(a != c);
+  // Lead-token weighting: weight 1 is the plain loss, bit for bit; weight 8 on the first 4
+  // completion tokens trains other weights, while the logged loss stays the plain token mean (the
+  // first step's loss is computed before any update, so it equals the unweighted run's).
+  CHECK(short_run("lead1", 9, 4, 1.0) == a);
+  CHECK(short_run("lead8", 9, 4, 8.0) != a);
+  auto first_loss = [&](const std::string& name) {
+    return nlohmann::json::parse(read_text(dir.path(name + "/pretrain.json")))["training"]["first_train_loss"].get<double>();
+  };
+  CHECK(first_loss("lead8") == doctest::Approx(first_loss("a")).epsilon(1e-6));  // summed in another order
+  CHECK(nlohmann::json::parse(read_text(dir.path("lead8/pretrain.json")))["options"]["lead_weight"] == 8.0);
   pretrain_options other = tiny_options(dir, "other");
 
   // --overwrite replaces a finished checkpoint.
