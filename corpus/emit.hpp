@@ -28,6 +28,11 @@ std::string host_helpers(const tasks::task& t);
 /// The opening of kf_forward up to and including `(void)workspace;`.
 std::string forward_head();
 
+/// The four lanes of a float4 step as four `{ ... }` blocks at `indent`: each evaluates every output
+/// of the map on its component, reading operand k as `a<k>.x` (.y, .z, .w) and storing output j
+/// to `r<j>.x`.
+result<std::string> float4_lanes(const tasks::task& t, const plan& p, const std::string& indent);
+
 /// Host code of the dense kernels: kf_dense(t, n), true for a float32 contiguous tensor of n
 /// elements.
 std::string dense_helper();

@@ -39,6 +39,26 @@ std::string host_helpers(const tasks::task& t) {
   return s;
 }
 
+result<std::string> float4_lanes(const tasks::task& t, const plan& p, const std::string& indent) {
+  std::string s;
+  for (const char* lane : {"x", "y", "z", "w"}) {
+    expr_emitter em(p.g, indent + "  ");
+    std::string code;
+    auto leaf = [&](int id) -> result<std::string> {
+      auto it = p.leaf_operand.find(id);
+      if (it == p.leaf_operand.end()) return unsupported("a leaf the map cannot read");
+      return "a" + std::to_string(it->second) + "." + lane;
+    };
+    for (std::size_t j = 0; j < t.outputs.size(); ++j) {
+      auto v = em.float_value(p.g.outputs[j], code, leaf);
+      if (!v) return v.err();
+      code += indent + "  r" + std::to_string(j) + "." + lane + " = " + *v + ";\n";
+    }
+    s += indent + "{\n" + code + indent + "}\n";
+  }
+  return s;
+}
+
 std::string forward_head() {
   return "extern \"C\" int kf_forward(const kf_tensor* inputs, int32_t num_inputs, kf_tensor* outputs,\n"
          "                          int32_t num_outputs, void* workspace, cudaStream_t stream) {\n"

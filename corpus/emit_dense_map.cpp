@@ -46,27 +46,6 @@ result<std::string> element(const tasks::task& t, const plan& p, const std::stri
   return s;
 }
 
-// The four lanes of a float4 step: operand k is `a<k>`, output j is `r<j>`.
-result<std::string> lanes(const tasks::task& t, const plan& p) {
-  std::string s;
-  for (const char* lane : {"x", "y", "z", "w"}) {
-    expr_emitter em(p.g, "      ");
-    std::string code;
-    auto leaf = [&](int id) -> result<std::string> {
-      auto it = p.leaf_operand.find(id);
-      if (it == p.leaf_operand.end()) return unsupported("a leaf the map cannot read");
-      return "a" + std::to_string(it->second) + "." + lane;
-    };
-    for (std::size_t j = 0; j < t.outputs.size(); ++j) {
-      auto v = em.float_value(p.g.outputs[j], code, leaf);
-      if (!v) return v.err();
-      code += "      r" + std::to_string(j) + "." + lane + " = " + *v + ";\n";
-    }
-    s += "    {\n" + code + "    }\n";
-  }
-  return s;
-}
-
 std::string host_checks(const tasks::task& t, const plan& p) {
   std::string s = "  if (num_inputs != " + std::to_string(t.inputs.size()) +
                   " || num_outputs != " + std::to_string(t.outputs.size()) + ") return 1;\n";
@@ -104,7 +83,7 @@ result<std::vector<kernel_variant>> emit_dense_map(const tasks::task& t, const p
   const auto head = "(" + sig.params + ") {\n";
   auto one = element(t, p, "i", "  ");
   auto looped = element(t, p, "i", "    ");
-  auto four = lanes(t, p);
+  auto four = float4_lanes(t, p, "    ");
   if (!one) return one.err();
   if (!looped) return looped.err();
   if (!four) return four.err();

@@ -129,24 +129,8 @@ result<std::vector<kernel_variant>> emit_elementwise(const tasks::task& t, const
     out.push_back(std::move(v));
   }
   {
-    // float4 body: each lane of the vector evaluates the expression on its own component.
-    std::string body;
-    for (const char* lane : {"x", "y", "z", "w"}) {
-      expr_emitter em(p.g, "    ");
-      std::string code;
-      auto leaf = [&](int id) -> result<std::string> {
-        auto it = p.leaf_operand.find(id);
-        if (it == p.leaf_operand.end()) return unsupported("a leaf the map cannot read");
-        return "a" + std::to_string(it->second) + "." + lane;
-      };
-      std::string stores;
-      for (std::size_t j = 0; j < t.outputs.size(); ++j) {
-        auto r = em.float_value(p.g.outputs[j], code, leaf);
-        if (!r) return r.err();
-        stores += "    r" + std::to_string(j) + "." + lane + " = " + *r + ";\n";
-      }
-      body += "  {\n" + code + stores + "  }\n";
-    }
+    auto lanes = float4_lanes(t, p, "    ");
+    if (!lanes) return lanes.err();
     std::string kernel = "__global__ void kf_map4(kf_ptrs p, int64_t n4) {\n"
                          "  const int64_t step = (int64_t)gridDim.x * blockDim.x;\n"
                          "  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += step) {\n";
@@ -155,14 +139,7 @@ result<std::vector<kernel_variant>> emit_elementwise(const tasks::task& t, const
                 " = reinterpret_cast<const float4*>(p.in[" + std::to_string(k) + "])[i];\n";
     for (std::size_t j = 0; j < t.outputs.size(); ++j)
       kernel += "    float4 r" + std::to_string(j) + ";\n";
-    // Re-indent the lane blocks into the loop.
-    std::string lanes;
-    for (std::size_t pos = 0; pos < body.size();) {
-      const auto nl = body.find('\n', pos);
-      lanes += "  " + body.substr(pos, nl - pos + 1);
-      pos = nl + 1;
-    }
-    kernel += lanes;
+    kernel += *lanes;
     for (std::size_t j = 0; j < t.outputs.size(); ++j)
       kernel += "    reinterpret_cast<float4*>(p.out[" + std::to_string(j) + "])[i] = r" +
                 std::to_string(j) + ";\n";
