@@ -333,15 +333,24 @@ std::string rows_explanation(const plan& p, const std::string& variant) {
       "The task reduces over dims [" + std::to_string(p.d0) + ", " + std::to_string(p.d1) +
       ") of a rank-" + std::to_string(p.iter_rank) +
       " tensor, so I view it as rows: every combination of the other dims is one row, and the "
-      "reduced dims run along it (read through the strides, so any dim position works). Each row "
-      "needs " + passes + " pass" + (p.reductions.size() > 1 ? "es, in order, since later ones use "
+      "reduced dims run along it " +
+      (p.dense ? std::string("(they are the trailing dims and every tensor comes contiguous, so row i is "
+                             "the elements [i * red, (i + 1) * red) of a full-shape tensor, and an "
+                             "operand of one row's shape is read at the position in the row). ")
+               : std::string("(read through the strides, so any dim position works). ")) +
+      "Each row needs " + passes + " pass" + (p.reductions.size() > 1 ? "es, in order, since later ones use "
                                                                 "the earlier results" : "") +
       (any_full ? ", then a final pass that writes the full-size outputs" : "") +
       "; per-row values stay in registers between passes and elementwise work before, between "
       "and after the reductions is fused into those passes, so nothing intermediate goes to "
       "memory.";
   s += ops_sentence(g, all_nodes(g));
-  if (p.max_row > 65536 && variant != "thread_per_row")
+  bool widened = false;
+  for (int r : p.reductions) {
+    const auto& op = g.nodes[static_cast<std::size_t>(r)].op;
+    widened = widened || op == "sum" || op == "prod";
+  }
+  if (p.max_row > 65536 && widened && variant != "thread_per_row")
     s += " Rows here are long (up to " + std::to_string(p.max_row) +
          " elements), so each thread's partial sums and products accumulate in double before "
          "the threads combine them.";

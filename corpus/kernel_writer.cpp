@@ -20,23 +20,39 @@ result<std::vector<kernel_variant>> emit(const tasks::task& t, const plan& p) {
   return unsupported("no writer for this plan");
 }
 
-// "The reference computes `y = torch.silu(x); return y`.": the body of forward, one statement
-// after another. An explanation that starts by restating it teaches the policy to read the
-// reference (a copy) before it writes the ops out in CUDA.
+// "The reference computes `y = torch.silu(x); return y`. ": the statements of forward's body,
+// one after another (comment lines left out). An explanation that starts by restating it
+// teaches the policy to read the reference (a copy) before it writes the ops out in CUDA. Empty
+// when the body cannot be found (no "def forward(" with its closing parenthesis and colon) or a
+// statement spans lines (brackets left open), where joining lines would misquote it.
 std::string restated_reference(const tasks::task& t) {
-  std::string body;
-  std::size_t pos = t.reference.find(':');  // the end of "def forward(...):"
-  pos = pos == std::string::npos ? 0 : pos + 1;
-  while (pos < t.reference.size()) {
-    auto end = t.reference.find('\n', pos);
-    if (end == std::string::npos) end = t.reference.size();
-    auto line = t.reference.substr(pos, end - pos);
-    const auto first = line.find_first_not_of(" \t\r");
-    const auto last = line.find_last_not_of(" \t\r");
-    if (first != std::string::npos) body += (body.empty() ? "" : "; ") + line.substr(first, last - first + 1);
-    pos = end + 1;
+  const std::string& r = t.reference;
+  const auto def = r.find("def forward(");
+  if (def == std::string::npos) return "";
+  int depth = 0;
+  std::size_t pos = def + 11;  // at the '('
+  for (; pos < r.size(); ++pos) {
+    if (r[pos] == '(') ++depth;
+    if (r[pos] == ')' && --depth == 0) break;
   }
-  return "The reference computes `" + body + "`. ";
+  pos = r.find(':', pos);  // after any "-> Tensor" annotation
+  if (pos == std::string::npos) return "";
+  std::string body;
+  int open = 0;
+  for (++pos; pos < r.size();) {
+    auto end = r.find('\n', pos);
+    if (end == std::string::npos) end = r.size();
+    const auto line = r.substr(pos, end - pos);
+    pos = end + 1;
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const auto last = line.find_last_not_of(" \t\r");
+    const auto stmt = line.substr(first, last - first + 1);
+    for (char c : stmt) open += (c == '(' || c == '[') - (c == ')' || c == ']');
+    if (open != 0) return "";
+    body += (body.empty() ? "" : "; ") + stmt;
+  }
+  return body.empty() ? "" : "The reference computes `" + body + "`. ";
 }
 
 }  // namespace

@@ -51,6 +51,20 @@ TEST_CASE("the writer is deterministic") {
   }
 }
 
+TEST_CASE("explanations open by restating forward's body, annotations and comments left out") {
+  const auto lib = testing::builtin_by_id();
+  auto t = lib.at("l1/relu");
+  t.reference = "def forward(x: torch.Tensor) -> torch.Tensor:\n    # ReLU: max(x, 0)\n    y = torch.relu(x)\n    return y\n";
+  auto ks = write_kernels(t);
+  REQUIRE_MESSAGE(ks.ok(), (ks.ok() ? "" : ks.message()));
+  for (const auto& v : *ks) CHECK(v.explanation.rfind("The reference computes `y = torch.relu(x); return y`. ", 0) == 0);
+  // A statement over two lines would be misquoted once joined: no restatement then.
+  t.reference = "def forward(x):\n    return torch.clamp(x,\n                       0.0, 1.0)\n";
+  ks = write_kernels(t);
+  REQUIRE_MESSAGE(ks.ok(), (ks.ok() ? "" : ks.message()));
+  CHECK(ks->front().explanation.rfind("The reference computes", 0) == std::string::npos);
+}
+
 TEST_CASE("what the writer cannot do is an unsupported error") {
   const auto lib = testing::builtin_by_id();
   for (const char* id : {"l1/conv2d_3x3", "l1/relu_bf16", "l1/topk_values", "l1/argmax_rows",
