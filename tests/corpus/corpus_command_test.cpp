@@ -91,6 +91,20 @@ TEST_CASE("corpus build writes tasks, kernels and sft records that agree") {
   REQUIRE(run(o) == 0);
   CHECK(slurp(d.p / "c" / "sft.jsonl") == slurp(d.p / "again" / "sft.jsonl"));
   CHECK(slurp(d.p / "c" / "tasks.jsonl") == slurp(d.p / "again" / "tasks.jsonl"));
+
+  // --prompt-template: the prompts are that template's, as in a run that names it.
+  {
+    std::ofstream f(d.p / "mine.txt");
+    f << "Task {{task_id}} on {{gpu_name}}:\n{{reference}}\n";
+  }
+  o.prompt_template = (d.p / "mine.txt").string();
+  o.out = (d.p / "mine").string();
+  REQUIRE(run(o, nullptr, &err) == 0);
+  const auto mine = lines(d.p / "mine" / "sft.jsonl");
+  REQUIRE(mine.size() == sft.size());
+  CHECK(mine[0]["prompt"] == "Task " + mine[0]["task_id"].get<std::string>() + " on unknown:\n" +
+                                 tasks[0]["reference"].get<std::string>());
+  CHECK(mine[0]["completion"] == sft[0]["completion"]);
 }
 
 TEST_CASE("corpus build keeps only variants with an ok verdict, with their speedup") {
@@ -181,6 +195,14 @@ TEST_CASE("corpus build refuses bad arguments with exit code 2") {
   o.verdicts = (d.p / "v.jsonl").string();
   CHECK(run(o, nullptr, &err) == 2);
   o.verdicts.clear();
+  {
+    std::ofstream f(d.p / "t.txt");
+    f << "{{task_idd}}\n";
+  }
+  o.prompt_template = (d.p / "t.txt").string();
+  CHECK(run(o, nullptr, &err) == 2);
+  CHECK(err.find("task_idd") != std::string::npos);
+  o.prompt_template.clear();
   o.out.clear();
   CHECK(run(o, nullptr, &err) == 2);
 }
