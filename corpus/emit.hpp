@@ -25,6 +25,13 @@ std::string file_head(const tasks::task& t, const std::string& variant);
 /// do not broadcast).
 std::string host_helpers(const tasks::task& t);
 
+/// Host code: kf_grid(work, threads), the blocks for `work` items at `threads` per block, at
+/// most `max_blocks` (the kernels that call it loop over what a capped grid leaves).
+std::string grid_helper(int max_blocks);
+
+/// The host statement returning 1 unless kf_forward got the task's input and output counts.
+std::string count_check(const tasks::task& t);
+
 /// The opening of kf_forward up to and including `(void)workspace;`.
 std::string forward_head();
 

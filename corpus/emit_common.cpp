@@ -17,8 +17,7 @@ std::string host_helpers(const tasks::task& t) {
   s += "// The inputs and outputs the task declares, all float32.\n";
   s += "static int kf_check_args(const kf_tensor* inputs, int32_t num_inputs, const kf_tensor* "
        "outputs,\n                         int32_t num_outputs) {\n";
-  s += "  if (num_inputs != " + std::to_string(t.inputs.size()) +
-       " || num_outputs != " + std::to_string(t.outputs.size()) + ") return 1;\n";
+  s += count_check(t);
   s += "  for (int32_t i = 0; i < num_inputs; ++i)\n"
        "    if (inputs[i].dtype != KF_FLOAT32 || inputs[i].ndim > KF_MAX_DIMS) return 2;\n";
   s += "  for (int32_t i = 0; i < num_outputs; ++i)\n"
@@ -57,6 +56,19 @@ result<std::string> float4_lanes(const tasks::task& t, const plan& p, const std:
     s += indent + "{\n" + code + indent + "}\n";
   }
   return s;
+}
+
+std::string grid_helper(int max_blocks) {
+  const auto cap = std::to_string(max_blocks);
+  return "static unsigned kf_grid(int64_t work, int threads) {\n"
+         "  int64_t blocks = (work + threads - 1) / threads;\n"
+         "  if (blocks > " + cap + ") blocks = " + cap + ";\n"
+         "  return blocks < 1 ? 1u : (unsigned)blocks;\n}\n\n";
+}
+
+std::string count_check(const tasks::task& t) {
+  return "  if (num_inputs != " + std::to_string(t.inputs.size()) +
+         " || num_outputs != " + std::to_string(t.outputs.size()) + ") return 1;\n";
 }
 
 std::string forward_head() {

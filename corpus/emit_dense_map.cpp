@@ -47,8 +47,7 @@ result<std::string> element(const tasks::task& t, const plan& p, const std::stri
 }
 
 std::string host_checks(const tasks::task& t, const plan& p) {
-  std::string s = "  if (num_inputs != " + std::to_string(t.inputs.size()) +
-                  " || num_outputs != " + std::to_string(t.outputs.size()) + ") return 1;\n";
+  std::string s = count_check(t);
   s += "  // Every tensor has the output's shape: n elements, contiguous.\n";
   s += "  const int64_t n = kf_numel(&outputs[0]);\n  if (";
   for (std::size_t k = 0; k < p.operands.size(); ++k)
@@ -58,12 +57,6 @@ std::string host_checks(const tasks::task& t, const plan& p) {
   s += ") return 2;\n  if (n == 0) return 0;\n";
   return s + dense_pointers(t, p);
 }
-
-const char* grid_helper =
-    "static unsigned kf_grid(int64_t work, int threads) {\n"
-    "  int64_t blocks = (work + threads - 1) / threads;\n"
-    "  if (blocks > 4096) blocks = 4096;\n"
-    "  return blocks < 1 ? 1u : (unsigned)blocks;\n}\n\n";
 
 std::string what_it_computes(const plan& p) {
   std::string s = "The task is a pure elementwise map";
@@ -93,7 +86,7 @@ result<std::vector<kernel_variant>> emit_dense_map(const tasks::task& t, const p
       "__global__ void kf_map" + head +
       "  const int64_t step = (int64_t)gridDim.x * blockDim.x;\n"
       "  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {\n" +
-      *looped + "  }\n}\n\n" + grid_helper;
+      *looped + "  }\n}\n\n" + grid_helper(4096);
   std::vector<kernel_variant> out;
   {
     kernel_variant v;

@@ -110,11 +110,8 @@ result<std::vector<kernel_variant>> emit_elementwise(const tasks::task& t, const
       "__global__ void kf_map(kf_ptrs p, kf_iter it, int64_t begin) {\n"
       "  const int64_t step = (int64_t)gridDim.x * blockDim.x;\n"
       "  for (int64_t i = begin + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < it.n; i += step)\n"
-      "    kf_point(p, it, i);\n}\n\n"
-      "static unsigned kf_grid(int64_t work, int threads) {\n"
-      "  int64_t blocks = (work + threads - 1) / threads;\n"
-      "  if (blocks > 4096) blocks = 4096;\n"
-      "  return blocks < 1 ? 1u : (unsigned)blocks;\n}\n\n";
+      "    kf_point(p, it, i);\n}\n\n" +
+      grid_helper(4096);
   {
     kernel_variant v;
     v.name = "grid_stride";

@@ -21,6 +21,10 @@ struct style {
   std::string reduce_prefix;  // "kf_block_" (with the shared buffer) / "kf_warp_" / "" (none)
 };
 
+// Sums and products: the reductions whose accumulators are widened to double where asked
+// (max and min lose nothing in float).
+bool widens(const std::string& op) { return op == "sum" || op == "prod"; }
+
 std::string identity(const std::string& op) {
   if (op == "sum") return "0.0f";
   if (op == "prod") return "1.0f";
@@ -109,7 +113,7 @@ result<std::string> row_body(const tasks::task& t, const plan& p, const style& s
     expr_emitter em(g, "      ");
     auto v = em.float_value(n.args[0], body, full_leaf(pre));
     if (!v) return v.err();
-    const bool wide = st.wide_acc && (n.op == "sum" || n.op == "prod");
+    const bool wide = st.wide_acc && widens(n.op);
     s += pre;
     s += "  float r" + r + ";\n  {  // " + n.op + " over the row\n";
     s += std::string("    ") + (wide ? "double" : "float") + " acc = " + identity(n.op) + ";\n";
@@ -185,8 +189,7 @@ std::string dense_host(const tasks::task& t, const plan& p) {
   std::size_t f = 0;
   while (p.row_shaped[f]) ++f;
   const auto fi = std::to_string(p.operands[f]);
-  std::string h = "  if (num_inputs != " + std::to_string(t.inputs.size()) +
-                  " || num_outputs != " + std::to_string(t.outputs.size()) + ") return 1;\n";
+  std::string h = count_check(t);
   h += "  // A row is the last " + std::to_string(p.iter_rank - p.d0) + " dim(s) of inputs[" + fi + "].\n";
   h += "  const kf_tensor& f = inputs[" + fi + "];\n  if (f.ndim != " + std::to_string(p.iter_rank) +
        ") return 2;\n";
@@ -203,10 +206,7 @@ std::string dense_host(const tasks::task& t, const plan& p) {
     checks += std::string(j ? " ||\n      " : "") + "!kf_dense(outputs[" + std::to_string(j) + "], " +
               (p.output_levels[j] == level::full ? "n" : "a.rows") + ")";
   h += checks + ")\n    return 2;\n";
-  h += "  kf_ptrs ptrs;\n";
-  for (std::size_t k = 0; k < p.operands.size(); ++k)
-    h += "  ptrs.in[" + std::to_string(k) + "] = static_cast<const float*>(inputs[" +
-         std::to_string(p.operands[k]) + "].data);\n";
+  h += "  kf_ptrs ptrs;\n" + fill_operand_pointers(p, "ptrs", "  ");
   for (std::size_t j = 0; j < t.outputs.size(); ++j)
     h += "  ptrs.out[" + std::to_string(j) + "] = static_cast<float*>(outputs[" + std::to_string(j) +
          "].data);\n";
@@ -259,11 +259,7 @@ result<rows_code> rows_parts(const tasks::task& t, const plan& p) {
     c.kernels.push_back(std::move(k));
     c.names.push_back(st.name);
   }
-  c.grid_helper =
-      "static unsigned kf_grid(int64_t work, int threads) {\n"
-      "  int64_t blocks = (work + threads - 1) / threads;\n"
-      "  if (blocks > 65535) blocks = 65535;\n"
-      "  return blocks < 1 ? 1u : (unsigned)blocks;\n}\n\n";
+  c.grid_helper = grid_helper(65535);
   if (p.dense) {
     c.host = dense_host(t, p);
     return c;
@@ -346,10 +342,7 @@ std::string rows_explanation(const plan& p, const std::string& variant) {
       "memory.";
   s += ops_sentence(g, all_nodes(g));
   bool widened = false;
-  for (int r : p.reductions) {
-    const auto& op = g.nodes[static_cast<std::size_t>(r)].op;
-    widened = widened || op == "sum" || op == "prod";
-  }
+  for (int r : p.reductions) widened = widened || widens(g.nodes[static_cast<std::size_t>(r)].op);
   if (p.max_row > 65536 && widened && variant != "thread_per_row")
     s += " Rows here are long (up to " + std::to_string(p.max_row) +
          " elements), so each thread's partial sums and products accumulate in double before "
