@@ -87,6 +87,10 @@ class sampler_logic {
   /// Switch to new weights. Only when this succeeds does the actor tag later candidates with
   /// weights.version(); on failure it keeps the old version and counts the error.
   virtual status set_weights(const wire::PolicyWeights& weights) = 0;
+  /// Early word of new weights: the process's message pump calls this as soon as a weights
+  /// message arrives, before the actor (busy generating) gets to set_weights. Called from the pump
+  /// thread: it must be thread-safe and return at once. An NCCL receiver starts receiving here.
+  virtual void weights_arrived(const wire::PolicyWeights& /*weights*/) {}
 };
 
 /// Sandbox pool: compile, verify and time one candidate.

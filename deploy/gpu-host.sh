@@ -17,7 +17,7 @@ build=${KFORGE_GPU_BUILD:-$root/build-gpu}
 mkdir -p "$out"
 declare -a rows=()
 # KFORGE_STEPS (a comma list of: tests (all), gputests (the gpu label only), run, loop, baseline,
-# synth, bench; default all; loopmodes only when named) and
+# synth, bench; default all; loopmodes and loopnccl only when named) and
 # KFORGE_BENCHES (bench program names; default all) pick what runs, so one device call fits its
 # time limit. The build always runs: every target, or the KFORGE_TARGETS list (space-separated).
 # tiny (only when named): deploy/make_tiny.sh with KFORGE_TINY_ARGS (its --steps and sizes) on GPU 0,
@@ -73,6 +73,22 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
       for f in summary.json train.jsonl report.html; do
         cp "$build/loop-run/$f" "$out/loop_$f" 2>/dev/null
       done
+    fi
+    if asked loopnccl && [[ $gpus -ge 2 ]]; then
+      # Issue 6: weights by NCCL broadcast from the trainer's process (GPU 1) to a sampler process
+      # (GPU 0). Passes when every step published by NCCL and the last step's samples carry the
+      # version before it (sync mode: step s samples with version s).
+      if [[ ! -f $build/random-qwen/config.json ]]; then
+        step "random model for the loop" model.log python3 "$root/deploy/make_random_model.py" \
+          --out "$build/random-qwen" --tokenizer "$root/tests/model/fixtures/tokenizer"
+      fi
+      sed "s|@MODEL@|$build/random-qwen|" "$root/deploy/manifests/gpu_loop_nccl.toml" >"$build/gpu_loop_nccl.toml"
+      rm -rf "$build/loop-nccl"
+      step "loop: weights by NCCL, 2 processes" loop-nccl.log "$build/kforge" run \
+        --manifest "$build/gpu_loop_nccl.toml" --run-dir "$build/loop-nccl" --no-progress
+      step "loop: NCCL versions reached the sampler" loop-nccl-check.log "$root/deploy/check_nccl_loop.sh" \
+        "$build/kforge" "$build/loop-nccl" 4
+      cp "$build/loop-nccl/train.jsonl" "$out/loop_nccl_train.jsonl" 2>/dev/null
     fi
     if asked loopmodes; then
       # Issue 7: the loop's manifest in sync and then async mode, seconds per step and each GPU

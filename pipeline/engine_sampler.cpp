@@ -1,6 +1,8 @@
 #include "pipeline/engine_sampler.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 
@@ -11,8 +13,13 @@
 #include "model/generate.hpp"
 #include "model/tokenizer.hpp"
 #include "model/weights.hpp"
+#include "common/visible_gpus.hpp"
 #include "pipeline/manifest.hpp"
+#include "pipeline/weights_publish.hpp"
 #include "tasks/prompt.hpp"
+#if defined(KFORGE_WITH_CUDA)
+#include "trainer/weight_broadcast.hpp"
+#endif
 
 namespace kforge::pipeline {
 
@@ -21,6 +28,23 @@ namespace {
 int visible_cuda_devices() {
   return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
 }
+
+#if defined(KFORGE_WITH_CUDA)
+// What an nccl weights message announces, checked for the fields the receiver needs.
+result<trainer::broadcast_info> broadcast_of(const wire::PolicyWeights& w) {
+  trainer::broadcast_info b;
+  b.version = w.version();
+  const auto* id = w.nccl_unique_id();
+  if (id == nullptr || id->size() != b.id.bytes.size())
+    return error{"transport nccl without a " + std::to_string(b.id.bytes.size()) + "-byte nccl_unique_id"};
+  std::memcpy(b.id.bytes.data(), id->data(), id->size());
+  b.ranks = w.nccl_ranks();
+  b.bytes = w.bytes();
+  b.layout_hash = w.checksum();
+  b.dtype = w.dtype() ? w.dtype()->str() : "";
+  return b;
+}
+#endif
 
 class engine_sampler final : public actors::sampler_logic {
  public:
@@ -68,6 +92,16 @@ class engine_sampler final : public actors::sampler_logic {
     return static_cast<std::size_t>(std::max(1, o_.sampler.batch_requests));
   }
 
+  // The pump's early word of an NCCL version: the receiver takes it while this sampler generates.
+  void weights_arrived(const wire::PolicyWeights& w) override {
+#if defined(KFORGE_WITH_CUDA)
+    if (receiver_ && w.transport() == wire::WeightsTransport::nccl)
+      if (auto b = broadcast_of(w)) receiver_->announce(*b);
+#else
+    (void)w;
+#endif
+  }
+
   status set_weights(const wire::PolicyWeights& w) override {
     const std::string where = "engine sampler: weights version " + std::to_string(w.version()) + ": ";
     switch (w.transport()) {
@@ -95,8 +129,17 @@ class engine_sampler final : public actors::sampler_logic {
         if (!f) return error{where + f.message()};
         return load(where, std::move(*f));
       }
-      case wire::WeightsTransport::nccl:
-        return error{where + "transport nccl is not supported by the engine sampler yet (send file or inline_bytes)"};
+      case wire::WeightsTransport::nccl: {
+#if defined(KFORGE_WITH_CUDA)
+        if (!receiver_) return error{where + "transport nccl, and this sampler is in no NCCL group (trainer.publish)"};
+        auto b = broadcast_of(w);
+        if (!b) return error{where + b.message()};
+        if (auto s = receiver_->apply(*b, *model_); !s) return error{where + s.message()};
+        return status::success();
+#else
+        return error{where + "transport nccl, and this kforge was built without CUDA"};
+#endif
+      }
     }
     return error{where + "unknown transport " + std::to_string(static_cast<int>(w.transport()))};
   }
@@ -185,6 +228,13 @@ class engine_sampler final : public actors::sampler_logic {
   model::chat_format chat_;
   std::vector<std::int64_t> stops_;
   std::int64_t pad_ = 0;
+#if defined(KFORGE_WITH_CUDA)
+  std::unique_ptr<trainer::weight_receiver> receiver_;  ///< NCCL weights; null: files only
+
+ public:
+  void receive_by(std::unique_ptr<trainer::weight_receiver> r) { receiver_ = std::move(r); }
+  model::CausalLMImpl& model() { return *model_; }
+#endif
 };
 
 }  // namespace
@@ -228,11 +278,24 @@ result<std::shared_ptr<actors::sampler_logic>> make_engine_sampler(const engine_
   std::vector<std::int64_t> stops = defaults->stop_tokens;
   if (stops.empty()) stops = config.eos_token_ids;
   const std::int64_t pad = defaults->pad_token.value_or(stops.empty() ? 0 : stops.front());
-  return std::shared_ptr<actors::sampler_logic>(std::make_shared<engine_sampler>(
-      o, std::move(*m), std::move(*tok), std::move(*chat), std::move(stops), pad));
+  auto sampler = std::make_shared<engine_sampler>(o, std::move(*m), std::move(*tok), std::move(*chat),
+                                                  std::move(stops), pad);
+  if (o.publish_rank > 0) {
+#if defined(KFORGE_WITH_CUDA)
+    if (o.device < 0) return error{"engine sampler: NCCL weights need the sampler on a GPU"};
+    auto r = trainer::weight_receiver::create(
+        sampler->model(), o.device, o.publish_rank,
+        std::chrono::milliseconds(static_cast<std::int64_t>(o.publish_timeout_s * 1000)));
+    if (!r) return error{"engine sampler: " + r.message()};
+    sampler->receive_by(std::move(*r));
+#else
+    return error{"engine sampler: NCCL weights asked for, and this kforge was built without CUDA"};
+#endif
+  }
+  return std::shared_ptr<actors::sampler_logic>(std::move(sampler));
 }
 
-result<engine_sampler_options> engine_sampler_options_from(const manifest& m) {
+result<engine_sampler_options> engine_sampler_options_from(const manifest& m, const std::string& process) {
   engine_sampler_options o;
   o.sampler = m.sampler;
   o.seed = static_cast<std::uint64_t>(m.run.seed);
@@ -241,6 +304,22 @@ result<engine_sampler_options> engine_sampler_options_from(const manifest& m) {
   // make_engine_sampler checks that LibTorch sees this GPU too (a CPU LibTorch on a GPU host
   // does not).
   if (!gpus->empty()) o.device = gpus->front();
+  auto groups = resolve_gpu_groups(m, visible_gpu_count());
+  if (!groups) return error{"engine sampler: " + groups.message()};
+#if defined(KFORGE_WITH_CUDA)
+  constexpr bool nccl_built = true;
+#else
+  constexpr bool nccl_built = false;
+#endif
+  auto plan = plan_weights_publish(m, *groups, nccl_built);
+  if (!plan) return error{"engine sampler: " + plan.message()};
+  if (plan->nccl) {
+    const auto it = plan->sampler_rank.find(process);
+    if (it == plan->sampler_rank.end())
+      return error{"engine sampler: weights go by NCCL and process \"" + process + "\" hosts no sampler of the plan"};
+    o.publish_rank = it->second;
+    o.publish_timeout_s = m.trainer.publish_timeout_s;
+  }
   return o;
 }
 

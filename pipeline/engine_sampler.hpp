@@ -22,7 +22,10 @@
 // trainer's checkpoint: Hugging Face tensor names, every parameter of the model, any float dtype)
 // or `inline_bytes` (the same file's bytes in `data`). `bytes`, when not 0, must equal the file's
 // size. Everything is checked before any weight is copied, so a bad file leaves the old weights
-// serving. `nccl` is not supported yet.
+// serving. `nccl` (trainer.publish, pipeline/weights_publish.hpp): the sampler is a rank of the
+// trainer's weights group; weights_arrived() (the pump, at once) starts receiving the version into a
+// staging buffer while this sampler generates, and set_weights() (between batches) waits for it and
+// copies it into the model. Only in builds with CUDA.
 //
 // This header is torch-free; engine_sampler.cpp is the only pipeline TU that includes LibTorch.
 
@@ -49,6 +52,10 @@ struct engine_sampler_options {
   int device = -1;
   /// The run's seed; with each request's sample id it seeds that group's sampling.
   std::uint64_t seed = 0;
+  /// > 0: this sampler's rank in the trainer's NCCL weights group; 0: weights come by file.
+  int publish_rank = 0;
+  /// How long a version may take to arrive (trainer.publish_timeout_s).
+  double publish_timeout_s = 600;
 };
 
 /// Loads the checkpoint and tokenizer. Errors name the directory or file and what is wrong.
@@ -57,7 +64,9 @@ struct engine_sampler_options {
 /// The options for a manifest: [sampler], run.seed, and the device: the first GPU of the sampler's
 /// gpu_group (stage_gpus, as for every stage); no group or an empty one means the CPU. A group that
 /// cannot be resolved here is an error; a GPU LibTorch cannot see is make_engine_sampler's error.
-[[nodiscard]] result<engine_sampler_options> engine_sampler_options_from(const manifest& m);
+/// With weights by NCCL, `process` (the hosting process's name) gives the sampler's rank.
+[[nodiscard]] result<engine_sampler_options> engine_sampler_options_from(const manifest& m,
+                                                                         const std::string& process = "");
 
 /// The kernel source in a completion: the block tasks::extract_kernel_source picks (the last ```cuda,
 /// ```cu, ```cpp, ```c++, ```c or bare ``` block that mentions kf_forward, the rule the prompt

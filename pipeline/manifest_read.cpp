@@ -318,6 +318,9 @@ void read_trainer(table_reader r, trainer_options& o) {
   r.read("cpu_ranks", o.cpu_ranks, 1, 64);  // each rank holds a whole copy of the model
   r.read_choice("compute", o.compute,
                 {{"auto", trainer_compute::automatic}, {"bf16", trainer_compute::bf16}, {"fp32", trainer_compute::fp32}});
+  r.read_choice("publish", o.publish,
+                {{"auto", weights_publish::automatic}, {"file", weights_publish::file}, {"nccl", weights_publish::nccl}});
+  r.read("publish_timeout_s", o.publish_timeout_s, above(0));
   r.finish();
 }
 

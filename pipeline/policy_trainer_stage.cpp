@@ -6,9 +6,17 @@
 #include <optional>
 #include <system_error>
 
+#include <chrono>
+#include <iostream>
+
+#include "common/visible_gpus.hpp"
 #include "model/weights.hpp"
 #include "pipeline/manifest.hpp"
+#include "pipeline/weights_publish.hpp"
 #include "trainer/data_parallel_trainer.hpp"
+#if defined(KFORGE_WITH_CUDA)
+#include "trainer/weight_broadcast.hpp"
+#endif
 
 namespace kforge::pipeline {
 
@@ -115,8 +123,10 @@ class policy_trainer_stage final : public actors::trainer_logic {
                                      const actors::envelope_info&) override {
     auto stats = trainer_->step(to_train_batch(batch));
     if (!stats) return stats.err();
-    if (auto s = log(*stats); !s) return s.err();
+    const auto t0 = std::chrono::steady_clock::now();
     auto w = publish(stats->policy_version);
+    const double publish_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (auto s = log(*stats, w ? w->transport : wire::WeightsTransport::file, publish_s); !s) return s.err();
     if (!w) return w.err();
     const auto every = o_.trainer.checkpoint_every;
     if (every > 0 && stats->step % every == 0)
@@ -135,15 +145,43 @@ class policy_trainer_stage final : public actors::trainer_logic {
     return {};
   }
 
-  status log(const trainer::policy_step_stats& s) {
+  status log(const trainer::policy_step_stats& s, wire::WeightsTransport transport, double publish_s) {
     const auto path = fs::path(o_.run_dir) / "train.jsonl";
     std::ofstream out(path, std::ios::app);
-    out << to_json(s).dump() << "\n";
+    auto line = to_json(s);
+    line["publish"] = transport == wire::WeightsTransport::nccl ? "nccl" : "file";
+    line["publish_seconds"] = publish_s;
+    out << line.dump() << "\n";
     if (!out) return error{path.string() + ": cannot append the step's statistics"};
     return {};
   }
 
+  // By NCCL while the channel works; by file otherwise, and for good once it has failed.
   result<wire::PolicyWeightsT> publish(std::uint64_t version) {
+#if defined(KFORGE_WITH_CUDA)
+    if (sender_) {
+      auto b = sender_->publish(*trainer_->lead().compute_model(), version);
+      if (b) {
+        wire::PolicyWeightsT w;
+        w.version = version;
+        w.transport = wire::WeightsTransport::nccl;
+        w.nccl_group = "weights";
+        w.nccl_unique_id.assign(b->id.bytes.begin(), b->id.bytes.end());
+        w.nccl_ranks = b->ranks;
+        w.bytes = b->bytes;
+        w.checksum = b->layout_hash;
+        w.dtype = b->dtype;
+        return w;
+      }
+      std::cerr << "trainer: NCCL weight publishing failed, weights go by file from version " << version << ": "
+                << b.message() << std::endl;
+      sender_.reset();
+    }
+#endif
+    return publish_file(version);
+  }
+
+  result<wire::PolicyWeightsT> publish_file(std::uint64_t version) {
     const fs::path dir = fs::path(o_.run_dir) / "weights";
     std::error_code ec;
     fs::create_directories(dir, ec);
@@ -171,6 +209,12 @@ class policy_trainer_stage final : public actors::trainer_logic {
   std::unique_ptr<trainer::data_parallel_trainer> trainer_;
   policy_trainer_stage_options o_;
   std::optional<std::uint64_t> last_checkpoint_;
+#if defined(KFORGE_WITH_CUDA)
+  std::unique_ptr<trainer::weight_sender> sender_;  ///< NCCL publishing; null: files
+
+ public:
+  void publish_by(std::unique_ptr<trainer::weight_sender> s) { sender_ = std::move(s); }
+#endif
 };
 
 }  // namespace
@@ -210,7 +254,23 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
     if (auto s = trim_log(fs::path(o.run_dir) / "train.jsonl", (*pt)->lead().steps()); !s)
       return error{"trainer: " + s.message()};
   }
-  return std::shared_ptr<actors::trainer_logic>(std::make_shared<policy_trainer_stage>(std::move(*pt), o));
+  auto stage = std::make_shared<policy_trainer_stage>(std::move(*pt), o);
+  if (o.publish_ranks > 0) {
+#if defined(KFORGE_WITH_CUDA)
+    if (o.devices.front() < 0) return error{"trainer: NCCL publishing needs the trainer on a GPU"};
+    auto sender = trainer::weight_sender::create(
+        o.devices.front(), o.publish_ranks,
+        std::chrono::milliseconds(static_cast<std::int64_t>(o.trainer.publish_timeout_s * 1000)));
+    if (!sender) return error{"trainer: " + sender.message()};
+    stage->publish_by(std::move(*sender));
+#else
+    return error{"trainer: NCCL publishing asked for, and this kforge was built without CUDA"};
+#endif
+  }
+  std::cerr << "trainer: new weights go to the samplers by "
+            << (o.publish_ranks > 0 ? "NCCL broadcast (" + std::to_string(o.publish_ranks) + " ranks)" : "file")
+            << ": " << o.publish_reason << std::endl;
+  return std::shared_ptr<actors::trainer_logic>(std::move(stage));
 }
 
 result<policy_trainer_stage_options> policy_trainer_stage_options_from(const manifest& m,
@@ -229,6 +289,17 @@ result<policy_trainer_stage_options> policy_trainer_stage_options_from(const man
   o.temperature = m.sampler.temperature;
   o.seed = static_cast<std::uint64_t>(m.run.seed);
   o.keep_weights = static_cast<int>(m.buffer.max_staleness) + 2;
+  auto groups = resolve_gpu_groups(m, visible_gpu_count());
+  if (!groups) return error{"trainer: " + groups.message()};
+#if defined(KFORGE_WITH_CUDA)
+  constexpr bool nccl_built = true;
+#else
+  constexpr bool nccl_built = false;
+#endif
+  auto plan = plan_weights_publish(m, *groups, nccl_built);
+  if (!plan) return error{"trainer: " + plan.message()};
+  o.publish_ranks = plan->nccl ? plan->ranks : 0;
+  o.publish_reason = plan->reason;
   return o;
 }
 

@@ -24,8 +24,14 @@
 // Data parallel (trainer/data_parallel_trainer.hpp): one rank per GPU of the trainer's group, each
 // a thread of this process, gradients summed over NCCL; on the CPU, trainer.cpu_ranks ranks (1 by
 // default) summing in rank order. Rank 0 publishes and checkpoints (the ranks' weights are
-// identical). Ranks in several processes or on several nodes are not built yet (issue 6). This
-// header is torch-free.
+// identical). Ranks in several processes or on several nodes are not built yet (issue 6).
+//
+// Publishing by NCCL (trainer.publish, pipeline/weights_publish.hpp): instead of a file, rank 0
+// starts a broadcast of the compute copy to the samplers (trainer/weight_broadcast.hpp) and the
+// message says so; the step returns at once. Should the broadcast fail or time out, the trainer says
+// so on stderr and publishes files from then on. train.jsonl records each step's transport and the
+// seconds publishing took (with NCCL: mostly the wait for the version before, when the samplers
+// have not taken it yet). This header is torch-free.
 
 #include <cstdint>
 #include <memory>
@@ -64,6 +70,11 @@ struct policy_trainer_stage_options {
   /// controller, step and RNG are loaded from it after the trainer is built from model_dir (still
   /// the KL reference). Empty: start at step 0.
   std::string resume_from;
+  /// > 0: publish by NCCL broadcast to a group of this many ranks (the trainer's first GPU and
+  /// every sampler: pipeline/weights_publish.hpp); 0: by file.
+  int publish_ranks = 0;
+  /// Why weights go the way they go (the run's log says it at start).
+  std::string publish_reason;
 };
 
 /// Loads the policy and builds the trainer. Errors name the checkpoint and what is wrong.

@@ -110,6 +110,8 @@ struct process_runtime::impl {
   std::vector<std::unique_ptr<worker_slot>> workers;
   std::optional<step_driver> driver;
   std::uint64_t broker_failed_sent = 0;
+  /// This process's samplers, told of new weights the moment they arrive (weights_arrived).
+  std::vector<std::shared_ptr<actors::sampler_logic>> weights_listeners;
 
   ~impl() { shutdown(); }
 
@@ -250,8 +252,9 @@ struct process_runtime::impl {
       const int n = self.count(actor_kind::sampler);
       for (int i = 0; i < n; ++i) {
         const auto name = stage_name(actor_kind::sampler, self.name, i, n);
-        auto logic = make_sampler_logic(m);
+        auto logic = make_sampler_logic(m, self.name);
         if (!logic) return error{name + ": " + logic.message()};
+        weights_listeners.push_back(*logic);
         auto s = actors::spawn_sampler(*sys, name, std::move(logic).value(),
                                        actors::candidate_sink(*out), 0, actors::spawn_mode::detached);
         if (!s) return s.err();
@@ -433,6 +436,9 @@ struct process_runtime::impl {
       }
       return;
     }
+    if (in.id == link::weights)
+      if (const auto* w = e.as<wire::PolicyWeights>())
+        for (const auto& l : weights_listeners) l->weights_arrived(*w);
     if (in.round_robin && !in.targets.empty()) {
       caf::anon_send(in.targets[in.next++ % in.targets.size()], e);
     } else {

@@ -30,15 +30,16 @@ result<std::shared_ptr<actors::task_source>> make_task_source(const manifest& m)
   if (!g) return g.err();
   return std::shared_ptr<actors::task_source>(std::move(g).value());
 }
-result<std::shared_ptr<actors::sampler_logic>> make_sampler_logic(const manifest& m) {
+result<std::shared_ptr<actors::sampler_logic>> make_sampler_logic(const manifest& m, const std::string& process) {
   if (m.sampler.model.empty()) return make_stand_in_sampler(stand_ins(m));
   if (m.sampler.backend != sampler_backend::engine)
     return error{"sampler.backend \"openai\" is not built yet: use \"engine\" with sampler.model"};
 #if defined(KFORGE_MODEL_WITH_TORCH)
-  auto o = engine_sampler_options_from(m);
+  auto o = engine_sampler_options_from(m, process);
   if (!o) return o.err();
   return make_engine_sampler(*o);
 #else
+  (void)process;
   return error{"sampler.model = \"" + m.sampler.model +
                "\": this kforge was built without the LibTorch model (KFORGE_WITH_TORCH=OFF or "
                "KFORGE_SKIP_MODEL=ON), so the engine sampler is not available"};
@@ -72,6 +73,7 @@ result<std::shared_ptr<actors::trainer_logic>> make_trainer_logic(const manifest
   o->resume_from = resume_from;
   return make_policy_trainer_stage(*o);
 #else
+  (void)process;
   return error{"sampler.model = \"" + m.sampler.model +
                "\": this kforge was built without the LibTorch model, so the GRPO trainer is not "
                "available"};

@@ -17,8 +17,8 @@ result<std::shared_ptr<actors::task_source>> make_task_source(const manifest& m)
 /// The engine sampler (pipeline/engine_sampler.hpp) when sampler.backend = "engine" and
 /// sampler.model names a checkpoint; the stand-in while sampler.model is empty. An error when the
 /// model cannot be loaded, when this build has no LibTorch model, or for the openai backend (not
-/// built yet).
-result<std::shared_ptr<actors::sampler_logic>> make_sampler_logic(const manifest& m);
+/// built yet). `process`: the hosting process (its sampler's rank when weights go by NCCL).
+result<std::shared_ptr<actors::sampler_logic>> make_sampler_logic(const manifest& m, const std::string& process);
 /// The stand-in or, with sandbox.backend = "nvcc", the process's shared real sandbox (an error when
 /// it cannot start: no nvcc, a GPU of the group that does not work).
 result<std::shared_ptr<actors::sandbox_logic>> make_sandbox_logic(const manifest& m);

@@ -223,6 +223,7 @@ task render(const program& p) {
                       {distribution::normal, 0.0, 1.0, 0.0, 1.0, 0.0}});
   std::vector<sym_shape> input_dims{p.x};
   std::string args = "x", body, phrases;
+  std::vector<std::string> exprs;  // each step's expression, of x (the first) or y
   bool sums = false;
   for (std::size_t i = 0; i < p.steps.size(); ++i) {
     const auto& st = p.steps[i];
@@ -231,11 +232,20 @@ task render(const program& p) {
       input_dims.push_back(prm.dims);
       args += ", " + prm.name;
     }
-    body += "    y = " + substitute(st.expr, i == 0 ? "x" : "y") + "\n";
+    exprs.push_back(substitute(st.expr, i == 0 ? "x" : "y"));
     phrases += (i ? ", then " : "") + st.phrase;
     sums = sums || st.tol == tol_hint::sums;
   }
-  t.reference = "def forward(" + args + "):\n" + body + "    return y\n";
+  // Two ways of writing the same chain, as people write references: every step assigned to y and
+  // y returned, or the last step returned directly (`return torch.tanh(x)` for one op). Picked by
+  // the chain's text, so a seed gives the same tasks; a policy trained on synthesized tasks then
+  // meets both forms.
+  std::string joined;
+  for (const auto& e : exprs) joined += e + "\n";
+  const bool return_last = (fnv1a64(joined) & 1) != 0;
+  for (std::size_t i = 0; i + (return_last ? 1 : 0) < exprs.size(); ++i) body += "    y = " + exprs[i] + "\n";
+  body += "    return " + (return_last ? exprs.back() : std::string("y")) + "\n";
+  t.reference = "def forward(" + args + "):\n" + body;
 
   const auto& last = p.steps.back();
   t.outputs.push_back({"out", p.output_shape(primary), last.out_type});

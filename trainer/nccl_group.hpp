@@ -8,21 +8,13 @@
 // a caller sets another: they are ordered after the backward pass that wrote the gradients and
 // before the optimiser step that reads them, with no host synchronisation.
 
-#include <array>
 #include <memory>
 
 #include "common/result.hpp"
 #include "trainer/collective.hpp"
+#include "trainer/nccl_id.hpp"
 
 namespace kforge::trainer {
-
-/// ncclUniqueId's bytes (NCCL_UNIQUE_ID_BYTES), as a message carries them.
-struct nccl_id {
-  std::array<char, 128> bytes{};
-};
-
-/// A fresh unique id (rank 0 makes it once per group).
-result<nccl_id> new_nccl_id();
 
 /// Joins the group `id` as `rank` of `size` on CUDA device `device`. Blocks until every rank has
 /// joined (ncclCommInitRank): the ranks of one process must call it from their own threads.

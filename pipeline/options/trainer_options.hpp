@@ -7,6 +7,9 @@ namespace kforge {
 
 /// What the trainer's forward and backward run in (the master weights and AdamW stay fp32).
 enum class trainer_compute { automatic, bf16, fp32 };
+/// How new weights reach the samplers: "auto" (an NCCL broadcast where every sampler is an engine
+/// on a GPU of its own, else a file), "file" or "nccl" (an error where it cannot be).
+enum class weights_publish { automatic, file, nccl };
 
 struct trainer_options {
   /// AdamW learning rate. > 0.
@@ -40,6 +43,12 @@ struct trainer_options {
   std::int64_t cpu_ranks = 1;
   /// "auto" (bf16 on GPUs, fp32 on the CPU, where bf16 is slow), "bf16" or "fp32".
   trainer_compute compute = trainer_compute::automatic;
+  /// How new weights reach the samplers (pipeline/weights_publish.hpp).
+  weights_publish publish = weights_publish::automatic;
+  /// NCCL publishing: how long the trainer waits for every sampler to take a version (they take
+  /// it between generation batches), and a sampler for the trainer's broadcast, before the
+  /// channel is given up and weights go by file. > 0.
+  double publish_timeout_s = 600;
 };
 
 }  // namespace kforge

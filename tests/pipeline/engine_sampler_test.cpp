@@ -308,7 +308,8 @@ TEST_CASE("engine sampler: set_weights loads new weights, and a bad update keeps
     CHECK_FALSE(s->set_weights(*weights(wire::WeightsTransport::inline_bytes, "")->get()).ok());
     auto nccl = s->set_weights(*weights(wire::WeightsTransport::nccl, "")->get());
     REQUIRE_FALSE(nccl.ok());
-    CHECK(contains(nccl.message(), "not supported by the engine sampler yet"));
+    // Not a rank of the trainer's NCCL group (no trainer.publish plan made it one), or no CUDA.
+    CHECK(contains(nccl.message(), "transport nccl, and this"));
     CHECK(same(run(*s, *req->get(), 7), before));
   }
 }

@@ -1,0 +1,225 @@
+// How the trainer's weights reach the samplers (pipeline/weights_publish.hpp): NCCL exactly where
+// every sampler is an engine on a GPU of its own, ranks in process order, and an explicit
+// trainer.publish = "nccl" that cannot be honoured is an error saying why.
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pipeline/manifest.hpp"
+#include "pipeline/weights_publish.hpp"
+
+using namespace kforge;
+using namespace kforge::pipeline;
+
+namespace {
+
+using groups_t = std::map<std::string, std::vector<int>>;
+
+// One process, sampler and trainer on groups of their own; `extra` appends settings.
+manifest one_process(const std::string& extra = "") {
+  auto m = parse_manifest(R"(
+[gpu_groups]
+rollout = [0]
+trainer = [1]
+[[process]]
+name = "head"
+[process.actors]
+task_generator = {}
+sampler = { gpu_group = "rollout" }
+sandbox_pool = {}
+sandbox_worker = { gpu_group = "rollout" }
+reward = {}
+buffer = {}
+trainer = { gpu_group = "trainer" }
+[sampler]
+model = "some/checkpoint"
+)" + extra,
+                          "test.toml");
+  REQUIRE_MESSAGE(m.ok(), m.message());
+  return std::move(*m);
+}
+
+const groups_t two_gpus{{"rollout", {0}}, {"trainer", {1}}};
+
+bool has(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("weights by NCCL when the sampler is an engine on a GPU the trainer does not use") {
+  auto plan = plan_weights_publish(one_process(), two_gpus, true);
+  REQUIRE_MESSAGE(plan.ok(), plan.message());
+  CHECK(plan->nccl);
+  CHECK(plan->ranks == 2);
+  CHECK(plan->sampler_rank.at("head") == 1);
+}
+
+TEST_CASE("weights by file, and why, wherever NCCL cannot carry them") {
+  auto why = [](const manifest& m, const groups_t& g, bool built) {
+    auto plan = plan_weights_publish(m, g, built);
+    REQUIRE_MESSAGE(plan.ok(), plan.message());
+    CHECK_FALSE(plan->nccl);
+    return plan->reason;
+  };
+  CHECK(has(why(one_process("[trainer]\npublish = \"file\"\n"), two_gpus, true), "publish = \"file\""));
+  CHECK(has(why(one_process(), two_gpus, false), "built without CUDA"));
+  CHECK(has(why(one_process(), {{"rollout", {0}}, {"trainer", {}}}, true), "trainer runs on the CPU"));
+  CHECK(has(why(one_process(), {{"rollout", {}}, {"trainer", {1}}}, true), "samplers run on the CPU"));
+  // One GPU: "auto" groups share it.
+  CHECK(has(why(one_process(), {{"rollout", {0}}, {"trainer", {0}}}, true), "shares GPU 0 with the trainer"));
+  auto stand_in = parse_manifest(R"(
+[[process]]
+name = "all"
+[process.actors]
+task_generator = {}
+sampler = {}
+sandbox_pool = {}
+sandbox_worker = {}
+reward = {}
+buffer = {}
+trainer = {}
+)",
+                                 "test.toml");
+  REQUIRE(stand_in.ok());
+  CHECK(has(why(*stand_in, {}, true), "stand-in sampler"));
+}
+
+TEST_CASE("two samplers on one GPU, or two sampler processes on one node, go by file") {
+  auto two_in_one = parse_manifest(R"(
+[gpu_groups]
+rollout = [0]
+trainer = [1]
+[[process]]
+name = "head"
+[process.actors]
+task_generator = {}
+sampler = { count = 2, gpu_group = "rollout" }
+sandbox_pool = {}
+sandbox_worker = { gpu_group = "rollout" }
+reward = {}
+buffer = {}
+trainer = { gpu_group = "trainer" }
+[sampler]
+model = "m"
+)",
+                                   "test.toml");
+  REQUIRE_MESSAGE(two_in_one.ok(), two_in_one.message());
+  auto plan = plan_weights_publish(*two_in_one, two_gpus, true);
+  REQUIRE(plan.ok());
+  CHECK_FALSE(plan->nccl);
+  CHECK(has(plan->reason, "process head hosts 2 samplers"));
+
+  auto two_local = parse_manifest(R"(
+[gpu_groups]
+rollout = [0]
+trainer = [1]
+[[process]]
+name = "head"
+[process.actors]
+task_generator = {}
+sampler = { gpu_group = "rollout" }
+sandbox_pool = {}
+sandbox_worker = { gpu_group = "rollout" }
+reward = {}
+buffer = {}
+trainer = { gpu_group = "trainer" }
+[[process]]
+name = "more"
+[process.actors]
+sampler = { gpu_group = "rollout" }
+[sampler]
+model = "m"
+[trainer]
+publish = "nccl"
+)",
+                                  "test.toml");
+  REQUIRE_MESSAGE(two_local.ok(), two_local.message());
+  auto refused = plan_weights_publish(*two_local, two_gpus, true);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(has(refused.message(), "test.toml: trainer.publish = \"nccl\" cannot be used"));
+  CHECK(has(refused.message(), "processes head and more put their samplers on the same GPU"));
+}
+
+TEST_CASE("sampler processes on other nodes are ranks 1..n in process order") {
+  auto m = parse_manifest(R"(
+[gpu_groups]
+rollout = [0]
+trainer = [1]
+[[process]]
+name = "head"
+[process.actors]
+task_generator = {}
+sandbox_pool = {}
+sandbox_worker = { gpu_group = "rollout" }
+reward = {}
+buffer = {}
+trainer = { gpu_group = "trainer" }
+[[process]]
+name = "gen-a"
+node = "node-a"
+[process.actors]
+sampler = { gpu_group = "rollout" }
+[[process]]
+name = "gen-b"
+node = "node-b"
+[process.actors]
+sampler = { gpu_group = "rollout" }
+[sampler]
+model = "m"
+[endpoints]
+tasks = "tcp://head:5601"
+candidates = "tcp://head:5602"
+weights = "tcp://head:5603"
+control = "tcp://head:5604"
+metrics = "tcp://head:5605"
+)",
+                          "test.toml");
+  REQUIRE_MESSAGE(m.ok(), m.message());
+  auto plan = plan_weights_publish(*m, two_gpus, true);
+  REQUIRE_MESSAGE(plan.ok(), plan.message());
+  CHECK(plan->nccl);
+  CHECK(plan->ranks == 3);
+  CHECK(plan->sampler_rank.at("gen-a") == 1);
+  CHECK(plan->sampler_rank.at("gen-b") == 2);
+}
+
+TEST_CASE("trainer.publish and publish_timeout_s are checked") {
+  auto bad = parse_manifest(R"(
+[[process]]
+name = "all"
+[process.actors]
+task_generator = {}
+sampler = {}
+sandbox_pool = {}
+sandbox_worker = {}
+reward = {}
+buffer = {}
+trainer = {}
+[trainer]
+publish = "carrier-pigeon"
+)",
+                            "test.toml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(has(bad.message(), "publish"));
+  auto zero = parse_manifest(R"(
+[[process]]
+name = "all"
+[process.actors]
+task_generator = {}
+sampler = {}
+sandbox_pool = {}
+sandbox_worker = {}
+reward = {}
+buffer = {}
+trainer = {}
+[trainer]
+publish_timeout_s = 0
+)",
+                             "test.toml");
+  REQUIRE_FALSE(zero.ok());
+  CHECK(has(zero.message(), "publish_timeout_s"));
+}
