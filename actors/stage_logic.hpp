@@ -91,6 +91,9 @@ class sampler_logic {
   /// message arrives, before the actor (busy generating) gets to set_weights. Called from the pump
   /// thread: it must be thread-safe and return at once. An NCCL receiver starts receiving here.
   virtual void weights_arrived(const wire::PolicyWeights& /*weights*/) {}
+  /// The process is stopping: any wait for weights must end now (with an error). Called from the
+  /// pump thread, before the actors are stopped.
+  virtual void shutting_down() {}
 };
 
 /// Sandbox pool: compile, verify and time one candidate.

@@ -93,12 +93,25 @@ class engine_sampler final : public actors::sampler_logic {
   }
 
   // The pump's early word of an NCCL version: the receiver takes it while this sampler generates.
+  // A file version instead means the trainer has given NCCL up for good (a broadcast failed or
+  // timed out there): the receiver stops too, rather than wait out its own timeout for a version
+  // the trainer has abandoned.
   void weights_arrived(const wire::PolicyWeights& w) override {
 #if defined(KFORGE_WITH_CUDA)
-    if (receiver_ && w.transport() == wire::WeightsTransport::nccl)
+    if (!receiver_) return;
+    if (w.transport() == wire::WeightsTransport::nccl) {
       if (auto b = broadcast_of(w)) receiver_->announce(*b);
+    } else {
+      receiver_->stop("the trainer publishes by file now");
+    }
 #else
     (void)w;
+#endif
+  }
+
+  void shutting_down() override {
+#if defined(KFORGE_WITH_CUDA)
+    if (receiver_) receiver_->stop("the process is stopping");
 #endif
   }
 

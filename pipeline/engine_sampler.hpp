@@ -66,7 +66,7 @@ struct engine_sampler_options {
 /// cannot be resolved here is an error; a GPU LibTorch cannot see is make_engine_sampler's error.
 /// With weights by NCCL, `process` (the hosting process's name) gives the sampler's rank.
 [[nodiscard]] result<engine_sampler_options> engine_sampler_options_from(const manifest& m,
-                                                                         const std::string& process = "");
+                                                                         const std::string& process);
 
 /// The kernel source in a completion: the block tasks::extract_kernel_source picks (the last ```cuda,
 /// ```cu, ```cpp, ```c++, ```c or bare ``` block that mentions kf_forward, the rule the prompt

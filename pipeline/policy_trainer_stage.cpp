@@ -123,14 +123,21 @@ class policy_trainer_stage final : public actors::trainer_logic {
                                      const actors::envelope_info&) override {
     auto stats = trainer_->step(to_train_batch(batch));
     if (!stats) return stats.err();
-    const auto t0 = std::chrono::steady_clock::now();
-    auto w = publish(stats->policy_version);
-    const double publish_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (auto s = log(*stats, w ? w->transport : wire::WeightsTransport::file, publish_s); !s) return s.err();
-    if (!w) return w.err();
     const auto every = o_.trainer.checkpoint_every;
     if (every > 0 && stats->step % every == 0)
       if (auto s = save(static_cast<std::uint64_t>(stats->step)); !s) return s.err();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto w = publish(stats->policy_version);
+    const double publish_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const char* how = !w ? "failed" : w->transport == wire::WeightsTransport::nccl ? "nccl" : "file";
+    if (auto s = log(*stats, how, publish_s); !s) {
+      // An NCCL broadcast has started: the samplers must hear of it, or it waits for nobody.
+      if (w && w->transport == wire::WeightsTransport::nccl) {
+        std::cerr << "trainer: " << s.message() << std::endl;
+        return w;
+      }
+      return s.err();
+    }
     return w;
   }
 
@@ -145,11 +152,11 @@ class policy_trainer_stage final : public actors::trainer_logic {
     return {};
   }
 
-  status log(const trainer::policy_step_stats& s, wire::WeightsTransport transport, double publish_s) {
+  status log(const trainer::policy_step_stats& s, const char* publish, double publish_s) {
     const auto path = fs::path(o_.run_dir) / "train.jsonl";
     std::ofstream out(path, std::ios::app);
     auto line = to_json(s);
-    line["publish"] = transport == wire::WeightsTransport::nccl ? "nccl" : "file";
+    line["publish"] = publish;
     line["publish_seconds"] = publish_s;
     out << line.dump() << "\n";
     if (!out) return error{path.string() + ": cannot append the step's statistics"};

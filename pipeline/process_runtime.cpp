@@ -564,6 +564,10 @@ struct process_runtime::impl {
       if (w->thread.joinable()) w->thread.join();
     if (broker) broker->stop();
     if (candidates_recording) (void)candidates_recording->flush();
+    // A sampler waiting for an NCCL version that will never come (the trainer has stopped) stops
+    // waiting now, so that the actor system below is not held up by it.
+    for (const auto& l : weights_listeners) l->shutting_down();
+    weights_listeners.clear();
     if (sys) {
       for (const auto& [name, actor] : stages) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
       stages.clear();

@@ -73,7 +73,6 @@ result<std::shared_ptr<actors::trainer_logic>> make_trainer_logic(const manifest
   o->resume_from = resume_from;
   return make_policy_trainer_stage(*o);
 #else
-  (void)process;
   return error{"sampler.model = \"" + m.sampler.model +
                "\": this kforge was built without the LibTorch model, so the GRPO trainer is not "
                "available"};
@@ -147,7 +146,9 @@ std::string logic_description(actor_kind k, const manifest* m) {
                std::to_string(ranks) + (on_gpus ? " GPU(s)" : " CPU rank(s)") +
                (ranks > 1 ? " (gradients summed each step)" : "") + ", " +
                (o->bf16_compute ? "bf16 compute on fp32 master weights" : "fp32") +
-               ", weights published by file";
+               (o->publish_ranks > 0 ? ", weights published by NCCL broadcast to " +
+                                           std::to_string(o->publish_ranks - 1) + " sampler(s)"
+                                     : ", weights published by file (" + o->publish_reason + ")");
 #else
         return "unavailable: sampler.model is set, but this kforge was built without the LibTorch model";
 #endif

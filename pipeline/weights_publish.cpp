@@ -30,6 +30,10 @@ std::string why_not_nccl(const manifest& m, const std::map<std::string, std::vec
   std::map<std::string, std::string> node_process;  // a node's sampler process
   const std::string trainer_node = m.hosts(actor_kind::trainer).front()->node;
   for (const auto* p : m.hosts(actor_kind::sampler)) {
+    // Another node may have no NCCL network to the trainer's, and resolves its "auto" groups from
+    // its own GPUs: only an explicit "nccl" vouches for both.
+    if (p->node != trainer_node && m.trainer.publish != weights_publish::nccl)
+      return "the sampler of process " + p->name + " is on another node (trainer.publish = \"nccl\" to use NCCL there)";
     if (p->count(actor_kind::sampler) > 1)
       return "process " + p->name + " hosts " + std::to_string(p->count(actor_kind::sampler)) +
              " samplers, which share one GPU";

@@ -8,6 +8,9 @@
 // the first GPU of their group (stage_gpus), so that means one sampler per process and one sampler
 // process per node, on a GPU the trainer does not use (NCCL refuses two ranks on one GPU). The
 // trainer is rank 0 (its first GPU); the samplers are ranks 1..n in the manifest's process order.
+// "auto" also keeps to the trainer's node: another node may have no NCCL network to it, and
+// resolves its "auto" GPU groups from its own GPUs (every process must work out the same plan);
+// an explicit "nccl" vouches for both.
 
 #include <map>
 #include <string>

@@ -179,16 +179,21 @@ struct weight_receiver::impl {
   /// The version in the staging buffer and how receiving it went; unset: the buffer is free.
   std::optional<std::pair<std::uint64_t, status>> staged;
   bool stopping = false;
+  std::string stop_reason;
   std::thread thread;
 
   void start() { thread = std::thread([this] { run(); }); }
-  ~impl() {
+  void stop(const std::string& why) {
     {
       std::lock_guard lock(mu);
+      if (!stopping) stop_reason = why;
       stopping = true;
       if (channel) channel->request_abort();
     }
     cv.notify_all();
+  }
+  ~impl() {
+    stop("the sampler is gone");
     if (thread.joinable()) thread.join();
   }
 
@@ -259,6 +264,8 @@ void weight_receiver::announce(const broadcast_info& b) {
   p.cv.notify_all();
 }
 
+void weight_receiver::stop(const std::string& why) { p_->stop(why); }
+
 status weight_receiver::apply(const broadcast_info& b, model::CausalLMImpl& m) {
   announce(b);
   auto& p = *p_;
@@ -266,7 +273,7 @@ status weight_receiver::apply(const broadcast_info& b, model::CausalLMImpl& m) {
   for (;;) {
     // The receiving thread's own timeout bounds this wait.
     p.cv.wait(lock, [&] { return p.stopping || p.staged.has_value(); });
-    if (p.stopping) return error{"weight receiver: stopping"};
+    if (p.stopping) return error{"weight receiver: stopped (" + p.stop_reason + ")"};
     if (p.staged->first >= b.version) break;
     p.staged.reset();  // an older version nobody applied: make room for this one
     p.cv.notify_all();
@@ -279,6 +286,9 @@ status weight_receiver::apply(const broadcast_info& b, model::CausalLMImpl& m) {
   }
   status s = std::move(received);
   if (s) {
+    // Without the lock, so the pump's announce() never waits for a copy; `staged` stays set until
+    // the copy is done, so the receiving thread does not touch the buffer meanwhile.
+    lock.unlock();
     torch::NoGradGuard no_grad;
     std::int64_t off = 0;
     for (const auto& [name, t] : broadcast_order(m)) {
@@ -286,6 +296,7 @@ status weight_receiver::apply(const broadcast_info& b, model::CausalLMImpl& m) {
       off += t.numel();
     }
     s = synchronize(p.device, "the copy out of the staging buffer");
+    lock.lock();
   }
   p.staged.reset();
   p.cv.notify_all();

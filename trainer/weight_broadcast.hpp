@@ -16,6 +16,11 @@
 // sampler generates. apply() (the sampler, between generation batches) waits for that version and
 // copies it into the model. One staging buffer: a version is received only after the one before
 // was applied, so the trainer is at most two versions ahead before its publish() waits.
+//
+// With several samplers NCCL's broadcast runs as a ring, so a sampler's version is complete only
+// when every sampler has joined: a sampler whose staging buffer is still full (its generation batch
+// has not ended) holds the others' apply() until it is free. With one sampler per trainer that
+// never happens; with many, the slowest batch sets the pace of a version.
 
 #include <chrono>
 #include <cstdint>
@@ -73,6 +78,11 @@ class weight_receiver {
   /// Waits for `b.version` (announcing it if nobody has) and copies it into `m`, the model given
   /// to create(). Nothing is copied on error: the model keeps its weights.
   status apply(const broadcast_info& b, model::CausalLMImpl& m);
+
+  /// Ends receiving for good (`why` goes into later errors): a transfer waiting for the trainer is
+  /// aborted, and apply() fails at once. For a trainer that has gone over to files, or a process
+  /// that is stopping.
+  void stop(const std::string& why);
 
   struct impl;
 

@@ -28,9 +28,11 @@ struct weight_channel::state {
 weight_channel::weight_channel(weight_channel_options o) : o_(o), s_(std::make_unique<state>()) {}
 
 weight_channel::~weight_channel() {
-  if (s_->comm != nullptr) {
-    // A healthy communicator is destroyed; a broken one was aborted already.
-    if (!broken_) ncclCommDestroy(s_->comm);
+  if (s_->comm != nullptr && !broken_) {
+    // A broken communicator was aborted already. After a requested abort (a peer may be gone)
+    // destroying could wait for it, so abort instead.
+    if (abort_) ncclCommAbort(s_->comm);
+    else ncclCommDestroy(s_->comm);
   }
   if (s_->stream != nullptr) cudaStreamDestroy(s_->stream);
 }
@@ -71,7 +73,8 @@ status weight_channel::join() {
       return fail("the other ranks did not join within " + std::to_string(o_.timeout.count()) + " ms");
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return fail(std::string("joining failed: ") + ncclGetErrorString(r));
+  return fail(std::string("joining failed: ") + (r == ncclSuccess ? "cannot read the communicator's state"
+                                                                   : ncclGetErrorString(r)));
 }
 
 status weight_channel::transfer(void* data, std::size_t bytes) {
@@ -101,7 +104,9 @@ status weight_channel::transfer(void* data, std::size_t bytes) {
     if (abort_) return fail("aborted while waiting for the other ranks");
     if (clock::now() > deadline)
       return fail("the broadcast of " + std::to_string(bytes) + " bytes did not finish within " +
-                  std::to_string(o_.timeout.count()) + " ms (a rank did not join)");
+                  std::to_string(o_.timeout.count()) +
+                  " ms: a rank did not take it (a sampler still in a long generation batch, stopped, "
+                  "or refusing the version: see its log)");
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }

@@ -28,7 +28,8 @@ struct weight_channel_options {
   int rank = 0;       ///< 0: the trainer, which sends; 1..size-1: samplers, which receive
   int size = 2;       ///< the trainer and every sampler
   int device = 0;     ///< CUDA ordinal of this rank's buffers
-  std::chrono::milliseconds timeout{std::chrono::minutes(10)};  ///< join + one transfer
+  /// For joining, and then for each transfer (so the first transfer may take up to twice this).
+  std::chrono::milliseconds timeout{std::chrono::minutes(10)};
 };
 
 class weight_channel {

@@ -347,7 +347,7 @@ TEST_CASE("engine sampler: seeds, options from the manifest, and load errors") {
   REQUIRE(m.ok());
   m->sampler.model = fx("qwen2");
   m->run.seed = 42;
-  auto o = engine_sampler_options_from(*m);
+  auto o = engine_sampler_options_from(*m, "head");
   REQUIRE_MESSAGE(o.ok(), (o.ok() ? "" : o.message()));
   CHECK(o->sampler.model == fx("qwen2"));
   CHECK(o->seed == 42);

@@ -144,8 +144,8 @@ publish = "nccl"
   CHECK(has(refused.message(), "processes head and more put their samplers on the same GPU"));
 }
 
-TEST_CASE("sampler processes on other nodes are ranks 1..n in process order") {
-  auto m = parse_manifest(R"(
+TEST_CASE("sampler processes on other nodes: files unless trainer.publish = \"nccl\", then ranks 1..n") {
+  const std::string text = R"(
 [gpu_groups]
 rollout = [0]
 trainer = [1]
@@ -176,8 +176,15 @@ candidates = "tcp://head:5602"
 weights = "tcp://head:5603"
 control = "tcp://head:5604"
 metrics = "tcp://head:5605"
-)",
-                          "test.toml");
+)";
+  auto automatic = parse_manifest(text, "test.toml");
+  REQUIRE_MESSAGE(automatic.ok(), automatic.message());
+  auto by_file = plan_weights_publish(*automatic, two_gpus, true);
+  REQUIRE(by_file.ok());
+  CHECK_FALSE(by_file->nccl);
+  CHECK(has(by_file->reason, "process gen-a is on another node"));
+
+  auto m = parse_manifest(text + "[trainer]\npublish = \"nccl\"\n", "test.toml");
   REQUIRE_MESSAGE(m.ok(), m.message());
   auto plan = plan_weights_publish(*m, two_gpus, true);
   REQUIRE_MESSAGE(plan.ok(), plan.message());
