@@ -1,8 +1,10 @@
 // sandbox_bench: the sandbox's speed on one GPU host, with the anchor measured in the same run.
 //
 //   sandbox_bench [--json FILE] [--candidates N] [--jobs J] [--runners R] [--reference-servers K]
-//                 [--no-anchor]
+//                 [--no-anchor] [--no-ipc]
 //
+// --no-ipc: outputs go to the reference server as files through the host, the way before session 7
+// (run_options::share_outputs), for a comparison with CUDA IPC on the same host.
 // --reference-servers K: reference servers per GPU (default 0: one per runner); 1 is the
 // arrangement before session 5, for a comparison on the same host.
 // 1. Anchor: a KernelBench-style torch.utils.cpp_extension.load_inline build of a ReLU kernel
@@ -134,6 +136,7 @@ print("LOAD_INLINE_SECONDS", time.time() - t)
 int main(int argc, char** argv) {
   std::string json_path;
   int n = 120, jobs = 16, runners = 4, reference_servers = 0;
+  bool share_outputs = true;
   bool anchor = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -144,10 +147,11 @@ int main(int argc, char** argv) {
     else if (a == "--runners") runners = std::stoi(next());
     else if (a == "--reference-servers") reference_servers = std::stoi(next());
     else if (a == "--no-anchor") anchor = false;
+    else if (a == "--no-ipc") share_outputs = false;
     else {
       std::fprintf(stderr,
                    "usage: %s [--json FILE] [--candidates N] [--jobs J] [--runners R] [--reference-servers K] "
-                   "[--no-anchor]\n",
+                   "[--no-anchor] [--no-ipc]\n",
                    argv[0]);
       return 2;
     }
@@ -198,10 +202,12 @@ int main(int argc, char** argv) {
     po.gpus = {0};
     po.runners_per_gpu = r;
     po.reference_servers = reference_servers;
+    po.run.share_outputs = share_outputs;
     return ks::sandbox_pool::create(po);
   };
   json out;
   out["reference_servers_per_gpu"] = reference_servers;  // 0: one per runner
+  out["outputs_by"] = share_outputs ? "cuda_ipc" : "files";
   out["host_cores"] = std::thread::hardware_concurrency();
 
   // 1. Anchor.

@@ -13,9 +13,9 @@
 #include "model/generate.hpp"
 #include "model/tokenizer.hpp"
 #include "model/weights.hpp"
-#include "common/visible_gpus.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/weights_publish.hpp"
+#include "trainer/nccl_id.hpp"
 #include "tasks/prompt.hpp"
 #if defined(KFORGE_WITH_CUDA)
 #include "trainer/weight_broadcast.hpp"
@@ -317,14 +317,7 @@ result<engine_sampler_options> engine_sampler_options_from(const manifest& m, co
   // make_engine_sampler checks that LibTorch sees this GPU too (a CPU LibTorch on a GPU host
   // does not).
   if (!gpus->empty()) o.device = gpus->front();
-  auto groups = resolve_gpu_groups(m, visible_gpu_count());
-  if (!groups) return error{"engine sampler: " + groups.message()};
-#if defined(KFORGE_WITH_CUDA)
-  constexpr bool nccl_built = true;
-#else
-  constexpr bool nccl_built = false;
-#endif
-  auto plan = plan_weights_publish(m, *groups, nccl_built);
+  auto plan = plan_weights_publish(m, trainer::nccl_built);
   if (!plan) return error{"engine sampler: " + plan.message()};
   if (plan->nccl) {
     const auto it = plan->sampler_rank.find(process);

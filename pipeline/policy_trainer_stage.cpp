@@ -9,10 +9,10 @@
 #include <chrono>
 #include <iostream>
 
-#include "common/visible_gpus.hpp"
 #include "model/weights.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/weights_publish.hpp"
+#include "trainer/nccl_id.hpp"
 #include "trainer/data_parallel_trainer.hpp"
 #if defined(KFORGE_WITH_CUDA)
 #include "trainer/weight_broadcast.hpp"
@@ -296,14 +296,7 @@ result<policy_trainer_stage_options> policy_trainer_stage_options_from(const man
   o.temperature = m.sampler.temperature;
   o.seed = static_cast<std::uint64_t>(m.run.seed);
   o.keep_weights = static_cast<int>(m.buffer.max_staleness) + 2;
-  auto groups = resolve_gpu_groups(m, visible_gpu_count());
-  if (!groups) return error{"trainer: " + groups.message()};
-#if defined(KFORGE_WITH_CUDA)
-  constexpr bool nccl_built = true;
-#else
-  constexpr bool nccl_built = false;
-#endif
-  auto plan = plan_weights_publish(m, *groups, nccl_built);
+  auto plan = plan_weights_publish(m, trainer::nccl_built);
   if (!plan) return error{"trainer: " + plan.message()};
   o.publish_ranks = plan->nccl ? plan->ranks : 0;
   o.publish_reason = plan->reason;

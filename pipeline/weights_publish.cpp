@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/visible_gpus.hpp"
 #include "pipeline/manifest.hpp"
 
 namespace kforge::pipeline {
@@ -67,6 +68,12 @@ result<weights_publish_plan> plan_weights_publish(const manifest& m,
   for (const auto* p : m.hosts(actor_kind::sampler)) plan.sampler_rank[p->name] = plan.ranks++;
   plan.reason = "every sampler is an engine on a GPU of its own";
   return plan;
+}
+
+result<weights_publish_plan> plan_weights_publish(const manifest& m, bool nccl_built) {
+  auto groups = resolve_gpu_groups(m, visible_gpu_count());
+  if (!groups) return groups.err();
+  return plan_weights_publish(m, *groups, nccl_built);
 }
 
 }  // namespace kforge::pipeline

@@ -40,4 +40,7 @@ result<weights_publish_plan> plan_weights_publish(const manifest& m,
                                                   const std::map<std::string, std::vector<int>>& groups,
                                                   bool nccl_built);
 
+/// The plan with the GPU groups resolved on this host (what the trainer and the samplers use).
+result<weights_publish_plan> plan_weights_publish(const manifest& m, bool nccl_built);
+
 }  // namespace kforge::pipeline

@@ -10,10 +10,13 @@
 //   hello                                  -> device, l2_bytes, free_bytes
 //   probe   {library}                      -> runs the known-good kernel, checks it in-process
 //   load    {library, task}                -> dlopen + dlsym
-//   check   {check, seed, variant, output_shapes, dir}
-//                                          -> files (raw output bytes of the NaN-poisoned call),
-//                                             after: inputs unchanged, two calls with different
-//                                             poison agree
+//   check   {check, seed, variant, output_shapes, dir, ipc}
+//                                          -> the NaN-poisoned call's outputs, after: inputs
+//                                             unchanged, two calls with different poison agree;
+//                                             with ipc: true as CUDA IPC handles (hex) of copies
+//                                             that live until the child's next request (the
+//                                             reference server reads them on the GPU), else (or
+//                                             when IPC fails) as files of raw bytes in dir
 //   time    {seed, warmup, trials}         -> event_ms[], wall_ms[] (primary shapes)
 //   unload                                 -> recycle (true: the child leaked device memory)
 //
@@ -22,7 +25,7 @@
 // candidate code.
 //   hello   {cache_bytes (optional)}       -> device facts (name, sm count, L2, memory, ...)
 //   prepare {task, checks: [{seed, variant}]} -> output_shapes per check
-//   compare {task, check: {seed, variant}, earlier: [{seed, variant}], files}
+//   compare {task, check: {seed, variant}, earlier: [{seed, variant}], ipc | files}
 //                                          -> close, max_abs, max_rel, first_bad, bad_tensor,
 //                                             stale (matches an earlier check's expected output)
 //   time    {task, seed, warmup, trials}   -> event_ms[]
@@ -42,6 +45,34 @@ inline constexpr int primary = -1;
 /// GPU memory a GPU's reference servers may hold expected outputs in, all of them together: each
 /// gets its share in hello's cache_bytes (a server not told keeps the whole).
 inline constexpr std::int64_t expected_cache_bytes = std::int64_t{16} << 30;
+
+/// Bytes as lower-case hex (CUDA IPC handles travel in the JSON lines this way), and back: false
+/// when `text` is not exactly 2 * size hex digits.
+inline std::string to_hex(const void* data, std::size_t size) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * size);
+  for (std::size_t i = 0; i < size; ++i) {
+    const auto b = static_cast<const unsigned char*>(data)[i];
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+inline bool from_hex(const std::string& text, void* data, std::size_t size) {
+  if (text.size() != 2 * size) return false;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  for (std::size_t i = 0; i < size; ++i) {
+    const int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    static_cast<unsigned char*>(data)[i] = static_cast<unsigned char>(hi << 4 | lo);
+  }
+  return true;
+}
 
 /// Name of the raw file holding output `index` of check `check` in a scratch directory.
 inline std::string output_file(const std::string& dir, int check, int index) {

@@ -135,6 +135,28 @@ class reference_server {
     return json{{"ok", true}, {"output_shapes", shapes}};
   }
 
+  // The candidate child's outputs straight from its GPU memory (CUDA IPC handles): copied into this
+  // server's memory and the mappings closed before anything is compared, so nothing the child does
+  // later can touch them. The child's copies have the expected outputs' sizes (it allocated them
+  // from the shapes prepare gave).
+  std::optional<json> read_shared(const json& handles, const std::vector<at::Tensor>& want, tasks::tensor_list& got) {
+    if (!handles.is_array() || handles.size() != want.size())
+      return failure("infra_error", "output handle count mismatch");
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      cudaIpcMemHandle_t h;
+      if (!handles[i].is_string() || !protocol::from_hex(handles[i].get<std::string>(), &h, sizeof h))
+        return failure("infra_error", "malformed output handle " + std::to_string(i));
+      void* p = nullptr;
+      if (const auto err = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess); err != cudaSuccess)
+        return failure("infra_error", std::string("cannot open output ") + std::to_string(i) +
+                                          " over CUDA IPC: " + cudaGetErrorString(err));
+      got.tensors().push_back(at::from_blob(p, want[i].sizes(), want[i].options()).clone());
+      cudaDeviceSynchronize();  // the copy is done before the mapping goes
+      cudaIpcCloseMemHandle(p);
+    }
+    return std::nullopt;
+  }
+
   json compare(const json& req) {
     std::uint64_t hash = 0;
     auto ct = task_of(req, hash);
@@ -142,17 +164,21 @@ class reference_server {
     const auto& c = req.at("check");
     auto e = expected(**ct, hash, c.at("seed").get<std::uint64_t>(), c.at("variant").get<int>());
     if (!e) return failure("infra_error", "reference failed: " + e.err().message);
-    const auto files = req.at("files").get<std::vector<std::string>>();
     const auto& want = (*e)->outputs.tensors();
-    if (files.size() != want.size()) return failure("infra_error", "output file count mismatch");
     tasks::tensor_list got;
-    for (std::size_t i = 0; i < files.size(); ++i) {
-      auto host = at::empty(want[i].sizes(), want[i].options().device(at::kCPU));
-      const auto bytes = static_cast<std::streamsize>(host.numel() * host.element_size());
-      std::ifstream is(files[i], std::ios::binary);
-      is.read(static_cast<char*>(host.data_ptr()), bytes);
-      if (is.gcount() != bytes) return failure("infra_error", "short output file " + files[i]);
-      got.tensors().push_back(host.to(want[i].device()));
+    if (req.contains("ipc")) {
+      if (auto bad = read_shared(req.at("ipc"), want, got)) return *bad;
+    } else {
+      const auto files = req.at("files").get<std::vector<std::string>>();
+      if (files.size() != want.size()) return failure("infra_error", "output file count mismatch");
+      for (std::size_t i = 0; i < files.size(); ++i) {
+        auto host = at::empty(want[i].sizes(), want[i].options().device(at::kCPU));
+        const auto bytes = static_cast<std::streamsize>(host.numel() * host.element_size());
+        std::ifstream is(files[i], std::ios::binary);
+        is.read(static_cast<char*>(host.data_ptr()), bytes);
+        if (is.gcount() != bytes) return failure("infra_error", "short output file " + files[i]);
+        got.tensors().push_back(host.to(want[i].device()));
+      }
     }
     auto cmp = tasks::compare((*e)->outputs, got, (*ct)->spec.tolerance);
     if (!cmp) return failure("infra_error", "compare: " + cmp.err().message);

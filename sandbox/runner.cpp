@@ -296,16 +296,19 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
               {"seed", checks[k].seed},
               {"variant", checks[k].variant},
               {"output_shapes", shapes.at(k)},
-              {"dir", scratch_->path()}},
+              {"dir", scratch_->path()},
+              {"ipc", o.share_outputs}},
              reply))
       return finish();
-    auto cmp = slot_->reference({{"op", "compare"},
-                                 {"task", task_json},
-                                 {"check", spec},
-                                 {"earlier", earlier},
-                                 {"files", reply.at("files")}},
-                                route);
-    for (const auto& f : reply.at("files")) ::unlink(f.get<std::string>().c_str());
+    // Outputs come as CUDA IPC handles (read on the GPU, nothing copied through the host), or as
+    // files where IPC failed in the child.
+    json compare = {{"op", "compare"}, {"task", task_json}, {"check", spec}, {"earlier", earlier}};
+    const bool shared = reply.contains("ipc");
+    if (shared) compare["ipc"] = reply.at("ipc");
+    else compare["files"] = reply.at("files");
+    auto cmp = slot_->reference(compare, route);
+    if (!shared)
+      for (const auto& f : reply.at("files")) ::unlink(f.get<std::string>().c_str());
     if (!cmp) {
       infra(cmp.err().message);
       return finish();

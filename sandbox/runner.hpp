@@ -69,6 +69,10 @@ struct run_options {
   double audit_speedup = 10.0;
   /// Child output kept per candidate.
   std::size_t max_output = 4096;
+  /// Outputs go from the candidate's child to the reference server as CUDA IPC handles (compared
+  /// on the GPU); false: as files through the host (the way before; sandbox_bench --no-ipc
+  /// measures the difference). The child falls back to files where IPC fails.
+  bool share_outputs = true;
 };
 
 /// What the run stage decided.

@@ -16,4 +16,11 @@ struct nccl_id {
 /// A fresh unique id. Only in builds with CUDA (KFORGE_WITH_CUDA).
 result<nccl_id> new_nccl_id();
 
+/// Whether this build has NCCL (and the weight channel over it).
+#if defined(KFORGE_WITH_CUDA)
+inline constexpr bool nccl_built = true;
+#else
+inline constexpr bool nccl_built = false;
+#endif
+
 }  // namespace kforge::trainer

@@ -18,9 +18,12 @@ namespace {
 
 using groups_t = std::map<std::string, std::vector<int>>;
 
-// One process, sampler and trainer on groups of their own; `extra` appends settings.
-manifest one_process(const std::string& extra = "") {
-  auto m = parse_manifest(R"(
+const groups_t two_gpus{{"rollout", {0}}, {"trainer", {1}}};
+
+// Explicit GPU groups, then the head process with every stage but the sampler and `sampler_line`
+// (its sampler entry, or "" for none); `rest` appends processes and tables.
+std::string topology(const std::string& sampler_line, const std::string& rest = "") {
+  return R"(
 [gpu_groups]
 rollout = [0]
 trainer = [1]
@@ -28,21 +31,24 @@ trainer = [1]
 name = "head"
 [process.actors]
 task_generator = {}
-sampler = { gpu_group = "rollout" }
 sandbox_pool = {}
 sandbox_worker = { gpu_group = "rollout" }
 reward = {}
 buffer = {}
 trainer = { gpu_group = "trainer" }
-[sampler]
-model = "some/checkpoint"
-)" + extra,
-                          "test.toml");
+)" + sampler_line + "\n" + rest;
+}
+
+manifest parsed(const std::string& text) {
+  auto m = parse_manifest(text, "test.toml");
   REQUIRE_MESSAGE(m.ok(), m.message());
   return std::move(*m);
 }
 
-const groups_t two_gpus{{"rollout", {0}}, {"trainer", {1}}};
+// One process, sampler and trainer on groups of their own; `extra` appends settings.
+manifest one_process(const std::string& extra = "") {
+  return parsed(topology("sampler = { gpu_group = \"rollout\" }", "[sampler]\nmodel = \"m\"\n" + extra));
+}
 
 bool has(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
@@ -71,62 +77,18 @@ TEST_CASE("weights by file, and why, wherever NCCL cannot carry them") {
   CHECK(has(why(one_process(), {{"rollout", {}}, {"trainer", {1}}}, true), "samplers run on the CPU"));
   // One GPU: "auto" groups share it.
   CHECK(has(why(one_process(), {{"rollout", {0}}, {"trainer", {0}}}, true), "shares GPU 0 with the trainer"));
-  auto stand_in = parse_manifest(R"(
-[[process]]
-name = "all"
-[process.actors]
-task_generator = {}
-sampler = {}
-sandbox_pool = {}
-sandbox_worker = {}
-reward = {}
-buffer = {}
-trainer = {}
-)",
-                                 "test.toml");
-  REQUIRE(stand_in.ok());
-  CHECK(has(why(*stand_in, {}, true), "stand-in sampler"));
+  const auto stand_in = parsed(topology("sampler = {}"));
+  CHECK(has(why(stand_in, {}, true), "stand-in sampler"));
 }
 
 TEST_CASE("two samplers on one GPU, or two sampler processes on one node, go by file") {
-  auto two_in_one = parse_manifest(R"(
-[gpu_groups]
-rollout = [0]
-trainer = [1]
-[[process]]
-name = "head"
-[process.actors]
-task_generator = {}
-sampler = { count = 2, gpu_group = "rollout" }
-sandbox_pool = {}
-sandbox_worker = { gpu_group = "rollout" }
-reward = {}
-buffer = {}
-trainer = { gpu_group = "trainer" }
-[sampler]
-model = "m"
-)",
-                                   "test.toml");
-  REQUIRE_MESSAGE(two_in_one.ok(), two_in_one.message());
-  auto plan = plan_weights_publish(*two_in_one, two_gpus, true);
+  const auto two_in_one = parsed(topology("sampler = { count = 2, gpu_group = \"rollout\" }", "[sampler]\nmodel = \"m\"\n"));
+  auto plan = plan_weights_publish(two_in_one, two_gpus, true);
   REQUIRE(plan.ok());
   CHECK_FALSE(plan->nccl);
   CHECK(has(plan->reason, "process head hosts 2 samplers"));
 
-  auto two_local = parse_manifest(R"(
-[gpu_groups]
-rollout = [0]
-trainer = [1]
-[[process]]
-name = "head"
-[process.actors]
-task_generator = {}
-sampler = { gpu_group = "rollout" }
-sandbox_pool = {}
-sandbox_worker = { gpu_group = "rollout" }
-reward = {}
-buffer = {}
-trainer = { gpu_group = "trainer" }
+  const auto two_local = parsed(topology("sampler = { gpu_group = \"rollout\" }", R"(
 [[process]]
 name = "more"
 [process.actors]
@@ -135,29 +97,15 @@ sampler = { gpu_group = "rollout" }
 model = "m"
 [trainer]
 publish = "nccl"
-)",
-                                  "test.toml");
-  REQUIRE_MESSAGE(two_local.ok(), two_local.message());
-  auto refused = plan_weights_publish(*two_local, two_gpus, true);
+)"));
+  auto refused = plan_weights_publish(two_local, two_gpus, true);
   REQUIRE_FALSE(refused.ok());
   CHECK(has(refused.message(), "test.toml: trainer.publish = \"nccl\" cannot be used"));
   CHECK(has(refused.message(), "processes head and more put their samplers on the same GPU"));
 }
 
 TEST_CASE("sampler processes on other nodes: files unless trainer.publish = \"nccl\", then ranks 1..n") {
-  const std::string text = R"(
-[gpu_groups]
-rollout = [0]
-trainer = [1]
-[[process]]
-name = "head"
-[process.actors]
-task_generator = {}
-sandbox_pool = {}
-sandbox_worker = { gpu_group = "rollout" }
-reward = {}
-buffer = {}
-trainer = { gpu_group = "trainer" }
+  const std::string text = topology("", R"(
 [[process]]
 name = "gen-a"
 node = "node-a"
@@ -176,17 +124,13 @@ candidates = "tcp://head:5602"
 weights = "tcp://head:5603"
 control = "tcp://head:5604"
 metrics = "tcp://head:5605"
-)";
-  auto automatic = parse_manifest(text, "test.toml");
-  REQUIRE_MESSAGE(automatic.ok(), automatic.message());
-  auto by_file = plan_weights_publish(*automatic, two_gpus, true);
+)");
+  auto by_file = plan_weights_publish(parsed(text), two_gpus, true);
   REQUIRE(by_file.ok());
   CHECK_FALSE(by_file->nccl);
   CHECK(has(by_file->reason, "process gen-a is on another node"));
 
-  auto m = parse_manifest(text + "[trainer]\npublish = \"nccl\"\n", "test.toml");
-  REQUIRE_MESSAGE(m.ok(), m.message());
-  auto plan = plan_weights_publish(*m, two_gpus, true);
+  auto plan = plan_weights_publish(parsed(text + "[trainer]\npublish = \"nccl\"\n"), two_gpus, true);
   REQUIRE_MESSAGE(plan.ok(), plan.message());
   CHECK(plan->nccl);
   CHECK(plan->ranks == 3);
@@ -195,38 +139,11 @@ metrics = "tcp://head:5605"
 }
 
 TEST_CASE("trainer.publish and publish_timeout_s are checked") {
-  auto bad = parse_manifest(R"(
-[[process]]
-name = "all"
-[process.actors]
-task_generator = {}
-sampler = {}
-sandbox_pool = {}
-sandbox_worker = {}
-reward = {}
-buffer = {}
-trainer = {}
-[trainer]
-publish = "carrier-pigeon"
-)",
-                            "test.toml");
+  auto bad = parse_manifest(topology("sampler = {}", "[trainer]\npublish = \"carrier-pigeon\"\n"), "test.toml");
   REQUIRE_FALSE(bad.ok());
+  CHECK(has(bad.message(), "test.toml"));
   CHECK(has(bad.message(), "publish"));
-  auto zero = parse_manifest(R"(
-[[process]]
-name = "all"
-[process.actors]
-task_generator = {}
-sampler = {}
-sandbox_pool = {}
-sandbox_worker = {}
-reward = {}
-buffer = {}
-trainer = {}
-[trainer]
-publish_timeout_s = 0
-)",
-                             "test.toml");
+  auto zero = parse_manifest(topology("sampler = {}", "[trainer]\npublish_timeout_s = 0\n"), "test.toml");
   REQUIRE_FALSE(zero.ok());
   CHECK(has(zero.message(), "publish_timeout_s"));
 }

@@ -18,21 +18,8 @@ using namespace kforge;
 using namespace kforge::trainer;
 using namespace kforge::trainer::testing;
 
-namespace {
-
-void require_two_gpus() {
-  const auto n = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
-  if (n < 2) {
-    std::printf("SKIP: data parallel over NCCL needs 2 GPUs, LibTorch sees %zu (run on the 2-GPU host kind)\n",
-                static_cast<std::size_t>(n));
-    std::exit(77);
-  }
-}
-
-}  // namespace
-
 TEST_CASE("NCCL data parallel: 2 ranks on 2 GPUs train like 1 rank on the whole batch") {
-  require_two_gpus();
+  require_two_gpus("data parallel over NCCL");
   const at::Device gpu0(at::kCUDA, 0);
   policy_trainer source(load_policy(gpu0), resume_options());
   std::vector<train_batch> batches;
@@ -63,7 +50,7 @@ TEST_CASE("NCCL data parallel: 2 ranks on 2 GPUs train like 1 rank on the whole 
 }
 
 TEST_CASE("NCCL group: broadcast from rank 0 reaches rank 1; a CPU tensor is an error, not a hang") {
-  require_two_gpus();
+  require_two_gpus("data parallel over NCCL");
   auto id = new_nccl_id();
   REQUIRE(id.ok());
   std::vector<at::Tensor> got(2);

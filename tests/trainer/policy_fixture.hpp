@@ -1,10 +1,14 @@
 #pragma once
 // What the policy-trainer tests share (CPU: policy_trainer_test.cpp; GPU: dp_gpu_test.cpp): the
 // fixture tiny Qwen2 (tests/model/fixtures/qwen2, 2 layers, hidden 64, vocab 512) as a trainable
-// policy, batches sampled from it with a synthetic reward, and data-parallel groups of it.
+// policy, batches sampled from it with a synthetic reward, data-parallel groups of it, and the
+// skip of the two-GPU tests.
 #include <ATen/ATen.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +24,16 @@
 namespace kforge::trainer::testing {
 
 inline const std::string qwen2_dir = std::string(KFORGE_MODEL_FIXTURES) + "/qwen2";
+
+/// GPU tests of two ranks: skip (exit 77, ctest's skip code) with fewer than 2 GPUs, saying why.
+inline void require_two_gpus(const char* what) {
+  const auto n = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
+  if (n < 2) {
+    std::printf("SKIP: %s needs 2 GPUs, LibTorch sees %zu (run on the 2-GPU host kind)\n", what,
+                static_cast<std::size_t>(n));
+    std::exit(77);
+  }
+}
 
 inline model::CausalLM load_policy(at::Device device = at::kCPU) {
   model::load_options lo;

@@ -23,15 +23,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-void require_two_gpus() {
-  const auto n = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
-  if (n < 2) {
-    std::printf("SKIP: weights by NCCL need 2 GPUs, LibTorch sees %zu (run on the 2-GPU host kind)\n",
-                static_cast<std::size_t>(n));
-    std::exit(77);
-  }
-}
-
 model::CausalLM load_bf16(int gpu) {
   model::load_options lo;
   lo.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(gpu));
@@ -64,7 +55,7 @@ bool equal_to(model::CausalLMImpl& m, const std::vector<at::Tensor>& snap) {
 }  // namespace
 
 TEST_CASE("weights by NCCL: every version the sampler applies is the trainer's, in order") {
-  require_two_gpus();
+  require_two_gpus("weights by NCCL");
   torch::manual_seed(7);
   auto trainer_model = load_bf16(0);
   auto sampler_model = load_bf16(1);
@@ -113,7 +104,7 @@ TEST_CASE("weights by NCCL: every version the sampler applies is the trainer's, 
 }
 
 TEST_CASE("weights by NCCL: a sampler that never joins fails the trainer's next publish after the timeout") {
-  require_two_gpus();
+  require_two_gpus("weights by NCCL");
   auto trainer_model = load_bf16(0);
   auto sender = weight_sender::create(0, 2, 3s);
   REQUIRE(sender.ok());
@@ -131,7 +122,7 @@ TEST_CASE("weights by NCCL: a sampler that never joins fails the trainer's next 
 }
 
 TEST_CASE("weights by NCCL: a sampler whose model differs refuses the version and keeps its weights") {
-  require_two_gpus();
+  require_two_gpus("weights by NCCL");
   auto sampler_model = load_bf16(1);
   const auto before = snapshot(*sampler_model);
   auto receiver = weight_receiver::create(*sampler_model, 1, 1, 3s);
