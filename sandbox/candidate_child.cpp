@@ -260,7 +260,7 @@ class candidate_child {
                         ": outputs not fully written, or the result depends on the call count");
     }
     if (req.value("ipc", false))
-      if (auto handles = share(first)) return json{{"ok", true}, {"ipc", *handles}};
+      if (auto shared = share(first)) return *shared;
     json files = json::array();
     const std::string dir = req.at("dir").get<std::string>();
     for (std::size_t i = 0; i < first.size(); ++i) {
@@ -320,8 +320,9 @@ class candidate_child {
   }
 
   // Copies of `outs` in memory of their own (CUDA IPC shares whole cudaMalloc allocations, and
-  // torch's allocator carves tensors out of larger ones), as IPC handles in hex; they live until the
-  // next request. Nothing when IPC fails here: the caller falls back to files.
+  // torch's allocator carves tensors out of larger ones), as the reply with their IPC handles in
+  // hex; they live until the next request. Nothing when IPC fails here: the caller falls back to
+  // files. A CUDA error while copying is the candidate's (its kernels ran just before): fatal.
   std::optional<json> share(const std::vector<at::Tensor>& outs) {
     json handles = json::array();
     for (const auto& t : outs) {
@@ -338,13 +339,14 @@ class candidate_child {
     }
     // A device-to-device cudaMemcpy may return before it is done: the copies must be whole before
     // the reference server reads them.
-    if (handles.size() == outs.size() && cudaDeviceSynchronize() != cudaSuccess) handles = json::array();
+    if (const auto e = cudaDeviceSynchronize(); e != cudaSuccess)
+      return failure("runtime_error", "CUDA error after the candidate's calls: " + cuda_text(e), true);
     if (handles.size() != outs.size()) {
       release_shared();
-      cudaGetLastError();  // a failed IPC call leaves no sticky error; clear the non-sticky one
+      cudaGetLastError();  // the failed call's error is not sticky (the sync above passed): clear it
       return std::nullopt;
     }
-    return handles;
+    return json{{"ok", true}, {"ipc", handles}};
   }
 
   void release_shared() {

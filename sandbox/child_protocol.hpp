@@ -27,7 +27,9 @@
 //   prepare {task, checks: [{seed, variant}]} -> output_shapes per check
 //   compare {task, check: {seed, variant}, earlier: [{seed, variant}], ipc | files}
 //                                          -> close, max_abs, max_rel, first_bad, bad_tensor,
-//                                             stale (matches an earlier check's expected output)
+//                                             stale (matches an earlier check's expected output);
+//                                             bad_share (why) for handles no honest child sends
+//                                             (count, format)
 //   time    {task, seed, warmup, trials}   -> event_ms[]
 #include <cstdint>
 #include <exception>
@@ -45,6 +47,10 @@ inline constexpr int primary = -1;
 /// GPU memory a GPU's reference servers may hold expected outputs in, all of them together: each
 /// gets its share in hello's cache_bytes (a server not told keeps the whole).
 inline constexpr std::int64_t expected_cache_bytes = std::int64_t{16} << 30;
+
+/// How a reference server's failure to read outputs over CUDA IPC begins: the runner then asks the
+/// child for the same check again as files (IPC may not work on every host).
+inline constexpr const char* ipc_unavailable = "outputs over CUDA IPC unavailable: ";
 
 /// Bytes as lower-case hex (CUDA IPC handles travel in the JSON lines this way), and back: false
 /// when `text` is not exactly 2 * size hex digits.

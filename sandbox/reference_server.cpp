@@ -1,9 +1,11 @@
 // `kforge sandbox-ref`: the trusted side of verification (protocol: child_protocol.hpp). It
 // compiles task references, draws the same seeded inputs the candidate child draws, keeps the
 // expected outputs (one computation per (task, seed, variant) serves a whole GRPO group), compares
-// the candidate's outputs read back from files, and times the eager baseline with CUDA events on
+// the candidate's outputs (read over CUDA IPC from the child's GPU memory, or from files), and times the eager baseline with CUDA events on
 // the stream the reference runs on. No candidate code is ever loaded here.
 #include <ATen/ATen.h>
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <fstream>
@@ -137,22 +139,73 @@ class reference_server {
 
   // The candidate child's outputs straight from its GPU memory (CUDA IPC handles): copied into this
   // server's memory and the mappings closed before anything is compared, so nothing the child does
-  // later can touch them. The child's copies have the expected outputs' sizes (it allocated them
-  // from the shapes prepare gave).
-  std::optional<json> read_shared(const json& handles, const std::vector<at::Tensor>& want, tasks::tensor_list& got) {
-    if (!handles.is_array() || handles.size() != want.size())
-      return failure("infra_error", "output handle count mismatch");
+  // later can touch them. The handles come from the child, where candidate code runs, so each
+  // mapping is checked to hold the whole output before it is read (an honest child allocates
+  // exactly the output's bytes). A reply no honest child sends (a wrong handle count, a malformed
+  // handle) is `bad_share`; a handle that does not open, cannot be measured or is too small is
+  // ipc_unavailable (the runner then asks for files); a CUDA error while copying ends this server
+  // (fatal: it is restarted) rather than leave it broken.
+  // The driver's cuMemGetAddressRange, found through the runtime: linking libcuda would make the
+  // kforge binary fail to start on hosts without a driver (compile-only workers).
+  static PFN_cuMemGetAddressRange_v3020 address_range() {
+    static const PFN_cuMemGetAddressRange_v3020 fn = [] {
+      void* p = nullptr;
+      cudaDriverEntryPointQueryResult found{};
+      if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &p, 12000, cudaEnableDefault, &found) !=
+              cudaSuccess ||
+          found != cudaDriverEntryPointSuccess)
+        p = nullptr;
+      return reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(p);
+    }();
+    return fn;
+  }
+
+  struct ipc_mapping {
+    void* p = nullptr;
+    ~ipc_mapping() {
+      if (p != nullptr) cudaIpcCloseMemHandle(p);
+    }
+  };
+
+  std::optional<json> read_shared(const json& handles, const std::vector<at::Tensor>& want, tasks::tensor_list& got,
+                                  std::string& bad_share) {
+    if (!handles.is_array() || handles.size() != want.size()) {
+      bad_share = "the child sent " + std::to_string(handles.size()) + " output handles for " +
+                  std::to_string(want.size()) + " outputs";
+      return std::nullopt;
+    }
     for (std::size_t i = 0; i < want.size(); ++i) {
       cudaIpcMemHandle_t h;
-      if (!handles[i].is_string() || !protocol::from_hex(handles[i].get<std::string>(), &h, sizeof h))
-        return failure("infra_error", "malformed output handle " + std::to_string(i));
-      void* p = nullptr;
-      if (const auto err = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess); err != cudaSuccess)
-        return failure("infra_error", std::string("cannot open output ") + std::to_string(i) +
-                                          " over CUDA IPC: " + cudaGetErrorString(err));
-      got.tensors().push_back(at::from_blob(p, want[i].sizes(), want[i].options()).clone());
-      cudaDeviceSynchronize();  // the copy is done before the mapping goes
-      cudaIpcCloseMemHandle(p);
+      if (!handles[i].is_string() || !protocol::from_hex(handles[i].get<std::string>(), &h, sizeof h)) {
+        bad_share = "output handle " + std::to_string(i) + " is malformed";
+        return std::nullopt;
+      }
+      ipc_mapping m;
+      if (const auto err = cudaIpcOpenMemHandle(&m.p, h, cudaIpcMemLazyEnablePeerAccess); err != cudaSuccess) {
+        m.p = nullptr;
+        cudaGetLastError();  // not sticky: clear it, or the next launch check here would report it
+        return failure("infra_error", std::string(protocol::ipc_unavailable) + "output " + std::to_string(i) +
+                                          ": " + cudaGetErrorString(err));
+      }
+      CUdeviceptr base = 0;
+      std::size_t size = 0;
+      const auto range = address_range();
+      if (range == nullptr || range(&base, &size, reinterpret_cast<CUdeviceptr>(m.p)) != CUDA_SUCCESS)
+        return failure("infra_error", std::string(protocol::ipc_unavailable) + "cannot measure output " +
+                                          std::to_string(i) + "'s shared memory");
+      const auto bytes = static_cast<std::size_t>(want[i].numel()) * want[i].element_size();
+      const auto from = reinterpret_cast<CUdeviceptr>(m.p);
+      // Too small: a forged handle, or a driver that measures IPC mappings otherwise than assumed
+      // here. Either way nothing is read, and the check is done again through files, which give
+      // the verdict (and cannot be forged: the runner accepts only the check's own file names).
+      if (from < base || from - base + bytes > size)
+        return failure("infra_error", std::string(protocol::ipc_unavailable) + "output " + std::to_string(i) +
+                                          "'s shared memory holds " + std::to_string(size - (from - base)) +
+                                          " bytes, the output takes " + std::to_string(bytes));
+      got.tensors().push_back(at::from_blob(m.p, want[i].sizes(), want[i].options()).clone());
+      if (const auto err = cudaDeviceSynchronize(); err != cudaSuccess)
+        return failure("infra_error", std::string("copying a shared output failed: ") + cudaGetErrorString(err),
+                       /*fatal=*/true);
     }
     return std::nullopt;
   }
@@ -167,7 +220,9 @@ class reference_server {
     const auto& want = (*e)->outputs.tensors();
     tasks::tensor_list got;
     if (req.contains("ipc")) {
-      if (auto bad = read_shared(req.at("ipc"), want, got)) return *bad;
+      std::string bad_share;
+      if (auto bad = read_shared(req.at("ipc"), want, got, bad_share)) return *bad;
+      if (!bad_share.empty()) return json{{"ok", true}, {"close", false}, {"bad_share", bad_share}};
     } else {
       const auto files = req.at("files").get<std::vector<std::string>>();
       if (files.size() != want.size()) return failure("infra_error", "output file count mismatch");

@@ -75,6 +75,16 @@ result<json> ok_reply(const std::string& text) {
   return reply;
 }
 
+// Whether a check's reply names exactly the files the child was to write for it.
+bool own_output_files(const json& reply, const std::string& dir, int check, std::size_t outputs) {
+  const auto it = reply.find("files");
+  if (it == reply.end() || !it->is_array() || it->size() != outputs) return false;
+  for (std::size_t i = 0; i < outputs; ++i)
+    if (!(*it)[i].is_string() || (*it)[i].get<std::string>() != protocol::output_file(dir, check, static_cast<int>(i)))
+      return false;
+  return true;
+}
+
 ms left_until(clock_type::time_point deadline) {
   return std::max(ms(1), std::chrono::duration_cast<ms>(deadline - clock_type::now()));
 }
@@ -291,29 +301,49 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   json earlier = json::array();
   for (std::size_t k = 0; k < checks.size(); ++k) {
     const json spec = {{"seed", checks[k].seed}, {"variant", checks[k].variant}};
-    if (!ask({{"op", "check"},
-              {"check", k},
-              {"seed", checks[k].seed},
-              {"variant", checks[k].variant},
-              {"output_shapes", shapes.at(k)},
-              {"dir", scratch_->path()},
-              {"ipc", o.share_outputs}},
-             reply))
-      return finish();
     // Outputs come as CUDA IPC handles (read on the GPU, nothing copied through the host), or as
-    // files where IPC failed in the child.
-    json compare = {{"op", "compare"}, {"task", task_json}, {"check", spec}, {"earlier", earlier}};
-    const bool shared = reply.contains("ipc");
-    if (shared) compare["ipc"] = reply.at("ipc");
-    else compare["files"] = reply.at("files");
-    auto cmp = slot_->reference(compare, route);
-    if (!shared)
-      for (const auto& f : reply.at("files")) ::unlink(f.get<std::string>().c_str());
+    // files where IPC failed in the child; where the server cannot open the handles, the same
+    // check once more as files.
+    result<json> cmp = error{"not compared"};
+    for (bool ipc = o.share_outputs;; ipc = false) {
+      if (!ask({{"op", "check"},
+                {"check", k},
+                {"seed", checks[k].seed},
+                {"variant", checks[k].variant},
+                {"output_shapes", shapes.at(k)},
+                {"dir", scratch_->path()},
+                {"ipc", ipc}},
+               reply))
+        return finish();
+      json compare = {{"op", "compare"}, {"task", task_json}, {"check", spec}, {"earlier", earlier}};
+      const bool shared = reply.contains("ipc");
+      if (shared) {
+        compare["ipc"] = reply.at("ipc");
+      } else if (!own_output_files(reply, scratch_->path(), static_cast<int>(k), shapes.at(k).size())) {
+        // The server would read, and this runner delete, whatever the reply names.
+        out.status = wire::VerdictStatus::hack_suspected;
+        out.reason = "input set " + std::to_string(k + 1) + ": the candidate's process named files other than "
+                     "its outputs";
+        return finish();
+      } else {
+        compare["files"] = reply.at("files");
+      }
+      cmp = slot_->reference(compare, route);
+      if (!shared)
+        for (const auto& f : reply.at("files")) ::unlink(f.get<std::string>().c_str());
+      if (!cmp && shared && cmp.err().message.rfind(protocol::ipc_unavailable, 0) == 0) continue;
+      break;
+    }
     if (!cmp) {
       infra(cmp.err().message);
       return finish();
     }
     const json& c = *cmp;
+    if (c.contains("bad_share")) {
+      out.status = wire::VerdictStatus::hack_suspected;
+      out.reason = "input set " + std::to_string(k + 1) + ": " + c.at("bad_share").get<std::string>();
+      return finish();
+    }
     out.max_abs_error = std::max(out.max_abs_error, error_measure(c, "max_abs"));
     out.max_rel_error = std::max(out.max_rel_error, error_measure(c, "max_rel"));
     if (!c.value("close", false)) {

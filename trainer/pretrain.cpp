@@ -202,6 +202,7 @@ json options_json(const pretrain_options& o) {
           {"tie_embeddings", o.tie_embeddings},
           {"vocab_multiple", o.vocab_multiple},
           {"init_std", o.init_std},
+          {"init_from", o.init_from},
           {"seed", o.seed},
           {"max_len", o.max_len},
           {"val_fraction", o.val_fraction},
@@ -261,8 +262,43 @@ result<std::string> resolve_device(const std::string& d) {
   return "cuda:" + std::to_string(index);
 }
 
-result<pretrain_report> run_pretrain(const pretrain_options& o, const sft_format& fmt, const sft_dataset& data,
+namespace {
+
+// With --init: the options with the model shape of the checkpoint's config.json, which must be one
+// this command wrote for this tokenizer (a Qwen2 of its padded vocabulary).
+result<pretrain_options> with_init_shape(const pretrain_options& o, const sft_format& fmt) {
+  if (o.init_from.empty()) return o;
+  auto c = model::load_model_config(o.init_from);
+  if (!c) return error{"--init " + o.init_from + ": " + c.message()};
+  if (c->arch != model::architecture::qwen2)
+    return error{"--init " + o.init_from + ": a " + c->architecture_name + ", not a Qwen2 this command wrote"};
+  pretrain_options s = o;
+  s.hidden_size = c->hidden_size;
+  s.num_layers = c->num_hidden_layers;
+  s.num_heads = c->num_attention_heads;
+  s.num_kv_heads = c->num_key_value_heads;
+  s.intermediate_size = c->intermediate_size;
+  s.max_positions = c->max_position_embeddings;
+  s.rope_theta = c->rope_theta;
+  s.rms_norm_eps = c->rms_norm_eps;
+  s.tie_embeddings = c->tie_word_embeddings;
+  if (c->vocab_size != padded_vocab(s, fmt))
+    return error{"--init " + o.init_from + ": vocab_size " + std::to_string(c->vocab_size) + ", and --tokenizer " +
+                 o.tokenizer_dir + " gives " + std::to_string(padded_vocab(s, fmt)) +
+                 ": it was trained with another tokenizer"};
+  if (s.max_positions < s.max_len)
+    return error{"--init " + o.init_from + ": max_position_embeddings " + std::to_string(s.max_positions) +
+                 " is below --max-len " + std::to_string(s.max_len)};
+  return s;
+}
+
+}  // namespace
+
+result<pretrain_report> run_pretrain(const pretrain_options& options, const sft_format& fmt, const sft_dataset& data,
                                      std::ostream* log) {
+  auto shaped = with_init_shape(options, fmt);
+  if (!shaped) return shaped.err();
+  const pretrain_options& o = *shaped;
   if (auto s = validate(o); !s) return s.err();
   if (auto s = check_output_dir(o); !s) return s.err();
   auto device_name = resolve_device(o.device);
@@ -326,9 +362,16 @@ result<pretrain_report> run_pretrain(const pretrain_options& o, const sft_format
 
   const auto started = clock_type::now();
   try {
-    // Master weights: fp32, initialised on the CPU (bit-identical for a seed), then moved.
+    // Master weights: fp32, initialised on the CPU (bit-identical for a seed), or --init's, then moved.
     model::CausalLM master(*cfg);
-    init_weights(*master, o.seed, o.init_std);
+    if (o.init_from.empty()) {
+      init_weights(*master, o.seed, o.init_std);
+    } else {
+      auto start = model::load_causal_lm(o.init_from);  // fp32 on the CPU, checked tensor by tensor
+      if (!start) return error{"--init " + o.init_from + ": " + start.message()};
+      master = std::move(*start);
+      for (auto& p : master->parameters()) p.set_requires_grad(true);
+    }
     master->to(dev, at::kFloat);
     master->train();
     std::vector<at::Tensor> master_params = master->parameters(/*recurse=*/true);

@@ -51,6 +51,14 @@ struct pretrain_options {
   bool overwrite = false;
   /// The command line that started the run, recorded in pretrain.json.
   std::string command;
+  /// A checkpoint this run starts from instead of a random init (written by an earlier pretrain
+  /// with the same tokenizer): its config.json gives the model shape and its weights the start,
+  /// so a recipe longer than one sitting (a device call's time limit) goes on in another run. The
+  /// optimiser and the schedule start afresh.
+  std::string init_from;
+  /// The model-shape flags given on the command line (--hidden, ...): with init_from they are an
+  /// error, since the shape comes from the checkpoint.
+  std::vector<std::string> shape_flags;
 
   // ---- model shape (written as a Qwen2 config.json; the vocabulary comes from the tokenizer) ----
   std::int64_t hidden_size = 384;

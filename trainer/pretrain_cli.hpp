@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <type_traits>
 
 #include "trainer/pretrain.hpp"
 
@@ -38,15 +39,24 @@ inline CLI::App* add_pretrain_subcommand(CLI::App& app, pretrain_options& o) {
                   "The first N completion tokens weigh --lead-weight in the training loss (default 0: off)");
   cmd->add_option("--lead-weight", o.lead_weight, "Weight of those tokens (default 1)");
   cmd->add_option("--max-len", o.max_len, "Longest example in tokens; longer ones are dropped (default 2048)");
-  cmd->add_option("--hidden", o.hidden_size, "Hidden size (default 384)");
-  cmd->add_option("--layers", o.num_layers, "Decoder layers (default 8)");
-  cmd->add_option("--heads", o.num_heads, "Attention heads (default 6)");
-  cmd->add_option("--kv-heads", o.num_kv_heads, "Key/value heads (default 2)");
-  cmd->add_option("--intermediate", o.intermediate_size, "MLP intermediate size (default 1024)");
-  cmd->add_option("--max-positions", o.max_positions, "max_position_embeddings (default 4096)");
-  cmd->add_option("--rope-theta", o.rope_theta, "Rotary base (default 10000)");
-  cmd->add_flag("--untied", [&o](std::int64_t n) { o.tie_embeddings = n == 0; },
+  // The model's shape: each flag is also noted, since --init takes the shape from its checkpoint.
+  auto shape = [&](const char* flag, auto& field, const char* help) {
+    using T = std::decay_t<decltype(field)>;
+    cmd->add_option_function<T>(
+        flag, [&o, &field, flag](const T& v) { field = v; o.shape_flags.emplace_back(flag); }, help);
+  };
+  shape("--hidden", o.hidden_size, "Hidden size (default 384)");
+  shape("--layers", o.num_layers, "Decoder layers (default 8)");
+  shape("--heads", o.num_heads, "Attention heads (default 6)");
+  shape("--kv-heads", o.num_kv_heads, "Key/value heads (default 2)");
+  shape("--intermediate", o.intermediate_size, "MLP intermediate size (default 1024)");
+  shape("--max-positions", o.max_positions, "max_position_embeddings (default 4096)");
+  shape("--rope-theta", o.rope_theta, "Rotary base (default 10000)");
+  cmd->add_flag("--untied", [&o](std::int64_t n) { o.tie_embeddings = n == 0; o.shape_flags.emplace_back("--untied"); },
                 "Separate lm_head instead of the tied embedding");
+  cmd->add_option("--init", o.init_from,
+                  "Start from this pretrain checkpoint's weights and shape instead of a random init "
+                  "(same tokenizer; the optimiser and schedule start afresh)");
   cmd->add_option("--val-fraction", o.val_fraction, "Share of examples held out for validation (default 0.02)");
   cmd->add_option("--log-every", o.log_every, "Steps between log lines (default 10)");
   cmd->add_option("--eval-every", o.eval_every, "Steps between validation losses (default 100; 0: at the end)");

@@ -59,6 +59,9 @@ status validate(const pretrain_options& o) {
   if (o.data.empty()) return error{"--data: missing (a JSON-lines file of prompt/completion records)"};
   if (o.tokenizer_dir.empty()) return error{"--tokenizer: missing (a directory with tokenizer.json)"};
   if (o.out.empty()) return error{"--out: missing (the checkpoint directory to write)"};
+  if (!o.init_from.empty() && !o.shape_flags.empty())
+    return error{o.shape_flags.front() + " with --init: the model's shape comes from " + o.init_from +
+                 "/config.json (leave the shape flags out)"};
   for (auto [v, flag] : {std::pair{o.hidden_size, "--hidden"}, {o.num_layers, "--layers"},
                          {o.num_heads, "--heads"}, {o.num_kv_heads, "--kv-heads"},
                          {o.intermediate_size, "--intermediate"}, {o.max_positions, "--max-positions"},

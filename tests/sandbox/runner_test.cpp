@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "../tasks/task_builders.hpp"
@@ -112,6 +114,15 @@ TEST_CASE("the supervisor maps each kind of child behaviour to its verdict and s
     const auto hidden = r.run(t, "/lib/hidden", 1);
     CHECK(hidden.status == VerdictStatus::hack_suspected);
     CHECK(hidden.reason.find("outside the given stream") != std::string::npos);
+    // The server reads, and the runner deletes, the files a reply names: only the check's own. The
+    // fake names this file instead of its output; it must be neither compared nor deleted.
+    const std::string target = "/tmp/kforge-forged-target";
+    std::ofstream(target) << "ok";
+    const auto forged = r.run(t, "/lib/forged", 1);
+    CHECK(forged.status == VerdictStatus::hack_suspected);
+    CHECK(forged.reason.find("named files other than its outputs") != std::string::npos);
+    CHECK(std::filesystem::exists(target));
+    std::filesystem::remove(target);
   }
   SUBCASE("the child's environment is scrubbed") {
     ::setenv("KFORGE_TEST_SECRET", "hunter2", 1);

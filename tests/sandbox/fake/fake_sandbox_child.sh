@@ -2,12 +2,13 @@
 # A stand-in for `kforge sandbox-child` / `kforge sandbox-ref` in CPU tests of the supervisor
 # (runner_test.cpp): it speaks the line protocol of sandbox/child_protocol.hpp on fd 3 and
 # misbehaves on request. The candidate "library" path names the behaviour: .../ok, hang, crash,
-# garbage, flood, wrong, stale, hidden, mutate, env, refdie.
+# garbage, flood, wrong, stale, hidden, mutate, env, refdie, forged (names a file not its output).
 set -u
 role=${1:-}
 mode=ok
 checks=0
 field() { sed -n "s/.*\"$1\":\"\\([^\"]*\\)\".*/\\1/p" <<<"$2"; }
+num() { sed -n "s/.*\"$1\":\\([0-9-]*\\).*/\\1/p" <<<"$2"; }
 reply() { printf '%s\n' "$1" >&3; }
 while IFS= read -r line <&3; do
   op=$(field op "$line")
@@ -36,23 +37,25 @@ while IFS= read -r line <&3; do
     load) mode=$(basename "$(field library "$line")"); checks=0; reply '{"ok":true}' ;;
     check)
       dir=$(field dir "$line")
+      out="$dir/check$(num check "$line")_out0.bin"  # child_protocol.hpp's output_file
       checks=$((checks + 1))
       case $mode in
         hang) sleep 1000 ;;
         crash) kill -SEGV $$ ;;
         garbage) printf 'this is not json\n' >&3 ;;
-        flood) head -c 200000 /dev/zero | tr '\0' 'x'; printf '%s' ok >"$dir/out.bin"
-               reply "{\"ok\":true,\"files\":[\"$dir/out.bin\"]}" ;;
+        flood) head -c 200000 /dev/zero | tr '\0' 'x'; printf '%s' ok >"$out"
+               reply "{\"ok\":true,\"files\":[\"$out\"]}" ;;
         mutate) reply '{"ok":false,"status":"hack_suspected","reason":"the candidate changed input 0","fatal":false}' ;;
+        forged) reply '{"ok":true,"files":["/tmp/kforge-forged-target"]}' ;;
         env) if [[ -n ${KFORGE_TEST_SECRET:-} ]]; then
                reply '{"ok":false,"status":"runtime_error","reason":"saw the secret"}'
              else
-               printf '%s' ok >"$dir/out.bin"; reply "{\"ok\":true,\"files\":[\"$dir/out.bin\"]}"
+               printf '%s' ok >"$out"; reply "{\"ok\":true,\"files\":[\"$out\"]}"
              fi ;;
-        wrong) printf '%s' wrong >"$dir/out.bin"; reply "{\"ok\":true,\"files\":[\"$dir/out.bin\"]}" ;;
-        stale) if ((checks > 1)); then printf '%s' stale >"$dir/out.bin"; else printf '%s' ok >"$dir/out.bin"; fi
-               reply "{\"ok\":true,\"files\":[\"$dir/out.bin\"]}" ;;
-        *) printf '%s' ok >"$dir/out.bin"; reply "{\"ok\":true,\"files\":[\"$dir/out.bin\"]}" ;;
+        wrong) printf '%s' wrong >"$out"; reply "{\"ok\":true,\"files\":[\"$out\"]}" ;;
+        stale) if ((checks > 1)); then printf '%s' stale >"$out"; else printf '%s' ok >"$out"; fi
+               reply "{\"ok\":true,\"files\":[\"$out\"]}" ;;
+        *) printf '%s' ok >"$out"; reply "{\"ok\":true,\"files\":[\"$out\"]}" ;;
       esac ;;
     time)
       if [[ $mode == hidden ]]; then
