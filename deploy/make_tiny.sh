@@ -37,7 +37,9 @@
 #          [--vocab N] [--heldout N] [--samples G] [--max-new-tokens N] [--no-builtin-split]
 #          [--steps step1,step2,...] [-- PRETRAIN ARGS...]
 # --steps picks steps by name (split,synth,corpus,tokenizer,pretrain,heldout; default all); later
-# steps read what earlier ones wrote under --work.
+# steps read what earlier ones wrote under --work. A recipe longer than one device call goes on in
+# the next from the last model: --steps pretrain,heldout -- --init OLD_MODEL --epochs N ... (the
+# training flags without the shape flags, which --init takes from OLD_MODEL; the same tokenizer).
 set -euo pipefail
 kforge= work= model= gpu=0 synth=8000 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 steps=split,synth,corpus,tokenizer,pretrain,heldout
 while [[ $# -gt 0 ]]; do

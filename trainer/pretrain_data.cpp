@@ -62,6 +62,8 @@ status validate(const pretrain_options& o) {
   if (!o.init_from.empty() && !o.shape_flags.empty())
     return error{o.shape_flags.front() + " with --init: the model's shape comes from " + o.init_from +
                  "/config.json (leave the shape flags out)"};
+  if (!o.init_from.empty() && !std::filesystem::is_regular_file(std::filesystem::path(o.init_from) / "config.json"))
+    return error{"--init " + o.init_from + ": no config.json there (not a checkpoint kforge pretrain wrote)"};
   for (auto [v, flag] : {std::pair{o.hidden_size, "--hidden"}, {o.num_layers, "--layers"},
                          {o.num_heads, "--heads"}, {o.num_kv_heads, "--kv-heads"},
                          {o.intermediate_size, "--intermediate"}, {o.max_positions, "--max-positions"},

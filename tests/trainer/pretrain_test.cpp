@@ -368,6 +368,55 @@ TEST_CASE("pretrain: the loss falls, the checkpoint loads and generates, the sam
   CHECK(nlohmann::json::parse(read_text(dir.path("other/pretrain.json")))["training"]["steps"] == 1);
 }
 
+TEST_CASE("pretrain: --init goes on from a checkpoint: its shape and weights, a fresh schedule") {
+  scratch_dir dir;
+  write_corpus(dir.path("data.jsonl"), corpus());
+  pretrain_options base = tiny_options(dir, "base");
+  base.steps = 40;
+  base.save_bf16 = false;  // so that the continued run starts from exactly these weights
+  REQUIRE(run_command(base).code == 0);
+  auto record = [&](const std::string& name) {
+    return nlohmann::json::parse(read_text(dir.path(name + "/pretrain.json")));
+  };
+
+  // A near-zero learning rate: the continued run's validation loss is the base's; its first
+  // training loss is a trained model's, far below a random init's.
+  pretrain_options cont = tiny_options(dir, "cont");
+  cont.init_from = base.out;
+  cont.hidden_size = 32;  // ignored: the shape comes from the checkpoint
+  cont.steps = 1;
+  cont.lr = 1e-12;
+  cont.save_bf16 = false;
+  const command_run r = run_command(cont);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto b = record("base"), c = record("cont");
+  MESSAGE("base: loss " << b["training"]["first_train_loss"] << " -> " << b["training"]["final_train_loss"]
+                        << ", val " << b["training"]["final_val_loss"] << "; continued: first loss "
+                        << c["training"]["first_train_loss"] << ", val " << c["training"]["final_val_loss"]);
+  CHECK(c["options"]["hidden_size"] == 64);
+  CHECK(c["options"]["init_from"] == base.out);
+  CHECK(c["model"]["parameters"] == b["model"]["parameters"]);
+  CHECK(c["training"]["first_train_loss"].get<double>() < 0.5 * b["training"]["first_train_loss"].get<double>());
+  CHECK(c["training"]["final_val_loss"].get<double>() ==
+        doctest::Approx(b["training"]["final_val_loss"].get<double>()).epsilon(1e-4));
+
+  // A shape flag beside --init is an error naming it; a directory without a checkpoint too.
+  pretrain_options flagged = tiny_options(dir, "flagged");
+  flagged.init_from = base.out;
+  flagged.shape_flags = {"--hidden"};
+  const command_run f = run_command(flagged);
+  CHECK(f.code == 2);
+  CHECK(f.err.find("--hidden with --init") != std::string::npos);
+  pretrain_options missing = tiny_options(dir, "missing");
+  missing.init_from = dir.path("nowhere");
+  const command_run m = run_command(missing);
+  CHECK(m.code == 2);
+  CHECK(m.err.find("--init " + dir.path("nowhere")) != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.path("flagged")));
+  CHECK_FALSE(std::filesystem::exists(dir.path("missing")));
+}
+
 TEST_CASE("pretrain: on CUDA, bf16 compute with fp32 master weights learns as on the CPU") {
   auto device = resolve_device("auto");
   REQUIRE(device.ok());
