@@ -134,6 +134,8 @@ print("LOAD_INLINE_SECONDS", time.time() - t)
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Line by line even into a file: a run ended by a time limit still shows what it measured.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string json_path;
   int n = 120, jobs = 16, runners = 4, reference_servers = 0;
   bool share_outputs = true;
