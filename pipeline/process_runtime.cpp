@@ -398,6 +398,9 @@ struct process_runtime::impl {
   void worker_loop(worker_slot& slot) {
     bus::worker_options wo;
     wo.name = slot.name;
+    // sandbox.compile_jobs candidates in flight: they compile side by side and share the pool's
+    // runners for verification and timing.
+    wo.capacity = static_cast<std::uint32_t>(m.sandbox.compile_jobs);
     wo.heartbeat_interval = o.heartbeat_interval;
     wo.liveness = o.liveness;
     auto made = make_sandbox_logic(m);

@@ -5,7 +5,10 @@
 #include <chrono>
 #include <csignal>
 #include <future>
+#include <algorithm>
 #include <memory>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "actors/actor_types.hpp"
@@ -20,63 +23,102 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// One candidate being judged: its work item and the verdict coming on a helper thread.
+struct judging {
+  std::uint64_t id = 0;
+  messages::envelope work;
+  std::optional<actors::candidate_msg> cand;
+  std::int64_t took_ns = 0;
+  std::future<result<wire::VerdictT>> verdict;
+};
+
+// Up to `capacity` candidates at once, each evaluated on its own helper thread (a real verdict
+// takes seconds, mostly nvcc: several compile side by side and share the pool's runners), the
+// worker heartbeating meanwhile; verdicts go back as they finish. On stop, those in flight are
+// finished and sent first.
 void serve_items(bus::worker& w, const std::shared_ptr<actors::sandbox_logic>& logic,
-                 worker_slot& slot, const std::atomic<bool>& stop) {
-  while (!stop.load()) {
-    auto item = w.next(100ms);
-    if (!item) {
-      std::lock_guard<std::mutex> g(slot.mu);
-      slot.core.count_error(item.err());
-      continue;
-    }
-    if (!item->has_value()) continue;
-    const auto& work = (*item)->work;
-    if (slot.recording) slot.recording->write(work, wall_time_ns());
-    wire::VerdictT v;
-    std::unique_lock<std::mutex> g(slot.mu);
-    slot.core.count_received();
-    slot.held = w.held();
-    g.unlock();
-    auto cand = actors::candidate_msg::make(work);
-    if (!cand) {
-      v.status = wire::VerdictStatus::infra_error;
-      v.reason = "malformed work item: " + cand.message();
-    } else {
-      const auto info = actors::envelope_info::of(cand->header());
-      // Timed on the helper thread, recorded under the slot's lock: a metrics reader may take a
-      // snapshot of the core at any time meanwhile.
-      std::int64_t took_ns = 0;
-      auto pending = std::async(std::launch::async, [&] {
-        const auto t0 = monotonic_ns();
-        auto r = actors::stage_core::guarded([&] { return logic->evaluate(cand->payload(), info); });
-        took_ns = monotonic_ns() - t0;
-        return r;
-      });
-      while (pending.wait_for(100ms) != std::future_status::ready) (void)w.tick();
-      auto r = pending.get();
-      g.lock();
-      slot.core.record_call(took_ns);  // busy_us: the worker's time inside the sandbox
-      g.unlock();
-      if (r) {
-        v = std::move(*r);
-      } else {
-        v.candidate.reset(cand->payload().UnPack());
-        v.status = wire::VerdictStatus::infra_error;
-        v.reason = "sandbox logic failed: " + r.message();
-      }
-    }
+                 worker_slot& slot, std::size_t capacity, const std::atomic<bool>& stop) {
+  std::vector<std::unique_ptr<judging>> running;
+  auto send = [&](judging& j, wire::VerdictT v) {
     v.worker = slot.name;
-    g.lock();
-    const auto h = slot.core.next_header(work->sample_id(), work->policy_version());
+    std::unique_lock<std::mutex> g(slot.mu);
+    const auto h = slot.core.next_header(j.work->sample_id(), j.work->policy_version());
     g.unlock();
-    auto done = w.complete((*item)->id, messages::pack(h, v));
+    auto done = w.complete(j.id, messages::pack(h, v));
     g.lock();
     if (done.ok())
       slot.core.count_sent();
     else
       slot.core.count_error(done.err());
     slot.held = w.held();
+  };
+  auto finish_ready = [&](bool wait) {
+    for (auto it = running.begin(); it != running.end();) {
+      judging& j = **it;
+      if (!wait && j.verdict.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+        ++it;
+        continue;
+      }
+      auto r = j.verdict.get();
+      {
+        std::lock_guard<std::mutex> g(slot.mu);
+        slot.core.record_call(j.took_ns);  // busy_us: the worker's time inside the sandbox
+      }
+      wire::VerdictT v;
+      if (r) {
+        v = std::move(*r);
+      } else {
+        v.candidate.reset(j.cand->payload().UnPack());
+        v.status = wire::VerdictStatus::infra_error;
+        v.reason = "sandbox logic failed: " + r.message();
+      }
+      send(j, std::move(v));
+      it = running.erase(it);
+    }
+  };
+  while (!stop.load()) {
+    finish_ready(false);
+    if (running.size() >= capacity) {  // full: heartbeat while the candidates in flight run
+      (void)w.tick();
+      std::this_thread::sleep_for(20ms);
+      continue;
+    }
+    auto item = w.next(running.empty() ? 100ms : 20ms);
+    if (!item) {
+      std::lock_guard<std::mutex> g(slot.mu);
+      slot.core.count_error(item.err());
+      continue;
+    }
+    if (!item->has_value()) continue;
+    auto j = std::make_unique<judging>();
+    j->id = (*item)->id;
+    j->work = (*item)->work;
+    if (slot.recording) slot.recording->write(j->work, wall_time_ns());
+    {
+      std::lock_guard<std::mutex> g(slot.mu);
+      slot.core.count_received();
+      slot.held = w.held();
+    }
+    auto cand = actors::candidate_msg::make(j->work);
+    if (!cand) {
+      wire::VerdictT v;
+      v.status = wire::VerdictStatus::infra_error;
+      v.reason = "malformed work item: " + cand.message();
+      send(*j, std::move(v));
+      continue;
+    }
+    j->cand.emplace(std::move(*cand));
+    judging* raw = j.get();  // stays put: running holds it until the verdict is sent
+    raw->verdict = std::async(std::launch::async, [raw, &logic] {
+      const auto info = actors::envelope_info::of(raw->cand->header());
+      const auto t0 = monotonic_ns();
+      auto r = actors::stage_core::guarded([&] { return logic->evaluate(raw->cand->payload(), info); });
+      raw->took_ns = monotonic_ns() - t0;
+      return r;
+    });
+    running.push_back(std::move(j));
   }
+  finish_ready(true);
 }
 
 }  // namespace
@@ -90,7 +132,7 @@ void serve_sandbox_worker(const std::string& endpoint, const bus::worker_options
     slot.core.count_error(w.err());
     return;
   }
-  serve_items(*w, logic, slot, stop);
+  serve_items(*w, logic, slot, std::max<std::uint32_t>(1, options.capacity), stop);
   (void)w->leave();
 }
 

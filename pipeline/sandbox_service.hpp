@@ -27,9 +27,10 @@ struct worker_slot {
   std::thread thread;
 };
 
-/// Connects to the pool's broker at `endpoint` and takes work items until `stop`: each candidate
-/// through `logic` (on a helper thread, heartbeating meanwhile: a real verdict takes seconds), its
-/// verdict sent back; then leaves (items still held are re-queued). A malformed item or a failing
+/// Connects to the pool's broker at `endpoint` and takes work items until `stop`, up to
+/// options.capacity at once: each candidate through `logic` (on a helper thread, heartbeating
+/// meanwhile: a real verdict takes seconds), its verdict sent back as it is ready; on stop, those
+/// in flight are finished and sent, then it leaves. `logic` must be thread-safe. A malformed item or a failing
 /// logic becomes an infra_error verdict, a failed connection an error in the slot's counters;
 /// nothing is dropped silently.
 void serve_sandbox_worker(const std::string& endpoint, const bus::worker_options& options,

@@ -25,8 +25,9 @@ struct sandbox_options {
   double timeout_s = 60.0;
   /// Timed trials per kernel; the median is reported. >= 30 (ARCHITECTURE.md: honest measurement).
   int trials = 30;
-  /// nvcc processes one sandbox worker runs at once. Compiling is CPU work that overlaps timing on
-  /// the GPU, so it scales separately from the number of sandbox_worker actors. >= 1.
+  /// Candidates one sandbox worker judges at once (its bus worker's capacity): each compiles with
+  /// its own nvcc, CPU work that overlaps verification and timing on the GPU, so it scales
+  /// separately from the number of sandbox_worker actors. >= 1.
   int compile_jobs = 2;
   /// Milliseconds the stand-in sandbox (used until the real one is built) spends per candidate. It
   /// compiles and runs nothing; the delay only keeps work in flight, as real workers would. >= 0.

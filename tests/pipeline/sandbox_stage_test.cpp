@@ -2,9 +2,13 @@
 // out — compile-only on a host without a GPU (CI), verified and timed where one is visible.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <set>
+#include <thread>
 
 #include "bus/broker.hpp"
 #include "bus/channel.hpp"
@@ -13,6 +17,7 @@
 #include "messages/envelope.hpp"
 #include "messages/rollout_generated.h"
 #include "pipeline/manifest.hpp"
+#include "pipeline/sandbox_service.hpp"
 #include "pipeline/sandbox_stage.hpp"
 #include "pipeline/stage_factory.hpp"
 #include "sandbox/runner.hpp"
@@ -148,4 +153,79 @@ TEST_CASE("kforge worker --role sandbox joins a running pool from outside the ma
                 (v->reason() ? v->reason()->str() : std::string()));
   CHECK(broker->counters().workers_alive >= 1);
   broker->stop();
+}
+
+namespace {
+
+// A sandbox that takes its time and counts how many candidates it judges at once.
+class counting_sandbox final : public actors::sandbox_logic {
+ public:
+  result<wire::VerdictT> evaluate(const wire::Candidate& c, const actors::envelope_info&) override {
+    const int now = ++inside_;
+    int seen = most_.load();
+    while (now > seen && !most_.compare_exchange_weak(seen, now)) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    --inside_;
+    wire::VerdictT v;
+    v.candidate.reset(c.UnPack());
+    v.status = wire::VerdictStatus::compiled;
+    return v;
+  }
+  int most() const { return most_.load(); }
+
+ private:
+  std::atomic<int> inside_{0}, most_{0};
+};
+
+}  // namespace
+
+TEST_CASE("a sandbox worker judges sandbox.compile_jobs candidates at once, each verdict once") {
+  using namespace std::chrono_literals;
+  auto sink = bus::receiver::bind("tcp://127.0.0.1:*");
+  REQUIRE(sink.ok());
+  bus::broker_options bo;
+  bo.results = {sink->last_endpoint(), bus::link::connect};
+  auto broker = bus::broker::create(std::move(bo));
+  REQUIRE(broker.ok());
+  REQUIRE(broker->start().ok());
+  auto producer = bus::sender::connect(broker->frontend_endpoint());
+  REQUIRE(producer.ok());
+  const auto relu = builtin_task("l1/relu");
+  REQUIRE(relu.has_value());
+  constexpr std::size_t n = 6;
+  for (std::uint64_t i = 0; i < n; ++i)
+    REQUIRE(producer->send(messages::pack({100 + i, 200 + i, "test", 0, 0},
+                                          candidate_t(*relu, "// candidate " + std::to_string(i))),
+                           5s)
+                .ok());
+
+  auto logic = std::make_shared<counting_sandbox>();
+  pipeline::worker_slot slot;
+  slot.name = "sandbox_worker@test";
+  slot.core = actors::stage_core{"sandbox_worker", slot.name};
+  std::atomic<bool> stop{false};
+  bus::worker_options wo;
+  wo.name = slot.name;
+  wo.capacity = 3;
+  std::thread serving([&] { pipeline::serve_sandbox_worker(broker->backend_endpoint(), wo, logic, slot, stop); });
+
+  std::set<std::uint64_t> samples;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (samples.size() < n && std::chrono::steady_clock::now() < deadline) {
+    auto r = sink->receive(200ms);
+    REQUIRE(r.ok());
+    if (!r->has_value()) continue;
+    CHECK(samples.insert((**r)->sample_id()).second);  // no verdict twice
+    const auto* v = (*r)->as<wire::Verdict>();
+    REQUIRE(v != nullptr);
+    CHECK(v->worker()->str() == slot.name);
+  }
+  stop = true;
+  serving.join();
+  broker->stop();
+  CHECK(samples.size() == n);
+  CHECK(logic->most() == 3);  // three at once, never more
+  std::lock_guard<std::mutex> g(slot.mu);
+  CHECK(slot.core.snapshot(0).sent == n);
 }
