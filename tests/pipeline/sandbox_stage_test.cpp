@@ -40,6 +40,30 @@ result<pipeline::manifest> nvcc_manifest(const std::string& run_dir) {
   return parsed;
 }
 
+// A running broker as the sandbox pool runs one: work in at `producer`, verdicts out at `sink`.
+struct broker_rig {
+  result<bus::receiver> sink = bus::receiver::bind("tcp://127.0.0.1:*");
+  result<bus::broker> broker = make_broker();
+  result<bus::sender> producer = broker.ok() ? bus::sender::connect(broker->frontend_endpoint())
+                                             : result<bus::sender>(error{"no broker"});
+  broker_rig() {
+    REQUIRE(sink.ok());
+    REQUIRE(broker.ok());
+    REQUIRE(producer.ok());
+  }
+
+ private:
+  result<bus::broker> make_broker() {
+    if (!sink.ok()) return error{"no sink"};
+    bus::broker_options bo;
+    bo.results = {sink->last_endpoint(), bus::link::connect};
+    auto b = bus::broker::create(std::move(bo));
+    if (b.ok())
+      if (auto st = b->start(); !st.ok()) return error{st.message()};
+    return b;
+  }
+};
+
 wire::CandidateT candidate_t(const tasks::task& t, const std::string& source) {
   wire::CandidateT c;
   c.task.reset(new wire::TaskT(tasks::to_wire(t)));
@@ -113,15 +137,10 @@ TEST_CASE("kforge worker --role sandbox joins a running pool from outside the ma
     return;
   }
   using namespace std::chrono_literals;
-  auto sink = bus::receiver::bind("tcp://127.0.0.1:*");
-  REQUIRE(sink.ok());
-  bus::broker_options bo;
-  bo.results = {sink->last_endpoint(), bus::link::connect};
-  auto broker = bus::broker::create(std::move(bo));
-  REQUIRE(broker.ok());
-  REQUIRE(broker->start().ok());
-  auto producer = bus::sender::connect(broker->frontend_endpoint());
-  REQUIRE(producer.ok());
+  broker_rig rig;
+  auto& sink = rig.sink;
+  auto& broker = rig.broker;
+  auto& producer = rig.producer;
 
   child_options co;
   co.env = {{"XDG_CACHE_HOME", (std::filesystem::temp_directory_path() / "kforge-worker-test").string()}};
@@ -182,15 +201,10 @@ class counting_sandbox final : public actors::sandbox_logic {
 
 TEST_CASE("a sandbox worker judges sandbox.compile_jobs candidates at once, each verdict once") {
   using namespace std::chrono_literals;
-  auto sink = bus::receiver::bind("tcp://127.0.0.1:*");
-  REQUIRE(sink.ok());
-  bus::broker_options bo;
-  bo.results = {sink->last_endpoint(), bus::link::connect};
-  auto broker = bus::broker::create(std::move(bo));
-  REQUIRE(broker.ok());
-  REQUIRE(broker->start().ok());
-  auto producer = bus::sender::connect(broker->frontend_endpoint());
-  REQUIRE(producer.ok());
+  broker_rig rig;
+  auto& sink = rig.sink;
+  auto& broker = rig.broker;
+  auto& producer = rig.producer;
   const auto relu = builtin_task("l1/relu");
   REQUIRE(relu.has_value());
   constexpr std::size_t n = 6;
