@@ -123,6 +123,13 @@ TEST_CASE("the supervisor maps each kind of child behaviour to its verdict and s
     CHECK(forged.reason.find("named files other than its outputs") != std::string::npos);
     CHECK(std::filesystem::exists(target));
     std::filesystem::remove(target);
+    // Outputs over CUDA IPC: a handle the server cannot open means the same check again as files
+    // (a host without IPC still gets verdicts); a reply no honest child sends is the candidate's.
+    const auto ipc = r.run(t, "/lib/ipc", 1);
+    CHECK_MESSAGE(ipc.status == VerdictStatus::ok, ipc.reason);
+    const auto ipcbad = r.run(t, "/lib/ipcbad", 1);
+    CHECK(ipcbad.status == VerdictStatus::hack_suspected);
+    CHECK(ipcbad.reason.find("0 output handles") != std::string::npos);
   }
   SUBCASE("the child's environment is scrubbed") {
     ::setenv("KFORGE_TEST_SECRET", "hunter2", 1);

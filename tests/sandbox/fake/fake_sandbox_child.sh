@@ -2,7 +2,8 @@
 # A stand-in for `kforge sandbox-child` / `kforge sandbox-ref` in CPU tests of the supervisor
 # (runner_test.cpp): it speaks the line protocol of sandbox/child_protocol.hpp on fd 3 and
 # misbehaves on request. The candidate "library" path names the behaviour: .../ok, hang, crash,
-# garbage, flood, wrong, stale, hidden, mutate, env, refdie, forged (names a file not its output).
+# garbage, flood, wrong, stale, hidden, mutate, env, refdie, forged (names a file not its output),
+# ipc (hands over an IPC handle the fake server cannot open), ipcbad (no handles at all).
 set -u
 role=${1:-}
 mode=ok
@@ -19,6 +20,12 @@ while IFS= read -r line <&3; do
         if grep -q '"id":"fake/refdie"' <<<"$line"; then exit 7; fi
         reply '{"ok":true,"output_shapes":[[[4]],[[4]],[[4]]]}' ;;
       compare)
+        # Handles the fake cannot open (as on a host without CUDA IPC), or none for the outputs.
+        if grep -q '"ipc":\[\]' <<<"$line"; then
+          reply '{"ok":true,"close":false,"bad_share":"the child sent 0 output handles for 1 outputs"}'; continue
+        elif grep -q '"ipc":\[' <<<"$line"; then
+          reply '{"ok":false,"status":"infra_error","reason":"outputs over CUDA IPC unavailable: fake"}'; continue
+        fi
         f=$(sed -n 's/.*"files":\["\([^"]*\)".*/\1/p' <<<"$line")
         content=$(cat "$f" 2>/dev/null)
         case $content in
@@ -47,6 +54,9 @@ while IFS= read -r line <&3; do
                reply "{\"ok\":true,\"files\":[\"$out\"]}" ;;
         mutate) reply '{"ok":false,"status":"hack_suspected","reason":"the candidate changed input 0","fatal":false}' ;;
         forged) reply '{"ok":true,"files":["/tmp/kforge-forged-target"]}' ;;
+        ipc) if grep -q '"ipc":true' <<<"$line"; then reply '{"ok":true,"ipc":["00"]}'
+             else printf '%s' ok >"$out"; reply "{\"ok\":true,\"files\":[\"$out\"]}"; fi ;;
+        ipcbad) reply '{"ok":true,"ipc":[]}' ;;
         env) if [[ -n ${KFORGE_TEST_SECRET:-} ]]; then
                reply '{"ok":false,"status":"runtime_error","reason":"saw the secret"}'
              else
