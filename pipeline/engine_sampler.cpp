@@ -15,8 +15,8 @@
 #include "model/weights.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/weights_publish.hpp"
-#include "trainer/nccl_id.hpp"
 #include "tasks/prompt.hpp"
+#include "trainer/nccl_id.hpp"
 #if defined(KFORGE_WITH_CUDA)
 #include "trainer/weight_broadcast.hpp"
 #endif
@@ -296,9 +296,7 @@ result<std::shared_ptr<actors::sampler_logic>> make_engine_sampler(const engine_
   if (o.publish_rank > 0) {
 #if defined(KFORGE_WITH_CUDA)
     if (o.device < 0) return error{"engine sampler: NCCL weights need the sampler on a GPU"};
-    auto r = trainer::weight_receiver::create(
-        sampler->model(), o.device, o.publish_rank,
-        std::chrono::milliseconds(static_cast<std::int64_t>(o.publish_timeout_s * 1000)));
+    auto r = trainer::weight_receiver::create(sampler->model(), o.device, o.publish_rank, o.publish_timeout);
     if (!r) return error{"engine sampler: " + r.message()};
     sampler->receive_by(std::move(*r));
 #else
@@ -324,7 +322,7 @@ result<engine_sampler_options> engine_sampler_options_from(const manifest& m, co
     if (it == plan->sampler_rank.end())
       return error{"engine sampler: weights go by NCCL and process \"" + process + "\" hosts no sampler of the plan"};
     o.publish_rank = it->second;
-    o.publish_timeout_s = m.trainer.publish_timeout_s;
+    o.publish_timeout = publish_timeout(m.trainer);
   }
   return o;
 }

@@ -29,6 +29,7 @@
 //
 // This header is torch-free; engine_sampler.cpp is the only pipeline TU that includes LibTorch.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -55,7 +56,7 @@ struct engine_sampler_options {
   /// > 0: this sampler's rank in the trainer's NCCL weights group; 0: weights come by file.
   int publish_rank = 0;
   /// How long a version may take to arrive (trainer.publish_timeout_s).
-  double publish_timeout_s = 600;
+  std::chrono::milliseconds publish_timeout{std::chrono::minutes(10)};
 };
 
 /// Loads the checkpoint and tokenizer. Errors name the directory or file and what is wrong.

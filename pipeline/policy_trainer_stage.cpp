@@ -1,19 +1,18 @@
 #include "pipeline/policy_trainer_stage.hpp"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <system_error>
 
-#include <chrono>
-#include <iostream>
-
 #include "model/weights.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/weights_publish.hpp"
-#include "trainer/nccl_id.hpp"
 #include "trainer/data_parallel_trainer.hpp"
+#include "trainer/nccl_id.hpp"
 #if defined(KFORGE_WITH_CUDA)
 #include "trainer/weight_broadcast.hpp"
 #endif
@@ -265,9 +264,7 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
   if (o.publish_ranks > 0) {
 #if defined(KFORGE_WITH_CUDA)
     if (o.devices.front() < 0) return error{"trainer: NCCL publishing needs the trainer on a GPU"};
-    auto sender = trainer::weight_sender::create(
-        o.devices.front(), o.publish_ranks,
-        std::chrono::milliseconds(static_cast<std::int64_t>(o.trainer.publish_timeout_s * 1000)));
+    auto sender = trainer::weight_sender::create(o.devices.front(), o.publish_ranks, publish_timeout(o.trainer));
     if (!sender) return error{"trainer: " + sender.message()};
     stage->publish_by(std::move(*sender));
 #else

@@ -2,10 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <future>
-#include <algorithm>
 #include <memory>
 #include <optional>
 #include <thread>

@@ -76,4 +76,8 @@ result<weights_publish_plan> plan_weights_publish(const manifest& m, bool nccl_b
   return plan_weights_publish(m, *groups, nccl_built);
 }
 
+std::chrono::milliseconds publish_timeout(const trainer_options& t) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(t.publish_timeout_s * 1000));
+}
+
 }  // namespace kforge::pipeline

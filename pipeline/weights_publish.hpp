@@ -12,11 +12,13 @@
 // resolves its "auto" GPU groups from its own GPUs (every process must work out the same plan);
 // an explicit "nccl" vouches for both.
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "common/result.hpp"
+#include "pipeline/options/trainer_options.hpp"
 
 namespace kforge::pipeline {
 
@@ -42,5 +44,8 @@ result<weights_publish_plan> plan_weights_publish(const manifest& m,
 
 /// The plan with the GPU groups resolved on this host (what the trainer and the samplers use).
 result<weights_publish_plan> plan_weights_publish(const manifest& m, bool nccl_built);
+
+/// trainer.publish_timeout_s as the weight channel takes it.
+std::chrono::milliseconds publish_timeout(const trainer_options& t);
 
 }  // namespace kforge::pipeline

@@ -1,8 +1,9 @@
 // `kforge sandbox-ref`: the trusted side of verification (protocol: child_protocol.hpp). It
 // compiles task references, draws the same seeded inputs the candidate child draws, keeps the
 // expected outputs (one computation per (task, seed, variant) serves a whole GRPO group), compares
-// the candidate's outputs (read over CUDA IPC from the child's GPU memory, or from files), and times the eager baseline with CUDA events on
-// the stream the reference runs on. No candidate code is ever loaded here.
+// the candidate's outputs (read over CUDA IPC from the child's GPU memory, or from files), and
+// times the eager baseline with CUDA events on the stream the reference runs on. No candidate code
+// is ever loaded here.
 #include <ATen/ATen.h>
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -137,14 +138,21 @@ class reference_server {
     return json{{"ok", true}, {"output_shapes", shapes}};
   }
 
-  // The candidate child's outputs straight from its GPU memory (CUDA IPC handles): copied into this
-  // server's memory and the mappings closed before anything is compared, so nothing the child does
-  // later can touch them. The handles come from the child, where candidate code runs, so each
-  // mapping is checked to hold the whole output before it is read (an honest child allocates
-  // exactly the output's bytes). A reply no honest child sends (a wrong handle count, a malformed
-  // handle) is `bad_share`; a handle that does not open, cannot be measured or is too small is
-  // ipc_unavailable (the runner then asks for files); a CUDA error while copying ends this server
-  // (fatal: it is restarted) rather than leave it broken.
+  // The candidate child's outputs from raw files it wrote (where CUDA IPC is not used).
+  static std::optional<json> read_files(const std::vector<std::string>& files, const std::vector<at::Tensor>& want,
+                                        tasks::tensor_list& got) {
+    if (files.size() != want.size()) return failure("infra_error", "output file count mismatch");
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      auto host = at::empty(want[i].sizes(), want[i].options().device(at::kCPU));
+      const auto bytes = static_cast<std::streamsize>(host.numel() * host.element_size());
+      std::ifstream is(files[i], std::ios::binary);
+      is.read(static_cast<char*>(host.data_ptr()), bytes);
+      if (is.gcount() != bytes) return failure("infra_error", "short output file " + files[i]);
+      got.tensors().push_back(host.to(want[i].device()));
+    }
+    return std::nullopt;
+  }
+
   // The driver's cuMemGetAddressRange, found through the runtime: linking libcuda would make the
   // kforge binary fail to start on hosts without a driver (compile-only workers).
   static PFN_cuMemGetAddressRange_v3020 address_range() {
@@ -167,6 +175,14 @@ class reference_server {
     }
   };
 
+  // The candidate child's outputs straight from its GPU memory (CUDA IPC handles): copied into this
+  // server's memory and the mappings closed before anything is compared, so nothing the child does
+  // later can touch them. The handles come from the child, where candidate code runs, so each
+  // mapping is checked to hold the whole output before it is read (an honest child allocates
+  // exactly the output's bytes). A reply no honest child sends (a wrong handle count, a malformed
+  // handle) is `bad_share`; a handle that does not open, cannot be measured or is too small is
+  // ipc_unavailable (the runner then asks for files); a CUDA error while copying ends this server
+  // (fatal: it is restarted) rather than leave it broken.
   std::optional<json> read_shared(const json& handles, const std::vector<at::Tensor>& want, tasks::tensor_list& got,
                                   std::string& bad_share) {
     if (!handles.is_array() || handles.size() != want.size()) {
@@ -223,17 +239,8 @@ class reference_server {
       std::string bad_share;
       if (auto bad = read_shared(req.at("ipc"), want, got, bad_share)) return *bad;
       if (!bad_share.empty()) return json{{"ok", true}, {"close", false}, {"bad_share", bad_share}};
-    } else {
-      const auto files = req.at("files").get<std::vector<std::string>>();
-      if (files.size() != want.size()) return failure("infra_error", "output file count mismatch");
-      for (std::size_t i = 0; i < files.size(); ++i) {
-        auto host = at::empty(want[i].sizes(), want[i].options().device(at::kCPU));
-        const auto bytes = static_cast<std::streamsize>(host.numel() * host.element_size());
-        std::ifstream is(files[i], std::ios::binary);
-        is.read(static_cast<char*>(host.data_ptr()), bytes);
-        if (is.gcount() != bytes) return failure("infra_error", "short output file " + files[i]);
-        got.tensors().push_back(host.to(want[i].device()));
-      }
+    } else if (auto bad = read_files(req.at("files").get<std::vector<std::string>>(), want, got)) {
+      return *bad;
     }
     auto cmp = tasks::compare((*e)->outputs, got, (*ct)->spec.tolerance);
     if (!cmp) return failure("infra_error", "compare: " + cmp.err().message);

@@ -363,8 +363,9 @@ result<pretrain_report> run_pretrain(const pretrain_options& options, const sft_
   const auto started = clock_type::now();
   try {
     // Master weights: fp32, initialised on the CPU (bit-identical for a seed), or --init's, then moved.
-    model::CausalLM master(*cfg);
+    model::CausalLM master{nullptr};
     if (o.init_from.empty()) {
+      master = model::CausalLM(*cfg);
       init_weights(*master, o.seed, o.init_std);
     } else {
       auto start = model::load_causal_lm(o.init_from);  // fp32 on the CPU, checked tensor by tensor

@@ -61,16 +61,19 @@ status synchronize(int device, const char* what) {
   return {};
 }
 
-}  // namespace
-
-std::uint64_t layout_hash(model::CausalLMImpl& m) {
+// The hash of the parameters' names and shapes, in broadcast order.
+std::uint64_t hash_of(const std::vector<std::pair<std::string, at::Tensor>>& ps) {
   std::uint64_t h = fnv1a64("kforge weight layout 1");
-  for (const auto& [name, t] : broadcast_order(m)) {
+  for (const auto& [name, t] : ps) {
     h = fnv1a64(name.data(), name.size() + 1, h);  // the terminator separates names
     for (auto d : t.sizes()) h = fnv1a64(&d, sizeof d, h);
   }
   return h;
 }
+
+}  // namespace
+
+std::uint64_t layout_hash(model::CausalLMImpl& m) { return hash_of(broadcast_order(m)); }
 
 // ---- sender ---------------------------------------------------------------------------------------
 
@@ -155,7 +158,7 @@ result<broadcast_info> weight_sender::publish(model::CausalLMImpl& m, std::uint6
   b.id = p.id;
   b.ranks = p.channel.options().size;
   b.bytes = static_cast<std::uint64_t>(p.staging.nbytes());
-  b.layout_hash = layout_hash(m);
+  b.layout_hash = hash_of(params);
   b.dtype = dtype_name(dtype);
   p.busy = true;
   p.cv.notify_all();
@@ -249,8 +252,9 @@ result<std::unique_ptr<weight_receiver>> weight_receiver::create(model::CausalLM
   p->device = device;
   p->rank = rank;
   p->timeout = timeout;
-  p->hash = layout_hash(m);
-  p->numel = total_numel(broadcast_order(m));
+  const auto params = broadcast_order(m);
+  p->hash = hash_of(params);
+  p->numel = total_numel(params);
   p->start();
   return std::unique_ptr<weight_receiver>(new weight_receiver(std::move(p)));
 }

@@ -1,5 +1,6 @@
 #include "trainer/weight_channel.hpp"
 
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -15,6 +16,22 @@ using clock = std::chrono::steady_clock;
 std::string who(const weight_channel_options& o) {
   return "weight channel rank " + std::to_string(o.rank) + " of " + std::to_string(o.size) + " (cuda:" +
          std::to_string(o.device) + "): ";
+}
+
+// A non-blocking communicator answers "in progress" while it joins or enqueues a call: polls its
+// state until it settles, the channel is asked to abort, or `deadline` passes. Empty when it
+// settled on success, else why not (`late` for the deadline).
+std::string settle(ncclComm_t comm, ncclResult_t r, clock::time_point deadline, const std::atomic<bool>& abort,
+                   const std::string& what, const std::string& late) {
+  while (r == ncclInProgress) {
+    if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) return what + ": cannot read the communicator's state";
+    if (r != ncclInProgress) break;
+    if (abort) return "aborted while " + what;
+    if (clock::now() > deadline) return late;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (r != ncclSuccess) return what + " failed: " + ncclGetErrorString(r);
+  return {};
 }
 
 }  // namespace
@@ -55,26 +72,14 @@ status weight_channel::join() {
   std::memcpy(&raw, o_.id.bytes.data(), sizeof raw);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  ncclResult_t r = ncclCommInitRankConfig(&s_->comm, o_.size, raw, o_.rank, &config);
-  const auto deadline = clock::now() + o_.timeout;
-  while (r == ncclInProgress || r == ncclSuccess) {
-    ncclResult_t state = ncclSuccess;
-    if (ncclCommGetAsyncError(s_->comm, &state) != ncclSuccess) break;
-    if (state == ncclSuccess) {
-      s_->joined = true;
-      return {};
-    }
-    if (state != ncclInProgress) {
-      r = state;
-      break;
-    }
-    if (abort_) return fail("aborted while joining");
-    if (clock::now() > deadline)
-      return fail("the other ranks did not join within " + std::to_string(o_.timeout.count()) + " ms");
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return fail(std::string("joining failed: ") + (r == ncclSuccess ? "cannot read the communicator's state"
-                                                                   : ncclGetErrorString(r)));
+  const ncclResult_t r = ncclCommInitRankConfig(&s_->comm, o_.size, raw, o_.rank, &config);
+  // Whatever the call answered, the communicator's own state says when every rank is in.
+  if (auto why = settle(s_->comm, r == ncclSuccess ? ncclInProgress : r, clock::now() + o_.timeout, abort_, "joining",
+                        "the other ranks did not join within " + std::to_string(o_.timeout.count()) + " ms");
+      !why.empty())
+    return fail(why);
+  s_->joined = true;
+  return {};
 }
 
 status weight_channel::transfer(void* data, std::size_t bytes) {
@@ -83,16 +88,11 @@ status weight_channel::transfer(void* data, std::size_t bytes) {
   if (!s_->joined)
     if (auto s = join(); !s) return s;
   if (cudaSetDevice(o_.device) != cudaSuccess) return fail("cannot select the device");
-  ncclResult_t r = ncclBroadcast(data, data, bytes, ncclUint8, 0, s_->comm, s_->stream);
-  // A non-blocking communicator may answer "in progress" while it enqueues.
   const auto deadline = clock::now() + o_.timeout;
-  while (r == ncclInProgress) {
-    if (ncclCommGetAsyncError(s_->comm, &r) != ncclSuccess) break;
-    if (abort_) return fail("aborted");
-    if (clock::now() > deadline) return fail("the broadcast was not enqueued within the timeout");
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (r != ncclSuccess) return fail(std::string("broadcast: ") + ncclGetErrorString(r));
+  if (auto why = settle(s_->comm, ncclBroadcast(data, data, bytes, ncclUint8, 0, s_->comm, s_->stream), deadline,
+                        abort_, "enqueuing the broadcast", "the broadcast was not enqueued within the timeout");
+      !why.empty())
+    return fail(why);
   // Done when the stream is; a peer that never joins keeps it busy, so poll against the deadline.
   for (;;) {
     const cudaError_t q = cudaStreamQuery(s_->stream);
