@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -105,6 +106,24 @@ json parts(const batch_result& b) {
   }
   return {{"wall_ms", stats_json(b.wall_ms)}, {"compile_ms", stats_json(c)},
           {"verify_ms", stats_json(v)}, {"time_ms", stats_json(t)}};
+}
+
+// The runners' time per candidate, by phase, between two snapshots (run_phases).
+json phases_json(const ks::run_phases& p) {
+  const double n = std::max(1, p.candidates);
+  return {{"candidates", p.candidates},       {"gpu_wait_ms", p.gpu_wait_ms / n},
+          {"start_ms", p.start_ms / n},       {"prepare_ms", p.prepare_ms / n},
+          {"load_ms", p.load_ms / n},         {"check_ms", p.check_ms / n},
+          {"compare_ms", p.compare_ms / n},   {"trials_ms", p.trials_ms / n},
+          {"baseline_ms", p.baseline_ms / n}, {"unload_ms", p.unload_ms / n}};
+}
+
+void print_phases(const char* what, const json& j) {
+  std::printf("  runner time per candidate, %s (mean ms):", what);
+  for (const char* k : {"gpu_wait_ms", "start_ms", "prepare_ms", "load_ms", "check_ms", "compare_ms",
+                        "trials_ms", "baseline_ms", "unload_ms"})
+    std::printf(" %.*s %.0f", static_cast<int>(std::strlen(k) - 3), k, j.at(k).get<double>());
+  std::printf("\n");
 }
 
 const char* load_inline_script = R"PY(
@@ -227,6 +246,14 @@ int main(int argc, char** argv) {
   if (!pool) return std::fprintf(stderr, "pool: %s\n", pool.message().c_str()), 1;
   std::printf("sandbox: %s\n", (*pool)->describe().c_str());
   {
+    // Every child and reference server up before anything is measured: the goals are about a
+    // pool that is running (a sandbox worker starts them once per run, pipeline/sandbox_stage).
+    const auto t = clk::now();
+    if (auto st = (*pool)->start_all(); !st) return std::fprintf(stderr, "pool: %s\n", st.err().message.c_str()), 1;
+    out["pool_start_ms"] = since_ms(t);
+    std::printf("pool: every child and reference server started in %.1f s\n", since_ms(t) / 1000);
+  }
+  {
     // The ABI build of the same ReLU, cold (unique source), through the pool.
     auto one = unique(1, "anchor");
     const auto b = run_batch(**pool, one, 1, 7);
@@ -248,8 +275,11 @@ int main(int argc, char** argv) {
 
   // 3. Throughput, cold then warm cache.
   const auto batch = unique(n, "batch");
+  const auto before_cold = (*pool)->phases();
   const auto cold = run_batch(**pool, batch, jobs, 13);
+  const auto before_warm = (*pool)->phases();
   const auto warm = run_batch(**pool, batch, jobs, 17);
+  const auto after_warm = (*pool)->phases();
   int hits = 0;
   for (const auto& v : warm.verdicts) hits += v.value("compile_ms", 1e9) < 200 ? 1 : 0;
   out["cold"] = parts(cold);
@@ -261,10 +291,14 @@ int main(int argc, char** argv) {
   out["warm"]["per_second"] = n / warm.seconds;
   out["warm"]["not_ok"] = warm.not_ok;
   out["warm"]["cache_hits_under_200ms"] = hits;
+  out["cold"]["runner_phases"] = phases_json(before_warm - before_cold);
+  out["warm"]["runner_phases"] = phases_json(after_warm - before_warm);
   std::printf("throughput: %d candidates, %d jobs, %d runners: cold %.1f s = %.2f/s (not ok %d); "
               "warm cache %.1f s = %.2f/s (%d fast hits, not ok %d)\n",
               n, jobs, runners, cold.seconds, n / cold.seconds, cold.not_ok, warm.seconds,
               n / warm.seconds, hits, warm.not_ok);
+  print_phases("cold", out["cold"]["runner_phases"]);
+  print_phases("warm", out["warm"]["runner_phases"]);
 
   // 4. Repeatability: the same kernels timed by two separate pools.
   pool->reset();

@@ -71,6 +71,9 @@ result<std::shared_ptr<actors::sandbox_logic>> shared_nvcc_sandbox(const manifes
   po.run.trials_per_round = (so.trials + po.run.rounds - 1) / po.run.rounds;
   auto pool = sandbox::sandbox_pool::create(po);
   if (!pool) return error{"sandbox: " + pool.message()};
+  // A worker lives for the whole run: its children start now, together, not one by one under
+  // the first groups.
+  if (auto st = (*pool)->start_all(); !st) return error{"sandbox: " + st.err().message};
   std::shared_ptr<actors::sandbox_logic> s =
       std::make_shared<nvcc_sandbox>(std::move(*pool), static_cast<std::uint64_t>(m.run.seed));
   shared = s;

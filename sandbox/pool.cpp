@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "common/parallel.hpp"
 #include "common/subprocess.hpp"
 
 namespace kforge::sandbox {
@@ -95,6 +96,24 @@ wire::VerdictT sandbox_pool::evaluate(const tasks::task& t, std::string_view sou
     } back{this, &r};
     return r->run(task, lib, seed);
   });
+}
+
+status sandbox_pool::start_all() {
+  std::vector<std::string> errors(slots_.size() + free_.size());
+  std::lock_guard lock(mutex_);  // the runners stay in free_; nobody borrows meanwhile
+  parallel_for(errors.size(), static_cast<int>(errors.size()), [&](std::size_t i) {
+    auto st = i < slots_.size() ? slots_[i]->start_servers() : free_[i - slots_.size()]->start();
+    if (!st) errors[i] = st.err().message;
+  });
+  for (const auto& e : errors)
+    if (!e.empty()) return error{e};
+  return {};
+}
+
+run_phases sandbox_pool::phases() const {
+  run_phases sum;
+  for (const auto& s : slots_) sum += s->phases();
+  return sum;
 }
 
 std::string sandbox_pool::describe() const {

@@ -53,11 +53,16 @@ class sandbox_pool {
   /// a GRPO group the same seed so the reference runs once for the group.
   wire::VerdictT evaluate(const tasks::task& t, std::string_view source, std::uint64_t seed);
   bool runs_on_gpu() const noexcept { return !slots_.empty(); }
+  /// Starts every reference server and candidate child now (in parallel) instead of on first
+  /// use, so the first candidates do not wait for process and CUDA start-up. The first error.
+  status start_all();
   /// Facts of the first GPU, if any.
   std::optional<gpu_facts> facts() const { return facts_; }
   /// One line: "2 GPUs (NVIDIA H200, sm_90), 4 runners each, nvcc 13.0" or "compile-only: ...".
   std::string describe() const;
   const evaluator& eval() const noexcept { return *evaluator_; }
+  /// Where the runners' time went so far, summed over GPUs (run_phases).
+  run_phases phases() const;
 
  private:
   explicit sandbox_pool(pool_options o) : options_(std::move(o)) {}

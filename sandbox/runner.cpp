@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/hash.hpp"
+#include "common/parallel.hpp"
 #include "common/visible_gpus.hpp"
 #include "sandbox/child_protocol.hpp"
 #include "tasks/task_parser.hpp"
@@ -85,6 +86,19 @@ bool own_output_files(const json& reply, const std::string& dir, int check, std:
   return true;
 }
 
+/// Adds the time from its construction to its end to `into` (a run_phases field).
+class phase_timer {
+ public:
+  explicit phase_timer(double& into) : into_(into), start_(clock_type::now()) {}
+  ~phase_timer() { into_ += elapsed_ms(start_); }
+  phase_timer(const phase_timer&) = delete;
+  phase_timer& operator=(const phase_timer&) = delete;
+
+ private:
+  double& into_;
+  clock_type::time_point start_;
+};
+
 ms left_until(clock_type::time_point deadline) {
   return std::max(ms(1), std::chrono::duration_cast<ms>(deadline - clock_type::now()));
 }
@@ -147,6 +161,32 @@ std::vector<check_spec> plan_checks(const tasks::task& t, std::uint64_t seed, in
   return checks;
 }
 
+// ---- run_phases ----
+
+run_phases& run_phases::operator+=(const run_phases& o) {
+  candidates += o.candidates;
+  gpu_wait_ms += o.gpu_wait_ms;
+  start_ms += o.start_ms;
+  prepare_ms += o.prepare_ms;
+  load_ms += o.load_ms;
+  check_ms += o.check_ms;
+  compare_ms += o.compare_ms;
+  trials_ms += o.trials_ms;
+  baseline_ms += o.baseline_ms;
+  unload_ms += o.unload_ms;
+  return *this;
+}
+
+run_phases run_phases::operator-(const run_phases& o) const {
+  run_phases d = o;
+  d.candidates = -d.candidates;
+  for (double* f : {&d.gpu_wait_ms, &d.start_ms, &d.prepare_ms, &d.load_ms, &d.check_ms,
+                    &d.compare_ms, &d.trials_ms, &d.baseline_ms, &d.unload_ms})
+    *f = -*f;
+  d += *this;
+  return d;
+}
+
 // ---- gpu_slot ----
 
 gpu_slot::gpu_slot(run_options options) : options_(std::move(options)) {
@@ -162,6 +202,19 @@ status gpu_slot::start_locked(server& s) {
                            {json{{"op", "hello"}, {"cache_bytes", cache_bytes}}});
   if (!hello) return error{hello.err().message};
   s.facts_json = hello->at("gpu").dump();
+  return {};
+}
+
+status gpu_slot::start_servers() {
+  std::vector<std::string> errors(servers_.size());
+  parallel_for(servers_.size(), static_cast<int>(servers_.size()), [&](std::size_t i) {
+    server& s = *servers_[i];
+    std::lock_guard lock(s.mutex);
+    if (!s.child.running())
+      if (auto st = start_locked(s); !st) errors[i] = st.err().message;
+  });
+  for (const auto& e : errors)
+    if (!e.empty()) return error{"reference server: " + e};
   return {};
 }
 
@@ -185,6 +238,16 @@ result<nlohmann::json> gpu_slot::reference(const nlohmann::json& request, std::u
       return error{"reference server: " + r.detail};  // a second try would take as long
   }
   return error{"reference server keeps dying: " + s.child.take_output()};
+}
+
+run_phases gpu_slot::phases() const {
+  std::lock_guard lock(phases_mutex_);
+  return phases_;
+}
+
+void gpu_slot::add_phases(const run_phases& p) {
+  std::lock_guard lock(phases_mutex_);
+  phases_ += p;
 }
 
 gpu_slot::gpu_lock::gpu_lock(gpu_slot& s, bool exclusive) : slot_(s), exclusive_(exclusive) {
@@ -228,6 +291,11 @@ status runner::ensure_child() {
   return {};
 }
 
+status runner::start() {
+  gpu_slot::gpu_lock verifying(*slot_, false);  // the probe kernel never meets a timed trial
+  return ensure_child();
+}
+
 run_outcome runner::run(const tasks::task& t, const std::string& library, std::uint64_t seed) {
   run_outcome out;
   const auto& o = slot_->options();
@@ -238,9 +306,22 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   };
   // Starting a child (its probe kernel) and verification share the GPU with other runners'
   // verification, never with a timed trial.
+  run_phases ph;
+  ph.candidates = 1;
+  struct add_on_return {
+    gpu_slot& slot;
+    const run_phases& ph;
+    ~add_on_return() { slot.add_phases(ph); }
+  } add_phases{*slot_, ph};
   std::optional<gpu_slot::gpu_lock> verifying;
-  verifying.emplace(*slot_, false);
-  if (auto st = ensure_child(); !st) return infra(st.err().message);
+  {
+    phase_timer t(ph.gpu_wait_ms);
+    verifying.emplace(*slot_, false);
+  }
+  {
+    phase_timer t(ph.start_ms);
+    if (auto st = ensure_child(); !st) return infra(st.err().message);
+  }
   const json task_json = json::parse(tasks::to_json_line(t));
   const auto checks = plan_checks(t, seed, o.max_variants);
   // Every request of this candidate goes to the reference server its task hashes to: the server
@@ -250,7 +331,11 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   // The trusted side first: expected outputs (and their shapes) for every input set.
   json plan = json::array();
   for (const auto& c : checks) plan.push_back({{"seed", c.seed}, {"variant", c.variant}});
-  auto prepared = slot_->reference({{"op", "prepare"}, {"task", task_json}, {"checks", plan}}, route);
+  result<json> prepared = error{"not prepared"};
+  {
+    phase_timer t(ph.prepare_ms);
+    prepared = slot_->reference({{"op", "prepare"}, {"task", task_json}, {"checks", plan}}, route);
+  }
   if (!prepared) return infra(prepared.err().message);
   const json& shapes = prepared->at("output_shapes");
 
@@ -285,6 +370,7 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   auto finish = [&]() {
     out.output = child_.take_output();
     if (!child_failed && child_.running()) {
+      phase_timer t(ph.unload_ms);
       json reply;
       const auto r = child_.request(json{{"op", "unload"}}.dump(), ms(30'000));
       reply = json::parse(r.json, nullptr, false);
@@ -296,7 +382,10 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   };
 
   json reply;
-  if (!ask({{"op", "load"}, {"library", library}, {"task", task_json}}, reply)) return finish();
+  {
+    phase_timer t(ph.load_ms);
+    if (!ask({{"op", "load"}, {"library", library}, {"task", task_json}}, reply)) return finish();
+  }
   const auto verify_start = clock_type::now();
   json earlier = json::array();
   for (std::size_t k = 0; k < checks.size(); ++k) {
@@ -306,15 +395,18 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
     // check once more as files.
     result<json> cmp = error{"not compared"};
     for (bool ipc = o.share_outputs;; ipc = false) {
-      if (!ask({{"op", "check"},
-                {"check", k},
-                {"seed", checks[k].seed},
-                {"variant", checks[k].variant},
-                {"output_shapes", shapes.at(k)},
-                {"dir", scratch_->path()},
-                {"ipc", ipc}},
-               reply))
-        return finish();
+      {
+        phase_timer t(ph.check_ms);
+        if (!ask({{"op", "check"},
+                  {"check", k},
+                  {"seed", checks[k].seed},
+                  {"variant", checks[k].variant},
+                  {"output_shapes", shapes.at(k)},
+                  {"dir", scratch_->path()},
+                  {"ipc", ipc}},
+                 reply))
+          return finish();
+      }
       json compare = {{"op", "compare"}, {"task", task_json}, {"check", spec}, {"earlier", earlier}};
       const bool shared = reply.contains("ipc");
       if (shared) {
@@ -328,7 +420,10 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
       } else {
         compare["files"] = reply.at("files");
       }
-      cmp = slot_->reference(compare, route);
+      {
+        phase_timer t(ph.compare_ms);
+        cmp = slot_->reference(compare, route);
+      }
       if (!shared)
         for (const auto& f : reply.at("files")) ::unlink(f.get<std::string>().c_str());
       if (!cmp && shared && cmp.err().message.rfind(protocol::ipc_unavailable, 0) == 0) continue;
@@ -377,20 +472,28 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   std::vector<double> event_ms, wall_ms, base_ms;
   {
     verifying.reset();
-    gpu_slot::gpu_lock lock(*slot_, true);
+    std::optional<gpu_slot::gpu_lock> lock;
+    {
+      phase_timer t(ph.gpu_wait_ms);
+      lock.emplace(*slot_, true);
+    }
     // Waiting for the GPU is not the candidate's time: its budget starts again here.
     deadline = clock_type::now() + o.time_limit;
     for (int round = 0; round < o.rounds; ++round) {
       const int warmup = round == 0 ? o.warmup : 0;
-      if (!ask({{"op", "time"},
-                {"seed", checks[0].seed},
-                {"warmup", warmup},
-                {"trials", o.trials_per_round},
-                {"output_shapes", shapes.at(0)}},
-               reply))
-        return finish();
+      {
+        phase_timer t(ph.trials_ms);
+        if (!ask({{"op", "time"},
+                  {"seed", checks[0].seed},
+                  {"warmup", warmup},
+                  {"trials", o.trials_per_round},
+                  {"output_shapes", shapes.at(0)}},
+                 reply))
+          return finish();
+      }
       for (const auto& v : reply.at("event_ms")) event_ms.push_back(v.get<double>());
       for (const auto& v : reply.at("wall_ms")) wall_ms.push_back(v.get<double>());
+      phase_timer t(ph.baseline_ms);
       auto base = slot_->reference({{"op", "time"},
                                     {"task", task_json},
                                     {"seed", checks[0].seed},

@@ -88,6 +88,23 @@ struct run_outcome {
   double verify_ms = 0, time_ms = 0;
 };
 
+/// Where the runners' time went, summed over candidates: what bounds a GPU's throughput once
+/// compiles are cache hits (sandbox_bench prints it per candidate).
+struct run_phases {
+  int candidates = 0;
+  double gpu_wait_ms = 0;   ///< waiting for the GPU: shared for verifying, exclusive for timing
+  double start_ms = 0;      ///< starting and probing fresh candidate children
+  double prepare_ms = 0;    ///< reference server: expected outputs (cached per task and seed)
+  double load_ms = 0;       ///< the candidate's child loading its library
+  double check_ms = 0;      ///< the candidate's child running the input sets
+  double compare_ms = 0;    ///< reference server: comparing outputs
+  double trials_ms = 0;     ///< the candidate's timed trials
+  double baseline_ms = 0;   ///< the reference server's baseline trials
+  double unload_ms = 0;     ///< unloading (and the leak check)
+  run_phases& operator+=(const run_phases& o);
+  run_phases operator-(const run_phases& o) const;
+};
+
 /// The reference server and timing lock of one GPU.
 class gpu_slot {
  public:
@@ -106,6 +123,11 @@ class gpu_slot {
   /// time-slice: another process's kernels would stretch both the events and the wall time of a
   /// timed trial. A runner that wants to time stops new shared users from entering, so timing is
   /// not starved by a stream of verifications.
+  /// Starts every reference server not running yet (in parallel). The first error, if any.
+  status start_servers();
+  /// The runners' phase times so far (run_phases).
+  run_phases phases() const;
+  void add_phases(const run_phases& p);
   class gpu_lock {
    public:
     gpu_lock(gpu_slot& s, bool exclusive);
@@ -131,6 +153,8 @@ class gpu_slot {
   std::vector<std::unique_ptr<server>> servers_;
   std::mutex gate_;           ///< taken briefly by everyone; held by a timer while it waits
   std::shared_mutex use_;     ///< shared: verifying; exclusive: timing
+  mutable std::mutex phases_mutex_;
+  run_phases phases_;
 };
 
 class runner {
@@ -139,6 +163,8 @@ class runner {
   ~runner();
   runner(const runner&) = delete;
   runner& operator=(const runner&) = delete;
+  /// Starts (and probes) the candidate child now, not with the first candidate.
+  status start();
   /// Verifies and times `library` (a compiled candidate of `t`) with inputs drawn from `seed`.
   run_outcome run(const tasks::task& t, const std::string& library, std::uint64_t seed);
 

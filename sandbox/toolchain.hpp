@@ -19,8 +19,9 @@ struct toolchain {
 /// Finds nvcc: $KFORGE_NVCC, then PATH, then /usr/local/cuda/bin. The error says where it looked.
 result<toolchain> find_toolchain();
 
-/// The fixed nvcc command line for a candidate (ARCHITECTURE.md): -O3 -arch, -shared, -fPIC,
-/// linking only the CUDA runtime.
+/// The fixed nvcc command line for a candidate (ARCHITECTURE.md): -O3, machine code for `arch`
+/// only (`-gencode arch=compute_XX,code=sm_XX`: no embedded PTX), -shared, -fPIC, linking only the
+/// CUDA runtime.
 std::vector<std::string> compile_command(const toolchain& tc, const std::string& source,
                                          const std::string& output, const std::string& arch);
 

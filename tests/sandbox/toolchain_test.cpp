@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -29,7 +30,30 @@ TEST_CASE("the known-good candidate compiles with the sandbox's fixed flags") {
   auto nm = kforge::run_process(nm_cmd, std::chrono::seconds(30));
   REQUIRE(nm.ok());
   CHECK(nm->output.find(" T kf_forward") != std::string::npos);
+  // Machine code for the asked arch only: no PTX embedded (it would cost a second cicc pass).
+  const fs::path cuobjdump = fs::path(tc->nvcc).parent_path() / "cuobjdump";
+  if (fs::exists(cuobjdump)) {
+    auto elf = kforge::run_process({cuobjdump.string(), "--list-elf", (dir / "probe.so").string()},
+                                   std::chrono::seconds(30));
+    auto ptx = kforge::run_process({cuobjdump.string(), "--list-ptx", (dir / "probe.so").string()},
+                                   std::chrono::seconds(30));
+    REQUIRE(elf.ok());
+    REQUIRE(ptx.ok());
+    CHECK(elf->output.find("sm_90a") != std::string::npos);
+    CHECK(ptx->output.find(".ptx") == std::string::npos);
+  }
   fs::remove_all(dir);
+}
+
+TEST_CASE("the fixed flags ask for machine code of the target arch only") {
+  const toolchain tc{"/usr/local/cuda/bin/nvcc", "13.0", "/abi"};
+  const auto cmd = compile_command(tc, "k.cu", "k.so", "sm_90a");
+  const auto at = std::find(cmd.begin(), cmd.end(), "-gencode");
+  REQUIRE(at != cmd.end());
+  REQUIRE(at + 1 != cmd.end());
+  CHECK(*(at + 1) == "arch=compute_90a,code=sm_90a");
+  CHECK(std::count_if(cmd.begin(), cmd.end(), [](const std::string& a) { return a.rfind("-arch", 0) == 0; }) == 0);
+  CHECK(std::find(cmd.begin(), cmd.end(), "-O3") != cmd.end());
 }
 
 TEST_CASE("a candidate that does not compile fails with nvcc's message") {
