@@ -16,8 +16,10 @@
 #define KFORGE_HAVE_C10_CUDA 1
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -46,12 +48,14 @@ using workspace_fn = size_t (*)(const kf_tensor*, int32_t);
 /// Workspace beyond this is refused (runtime_error) rather than exhausting the GPU.
 constexpr std::size_t max_workspace = std::size_t{8} << 30;
 /// A candidate after which the GPU has this much less free memory than before it was loaded gets
-/// the child recycled; so do candidates whose drops add up to `leak_total_limit`. Free memory is a
-/// device-wide figure that other children and the reference servers move too (their expected-output
-/// caches fill over a run), so it is read around each candidate rather than against the child's
-/// start, where the servers' growth alone once made every child look leaky.
-constexpr std::size_t leak_limit = std::size_t{2} << 30;
-constexpr std::size_t leak_total_limit = std::size_t{8} << 30;
+/// the child recycled; so does a child whose candidates' changes add up (signed, never below zero)
+/// to `leak_total_limit`. Free memory is a device-wide figure that other children and the
+/// reference servers move too (their expected-output caches fill over a run), so it is read around
+/// each candidate rather than against the child's start, where the servers' growth alone made
+/// every child look leaky; the limits sit above what other processes allocate during one
+/// candidate, and far below what an allocation-exhausting candidate takes.
+constexpr std::int64_t leak_limit = std::int64_t{4} << 30;
+constexpr std::int64_t leak_total_limit = std::int64_t{8} << 30;
 
 using protocol::failure;
 
@@ -349,7 +353,7 @@ class candidate_child {
       const std::size_t bytes = static_cast<std::size_t>(c.numel()) * c.element_size();
       if (shared_.size() <= i) shared_.push_back({});
       auto& buf = shared_[i];
-      if (buf.bytes < bytes) {
+      if (!buf.ptr || buf.bytes < bytes) {
         if (buf.ptr) cudaFree(buf.ptr);
         buf = {};
         if (cudaMalloc(&buf.ptr, std::max<std::size_t>(bytes, 1)) != cudaSuccess) {
@@ -397,8 +401,8 @@ class candidate_child {
     lib_ = nullptr;
     cudaDeviceSynchronize();
     const std::size_t now = free_bytes();
-    const std::size_t dropped = free_at_load_ > now ? free_at_load_ - now : 0;
-    dropped_total_ += dropped;
+    const std::int64_t dropped = static_cast<std::int64_t>(free_at_load_) - static_cast<std::int64_t>(now);
+    dropped_total_ = std::max<std::int64_t>(0, dropped_total_ + dropped);
     const bool leaked = dropped > leak_limit || dropped_total_ > leak_total_limit;
     return json{{"ok", true}, {"recycle", leaked}, {"free_bytes", now}, {"dropped_bytes", dropped}};
   }
@@ -407,7 +411,7 @@ class candidate_child {
   l2_flusher flusher_;
   std::size_t free_at_start_ = 0;
   std::size_t free_at_load_ = 0;    ///< before the current candidate was loaded
-  std::size_t dropped_total_ = 0;   ///< free memory lost over this child's candidates
+  std::int64_t dropped_total_ = 0;  ///< free memory lost over this child's candidates (>= 0)
   void* lib_ = nullptr;
   forward_fn forward_ = nullptr;
   workspace_fn workspace_ = nullptr;

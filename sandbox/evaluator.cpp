@@ -8,6 +8,8 @@
 namespace kforge::sandbox {
 
 result<evaluator> evaluator::create(evaluator_options options) {
+  if (!valid_arch(options.compile.arch))
+    return error{"arch '" + options.compile.arch + "': expected sm_NN or compute_NN (e.g. sm_90a), one target"};
   auto tc = find_toolchain();
   if (!tc) return error{tc.err().message};
   return evaluator(std::move(*tc), std::move(options));

@@ -99,8 +99,8 @@ wire::VerdictT sandbox_pool::evaluate(const tasks::task& t, std::string_view sou
 }
 
 status sandbox_pool::start_all() {
-  std::vector<std::string> errors(slots_.size() + free_.size());
   std::lock_guard lock(mutex_);  // the runners stay in free_; nobody borrows meanwhile
+  std::vector<std::string> errors(slots_.size() + free_.size());
   parallel_for(errors.size(), static_cast<int>(errors.size()), [&](std::size_t i) {
     auto st = i < slots_.size() ? slots_[i]->start_servers() : free_[i - slots_.size()]->start();
     if (!st) errors[i] = st.err().message;

@@ -382,10 +382,13 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   };
 
   json reply;
+  // The timers stop before finish(): its unload is counted as unload only.
+  bool asked = false;
   {
     phase_timer t(ph.load_ms);
-    if (!ask({{"op", "load"}, {"library", library}, {"task", task_json}}, reply)) return finish();
+    asked = ask({{"op", "load"}, {"library", library}, {"task", task_json}}, reply);
   }
+  if (!asked) return finish();
   const auto verify_start = clock_type::now();
   json earlier = json::array();
   for (std::size_t k = 0; k < checks.size(); ++k) {
@@ -397,16 +400,16 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
     for (bool ipc = o.share_outputs;; ipc = false) {
       {
         phase_timer t(ph.check_ms);
-        if (!ask({{"op", "check"},
-                  {"check", k},
-                  {"seed", checks[k].seed},
-                  {"variant", checks[k].variant},
-                  {"output_shapes", shapes.at(k)},
-                  {"dir", scratch_->path()},
-                  {"ipc", ipc}},
-                 reply))
-          return finish();
+        asked = ask({{"op", "check"},
+                     {"check", k},
+                     {"seed", checks[k].seed},
+                     {"variant", checks[k].variant},
+                     {"output_shapes", shapes.at(k)},
+                     {"dir", scratch_->path()},
+                     {"ipc", ipc}},
+                    reply);
       }
+      if (!asked) return finish();
       json compare = {{"op", "compare"}, {"task", task_json}, {"check", spec}, {"earlier", earlier}};
       const bool shared = reply.contains("ipc");
       if (shared) {
@@ -483,23 +486,26 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
       const int warmup = round == 0 ? o.warmup : 0;
       {
         phase_timer t(ph.trials_ms);
-        if (!ask({{"op", "time"},
-                  {"seed", checks[0].seed},
-                  {"warmup", warmup},
-                  {"trials", o.trials_per_round},
-                  {"output_shapes", shapes.at(0)}},
-                 reply))
-          return finish();
+        asked = ask({{"op", "time"},
+                     {"seed", checks[0].seed},
+                     {"warmup", warmup},
+                     {"trials", o.trials_per_round},
+                     {"output_shapes", shapes.at(0)}},
+                    reply);
       }
+      if (!asked) return finish();
       for (const auto& v : reply.at("event_ms")) event_ms.push_back(v.get<double>());
       for (const auto& v : reply.at("wall_ms")) wall_ms.push_back(v.get<double>());
-      phase_timer t(ph.baseline_ms);
-      auto base = slot_->reference({{"op", "time"},
-                                    {"task", task_json},
-                                    {"seed", checks[0].seed},
-                                    {"warmup", warmup},
-                                    {"trials", o.trials_per_round}},
-                                   route);
+      result<json> base = error{"not timed"};
+      {
+        phase_timer t(ph.baseline_ms);
+        base = slot_->reference({{"op", "time"},
+                                 {"task", task_json},
+                                 {"seed", checks[0].seed},
+                                 {"warmup", warmup},
+                                 {"trials", o.trials_per_round}},
+                                route);
+      }
       if (!base) {
         infra("baseline timing failed: " + base.err().message);
         return finish();

@@ -55,12 +55,23 @@ result<toolchain> find_toolchain() {
 
 std::vector<std::string> compile_command(const toolchain& tc, const std::string& source,
                                          const std::string& output, const std::string& arch) {
-  // Machine code for `arch` only: `-arch=sm_90a` also embeds PTX for compute_90 and compute_90a
-  // (for JIT on GPUs not yet made), which costs a second preprocess and cicc pass, about a third
-  // of the compile, for a library that only ever runs on the GPU it was built for.
+  std::vector<std::string> cmd = {tc.nvcc, "-O3"};
+  for (auto& f : arch_flags(arch)) cmd.push_back(std::move(f));
+  for (const char* a : {"-shared", "-Xcompiler", "-fPIC"}) cmd.emplace_back(a);
+  cmd.push_back("-I" + tc.abi_include);
+  for (const std::string& a : {std::string("-cudart"), std::string("shared"), std::string("-o"), output, source})
+    cmd.push_back(a);
+  return cmd;
+}
+
+bool valid_arch(const std::string& arch) {
+  static const std::regex form(R"((sm|compute)_[0-9]+[af]?)");
+  return std::regex_match(arch, form);
+}
+
+std::vector<std::string> arch_flags(const std::string& arch) {
   const std::string virt = arch.rfind("sm_", 0) == 0 ? "compute_" + arch.substr(3) : arch;
-  return {tc.nvcc, "-O3", "-gencode", "arch=" + virt + ",code=" + arch, "-shared", "-Xcompiler", "-fPIC",
-          "-I" + tc.abi_include, "-cudart", "shared", "-o", output, source};
+  return {"-gencode", "arch=" + virt + ",code=" + arch};
 }
 
 const char* known_good_candidate() {

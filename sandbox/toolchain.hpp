@@ -19,6 +19,17 @@ struct toolchain {
 /// Finds nvcc: $KFORGE_NVCC, then PATH, then /usr/local/cuda/bin. The error says where it looked.
 result<toolchain> find_toolchain();
 
+/// Whether nvcc can build for `arch` the sandbox's way: sm_NN or compute_NN, optionally with an
+/// `a` or `f` suffix (nvcc's native/all/all-major name no single target).
+bool valid_arch(const std::string& arch);
+
+/// nvcc's flags for machine code of `arch` only: "sm_90a" -> -gencode arch=compute_90a,code=sm_90a.
+/// `-arch=sm_90a` would also embed PTX for compute_90 and compute_90a (for JIT on GPUs not yet
+/// made), a second preprocess and cicc pass, about a third of a compile, for a library that only
+/// ever runs on the GPU it was built for. The static check preprocesses with the same flags, so it
+/// sees the same macros (__CUDA_ARCH_FEAT_SM90_ALL) as the build.
+std::vector<std::string> arch_flags(const std::string& arch);
+
 /// The fixed nvcc command line for a candidate (ARCHITECTURE.md): -O3, machine code for `arch`
 /// only (`-gencode arch=compute_XX,code=sm_XX`: no embedded PTX), -shared, -fPIC, linking only the
 /// CUDA runtime.

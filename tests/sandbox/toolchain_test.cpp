@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "common/subprocess.hpp"
+#include "sandbox/evaluator.hpp"
 #include "sandbox/toolchain.hpp"
 
 using namespace kforge::sandbox;
@@ -54,6 +55,20 @@ TEST_CASE("the fixed flags ask for machine code of the target arch only") {
   CHECK(*(at + 1) == "arch=compute_90a,code=sm_90a");
   CHECK(std::count_if(cmd.begin(), cmd.end(), [](const std::string& a) { return a.rfind("-arch", 0) == 0; }) == 0);
   CHECK(std::find(cmd.begin(), cmd.end(), "-O3") != cmd.end());
+  CHECK(valid_arch("sm_90a"));
+  CHECK(valid_arch("sm_80"));
+  CHECK(valid_arch("compute_90"));
+  CHECK_FALSE(valid_arch("native"));
+  CHECK_FALSE(valid_arch("all-major"));
+  CHECK_FALSE(valid_arch("sm_90a -G"));
+}
+
+TEST_CASE("an evaluator for an arch that is not one target is an error that names it") {
+  evaluator_options o;
+  o.compile.arch = "native";
+  auto ev = evaluator::create(o);
+  REQUIRE_FALSE(ev.ok());
+  CHECK(ev.message().find("'native'") != std::string::npos);
 }
 
 TEST_CASE("a candidate that does not compile fails with nvcc's message") {
