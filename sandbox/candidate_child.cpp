@@ -342,8 +342,8 @@ class candidate_child {
 
   // Copies of `outs` in memory of their own (CUDA IPC shares whole cudaMalloc allocations, and
   // torch's allocator carves tensors out of larger ones), as the reply with their IPC handles in
-  // hex. The buffers are kept and reused by later checks (grown when too small): a cudaMalloc and
-  // a cudaFree per output and check were a large part of verifying. Nothing when IPC fails here:
+  // hex. The buffers are kept and reused by later checks and candidates (grown when too small): a
+  // cudaMalloc and a cudaFree per output and check were a large part of verifying. Nothing when IPC fails here:
   // the caller falls back to files. A CUDA error while copying is the candidate's (its kernels ran
   // just before): fatal.
   std::optional<json> share(const std::vector<at::Tensor>& outs) {
@@ -393,7 +393,8 @@ class candidate_child {
     timed_outputs_.clear();
     timed_frame_ = call_frame{};
     timed_seed_.reset();
-    release_shared();  // a candidate's outputs are not kept past it
+    // The shared output buffers stay for the next candidate (freeing them here cost more than the
+    // rest of unloading); the leak measure below counts their growth, which one output bounds.
     task_.reset();
     forward_ = nullptr;
     workspace_ = nullptr;
