@@ -16,10 +16,8 @@
 #define KFORGE_HAVE_C10_CUDA 1
 #endif
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -47,12 +45,7 @@ using workspace_fn = size_t (*)(const kf_tensor*, int32_t);
 
 /// Workspace beyond this is refused (runtime_error) rather than exhausting the GPU.
 constexpr std::size_t max_workspace = std::size_t{8} << 30;
-/// A candidate that leaves more device memory taken than this, against the child's start, gets
-/// the child recycled. Free memory is a device-wide figure that other processes move too, so this
-/// recycles more often than needed (the reference servers' caches fill over a run); measuring
-/// around each candidate instead (session 8) missed a real 80 GB leak when another child freed
-/// memory in the same window, so the start stays the reference. The child's own output buffers
-/// (kept across candidates) are not a leak and are left out.
+/// A candidate that leaves more device memory taken than this gets the child recycled.
 constexpr std::size_t leak_limit = std::size_t{1} << 30;
 
 using protocol::failure;
@@ -105,8 +98,7 @@ class candidate_child {
 
  private:
   json dispatch(const json& req) {
-    // The shared output buffers stay between requests: the runner sends the next request only
-    // after the reference server has read them, and the next check overwrites them.
+    release_shared();  // the reference server has read the last check's outputs by now
     const std::string op = req.at("op").get<std::string>();
     if (op == "hello") return hello();
     if (op == "probe") return probe(req.at("library").get<std::string>());
@@ -233,14 +225,6 @@ class candidate_child {
     const std::vector<at::Tensor> inputs = drawn->tensors();
     std::vector<at::Tensor> pristine;
     for (const auto& t : inputs) pristine.push_back(t.clone());
-    // Timing draws the first primary input set again (time(): the same seed); keeping this one
-    // moves drawing it out of the time the GPU is held exclusively for timing. The candidate may
-    // not change inputs (checked below against `pristine`), so they stay as drawn.
-    if (variant == protocol::primary && !timed_seed_) {
-      timed_inputs_ = inputs;
-      timed_outputs_.clear();
-      timed_seed_ = seed;
-    }
 
     const auto shapes = req.at("output_shapes").get<std::vector<std::vector<int64_t>>>();
     if (shapes.size() != task_->outputs.size())
@@ -250,8 +234,6 @@ class candidate_child {
       const auto opts = at::device(at::kCUDA).dtype(tasks::detail::to_at(task_->outputs[i].type));
       first.push_back(at::empty(shapes[i], opts));
       second.push_back(at::empty(shapes[i], opts));
-      if (timed_seed_ == seed && variant == protocol::primary && timed_outputs_.size() == i)
-        timed_outputs_.push_back(at::empty(shapes[i], opts));
     }
     cudaDeviceSynchronize();  // inputs drawn on torch's stream are ready before ours runs
 
@@ -296,7 +278,7 @@ class candidate_child {
   json time(const json& req) {
     if (!lib_ || !task_) return failure("infra_error", "time before load");
     const auto seed = req.at("seed").get<std::uint64_t>();
-    if (!timed_seed_ || *timed_seed_ != seed || timed_outputs_.empty()) {
+    if (!timed_seed_ || *timed_seed_ != seed) {
       auto drawn = tasks::make_inputs(*task_, seed, std::nullopt, tasks::device::cuda(0));
       if (!drawn) return failure("infra_error", drawn.err().message);
       timed_inputs_ = drawn->tensors();
@@ -339,33 +321,21 @@ class candidate_child {
 
   // Copies of `outs` in memory of their own (CUDA IPC shares whole cudaMalloc allocations, and
   // torch's allocator carves tensors out of larger ones), as the reply with their IPC handles in
-  // hex. The buffers are kept and reused by later checks and candidates (grown when too small): a
-  // cudaMalloc and a cudaFree per output and check were a large part of verifying. Nothing when IPC fails here:
-  // the caller falls back to files. A CUDA error while copying is the candidate's (its kernels ran
-  // just before): fatal.
+  // hex; they live until the next request. Nothing when IPC fails here: the caller falls back to
+  // files. A CUDA error while copying is the candidate's (its kernels ran just before): fatal.
   std::optional<json> share(const std::vector<at::Tensor>& outs) {
     json handles = json::array();
-    for (std::size_t i = 0; i < outs.size(); ++i) {
-      const auto c = outs[i].contiguous();
+    for (const auto& t : outs) {
+      const auto c = t.contiguous();
       const std::size_t bytes = static_cast<std::size_t>(c.numel()) * c.element_size();
-      if (shared_.size() <= i) shared_.push_back({});
-      auto& buf = shared_[i];
-      if (!buf.ptr || buf.bytes < bytes) {
-        if (buf.ptr) cudaFree(buf.ptr);
-        buf = {};
-        if (cudaMalloc(&buf.ptr, std::max<std::size_t>(bytes, 1)) != cudaSuccess) {
-          buf.ptr = nullptr;
-          break;
-        }
-        buf.bytes = std::max<std::size_t>(bytes, 1);
-        if (cudaIpcGetMemHandle(&buf.handle, buf.ptr) != cudaSuccess) {
-          cudaFree(buf.ptr);
-          buf = {};
-          break;
-        }
-      }
-      if (cudaMemcpyAsync(buf.ptr, c.data_ptr(), bytes, cudaMemcpyDeviceToDevice, stream_) != cudaSuccess) break;
-      handles.push_back(protocol::to_hex(&buf.handle, sizeof buf.handle));
+      void* p = nullptr;
+      if (cudaMalloc(&p, std::max<std::size_t>(bytes, 1)) != cudaSuccess) break;
+      shared_.push_back(p);
+      cudaIpcMemHandle_t h;
+      if (cudaMemcpy(p, c.data_ptr(), bytes, cudaMemcpyDeviceToDevice) != cudaSuccess ||
+          cudaIpcGetMemHandle(&h, p) != cudaSuccess)
+        break;
+      handles.push_back(protocol::to_hex(&h, sizeof h));
     }
     // A device-to-device cudaMemcpy may return before it is done: the copies must be whole before
     // the reference server reads them.
@@ -380,8 +350,7 @@ class candidate_child {
   }
 
   void release_shared() {
-    for (auto& b : shared_)
-      if (b.ptr) cudaFree(b.ptr);
+    for (void* p : shared_) cudaFree(p);
     shared_.clear();
   }
 
@@ -390,8 +359,6 @@ class candidate_child {
     timed_outputs_.clear();
     timed_frame_ = call_frame{};
     timed_seed_.reset();
-    // The shared output buffers stay for the next candidate (freeing them here cost more than the
-    // rest of unloading); the leak measure below counts their growth, which one output bounds.
     task_.reset();
     forward_ = nullptr;
     workspace_ = nullptr;
@@ -399,9 +366,7 @@ class candidate_child {
     lib_ = nullptr;
     cudaDeviceSynchronize();
     const std::size_t now = free_bytes();
-    std::size_t own = 0;
-    for (const auto& b : shared_) own += b.bytes;
-    const bool leaked = now + own + leak_limit < free_at_start_;
+    const bool leaked = now + leak_limit < free_at_start_;
     return json{{"ok", true}, {"recycle", leaked}, {"free_bytes", now}};
   }
 
@@ -415,13 +380,7 @@ class candidate_child {
   std::optional<std::uint64_t> timed_seed_;
   std::vector<at::Tensor> timed_inputs_, timed_outputs_;
   call_frame timed_frame_;
-  /// One buffer per output, shared over CUDA IPC and reused across a candidate's checks.
-  struct shared_buffer {
-    void* ptr = nullptr;
-    std::size_t bytes = 0;
-    cudaIpcMemHandle_t handle{};
-  };
-  std::vector<shared_buffer> shared_;
+  std::vector<void*> shared_;  ///< the last check's outputs as shared over CUDA IPC
 };
 
 }  // namespace
