@@ -18,6 +18,9 @@
 #ifdef KFORGE_HAVE_SAMPLE
 #include "pipeline/sample_cli.hpp"
 #endif
+#ifdef KFORGE_HAVE_TRAINER_RANK
+#include "pipeline/policy_trainer_stage.hpp"
+#endif
 #ifdef KFORGE_HAVE_CORPUS
 #include "corpus/corpus_cli.hpp"
 #endif
@@ -127,6 +130,11 @@ int main(int argc, char** argv) {
                         pretrain.command = kforge::trainer::pretrain_command_line(argc, argv);
                         return kforge::trainer::pretrain_command(pretrain, std::cout, std::cerr);
                       }});
+#endif
+#ifdef KFORGE_HAVE_TRAINER_RANK
+  auto* rank_cmd = app.add_subcommand("trainer-rank", "A trainer rank in a process of its own (internal)");
+  rank_cmd->group("");
+  optional.push_back({rank_cmd, [] { return kforge::pipeline::trainer_rank_main(); }});
 #endif
 #ifdef KFORGE_HAVE_TOKENIZER
   kforge::model::tokenizer_train_options tokenizer;

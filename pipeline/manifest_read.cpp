@@ -316,6 +316,7 @@ void read_trainer(table_reader r, trainer_options& o) {
   r.read("max_grad_norm", o.max_grad_norm, at_least(0));
   r.read("checkpoint_every", o.checkpoint_every, 0);
   r.read("cpu_ranks", o.cpu_ranks, 1, 64);  // each rank holds a whole copy of the model
+  r.read_choice("ranks", o.ranks, {{"threads", trainer_ranks::threads}, {"processes", trainer_ranks::processes}});
   r.read_choice("compute", o.compute,
                 {{"auto", trainer_compute::automatic}, {"bf16", trainer_compute::bf16}, {"fp32", trainer_compute::fp32}});
   r.read_choice("publish", o.publish,

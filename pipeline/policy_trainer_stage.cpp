@@ -8,12 +8,20 @@
 #include <optional>
 #include <system_error>
 
+#include <unistd.h>
+
+#include "common/child_process.hpp"
+#include "common/hex.hpp"
+#include "common/subprocess.hpp"
 #include "model/weights.hpp"
 #include "pipeline/manifest.hpp"
+#include "pipeline/trainer_ranks.hpp"
 #include "pipeline/weights_publish.hpp"
 #include "trainer/data_parallel_trainer.hpp"
 #include "trainer/nccl_id.hpp"
+#include "trainer/socket_group.hpp"
 #if defined(KFORGE_WITH_CUDA)
+#include "trainer/nccl_group.hpp"
 #include "trainer/weight_broadcast.hpp"
 #endif
 
@@ -106,10 +114,68 @@ status trim_log(const fs::path& path, std::int64_t step) {
   return {};
 }
 
+/// The TrainBatch as FlatBuffer bytes of its own, for the rank processes.
+std::vector<std::uint8_t> batch_bytes(const wire::TrainBatch& batch) {
+  wire::TrainBatchT t;
+  batch.UnPackTo(&t);
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(wire::TrainBatch::Pack(fbb, &t));
+  return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
+}
+
+/// Every rank's data-parallel settings from the stage options (the devices and the trainer).
+trainer::data_parallel_options dp_options(const policy_trainer_stage_options& o) {
+  trainer::data_parallel_options dp;
+  dp.model_dir = o.model_dir;
+  for (int d : o.devices)
+    dp.devices.push_back(d >= 0 ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(d)) : at::Device(at::kCPU));
+  trainer::policy_trainer_options po;
+  const auto& t = o.trainer;
+  po.step.lr = t.lr;
+  po.step.max_grad_norm = t.max_grad_norm;
+  po.step.micro_batch_size = t.micro_batch;
+  po.step.grpo.clip_eps_low = t.clip_eps_low;
+  po.step.grpo.clip_eps_high = t.clip_eps_high;
+  po.kl.initial_coef = t.kl_coef;
+  po.kl.target_low = t.kl_target_low;
+  po.kl.target_high = t.kl_target_high;
+  po.kl.window = t.kl_window;
+  po.kl.step = t.kl_step;
+  po.bf16_compute = o.bf16_compute;
+  po.temperature = o.temperature;
+  po.seed = o.seed;
+  po.source_dir = o.model_dir;
+  dp.trainer = po;
+  return dp;
+}
+
+/// How long a rank in a process of its own may take to join (load the model) or to step.
+constexpr std::chrono::minutes rank_join_timeout{10};
+constexpr std::chrono::minutes rank_step_timeout{30};
+
+/// This process's rank of a group joined as `collective` says ("socket": at `endpoint`; "nccl":
+/// with the unique id in hex), on CUDA device `device` (-1: the CPU).
+result<std::shared_ptr<trainer::collective>> join_rank_group(const std::string& collective, const std::string& endpoint,
+                                                             const std::string& nccl_id_hex, int rank, int size,
+                                                             int device) {
+  if (collective == "socket") return trainer::make_socket_group(endpoint, rank, size, rank_step_timeout);
+  if (collective != "nccl") return error{"unknown collective '" + collective + "'"};
+#if defined(KFORGE_WITH_CUDA)
+  trainer::nccl_id id;
+  if (!from_hex(nccl_id_hex, id.bytes.data(), id.bytes.size())) return error{"a malformed NCCL unique id"};
+  return trainer::make_nccl_group(id, rank, size, device);
+#else
+  (void)nccl_id_hex;
+  (void)device;
+  return error{"NCCL ranks need a kforge built with CUDA"};
+#endif
+}
+
 class policy_trainer_stage final : public actors::trainer_logic {
  public:
-  policy_trainer_stage(std::unique_ptr<trainer::data_parallel_trainer> t, policy_trainer_stage_options o)
-      : trainer_(std::move(t)), o_(std::move(o)) {
+  policy_trainer_stage(std::unique_ptr<trainer::data_parallel_trainer> t, policy_trainer_stage_options o,
+                       std::unique_ptr<rank_processes> ranks)
+      : trainer_(std::move(t)), o_(std::move(o)), ranks_(std::move(ranks)) {
     // A resumed trainer's checkpoint is the one it was loaded from.
     if (!o_.resume_from.empty()) last_checkpoint_ = static_cast<std::uint64_t>(trainer_->lead().steps());
   }
@@ -120,7 +186,19 @@ class policy_trainer_stage final : public actors::trainer_logic {
 
   result<wire::PolicyWeightsT> train(const wire::TrainBatch& batch,
                                      const actors::envelope_info&) override {
-    auto stats = trainer_->step(to_train_batch(batch));
+    result<trainer::policy_step_stats> stats = error{"not stepped"};
+    if (ranks_) {  // the other ranks step in their processes, on the same batch
+      const auto stepped = ranks_->step(
+          batch_bytes(batch),
+          [&]() -> status {
+            stats = trainer_->step(to_train_batch(batch));
+            return stats ? status{} : status{stats.err()};
+          },
+          [&] { return trainer_->lead().steps(); });
+      if (!stepped) return stepped.err();
+    } else {
+      stats = trainer_->step(to_train_batch(batch));
+    }
     if (!stats) return stats.err();
     const auto every = o_.trainer.checkpoint_every;
     if (every > 0 && stats->step % every == 0)
@@ -214,6 +292,7 @@ class policy_trainer_stage final : public actors::trainer_logic {
 
   std::unique_ptr<trainer::data_parallel_trainer> trainer_;
   policy_trainer_stage_options o_;
+  std::unique_ptr<rank_processes> ranks_;  ///< ranks 1..N-1 in processes of their own; null: none
   std::optional<std::uint64_t> last_checkpoint_;
 #if defined(KFORGE_WITH_CUDA)
   std::unique_ptr<trainer::weight_sender> sender_;  ///< NCCL publishing; null: files
@@ -230,28 +309,37 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
   if (o.model_dir.empty()) return error{"trainer: no model (sampler.model is empty)"};
   if (o.keep_weights < 1) return error{"trainer: keep_weights must be >= 1"};
   if (o.devices.empty()) return error{"trainer: no device"};
-  trainer::data_parallel_options dp;
-  dp.model_dir = o.model_dir;
-  for (int d : o.devices)
-    dp.devices.push_back(d >= 0 ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(d)) : at::Device(at::kCPU));
-
-  trainer::policy_trainer_options po;
-  const auto& t = o.trainer;
-  po.step.lr = t.lr;
-  po.step.max_grad_norm = t.max_grad_norm;
-  po.step.micro_batch_size = t.micro_batch;
-  po.step.grpo.clip_eps_low = t.clip_eps_low;
-  po.step.grpo.clip_eps_high = t.clip_eps_high;
-  po.kl.initial_coef = t.kl_coef;
-  po.kl.target_low = t.kl_target_low;
-  po.kl.target_high = t.kl_target_high;
-  po.kl.window = t.kl_window;
-  po.kl.step = t.kl_step;
-  po.bf16_compute = o.bf16_compute;
-  po.temperature = o.temperature;
-  po.seed = o.seed;
-  po.source_dir = o.model_dir;
-  dp.trainer = po;
+  auto dp = dp_options(o);
+  std::unique_ptr<rank_processes> ranks;
+  if (o.trainer.ranks == trainer_ranks::processes && o.devices.size() > 1) {
+    // Ranks 1..N-1 start and ask to join; this process joins as rank 0, which completes the group.
+    rank_processes_options ro;
+    ro.program = o.rank_program.empty() ? self_executable() : o.rank_program;
+    ro.manifest_text = o.manifest_text;
+    ro.run_dir = o.run_dir;
+    ro.resume_from = o.resume_from;
+    ro.devices = o.devices;
+    ro.join_timeout = rank_join_timeout;
+    ro.step_timeout = rank_step_timeout;
+    if (o.devices.front() < 0) {
+      ro.collective = "socket";
+      ro.endpoint = "ipc:///tmp/kforge-trainer-ranks-" + std::to_string(::getpid()) + ".sock";
+    } else {
+      ro.collective = "nccl";
+#if defined(KFORGE_WITH_CUDA)
+      auto id = trainer::new_nccl_id();
+      if (!id) return error{"trainer: " + id.message()};
+      ro.nccl_id = to_hex(id->bytes.data(), id->bytes.size());
+#endif
+    }
+    auto started = rank_processes::start(ro);
+    if (!started) return error{"trainer: " + started.message()};
+    ranks = std::move(*started);
+    auto group = join_rank_group(ro.collective, ro.endpoint, ro.nccl_id, 0, ranks->size(), o.devices.front());
+    if (!group) return error{"trainer: rank 0: " + group.message()};
+    dp.devices.erase(dp.devices.begin() + 1, dp.devices.end());  // this process: rank 0 only
+    dp.group = *group;
+  }
   auto pt = trainer::data_parallel_trainer::create(dp);
   if (!pt) return error{"trainer: " + pt.message()};
   if (!o.resume_from.empty()) {
@@ -260,7 +348,12 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
     if (auto s = trim_log(fs::path(o.run_dir) / "train.jsonl", (*pt)->lead().steps()); !s)
       return error{"trainer: " + s.message()};
   }
-  auto stage = std::make_shared<policy_trainer_stage>(std::move(*pt), o);
+  if (ranks) {
+    if (auto s = ranks->joined(); !s) return error{"trainer: " + s.message()};
+    std::cerr << "trainer: ranks 1.." << ranks->size() - 1 << " joined from processes of their own ("
+              << ranks->describe() << ")" << std::endl;
+  }
+  auto stage = std::make_shared<policy_trainer_stage>(std::move(*pt), o, std::move(ranks));
   if (o.publish_ranks > 0) {
 #if defined(KFORGE_WITH_CUDA)
     if (o.devices.front() < 0) return error{"trainer: NCCL publishing needs the trainer on a GPU"};
@@ -290,6 +383,7 @@ result<policy_trainer_stage_options> policy_trainer_stage_options_from(const man
                    (m.trainer.compute == trainer_compute::automatic && !gpus->empty());
   o.run_dir = run_dir;
   o.trainer = m.trainer;
+  o.manifest_text = m.text;
   o.temperature = m.sampler.temperature;
   o.seed = static_cast<std::uint64_t>(m.run.seed);
   o.keep_weights = static_cast<int>(m.buffer.max_staleness) + 2;
@@ -298,6 +392,78 @@ result<policy_trainer_stage_options> policy_trainer_stage_options_from(const man
   o.publish_ranks = plan->nccl ? plan->ranks : 0;
   o.publish_reason = plan->reason;
   return o;
+}
+
+namespace {
+
+// The child's side of pipeline/trainer_ranks.hpp.
+class rank_process {
+ public:
+  nlohmann::json handle(const nlohmann::json& req) {
+    const std::string op = req.value("op", "");
+    if (op == "join") return join(req);
+    if (op == "step") return step(req);
+    if (op == "stop") return {{"ok", true}};
+    return {{"ok", false}, {"reason", "unknown op '" + op + "'"}};
+  }
+
+ private:
+  nlohmann::json join(const nlohmann::json& req) {
+    if (trainer_) return failed("joined already");
+    auto m = parse_manifest(req.at("manifest").get<std::string>(), "the trainer's manifest");
+    if (!m) return failed(m.message());
+    auto o = policy_trainer_stage_options_from(*m, req.at("run_dir").get<std::string>());
+    if (!o) return failed(o.message());
+    const int rank = req.at("rank").get<int>(), size = req.at("size").get<int>(), device = req.at("device").get<int>();
+    o->devices = {device};
+    auto dp = dp_options(*o);
+    auto group = join_rank_group(req.at("collective").get<std::string>(), req.value("endpoint", ""),
+                                 req.value("nccl_id", ""), rank, size, device);
+    if (!group) return failed(group.message());
+    dp.group = *group;
+    auto t = trainer::data_parallel_trainer::create(dp);
+    if (!t) return failed(t.message());
+    const std::string resume = req.value("resume_from", "");
+    if (!resume.empty())
+      if (auto s = (*t)->load_checkpoint(resume); !s) return failed("cannot resume from " + resume + ": " + s.message());
+    trainer_ = std::move(*t);
+    return {{"ok", true}, {"steps", trainer_->lead().steps()}};
+  }
+
+  nlohmann::json step(const nlohmann::json& req) {
+    if (!trainer_) return failed("step before join");
+    const std::string hex = req.at("batch").get<std::string>();
+    std::vector<std::uint8_t> bytes(hex.size() / 2);
+    if (!from_hex(hex, bytes.data(), bytes.size())) return failed("a malformed batch (not hex)");
+    flatbuffers::Verifier v(bytes.data(), bytes.size());
+    if (!v.VerifyBuffer<wire::TrainBatch>(nullptr)) return failed("a malformed batch (not a TrainBatch)");
+    auto stats = trainer_->step(to_train_batch(*flatbuffers::GetRoot<wire::TrainBatch>(bytes.data())));
+    if (!stats) return failed(stats.message());
+    return {{"ok", true}, {"steps", trainer_->lead().steps()}, {"policy_version", stats->policy_version}};
+  }
+
+  static nlohmann::json failed(const std::string& why) { return {{"ok", false}, {"reason", why}}; }
+
+  std::unique_ptr<trainer::data_parallel_trainer> trainer_;
+};
+
+}  // namespace
+
+int trainer_rank_main() {
+  control_channel channel;
+  rank_process rank;
+  for (std::string line; channel.read(line);) {
+    const auto req = nlohmann::json::parse(line, nullptr, false);
+    nlohmann::json reply;
+    try {
+      reply = req.is_object() ? rank.handle(req) : nlohmann::json{{"ok", false}, {"reason", "a malformed request"}};
+    } catch (const std::exception& e) {  // a request missing a field
+      reply = {{"ok", false}, {"reason", e.what()}};
+    }
+    if (!channel.write(reply.dump())) return 1;
+    if (req.is_object() && req.value("op", "") == "stop") return 0;
+  }
+  return 0;  // the trainer went away
 }
 
 }  // namespace kforge::pipeline

@@ -23,8 +23,11 @@
 //
 // Data parallel (trainer/data_parallel_trainer.hpp): one rank per GPU of the trainer's group, each
 // a thread of this process, gradients summed over NCCL; on the CPU, trainer.cpu_ranks ranks (1 by
-// default) summing in rank order. Rank 0 publishes and checkpoints (the ranks' weights are
-// identical). Ranks in several processes or on several nodes are not built yet (issue 6).
+// default) summing in rank order. With trainer.ranks = "processes" every rank but rank 0 is a
+// `kforge trainer-rank` process of its own that this stage starts and drives
+// (pipeline/trainer_ranks.hpp; NCCL on GPUs, trainer/socket_group.hpp on the CPU). Rank 0
+// publishes and checkpoints (the ranks' weights are identical). Ranks on other nodes are not built
+// yet (issue 6).
 //
 // Publishing by NCCL (trainer.publish, pipeline/weights_publish.hpp): instead of a file, rank 0
 // starts a broadcast of the compute copy to the samplers (trainer/weight_broadcast.hpp) and the
@@ -75,11 +78,19 @@ struct policy_trainer_stage_options {
   int publish_ranks = 0;
   /// Why weights go the way they go (the run's log says it at start).
   std::string publish_reason;
+  /// The manifest's text: rank processes (trainer.ranks = "processes") build their trainers from it.
+  std::string manifest_text;
+  /// The program rank processes run as (`PROGRAM trainer-rank`); empty: this executable.
+  std::string rank_program;
 };
 
 /// Loads the policy and builds the trainer. Errors name the checkpoint and what is wrong.
 [[nodiscard]] result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
     const policy_trainer_stage_options& o);
+
+/// `kforge trainer-rank`: one data-parallel rank in a process of its own, driven by the trainer
+/// stage over fd 3 (protocol: pipeline/trainer_ranks.hpp). Returns the exit code.
+int trainer_rank_main();
 
 /// The options for a manifest and the run directory: sampler.model, [trainer], sampler.temperature,
 /// run.seed, buffer.max_staleness and the GPUs of the trainer's group (or trainer.cpu_ranks CPU ranks).

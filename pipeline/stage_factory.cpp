@@ -144,7 +144,10 @@ std::string logic_description(actor_kind k, const manifest* m) {
         const std::size_t ranks = o->devices.size();
         return "real: GRPO with adaptive KL on " + m->sampler.model + ", data parallel over " +
                std::to_string(ranks) + (on_gpus ? " GPU(s)" : " CPU rank(s)") +
-               (ranks > 1 ? " (gradients summed each step)" : "") + ", " +
+               (ranks > 1 ? std::string(" (gradients summed each step") +
+                                (m->trainer.ranks == trainer_ranks::processes ? ", a process per rank)" : ")")
+                          : std::string()) +
+               ", " +
                (o->bf16_compute ? "bf16 compute on fp32 master weights" : "fp32") +
                (o->publish_ranks > 0 ? ", weights published by NCCL broadcast to " +
                                            std::to_string(o->publish_ranks - 1) + " sampler(s)"

@@ -38,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/child_process.hpp"
+#include "common/hex.hpp"
 
 namespace kforge::sandbox::protocol {
 
@@ -52,33 +53,9 @@ inline constexpr std::int64_t expected_cache_bytes = std::int64_t{16} << 30;
 /// child for the same check again as files (IPC may not work on every host).
 inline constexpr const char* ipc_unavailable = "outputs over CUDA IPC unavailable: ";
 
-/// Bytes as lower-case hex (CUDA IPC handles travel in the JSON lines this way), and back: false
-/// when `text` is not exactly 2 * size hex digits.
-inline std::string to_hex(const void* data, std::size_t size) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * size);
-  for (std::size_t i = 0; i < size; ++i) {
-    const auto b = static_cast<const unsigned char*>(data)[i];
-    out += digits[b >> 4];
-    out += digits[b & 15];
-  }
-  return out;
-}
-inline bool from_hex(const std::string& text, void* data, std::size_t size) {
-  if (text.size() != 2 * size) return false;
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  for (std::size_t i = 0; i < size; ++i) {
-    const int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    static_cast<unsigned char*>(data)[i] = static_cast<unsigned char>(hi << 4 | lo);
-  }
-  return true;
-}
+/// Bytes as hex in the JSON lines (CUDA IPC handles travel this way): common/hex.hpp.
+using ::kforge::from_hex;
+using ::kforge::to_hex;
 
 /// Name of the raw file holding output `index` of check `check` in a scratch directory.
 inline std::string output_file(const std::string& dir, int check, int index) {

@@ -82,7 +82,10 @@ result<std::unique_ptr<data_parallel_trainer>> data_parallel_trainer::create(con
   std::function<result<std::shared_ptr<collective>>(int)> join = [](int) -> result<std::shared_ptr<collective>> {
     return std::shared_ptr<collective>();
   };
-  if (n > 1 && !cuda) {
+  if (o.group) {
+    if (n != 1) return error{"data parallel: a joined group takes one device per process, not " + std::to_string(n)};
+    join = [group = o.group](int) -> result<std::shared_ptr<collective>> { return group; };
+  } else if (n > 1 && !cuda) {
     auto group = make_thread_group(n);
     join = [group](int r) -> result<std::shared_ptr<collective>> { return group[static_cast<std::size_t>(r)]; };
   } else if (n > 1) {

@@ -7,7 +7,8 @@
 // policy is the one published and checkpointed, and a checkpoint is loaded into every rank.
 //
 // One device: one rank on the caller's thread with no group, exactly the single-device trainer.
-// Ranks in other processes or on other nodes (the unique id over the bus) are not built yet.
+// One device and a `group`: this process holds one rank of a group whose other ranks are other
+// processes (pipeline/trainer_ranks.hpp starts and drives them); the group is joined before.
 //
 // Includes LibTorch through policy_trainer.hpp.
 
@@ -27,6 +28,9 @@ struct data_parallel_options {
   std::vector<at::Device> devices;
   /// Every rank's trainer settings (the group is set per rank).
   policy_trainer_options trainer;
+  /// Set: the one rank of `devices` is rank group->rank() of this group, already joined (its other
+  /// ranks live in other processes). Unset: the group is made here from `devices`.
+  std::shared_ptr<collective> group;
 };
 
 class data_parallel_trainer {

@@ -10,6 +10,9 @@ enum class trainer_compute { automatic, bf16, fp32 };
 /// How new weights reach the samplers: "auto" (an NCCL broadcast where every sampler is an engine
 /// on a GPU of its own, else a file), "file" or "nccl" (an error where it cannot be).
 enum class weights_publish { automatic, file, nccl };
+/// Where the trainer's data-parallel ranks run: threads of the trainer's process, or a process
+/// each (pipeline/trainer_ranks.hpp), started by the trainer on its host.
+enum class trainer_ranks { threads, processes };
 
 struct trainer_options {
   /// AdamW learning rate. > 0.
@@ -41,6 +44,10 @@ struct trainer_options {
   /// result within rounding. For exercising the data-parallel path without GPUs; on GPUs there is
   /// one rank per GPU of the trainer's group. 1 to 64.
   std::int64_t cpu_ranks = 1;
+  /// "threads" (the ranks are threads of the trainer's process) or "processes" (rank 0 in the
+  /// trainer's process, every other rank a `kforge trainer-rank` process it starts: gradients summed
+  /// over NCCL on GPUs, over a ZeroMQ socket on the CPU). Matters with 2 or more ranks.
+  trainer_ranks ranks = trainer_ranks::threads;
   /// "auto" (bf16 on GPUs, fp32 on the CPU, where bf16 is slow), "bf16" or "fp32".
   trainer_compute compute = trainer_compute::automatic;
   /// How new weights reach the samplers (pipeline/weights_publish.hpp).

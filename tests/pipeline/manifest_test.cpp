@@ -249,6 +249,7 @@ TEST_CASE("out-of-range values name the key, the bound and the value") {
             "trainer.kl_target_low: the KL target band is empty"));
   CHECK(has(rejected(minimal + "[trainer]\nclip_eps_low = 1.0\n"),
             "trainer.clip_eps_low: must be in (0, 1)"));
+  CHECK(has(rejected(minimal + "[trainer]\nranks = \"nodes\"\n"), "trainer.ranks"));
   CHECK(has(rejected(minimal + "[sandbox]\ntrials = 10\n"), "sandbox.trials: must be >= 30"));
   CHECK(has(rejected(minimal + "[sandbox]\ntimeout_s = 0\n"), "sandbox.timeout_s: must be > 0"));
   CHECK(has(rejected(minimal + "[buffer]\nmax_staleness = -1\n"), "buffer.max_staleness"));

@@ -582,6 +582,31 @@ TEST_CASE("a real model's trainer runs data parallel over 2 CPU ranks") {
   fs::remove_all(dir);
 }
 
+// The same with every rank but rank 0 in a `kforge trainer-rank` process of its own, summing over a
+// ZeroMQ socket (policy_trainer_test checks that arithmetic bit for bit against thread ranks).
+TEST_CASE("a real model's trainer runs its ranks as processes") {
+  const auto dir = fresh_dir("model_dp_processes");
+  const auto manifest = tiny_model_manifest(dir, 2, "\n[trainer]\ncpu_ranks = 2\nranks = \"processes\"\n");
+  auto r = run_manifest(manifest, dir / "run", 300s);
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  CHECK(r->output.find("data parallel over 2 CPU rank(s) (gradients summed each step, a process per rank)") !=
+        std::string::npos);
+  CHECK(r->output.find("trainer: ranks 1..1 joined from processes of their own (rank 1: pid ") != std::string::npos);
+  CHECK(r->output.find("on cpu, summing over a ZeroMQ socket)") != std::string::npos);
+  const auto summary = read_json(dir / "run" / "summary.json");
+  REQUIRE(summary.is_object());
+  CHECK(summary["outcome"] == "completed");
+  CHECK((*stage(summary, "trainer@head"))["errors"] == 0);
+  std::ifstream log(dir / "run" / "train.jsonl");
+  std::vector<json> steps;
+  for (std::string line; std::getline(log, line);) steps.push_back(json::parse(line));
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[1]["policy_version"] == 2);
+  CHECK(fs::exists(dir / "run" / "weights" / "policy-v2.safetensors"));
+  fs::remove_all(dir);
+}
+
 /// The lines of a run's train.jsonl.
 std::vector<json> train_log(const fs::path& run_dir) {
   std::ifstream log(run_dir / "train.jsonl");

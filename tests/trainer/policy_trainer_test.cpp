@@ -21,6 +21,7 @@
 #include "trainer/collective.hpp"
 #include "trainer/data_parallel_trainer.hpp"
 #include "trainer/policy_trainer.hpp"
+#include "trainer/socket_group.hpp"
 #include "tests/trainer/policy_fixture.hpp"  // includes doctest last, after LibTorch
 
 using namespace kforge;
@@ -221,6 +222,53 @@ TEST_CASE("data-parallel trainer: 2 CPU ranks step like one, checkpoint from ran
   auto bad = data_parallel_trainer::create(missing);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.message().find("data parallel: rank 0:") != std::string::npos);
+}
+
+// What a trainer whose ranks are processes (trainer.ranks = "processes") runs in each process: one
+// data_parallel_trainer per rank, joined over a socket group. Here the two ranks are threads with a
+// socket each; pipeline/trainer_ranks drives real processes (test_run).
+TEST_CASE("data-parallel trainer: ranks joined over a socket group step bit-identically to thread ranks") {
+  policy_trainer source(load_policy(), resume_options());
+  std::vector<train_batch> batches;
+  for (std::uint64_t i = 0; i < 3; ++i) batches.push_back(sample_batch(source, prompts, 4, 5, 300 + i, -1));
+  auto threads = train_group({at::kCPU, at::kCPU}, resume_options(), batches);
+
+  const std::string endpoint = "ipc:///tmp/kforge-dp-socket-" + std::to_string(::getpid()) + ".sock";
+  std::vector<std::unique_ptr<data_parallel_trainer>> ranks(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      auto& why = errors[static_cast<std::size_t>(r)];
+      auto g = make_socket_group(endpoint, r, 2, std::chrono::seconds(120));
+      if (!g) return void(why = g.message());
+      data_parallel_options dp;
+      dp.model_dir = qwen2_dir;
+      dp.devices = {at::kCPU};
+      dp.trainer = resume_options();
+      dp.group = *g;
+      auto t = data_parallel_trainer::create(dp);
+      if (!t) return void(why = t.message());
+      for (const auto& b : batches)
+        if (auto st = (*t)->step(b); !st) return void(why = st.message());
+      ranks[static_cast<std::size_t>(r)] = std::move(*t);
+    });
+  for (auto& t : ts) t.join();
+  for (const auto& e : errors) CHECK_MESSAGE(e.empty(), e);
+  REQUIRE((ranks[0] && ranks[1]));
+  CHECK(ranks[0]->lead().steps() == 3);
+  CHECK(same_weights(ranks[0]->lead().policy(), ranks[1]->lead().policy()));
+  CHECK(same_weights(ranks[0]->lead().policy(), threads.group->lead().policy()));
+  CHECK(max_weight_diff(ranks[0]->lead().policy(), ranks[0]->lead().reference()) > 1e-3);  // it trained
+
+  // A joined group is one rank per process: two devices with it are an error.
+  data_parallel_options two;
+  two.model_dir = qwen2_dir;
+  two.devices = {at::kCPU, at::kCPU};
+  two.group = make_thread_group(1).front();
+  auto bad = data_parallel_trainer::create(two);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.message().find("one device per process") != std::string::npos);
 }
 
 TEST_CASE("thread group: sums and broadcasts are the same on every rank; mismatches are errors on all") {

@@ -1,0 +1,84 @@
+#pragma once
+// The trainer's data-parallel ranks as processes (trainer.ranks = "processes"): the trainer's own
+// process is rank 0, and it starts ranks 1..N-1 as `kforge trainer-rank` children on its host, one
+// per GPU of the trainer's group (or per CPU rank), and drives them over a private JSON-line channel
+// (common/child_process.hpp: a child dies with its parent's handle, never orphaned):
+//
+//   join  {rank, size, device, manifest, run_dir, resume_from, collective: "socket"|"nccl",
+//          endpoint | nccl_id}  -> the child builds its trainer from the same manifest, joins the
+//          group (which completes when rank 0 joins too) and loads the checkpoint to resume from.
+//   step  {batch: hex of the TrainBatch FlatBuffer} -> one step on its share; {step, version}.
+//   stop  -> it exits.
+//
+// Every rank steps on every batch (grpo_stepper takes each rank's share) and the gradients are
+// summed over the group, so the ranks' weights stay identical and rank 0 publishes and checkpoints
+// for all. A child that fails, dies or does not answer in time fails the step with its rank named.
+// Torch-free: the child's side is trainer_rank_main (policy_trainer_stage.hpp).
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/child_process.hpp"
+#include "common/result.hpp"
+
+namespace kforge::pipeline {
+
+struct rank_processes_options {
+  /// The kforge executable (`PROGRAM trainer-rank`).
+  std::string program;
+  /// The run's manifest text and directory: every rank builds its trainer from them.
+  std::string manifest_text;
+  std::string run_dir;
+  /// A checkpoint every rank loads after joining; empty: none.
+  std::string resume_from;
+  /// One entry per rank (rank r on devices[r]): CUDA ordinals, or -1 for CPU ranks.
+  std::vector<int> devices;
+  /// How the group sums: "socket" (CPU ranks, trainer/socket_group.hpp) at `endpoint`, or "nccl"
+  /// with `nccl_id` (hex of the unique id rank 0 made).
+  std::string collective;
+  std::string endpoint;
+  std::string nccl_id;
+  /// Joining (loading the model) and one step may each take at most this long.
+  std::chrono::milliseconds join_timeout{std::chrono::minutes(10)};
+  std::chrono::milliseconds step_timeout{std::chrono::minutes(30)};
+};
+
+class rank_processes {
+ public:
+  /// Starts ranks 1..N-1 and sends each its join request; returns without waiting for them (their
+  /// joins complete only once this process joins the group as rank 0: then call joined()).
+  static result<std::unique_ptr<rank_processes>> start(const rank_processes_options& o);
+  /// Stops the children (a stop request, then their process groups are killed).
+  ~rank_processes();
+  rank_processes(const rank_processes&) = delete;
+  rank_processes& operator=(const rank_processes&) = delete;
+
+  /// Waits for every child's join reply. The first failure, rank named.
+  status joined();
+  /// One step: `batch` (TrainBatch FlatBuffer bytes) to every child, then `local` (rank 0's step)
+  /// on this thread, then every child's reply, whose step must equal `local_step()` afterwards.
+  status step(const std::vector<std::uint8_t>& batch, const std::function<status()>& local,
+              const std::function<std::int64_t()>& local_step);
+  int size() const noexcept { return static_cast<int>(children_.size()) + 1; }
+  /// "rank 1: pid 123 on cpu, rank 2: ..." for the log.
+  std::string describe() const;
+
+ private:
+  explicit rank_processes(rank_processes_options o) : o_(std::move(o)) {}
+  /// Sends `request` to every child, each on a thread of its own that waits for the reply.
+  void send_all(const std::string& request, std::chrono::milliseconds timeout);
+  /// Joins those threads; the first failed reply, its rank named.
+  status collect(const char* what);
+
+  rank_processes_options o_;
+  std::vector<child_process> children_;
+  std::vector<child_reply> replies_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace kforge::pipeline

@@ -1,0 +1,75 @@
+// pipeline/trainer_ranks: the trainer's side of rank processes, with stand-in rank programs (the
+// real `kforge trainer-rank` runs in test_run and, for its arithmetic, policy_trainer_test).
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "pipeline/trainer_ranks.hpp"
+
+using namespace kforge::pipeline;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// An executable shell script in the temp directory that runs `body` (fd 3 is the channel).
+std::string script(const std::string& name, const std::string& body) {
+  const auto path = fs::temp_directory_path() / ("kforge-rank-" + std::to_string(::getpid()) + "-" + name);
+  std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+  ::chmod(path.c_str(), 0755);
+  return path.string();
+}
+
+rank_processes_options two_cpu_ranks(const std::string& program) {
+  rank_processes_options o;
+  o.program = program;
+  o.devices = {-1, -1};
+  o.collective = "socket";
+  o.endpoint = "ipc:///tmp/unused.sock";
+  o.join_timeout = std::chrono::seconds(10);
+  o.step_timeout = std::chrono::seconds(10);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("trainer ranks: a rank that cannot join, dies or answers wrong fails the step, naming it") {
+  SUBCASE("one rank is no group of processes") {
+    auto o = two_cpu_ranks("/bin/true");
+    o.devices = {-1};
+    auto p = rank_processes::start(o);
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.message().find("2 or more ranks") != std::string::npos);
+  }
+  SUBCASE("its join is refused") {
+    const auto prog = script("refuse", "read line <&3\necho '{\"ok\":false,\"reason\":\"no model here\"}' >&3");
+    auto p = rank_processes::start(two_cpu_ranks(prog));
+    REQUIRE(p.ok());
+    const auto s = (*p)->joined();
+    REQUIRE_FALSE(s.ok());
+    CHECK_MESSAGE(s.message().find("trainer rank 1 join: no model here") != std::string::npos, s.message());
+    fs::remove(prog);
+  }
+  SUBCASE("it dies") {
+    auto p = rank_processes::start(two_cpu_ranks("/bin/false"));
+    REQUIRE(p.ok());
+    const auto s = (*p)->joined();
+    REQUIRE_FALSE(s.ok());
+    CHECK_MESSAGE(s.message().find("trainer rank 1 join:") != std::string::npos, s.message());
+  }
+  SUBCASE("it joins, then steps to another step count than rank 0") {
+    const auto prog = script("behind", "while read line <&3; do echo '{\"ok\":true,\"steps\":0}' >&3; done");
+    auto p = rank_processes::start(two_cpu_ranks(prog));
+    REQUIRE(p.ok());
+    REQUIRE((*p)->joined().ok());
+    bool local_ran = false;
+    const auto s = (*p)->step({1, 2, 3}, [&] { local_ran = true; return kforge::status{}; }, [] { return std::int64_t{1}; });
+    CHECK(local_ran);
+    REQUIRE_FALSE(s.ok());
+    CHECK_MESSAGE(s.message().find("trainer rank 1 is at step 0, rank 0 at 1") != std::string::npos, s.message());
+    fs::remove(prog);
+  }
+}

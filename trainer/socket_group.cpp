@@ -1,0 +1,291 @@
+#include "trainer/socket_group.hpp"
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+namespace kforge::trainer {
+
+namespace {
+
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+// One message: a JSON header frame, then one frame per tensor (its bytes, contiguous).
+struct message {
+  json header;
+  std::vector<zmq::message_t> payload;
+};
+
+std::size_t byte_size(const at::Tensor& t) { return static_cast<std::size_t>(t.numel()) * t.element_size(); }
+
+zmq::message_t frame_of(const at::Tensor& t) {
+  const at::Tensor c = t.to(at::kCPU).contiguous();
+  return zmq::message_t(c.data_ptr(), byte_size(c));
+}
+
+// `bytes` into `into` (same byte size, checked by the caller), on into's device.
+void copy_into(at::Tensor& into, const zmq::message_t& bytes) {
+  at::Tensor host = at::empty(into.sizes(), into.options().device(at::kCPU));
+  std::memcpy(host.data_ptr(), bytes.data(), bytes.size());
+  into.copy_(host);
+}
+
+at::Tensor tensor_of(const at::Tensor& like, const zmq::message_t& bytes) {
+  at::Tensor host = at::empty(like.sizes(), like.options().device(at::kCPU));
+  std::memcpy(host.data_ptr(), bytes.data(), bytes.size());
+  return host;
+}
+
+json shape_header(const char* op, const std::vector<at::Tensor>& tensors) {
+  json bytes = json::array();
+  for (const auto& t : tensors) bytes.push_back(byte_size(t));
+  return {{"op", op}, {"bytes", bytes}};
+}
+
+class socket_rank final : public collective {
+ public:
+  socket_rank(int rank, int size, std::chrono::milliseconds timeout)
+      : rank_(rank), size_(size), timeout_(timeout), socket_(ctx_, rank == 0 ? zmq::socket_type::router : zmq::socket_type::dealer) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::sndhwm, 0);
+    socket_.set(zmq::sockopt::rcvhwm, 0);
+    if (rank != 0) socket_.set(zmq::sockopt::routing_id, "rank-" + std::to_string(rank));
+    if (rank == 0) socket_.set(zmq::sockopt::router_mandatory, true);  // a vanished rank is an error, not a drop
+  }
+
+  status join(const std::string& endpoint) {
+    try {
+      if (rank_ == 0) {
+        socket_.bind(endpoint);
+        std::vector<std::optional<message>> hello;
+        if (auto s = gather("hello", hello); !s) return s;
+        for (int r = 1; r < size_; ++r)
+          if (hello[r]->header.value("size", -1) != size_)
+            return error{"rank " + std::to_string(r) + " joined a group of " +
+                         std::to_string(hello[r]->header.value("size", -1)) + " ranks, this one has " +
+                         std::to_string(size_)};
+        for (int r = 1; r < size_; ++r) send_to(r, {{"op", "ready"}}, {});
+        return {};
+      }
+      socket_.connect(endpoint);
+      send_to_root({{"op", "hello"}, {"rank", rank_}, {"size", size_}}, {});
+      auto ready = receive(clock_type::now() + timeout_);
+      if (!ready) return error{"rank 0 at " + endpoint + " did not answer: " + ready.message()};
+      return {};
+    } catch (const zmq::error_t& e) {
+      return error{"socket group at " + endpoint + ": " + e.what()};
+    }
+  }
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+
+  status all_reduce_sum(const std::vector<at::Tensor>& tensors) override {
+    try {
+      if (rank_ != 0) {
+        std::vector<zmq::message_t> frames;
+        for (const auto& t : tensors) frames.push_back(frame_of(t));
+        send_to_root(shape_header("sum", tensors), std::move(frames));
+        return take_reply(tensors, "all_reduce_sum");
+      }
+      std::vector<std::optional<message>> parts;
+      if (auto s = gather("sum", parts); !s) return s;
+      if (auto why = mismatch(parts, tensors); !why.empty()) return fail_all("all_reduce_sum: " + why);
+      // Rank order, as the thread group adds: bit-identical sums whichever way the ranks run.
+      std::vector<at::Tensor> sums;
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        at::Tensor s = tensors[i].to(at::kCPU).contiguous().clone();
+        for (int r = 1; r < size_; ++r) s.add_(tensor_of(tensors[i], parts[r]->payload[i]));
+        sums.push_back(std::move(s));
+      }
+      for (int r = 1; r < size_; ++r) {
+        std::vector<zmq::message_t> frames;
+        for (const auto& s : sums) frames.push_back(frame_of(s));
+        send_to(r, {{"op", "result"}, {"ok", true}}, std::move(frames));
+      }
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        at::Tensor t = tensors[i];
+        t.copy_(sums[i]);
+      }
+      return {};
+    } catch (const std::exception& e) {
+      return error{std::string("all_reduce_sum: ") + e.what()};
+    }
+  }
+
+  status broadcast(const std::vector<at::Tensor>& tensors, int root) override {
+    try {
+      if (root < 0 || root >= size_) return error{"broadcast: root " + std::to_string(root) + " is not a rank"};
+      if (rank_ != 0) {
+        std::vector<zmq::message_t> frames;
+        if (rank_ == root)
+          for (const auto& t : tensors) frames.push_back(frame_of(t));
+        auto header = shape_header("broadcast", tensors);
+        header["root"] = root;
+        send_to_root(header, std::move(frames));
+        return rank_ == root ? take_reply({}, "broadcast") : take_reply(tensors, "broadcast");
+      }
+      std::vector<std::optional<message>> parts;
+      if (auto s = gather("broadcast", parts); !s) return s;
+      if (auto why = mismatch(parts, tensors); !why.empty()) return fail_all("broadcast: " + why);
+      for (int r = 1; r < size_; ++r)
+        if (parts[r]->header.value("root", -1) != root)
+          return fail_all("broadcast: rank " + std::to_string(r) + " names root " +
+                          std::to_string(parts[r]->header.value("root", -1)) + ", rank 0 names " +
+                          std::to_string(root));
+      if (root != 0 && parts[root]->payload.size() != tensors.size())
+        return fail_all("broadcast: the root sent " + std::to_string(parts[root]->payload.size()) + " tensors");
+      for (int r = 1; r < size_; ++r) {
+        std::vector<zmq::message_t> frames;
+        if (r != root)
+          for (std::size_t i = 0; i < tensors.size(); ++i)
+            frames.push_back(root == 0 ? frame_of(tensors[i]) : zmq::message_t(parts[root]->payload[i].data(),
+                                                                               parts[root]->payload[i].size()));
+        send_to(r, {{"op", "result"}, {"ok", true}}, std::move(frames));
+      }
+      if (root != 0)
+        for (std::size_t i = 0; i < tensors.size(); ++i) {
+          at::Tensor t = tensors[i];
+          copy_into(t, parts[root]->payload[i]);
+        }
+      return {};
+    } catch (const std::exception& e) {
+      return error{std::string("broadcast: ") + e.what()};
+    }
+  }
+
+ private:
+  void send(std::optional<std::string> to, const json& header, std::vector<zmq::message_t> payload) {
+    if (to) socket_.send(zmq::buffer(*to), zmq::send_flags::sndmore);
+    const std::string h = header.dump();
+    socket_.send(zmq::buffer(h), payload.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+    for (std::size_t i = 0; i < payload.size(); ++i)
+      socket_.send(payload[i], i + 1 < payload.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+  void send_to(int r, const json& header, std::vector<zmq::message_t> payload) {
+    send("rank-" + std::to_string(r), header, std::move(payload));
+  }
+  void send_to_root(const json& header, std::vector<zmq::message_t> payload) {
+    send(std::nullopt, header, std::move(payload));
+  }
+
+  // The next whole message (rank 0: with the sender's rank), or an error at the deadline.
+  result<std::pair<int, message>> receive(clock_type::time_point deadline) {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+      if (left.count() <= 0) return error{"no message within " + std::to_string(timeout_.count()) + " ms"};
+      if (zmq::poll(&item, 1, left) > 0) break;
+    }
+    std::vector<zmq::message_t> frames;
+    do {
+      zmq::message_t f;
+      (void)socket_.recv(f);
+      frames.push_back(std::move(f));
+    } while (socket_.get(zmq::sockopt::rcvmore));
+    std::size_t at = 0;
+    int from = 0;
+    if (rank_ == 0) {
+      const std::string id = frames.at(at++).to_string();
+      from = id.rfind("rank-", 0) == 0 ? std::atoi(id.c_str() + 5) : -1;
+      if (from < 1 || from >= size_) return error{"a message from an unknown peer '" + id + "'"};
+    }
+    if (at >= frames.size()) return error{"an empty message"};
+    message m;
+    m.header = json::parse(frames[at++].to_string(), nullptr, false);
+    if (m.header.is_discarded() || !m.header.is_object()) return error{"a malformed header"};
+    for (; at < frames.size(); ++at) m.payload.push_back(std::move(frames[at]));
+    return std::make_pair(from, std::move(m));
+  }
+
+  // Rank 0: one message `op` from every other rank (indexed by rank), or an error naming who did
+  // not send one in time (or sent something else).
+  status gather(const char* op, std::vector<std::optional<message>>& parts) {
+    parts.clear();
+    parts.resize(static_cast<std::size_t>(size_));  // messages move, never copy
+    const auto deadline = clock_type::now() + timeout_;
+    for (int got = 0; got < size_ - 1;) {
+      auto m = receive(deadline);
+      if (!m) {
+        std::string missing;
+        for (int r = 1; r < size_; ++r)
+          if (!parts[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        return error{std::string(op) + ": rank(s) " + missing + " did not take part: " + m.message()};
+      }
+      auto& [from, msg] = *m;
+      if (msg.header.value("op", "") != op)
+        return fail_all(std::string(op) + ": rank " + std::to_string(from) + " called " +
+                        msg.header.value("op", "?") + " instead (the ranks' calls differ)");
+      if (parts[from]) return fail_all(std::string(op) + ": rank " + std::to_string(from) + " sent twice");
+      parts[from] = std::move(msg);
+      ++got;
+    }
+    return {};
+  }
+
+  // Rank 0: why the other ranks' tensors do not match its own; empty when they do.
+  std::string mismatch(const std::vector<std::optional<message>>& parts, const std::vector<at::Tensor>& mine) const {
+    const json want = shape_header("", mine).at("bytes");
+    for (int r = 1; r < size_; ++r) {
+      if (parts[r]->header.value("bytes", json::array()) != want)
+        return "rank " + std::to_string(r) + " passed tensors of " + parts[r]->header.value("bytes", json::array()).dump() +
+               " bytes, rank 0 " + want.dump();
+      if (!parts[r]->payload.empty() && parts[r]->payload.size() != mine.size())
+        return "rank " + std::to_string(r) + " sent " + std::to_string(parts[r]->payload.size()) + " tensors";
+      for (std::size_t i = 0; i < parts[r]->payload.size(); ++i)
+        if (parts[r]->payload[i].size() != byte_size(mine[i]))
+          return "rank " + std::to_string(r) + "'s tensor " + std::to_string(i) + " has " +
+                 std::to_string(parts[r]->payload[i].size()) + " bytes, rank 0's " + std::to_string(byte_size(mine[i]));
+    }
+    return {};
+  }
+
+  // Rank 0: `why` to every other rank (each returns it as its error), and as rank 0's error.
+  status fail_all(const std::string& why) {
+    for (int r = 1; r < size_; ++r) send_to(r, {{"op", "result"}, {"ok", false}, {"why", why}}, {});
+    return error{why};
+  }
+
+  // Other ranks: rank 0's answer, copied into `into` (nothing to copy for an empty list).
+  status take_reply(const std::vector<at::Tensor>& into, const char* what) {
+    auto m = receive(clock_type::now() + timeout_);
+    if (!m) return error{std::string(what) + ": rank 0 did not answer: " + m.message()};
+    const auto& msg = m->second;
+    if (!msg.header.value("ok", false)) return error{msg.header.value("why", std::string(what) + " failed at rank 0")};
+    if (into.empty()) return {};
+    if (msg.payload.size() != into.size())
+      return error{std::string(what) + ": rank 0 sent " + std::to_string(msg.payload.size()) + " tensors for " +
+                   std::to_string(into.size())};
+    for (std::size_t i = 0; i < into.size(); ++i) {
+      if (msg.payload[i].size() != byte_size(into[i])) return error{std::string(what) + ": a reply of the wrong size"};
+      at::Tensor t = into[i];
+      copy_into(t, msg.payload[i]);
+    }
+    return {};
+  }
+
+  int rank_, size_;
+  std::chrono::milliseconds timeout_;
+  zmq::context_t ctx_{1};
+  zmq::socket_t socket_;
+};
+
+}  // namespace
+
+result<std::shared_ptr<collective>> make_socket_group(const std::string& endpoint, int rank, int size,
+                                                      std::chrono::milliseconds timeout) {
+  if (size < 1 || rank < 0 || rank >= size)
+    return error{"socket group: rank " + std::to_string(rank) + " of " + std::to_string(size) + " is not a rank"};
+  auto r = std::make_shared<socket_rank>(rank, size, timeout);
+  if (size > 1)
+    if (auto s = r->join(endpoint); !s) return error{"socket group, rank " + std::to_string(rank) + ": " + s.message()};
+  return std::shared_ptr<collective>(std::move(r));
+}
+
+}  // namespace kforge::trainer
