@@ -582,6 +582,14 @@ TEST_CASE("a real model's trainer runs data parallel over 2 CPU ranks") {
   fs::remove_all(dir);
 }
 
+/// The lines of a run's train.jsonl.
+std::vector<json> train_log(const fs::path& run_dir) {
+  std::ifstream log(run_dir / "train.jsonl");
+  std::vector<json> steps;
+  for (std::string line; std::getline(log, line);) steps.push_back(json::parse(line));
+  return steps;
+}
+
 // The same with every rank but rank 0 in a `kforge trainer-rank` process of its own, summing over a
 // ZeroMQ socket (policy_trainer_test checks that arithmetic bit for bit against thread ranks).
 TEST_CASE("a real model's trainer runs its ranks as processes") {
@@ -598,22 +606,13 @@ TEST_CASE("a real model's trainer runs its ranks as processes") {
   REQUIRE(summary.is_object());
   CHECK(summary["outcome"] == "completed");
   CHECK((*stage(summary, "trainer@head"))["errors"] == 0);
-  std::ifstream log(dir / "run" / "train.jsonl");
-  std::vector<json> steps;
-  for (std::string line; std::getline(log, line);) steps.push_back(json::parse(line));
+  const auto steps = train_log(dir / "run");
   REQUIRE(steps.size() == 2);
   CHECK(steps[1]["policy_version"] == 2);
   CHECK(fs::exists(dir / "run" / "weights" / "policy-v2.safetensors"));
   fs::remove_all(dir);
 }
 
-/// The lines of a run's train.jsonl.
-std::vector<json> train_log(const fs::path& run_dir) {
-  std::ifstream log(run_dir / "train.jsonl");
-  std::vector<json> steps;
-  for (std::string line; std::getline(log, line);) steps.push_back(json::parse(line));
-  return steps;
-}
 
 // Ctrl-C ends a run with a checkpoint of its last step, and --resume continues that run in its
 // directory: from the checkpoint's weights and step, appending to its logs, up to the new total.
