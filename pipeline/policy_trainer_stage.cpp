@@ -1,7 +1,9 @@
 #include "pipeline/policy_trainer_stage.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -154,11 +156,12 @@ constexpr std::chrono::minutes rank_join_timeout{10};
 constexpr std::chrono::minutes rank_step_timeout{30};
 
 /// This process's rank of a group joined as `collective` says ("socket": at `endpoint`; "nccl":
-/// with the unique id in hex), on CUDA device `device` (-1: the CPU).
+/// with the unique id in hex), on CUDA device `device` (-1: the CPU). `give_up`: see socket_group.
 result<std::shared_ptr<trainer::collective>> join_rank_group(const std::string& collective, const std::string& endpoint,
                                                              const std::string& nccl_id_hex, int rank, int size,
-                                                             int device) {
-  if (collective == "socket") return trainer::make_socket_group(endpoint, rank, size, rank_step_timeout);
+                                                             int device, std::function<bool()> give_up = {}) {
+  if (collective == "socket")
+    return trainer::make_socket_group(endpoint, rank, size, rank_step_timeout, std::move(give_up));
   if (collective != "nccl") return error{"unknown collective '" + collective + "'"};
 #if defined(KFORGE_WITH_CUDA)
   trainer::nccl_id id;
@@ -323,7 +326,9 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
     ro.step_timeout = rank_step_timeout;
     if (o.devices.front() < 0) {
       ro.collective = "socket";
-      ro.endpoint = "ipc:///tmp/kforge-trainer-ranks-" + std::to_string(::getpid()) + ".sock";
+      static std::atomic<int> groups{0};  // several trainers in one process (tests) get an endpoint each
+      ro.endpoint = "ipc:///tmp/kforge-trainer-ranks-" + std::to_string(::getpid()) + "-" +
+                    std::to_string(groups++) + ".sock";
     } else {
       ro.collective = "nccl";
 #if defined(KFORGE_WITH_CUDA)
@@ -335,8 +340,12 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
     auto started = rank_processes::start(ro);
     if (!started) return error{"trainer: " + started.message()};
     ranks = std::move(*started);
-    auto group = join_rank_group(ro.collective, ro.endpoint, ro.nccl_id, 0, ranks->size(), o.devices.front());
-    if (!group) return error{"trainer: rank 0: " + group.message()};
+    auto group = join_rank_group(ro.collective, ro.endpoint, ro.nccl_id, 0, ranks->size(), o.devices.front(),
+                                 ranks->failed());
+    if (!group) {  // a child that failed first is the likelier cause: say both
+      const auto theirs = ranks->failures_so_far();
+      return error{"trainer: rank 0: " + group.message() + (theirs.empty() ? "" : "; " + theirs)};
+    }
     dp.devices.erase(dp.devices.begin() + 1, dp.devices.end());  // this process: rank 0 only
     dp.group = *group;
   }
@@ -349,7 +358,7 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
       return error{"trainer: " + s.message()};
   }
   if (ranks) {
-    if (auto s = ranks->joined(); !s) return error{"trainer: " + s.message()};
+    if (auto s = ranks->joined((*pt)->lead().steps()); !s) return error{"trainer: " + s.message()};
     std::cerr << "trainer: ranks 1.." << ranks->size() - 1 << " joined from processes of their own ("
               << ranks->describe() << ")" << std::endl;
   }

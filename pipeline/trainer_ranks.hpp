@@ -12,9 +12,14 @@
 //
 // Every rank steps on every batch (grpo_stepper takes each rank's share) and the gradients are
 // summed over the group, so the ranks' weights stay identical and rank 0 publishes and checkpoints
-// for all. A child that fails, dies or does not answer in time fails the step with its rank named.
+// for all. A child that fails, dies or does not answer in time fails the step with its rank named,
+// and the group is broken from then on (the ranks' weights may differ): every later step fails at
+// once. failed() turns true as soon as a child has failed, so rank 0's side of a socket group can
+// stop waiting for it (trainer/socket_group.hpp give_up). An NCCL collective cannot be left that
+// way: with NCCL, rank 0 waits inside a collective whose other rank died (a limit of this version).
 // Torch-free: the child's side is trainer_rank_main (policy_trainer_stage.hpp).
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -58,8 +63,18 @@ class rank_processes {
   rank_processes(const rank_processes&) = delete;
   rank_processes& operator=(const rank_processes&) = delete;
 
-  /// Waits for every child's join reply. The first failure, rank named.
-  status joined();
+  /// Waits for every child's join reply; each child must be at step `steps` (rank 0's, after a
+  /// resume). The first failure, rank named.
+  status joined(std::int64_t steps);
+  /// Whether a child has failed (died, refused, answered late) in the current request, as a
+  /// function any thread may call while a join or step is under way, also after this object is
+  /// gone (then it says false): for rank 0's socket group (give_up).
+  std::function<bool()> failed() const {
+    return [f = failed_] { return f->load(); };
+  }
+  /// The failures among the replies already in, rank named ("" if none), without waiting for the
+  /// rest: why rank 0 could not join, when a child failed first.
+  std::string failures_so_far() const;
   /// One step: `batch` (TrainBatch FlatBuffer bytes) to every child, then `local` (rank 0's step)
   /// on this thread, then every child's reply, whose step must equal `local_step()` afterwards.
   status step(const std::vector<std::uint8_t>& batch, const std::function<status()>& local,
@@ -70,13 +85,22 @@ class rank_processes {
 
  private:
   explicit rank_processes(rank_processes_options o) : o_(std::move(o)) {}
-  /// Sends `request` to every child, each on a thread of its own that waits for the reply.
+  /// Sends `request` to child i on a thread of its own that waits for the reply (and notes a failure).
+  void send_one(std::size_t i, std::shared_ptr<const std::string> request, std::chrono::milliseconds timeout);
+  /// The same request to every child.
   void send_all(const std::string& request, std::chrono::milliseconds timeout);
   /// Joins those threads; the first failed reply, its rank named.
   status collect(const char* what);
 
+  /// Every child's reply must be ok with "steps" == `steps`: the first failure, rank named.
+  status check_steps(std::int64_t steps) const;
+
   rank_processes_options o_;
   std::vector<child_process> children_;
+  std::vector<pid_t> pids_;               ///< the children's process groups, for ending them
+  std::shared_ptr<std::atomic<bool>> failed_ = std::make_shared<std::atomic<bool>>(false);
+  std::unique_ptr<std::atomic<bool>[]> done_;  ///< replies_[i] of the current request is in
+  bool broken_ = false;                   ///< a step failed: the ranks may differ from now on
   std::vector<child_reply> replies_;
   std::vector<std::thread> threads_;
 };

@@ -42,16 +42,17 @@ at::Tensor tensor_of(const at::Tensor& like, const zmq::message_t& bytes) {
   return host;
 }
 
+// What every rank must agree on for a call: its kind and each tensor's dtype and shape.
 json shape_header(const char* op, const std::vector<at::Tensor>& tensors) {
-  json bytes = json::array();
-  for (const auto& t : tensors) bytes.push_back(byte_size(t));
-  return {{"op", op}, {"bytes", bytes}};
+  json shapes = json::array();
+  for (const auto& t : tensors) shapes.push_back({{"dtype", std::string(c10::toString(t.scalar_type()))}, {"sizes", t.sizes().vec()}});
+  return {{"op", op}, {"tensors", shapes}};
 }
 
 class socket_rank final : public collective {
  public:
-  socket_rank(int rank, int size, std::chrono::milliseconds timeout)
-      : rank_(rank), size_(size), timeout_(timeout), socket_(ctx_, rank == 0 ? zmq::socket_type::router : zmq::socket_type::dealer) {
+  socket_rank(int rank, int size, std::chrono::milliseconds timeout, std::function<bool()> give_up)
+      : rank_(rank), size_(size), timeout_(timeout), give_up_(std::move(give_up)), socket_(ctx_, rank == 0 ? zmq::socket_type::router : zmq::socket_type::dealer) {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.set(zmq::sockopt::sndhwm, 0);
     socket_.set(zmq::sockopt::rcvhwm, 0);
@@ -74,7 +75,7 @@ class socket_rank final : public collective {
         return {};
       }
       socket_.connect(endpoint);
-      send_to_root({{"op", "hello"}, {"rank", rank_}, {"size", size_}}, {});
+      send_to_root({{"op", "hello"}, {"rank", rank_}, {"size", size_}, {"seq", 0}}, {});
       auto ready = receive(clock_type::now() + timeout_);
       if (!ready) return error{"rank 0 at " + endpoint + " did not answer: " + ready.message()};
       return {};
@@ -91,10 +92,11 @@ class socket_rank final : public collective {
       if (rank_ != 0) {
         std::vector<zmq::message_t> frames;
         for (const auto& t : tensors) frames.push_back(frame_of(t));
-        send_to_root(shape_header("sum", tensors), std::move(frames));
+        send_to_root(numbered(shape_header("sum", tensors)), std::move(frames));
         return take_reply(tensors, "all_reduce_sum");
       }
       std::vector<std::optional<message>> parts;
+      ++seq_;
       if (auto s = gather("sum", parts); !s) return s;
       if (auto why = mismatch(parts, tensors); !why.empty()) return fail_all("all_reduce_sum: " + why);
       // Rank order, as the thread group adds: bit-identical sums whichever way the ranks run.
@@ -107,7 +109,7 @@ class socket_rank final : public collective {
       for (int r = 1; r < size_; ++r) {
         std::vector<zmq::message_t> frames;
         for (const auto& s : sums) frames.push_back(frame_of(s));
-        send_to(r, {{"op", "result"}, {"ok", true}}, std::move(frames));
+        send_to(r, {{"op", "result"}, {"ok", true}, {"seq", seq_}}, std::move(frames));
       }
       for (std::size_t i = 0; i < tensors.size(); ++i) {
         at::Tensor t = tensors[i];
@@ -126,12 +128,13 @@ class socket_rank final : public collective {
         std::vector<zmq::message_t> frames;
         if (rank_ == root)
           for (const auto& t : tensors) frames.push_back(frame_of(t));
-        auto header = shape_header("broadcast", tensors);
+        auto header = numbered(shape_header("broadcast", tensors));
         header["root"] = root;
         send_to_root(header, std::move(frames));
         return rank_ == root ? take_reply({}, "broadcast") : take_reply(tensors, "broadcast");
       }
       std::vector<std::optional<message>> parts;
+      ++seq_;
       if (auto s = gather("broadcast", parts); !s) return s;
       if (auto why = mismatch(parts, tensors); !why.empty()) return fail_all("broadcast: " + why);
       for (int r = 1; r < size_; ++r)
@@ -147,7 +150,7 @@ class socket_rank final : public collective {
           for (std::size_t i = 0; i < tensors.size(); ++i)
             frames.push_back(root == 0 ? frame_of(tensors[i]) : zmq::message_t(parts[root]->payload[i].data(),
                                                                                parts[root]->payload[i].size()));
-        send_to(r, {{"op", "result"}, {"ok", true}}, std::move(frames));
+        send_to(r, {{"op", "result"}, {"ok", true}, {"seq", seq_}}, std::move(frames));
       }
       if (root != 0)
         for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -175,13 +178,21 @@ class socket_rank final : public collective {
     send(std::nullopt, header, std::move(payload));
   }
 
-  // The next whole message (rank 0: with the sender's rank), or an error at the deadline.
+  // A header of the next call (other ranks number their calls as they make them).
+  json numbered(json header) {
+    header["seq"] = ++seq_;
+    return header;
+  }
+
+  // The next whole message (rank 0: with the sender's rank), or an error at the deadline or when
+  // give_up says so.
   result<std::pair<int, message>> receive(clock_type::time_point deadline) {
     zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
     for (;;) {
+      if (give_up_ && give_up_()) return error{"given up: a rank has failed"};
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
       if (left.count() <= 0) return error{"no message within " + std::to_string(timeout_.count()) + " ms"};
-      if (zmq::poll(&item, 1, left) > 0) break;
+      if (zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(200))) > 0) break;
     }
     std::vector<zmq::message_t> frames;
     do {
@@ -216,9 +227,14 @@ class socket_rank final : public collective {
         std::string missing;
         for (int r = 1; r < size_; ++r)
           if (!parts[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        return error{std::string(op) + ": rank(s) " + missing + " did not take part: " + m.message()};
+        return fail_all(std::string(op) + ": rank(s) " + missing + " did not take part: " + m.message());
       }
       auto& [from, msg] = *m;
+      // A part of an earlier call that came after that call had failed at its deadline: not ours.
+      if (msg.header.value("seq", std::int64_t{-1}) < seq_) continue;
+      if (msg.header.value("seq", std::int64_t{-1}) > seq_)
+        return fail_all(std::string(op) + ": rank " + std::to_string(from) + " is at call " +
+                        std::to_string(msg.header.value("seq", std::int64_t{-1})) + ", rank 0 at " + std::to_string(seq_));
       if (msg.header.value("op", "") != op)
         return fail_all(std::string(op) + ": rank " + std::to_string(from) + " called " +
                         msg.header.value("op", "?") + " instead (the ranks' calls differ)");
@@ -231,11 +247,11 @@ class socket_rank final : public collective {
 
   // Rank 0: why the other ranks' tensors do not match its own; empty when they do.
   std::string mismatch(const std::vector<std::optional<message>>& parts, const std::vector<at::Tensor>& mine) const {
-    const json want = shape_header("", mine).at("bytes");
+    const json want = shape_header("", mine).at("tensors");
     for (int r = 1; r < size_; ++r) {
-      if (parts[r]->header.value("bytes", json::array()) != want)
-        return "rank " + std::to_string(r) + " passed tensors of " + parts[r]->header.value("bytes", json::array()).dump() +
-               " bytes, rank 0 " + want.dump();
+      if (parts[r]->header.value("tensors", json::array()) != want)
+        return "rank " + std::to_string(r) + " passed tensors " + parts[r]->header.value("tensors", json::array()).dump() +
+               ", rank 0 " + want.dump();
       if (!parts[r]->payload.empty() && parts[r]->payload.size() != mine.size())
         return "rank " + std::to_string(r) + " sent " + std::to_string(parts[r]->payload.size()) + " tensors";
       for (std::size_t i = 0; i < parts[r]->payload.size(); ++i)
@@ -248,13 +264,21 @@ class socket_rank final : public collective {
 
   // Rank 0: `why` to every other rank (each returns it as its error), and as rank 0's error.
   status fail_all(const std::string& why) {
-    for (int r = 1; r < size_; ++r) send_to(r, {{"op", "result"}, {"ok", false}, {"why", why}}, {});
+    for (int r = 1; r < size_; ++r) {
+      try {
+        send_to(r, {{"op", "result"}, {"ok", false}, {"why", why}, {"seq", seq_}}, {});
+      } catch (const zmq::error_t&) {  // a rank that is gone hears nothing
+      }
+    }
     return error{why};
   }
 
   // Other ranks: rank 0's answer, copied into `into` (nothing to copy for an empty list).
   status take_reply(const std::vector<at::Tensor>& into, const char* what) {
-    auto m = receive(clock_type::now() + timeout_);
+    const auto deadline = clock_type::now() + timeout_;
+    auto m = receive(deadline);
+    // Answers to earlier calls that this rank stopped waiting for: not this call's.
+    while (m && m->second.header.value("seq", std::int64_t{-1}) < seq_) m = receive(deadline);
     if (!m) return error{std::string(what) + ": rank 0 did not answer: " + m.message()};
     const auto& msg = m->second;
     if (!msg.header.value("ok", false)) return error{msg.header.value("why", std::string(what) + " failed at rank 0")};
@@ -272,6 +296,8 @@ class socket_rank final : public collective {
 
   int rank_, size_;
   std::chrono::milliseconds timeout_;
+  std::function<bool()> give_up_;
+  std::int64_t seq_ = 0;  ///< calls made (rank 0: the call being served)
   zmq::context_t ctx_{1};
   zmq::socket_t socket_;
 };
@@ -279,10 +305,11 @@ class socket_rank final : public collective {
 }  // namespace
 
 result<std::shared_ptr<collective>> make_socket_group(const std::string& endpoint, int rank, int size,
-                                                      std::chrono::milliseconds timeout) {
+                                                      std::chrono::milliseconds timeout,
+                                                      std::function<bool()> give_up) {
   if (size < 1 || rank < 0 || rank >= size)
     return error{"socket group: rank " + std::to_string(rank) + " of " + std::to_string(size) + " is not a rank"};
-  auto r = std::make_shared<socket_rank>(rank, size, timeout);
+  auto r = std::make_shared<socket_rank>(rank, size, timeout, std::move(give_up));
   if (size > 1)
     if (auto s = r->join(endpoint); !s) return error{"socket group, rank " + std::to_string(rank) + ": " + s.message()};
   return std::shared_ptr<collective>(std::move(r));

@@ -8,10 +8,14 @@
 // are checked at rank 0: a mismatch is an error on every rank, not a wrong sum.
 //
 // Every call waits at most `timeout` for the other ranks (a rank that died or fell behind makes
-// the call an error naming the ranks that did not answer). Tensors may be on any device; they travel
-// through host memory, so this is for CPU ranks. Includes ATen's Tensor only (collective.hpp).
+// the call an error naming the ranks that did not answer), and gives up sooner when `give_up`
+// says so (rank 0's driver knows when a rank process has died). Calls are numbered, so a late
+// message of an earlier call is never taken for the current one; an error at rank 0 is sent to
+// every rank. Tensors may be on any device; they travel through host memory, so this is for CPU
+// ranks. Includes ATen's Tensor only (collective.hpp).
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,7 +26,9 @@ namespace kforge::trainer {
 
 /// Joins the group at `endpoint` as `rank` of `size` (rank 0 binds, the others connect). Blocks
 /// until every rank has joined, or fails after `timeout` naming who is missing.
+/// `give_up` (optional) is asked a few times a second while waiting: true ends the wait with an error.
 result<std::shared_ptr<collective>> make_socket_group(const std::string& endpoint, int rank, int size,
-                                                      std::chrono::milliseconds timeout);
+                                                      std::chrono::milliseconds timeout,
+                                                      std::function<bool()> give_up = {});
 
 }  // namespace kforge::trainer

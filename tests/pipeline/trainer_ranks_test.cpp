@@ -48,15 +48,17 @@ TEST_CASE("trainer ranks: a rank that cannot join, dies or answers wrong fails t
     const auto prog = script("refuse", "read line <&3\necho '{\"ok\":false,\"reason\":\"no model here\"}' >&3");
     auto p = rank_processes::start(two_cpu_ranks(prog));
     REQUIRE(p.ok());
-    const auto s = (*p)->joined();
+    const auto s = (*p)->joined(0);
     REQUIRE_FALSE(s.ok());
     CHECK_MESSAGE(s.message().find("trainer rank 1 join: no model here") != std::string::npos, s.message());
+    CHECK((*p)->failed()());  // what rank 0's socket group asks while it waits
+    CHECK((*p)->failures_so_far() == "trainer rank 1: no model here");
     fs::remove(prog);
   }
   SUBCASE("it dies") {
     auto p = rank_processes::start(two_cpu_ranks("/bin/false"));
     REQUIRE(p.ok());
-    const auto s = (*p)->joined();
+    const auto s = (*p)->joined(0);
     REQUIRE_FALSE(s.ok());
     CHECK_MESSAGE(s.message().find("trainer rank 1 join:") != std::string::npos, s.message());
   }
@@ -64,12 +66,18 @@ TEST_CASE("trainer ranks: a rank that cannot join, dies or answers wrong fails t
     const auto prog = script("behind", "while read line <&3; do echo '{\"ok\":true,\"steps\":0}' >&3; done");
     auto p = rank_processes::start(two_cpu_ranks(prog));
     REQUIRE(p.ok());
-    REQUIRE((*p)->joined().ok());
+    REQUIRE((*p)->joined(0).ok());
     bool local_ran = false;
     const auto s = (*p)->step({1, 2, 3}, [&] { local_ran = true; return kforge::status{}; }, [] { return std::int64_t{1}; });
     CHECK(local_ran);
     REQUIRE_FALSE(s.ok());
     CHECK_MESSAGE(s.message().find("trainer rank 1 is at step 0, rank 0 at 1") != std::string::npos, s.message());
+    // The ranks may differ now: every later step fails at once, without asking anyone.
+    bool ran_again = false;
+    const auto again = (*p)->step({1}, [&] { ran_again = true; return kforge::status{}; }, [] { return std::int64_t{2}; });
+    REQUIRE_FALSE(again.ok());
+    CHECK_FALSE(ran_again);
+    CHECK(again.message().find("failed at an earlier step") != std::string::npos);
     fs::remove(prog);
   }
 }

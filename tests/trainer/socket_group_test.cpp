@@ -39,7 +39,7 @@ void on_socket_ranks(int size, const std::function<void(int, collective&)>& body
 }  // namespace
 
 TEST_CASE("socket group: sums and broadcasts reach every rank; mismatches are errors on all, no hang") {
-  std::vector<std::string> errors(3), mismatch(3), bad_root(3);
+  std::vector<std::string> errors(3), mismatch(3), bad_root(3), bad_dtype(3);
   std::vector<at::Tensor> sums(3), bcast(3), bcast0(3);
   on_socket_ranks(3, [&](int r, collective& g) {
     const auto i = static_cast<std::size_t>(r);
@@ -59,14 +59,22 @@ TEST_CASE("socket group: sums and broadcasts reach every rank; mismatches are er
     mismatch[i] = s ? "" : s.message();
     auto b = g.broadcast({y}, r == 2 ? 1 : 0);  // rank 2 names another root
     bad_root[i] = b ? "" : b.message();
+    at::Tensor same_bytes = r == 1 ? at::zeros({2}, at::kInt) : at::zeros({2}, at::kFloat);  // as many bytes, another dtype
+    auto d = g.all_reduce_sum({same_bytes});
+    bad_dtype[i] = d ? "" : d.message();
+    at::Tensor after = at::ones({1});  // the group still works after the errors
+    if (auto s2 = g.all_reduce_sum({after}); !s2 || after.item<float>() != 3.0f) errors[i] += "sum after errors";
   });
   for (std::size_t i = 0; i < 3; ++i) {
     CHECK_MESSAGE(errors[i].empty(), errors[i]);
     CHECK(at::equal(sums[i], at::full({4}, 6.0, at::kFloat)));
     CHECK(at::equal(bcast[i], at::full({2}, 20.0, at::kFloat)));
     CHECK(at::equal(bcast0[i], at::full({3}, 5.0, at::kDouble)));
-    CHECK_MESSAGE(mismatch[i].find("rank 1 passed tensors of [12] bytes, rank 0 [8]") != std::string::npos, mismatch[i]);
+    CHECK_MESSAGE(mismatch[i].find(R"(rank 1 passed tensors [{"dtype":"Float","sizes":[3]}], rank 0 [{"dtype":"Float","sizes":[2]}])") !=
+                      std::string::npos,
+                  mismatch[i]);
     CHECK_MESSAGE(bad_root[i].find("rank 2 names root 1, rank 0 names 0") != std::string::npos, bad_root[i]);
+    CHECK_MESSAGE(bad_dtype[i].find(R"("dtype":"Int")") != std::string::npos, bad_dtype[i]);
   }
 }
 
@@ -109,4 +117,10 @@ TEST_CASE("socket group: a rank that never joins is an error naming it, after th
   REQUIRE_FALSE(lone.ok());
   CHECK_MESSAGE(lone.message().find("rank 0 at") != std::string::npos, lone.message());
   CHECK_FALSE(make_socket_group(fresh_endpoint(), 2, 2, std::chrono::seconds(1)).ok());
+  // Rank 0's driver saw a rank process die: the wait ends at once, not at the timeout.
+  const auto t1 = std::chrono::steady_clock::now();
+  auto given_up = make_socket_group(fresh_endpoint(), 0, 2, std::chrono::minutes(5), [] { return true; });
+  REQUIRE_FALSE(given_up.ok());
+  CHECK_MESSAGE(given_up.message().find("given up") != std::string::npos, given_up.message());
+  CHECK(std::chrono::steady_clock::now() - t1 < std::chrono::seconds(5));
 }
