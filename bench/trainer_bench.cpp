@@ -30,7 +30,9 @@
 // make single weights differ). A failed check exits 1.
 //
 // Without a GPU it prints SKIP and exits 0, unless --cpu-smoke: a tiny model (hidden 64, 2 layers)
-// and 2 CPU ranks (a thread group) run the same path, so the bench is checked anywhere.
+// and 2 CPU ranks (a thread group) run the same path, so the bench is checked anywhere; then the
+// same 2 ranks joined by a socket group, as trainer.ranks = "processes" joins CPU ranks: step time
+// against the thread ranks' and weights that must equal theirs bit for bit.
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +41,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,6 +55,7 @@
 #include "model/weight_diff.hpp"
 #include "trainer/collective.hpp"
 #include "trainer/data_parallel_trainer.hpp"
+#include "trainer/socket_group.hpp"
 #if defined(KFORGE_WITH_CUDA)
 #include "trainer/nccl_check.hpp"
 #include "trainer/nccl_group.hpp"
@@ -141,6 +145,61 @@ run_result run(const std::string& model_dir, const std::vector<at::Device>& devi
   return out;
 }
 
+
+// `k` CPU ranks as a trainer with trainer.ranks = "processes" runs them, joined by a socket group
+// (trainer/socket_group.hpp) — here each on a thread of its own with its own socket, the same
+// messages as between processes — stepping the same batches as run(); rank 0's trainer and its
+// step times (all ranks step in lockstep).
+run_result run_socket_ranks(const std::string& model_dir, int k, const workload& w, std::int64_t vocab) {
+  run_result out;
+  const std::string endpoint = "ipc:///tmp/kforge-trainer-bench-" + std::to_string(::getpid()) + ".sock";
+  std::vector<std::unique_ptr<kt::data_parallel_trainer>> ranks(static_cast<std::size_t>(k));
+  std::vector<std::string> errors(static_cast<std::size_t>(k));
+  auto on_ranks = [&](const std::function<void(int)>& f) {
+    std::vector<std::thread> ts;
+    for (int r = 0; r < k; ++r) ts.emplace_back(f, r);
+    for (auto& t : ts) t.join();
+    for (const auto& e : errors)
+      if (!e.empty()) {
+        std::printf("  FAILED: %s\n", e.c_str());
+        out.ok = false;
+      }
+  };
+  on_ranks([&](int r) {
+    auto g = kt::make_socket_group(endpoint, r, k, std::chrono::minutes(5));
+    if (!g) return void(errors[static_cast<std::size_t>(r)] = g.message());
+    kt::data_parallel_options o;
+    o.model_dir = model_dir;
+    o.devices = {at::kCPU};
+    o.trainer.step.lr = 1e-5;
+    o.trainer.step.micro_batch_size = w.micro_batch;
+    o.trainer.kl.initial_coef = 0.04;
+    o.group = *g;
+    auto t = kt::data_parallel_trainer::create(o);
+    if (!t) return void(errors[static_cast<std::size_t>(r)] = t.message());
+    ranks[static_cast<std::size_t>(r)] = std::move(*t);
+  });
+  for (int s = 0; out.ok && s <= w.steps; ++s) {
+    const auto batch = make_batch(w, vocab, ranks[0]->lead().policy_version());
+    const auto t0 = clk::now();
+    on_ranks([&](int r) {
+      auto st = ranks[static_cast<std::size_t>(r)]->step(batch);
+      if (!st) errors[static_cast<std::size_t>(r)] = st.message();
+    });
+    const double sec = std::chrono::duration<double>(clk::now() - t0).count();
+    if (s > 0) out.seconds.push_back(sec);
+    std::printf("  step %d: %.3f s%s\n", s, sec, s == 0 ? " (warm-up)" : "");
+  }
+  bool same = out.ok;
+  for (int r = 1; same && r < k; ++r)
+    same = kforge::model::max_weight_difference(*ranks[static_cast<std::size_t>(r)]->lead().policy(), *ranks[0]->lead().policy()) == 0;
+  if (!same) {
+    std::printf("  FAILED: the socket ranks' weights differ\n");
+    out.ok = false;
+  }
+  out.trainer = std::move(ranks[0]);
+  return out;
+}
 
 #if defined(KFORGE_WITH_CUDA)
 // The trainer's gradient all-reduce (buckets, one NCCL call each, copies back) over tensors of the
@@ -340,6 +399,23 @@ int main(int argc, char** argv) {
         }
       }
 #endif
+    }
+    if (cpu_smoke && dp.ok) {
+      // The same ranks as processes would join them: over a socket group instead of a thread group.
+      std::printf("%zu CPU ranks joined by a socket group (trainer.ranks = \"processes\"):\n", many.size());
+      auto sock = run_socket_ranks(dir.string(), static_cast<int>(many.size()), w, s.vocab);
+      ok = ok && sock.ok;
+      if (sock.ok) {
+        const double t_sock = spread::of(sock.seconds).median, t_threads = spread::of(dp.seconds).median;
+        const bool same = kforge::model::max_weight_difference(*sock.trainer->lead().policy(), *dp.trainer->lead().policy()) == 0;
+        std::printf("  %.3f s/step (%.3f..%.3f) vs thread ranks %.3f s/step: %.2fx; weights bit-identical to thread ranks: %s\n",
+                    t_sock, spread::of(sock.seconds).min, spread::of(sock.seconds).max, t_threads, t_sock / t_threads,
+                    same ? "yes" : "NO");
+        ok = ok && same;
+        out["socket_ranks"] = {{"seconds", sock.seconds}, {"step_s", spread::of(sock.seconds).to_json()},
+                               {"thread_ranks_step_s", t_threads}, {"ratio_to_threads", t_sock / t_threads},
+                               {"identical_to_thread_ranks", same}};
+      }
     }
   } else if (!cpu_smoke) {
     std::printf("data parallel: SKIP: %zu GPU(s) to use (%d visible, --gpus %d)\n", many.size(), visible, max_gpus);
