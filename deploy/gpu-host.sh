@@ -17,7 +17,7 @@ build=${KFORGE_GPU_BUILD:-$root/build-gpu}
 mkdir -p "$out"
 declare -a rows=()
 # KFORGE_STEPS (a comma list of: tests (all), gputests (the gpu label only), run, loop, baseline,
-# synth, bench; default all; loopmodes and loopnccl only when named) and
+# synth, bench; default all; loopmodes, loopnccl and loopranks only when named) and
 # KFORGE_BENCHES (bench program names; default all) pick what runs, so one device call fits its
 # time limit. The build always runs: every target, or the KFORGE_TARGETS list (space-separated).
 # tiny (only when named): deploy/make_tiny.sh with KFORGE_TINY_ARGS (its --steps and sizes) on GPU 0,
@@ -89,6 +89,22 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
       step "loop: NCCL versions reached the sampler" loop-nccl-check.log "$root/deploy/check_nccl_loop.sh" \
         "$build/kforge" "$build/loop-nccl" 4
       cp "$build/loop-nccl/train.jsonl" "$out/loop_nccl_train.jsonl" 2>/dev/null
+    fi
+    if asked loopranks && [[ $gpus -ge 3 ]]; then
+      # Issue 6: the trainer's ranks as processes on GPUs 1 and 2 (NCCL, the unique id sent to the
+      # rank process), rollout on GPU 0. Passes when the trainer reported its rank process joined and
+      # train.jsonl has every step.
+      if [[ ! -f $build/random-qwen/config.json ]]; then
+        step "random model for the loop" model.log python3 "$root/deploy/make_random_model.py" \
+          --out "$build/random-qwen" --tokenizer "$root/tests/model/fixtures/tokenizer"
+      fi
+      sed "s|@MODEL@|$build/random-qwen|" "$root/deploy/manifests/gpu_loop_ranks.toml" >"$build/gpu_loop_ranks.toml"
+      rm -rf "$build/loop-ranks"
+      step "loop: trainer ranks as processes" loop-ranks.log "$build/kforge" run \
+        --manifest "$build/gpu_loop_ranks.toml" --run-dir "$build/loop-ranks" --no-progress
+      step "loop: rank process joined, 4 steps" loop-ranks-check.log bash -c \
+        "grep -q 'joined from processes of their own (rank 1: pid .* on cuda:2, summing over NCCL)' '$out/loop-ranks.log' &&
+         [[ \$(grep -c . '$build/loop-ranks/train.jsonl') -ge 4 ]]"
     fi
     if asked loopmodes; then
       # Issue 7: the loop's manifest in sync and then async mode, seconds per step and each GPU
