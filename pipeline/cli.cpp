@@ -2,6 +2,7 @@
 // pipeline/ returning an exit code; this file only parses flags.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <iostream>
 #include <vector>
@@ -132,9 +133,19 @@ int main(int argc, char** argv) {
                       }});
 #endif
 #ifdef KFORGE_HAVE_TRAINER_RANK
-  auto* rank_cmd = app.add_subcommand("trainer-rank", "A trainer rank in a process of its own (internal)");
-  rank_cmd->group("");
-  optional.push_back({rank_cmd, [] { return kforge::pipeline::trainer_rank_main(); }});
+  auto* rank_cmd = app.add_subcommand(
+      "trainer-rank", "Join a running trainer as one of its data-parallel ranks (trainer.remote_ranks)");
+  std::string rank_connect;
+  int rank_device = -2;
+  rank_cmd->add_option("--connect", rank_connect, "Rank 0's trainer.rank_endpoint (tcp://HOST:PORT)");
+  rank_cmd->add_option("--device", rank_device, "This rank's CUDA device, or -1 for the CPU (needed with --connect)");
+  optional.push_back({rank_cmd, [&] {
+                        if (!rank_connect.empty() && rank_device < -1) {
+                          std::cerr << "kforge trainer-rank: --connect needs --device N (a CUDA device, or -1 for the CPU)\n";
+                          return 2;
+                        }
+                        return kforge::pipeline::trainer_rank_main(rank_connect, std::max(rank_device, -1));
+                      }});
 #endif
 #ifdef KFORGE_HAVE_TOKENIZER
   kforge::model::tokenizer_train_options tokenizer;

@@ -317,6 +317,16 @@ void read_trainer(table_reader r, trainer_options& o) {
   r.read("checkpoint_every", o.checkpoint_every, 0);
   r.read("cpu_ranks", o.cpu_ranks, 1, 64);  // each rank holds a whole copy of the model
   r.read_choice("ranks", o.ranks, {{"threads", trainer_ranks::threads}, {"processes", trainer_ranks::processes}});
+  r.read("remote_ranks", o.remote_ranks, 0, 1024);
+  if (r.read("rank_endpoint", o.rank_endpoint)) {
+    const auto e = check_endpoint(o.rank_endpoint);
+    if (!e) r.fail("rank_endpoint", e.message());
+    else if (e->scheme != "tcp") r.fail("rank_endpoint", "must be tcp://HOST:PORT (ranks on other hosts reach it)");
+  }
+  if (o.remote_ranks > 0 && o.ranks != trainer_ranks::processes)
+    r.fail("remote_ranks", "ranks on other hosts are processes: set trainer.ranks = \"processes\"");
+  if (o.remote_ranks > 0 && o.rank_endpoint.empty())
+    r.fail("remote_ranks", "needs trainer.rank_endpoint = \"tcp://HOST:PORT\", where those ranks connect");
   r.read_choice("compute", o.compute,
                 {{"auto", trainer_compute::automatic}, {"bf16", trainer_compute::bf16}, {"fp32", trainer_compute::fp32}});
   r.read_choice("publish", o.publish,

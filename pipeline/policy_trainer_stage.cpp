@@ -22,6 +22,8 @@
 #include "trainer/data_parallel_trainer.hpp"
 #include "trainer/nccl_id.hpp"
 #include "trainer/socket_group.hpp"
+
+#include <zmq.hpp>
 #if defined(KFORGE_WITH_CUDA)
 #include "trainer/nccl_group.hpp"
 #include "trainer/weight_broadcast.hpp"
@@ -314,7 +316,8 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
   if (o.devices.empty()) return error{"trainer: no device"};
   auto dp = dp_options(o);
   std::unique_ptr<rank_processes> ranks;
-  if (o.trainer.ranks == trainer_ranks::processes && o.devices.size() > 1) {
+  const auto remote = static_cast<int>(o.trainer.remote_ranks);
+  if (o.trainer.ranks == trainer_ranks::processes && o.devices.size() + static_cast<std::size_t>(remote) > 1) {
     // Ranks 1..N-1 start and ask to join; this process joins as rank 0, which completes the group.
     rank_processes_options ro;
     ro.program = o.rank_program.empty() ? self_executable() : o.rank_program;
@@ -322,6 +325,8 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
     ro.run_dir = o.run_dir;
     ro.resume_from = o.resume_from;
     ro.devices = o.devices;
+    ro.remote = remote;
+    ro.remote_endpoint = o.trainer.rank_endpoint;
     ro.join_timeout = rank_join_timeout;
     ro.step_timeout = rank_step_timeout;
     if (o.devices.front() < 0) {
@@ -329,6 +334,11 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
       static std::atomic<int> groups{0};  // several trainers in one process (tests) get an endpoint each
       ro.endpoint = "ipc:///tmp/kforge-trainer-ranks-" + std::to_string(::getpid()) + "-" +
                     std::to_string(groups++) + ".sock";
+      if (remote > 0) {  // ranks on other hosts sum over tcp, on the port after rank_endpoint's
+        const auto& e = o.trainer.rank_endpoint;
+        const auto colon = e.rfind(':');
+        ro.endpoint = e.substr(0, colon + 1) + std::to_string(std::stoi(e.substr(colon + 1)) + 1);
+      }
     } else {
       ro.collective = "nccl";
 #if defined(KFORGE_WITH_CUDA)
@@ -337,6 +347,10 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
       ro.nccl_id = to_hex(id->bytes.data(), id->bytes.size());
 #endif
     }
+    if (remote > 0)
+      std::cerr << "trainer: waiting up to " << rank_join_timeout.count() << " min for " << remote
+                << " rank(s) from other hosts: start each there with kforge trainer-rank --connect "
+                << ro.remote_endpoint << " --device N" << std::endl;
     auto started = rank_processes::start(ro);
     if (!started) return error{"trainer: " + started.message()};
     ranks = std::move(*started);
@@ -458,10 +472,12 @@ class rank_process {
 
 }  // namespace
 
-int trainer_rank_main() {
-  control_channel channel;
+namespace {
+
+// Requests in, replies out (a request's number echoed), until stop or the end of the requests.
+int serve_rank(const std::function<bool(std::string&)>& read, const std::function<bool(const std::string&)>& write) {
   rank_process rank;
-  for (std::string line; channel.read(line);) {
+  for (std::string line; read(line);) {
     const auto req = nlohmann::json::parse(line, nullptr, false);
     nlohmann::json reply;
     try {
@@ -469,10 +485,51 @@ int trainer_rank_main() {
     } catch (const std::exception& e) {  // a request missing a field
       reply = {{"ok", false}, {"reason", e.what()}};
     }
-    if (!channel.write(reply.dump())) return 1;
+    if (req.is_object() && req.contains("seq")) reply["seq"] = req["seq"];
+    if (!write(reply.dump())) return 1;
     if (req.is_object() && req.value("op", "") == "stop") return 0;
   }
   return 0;  // the trainer went away
+}
+
+}  // namespace
+
+int trainer_rank_main(const std::string& connect, int device) {
+  if (connect.empty()) {  // a child of the trainer: its channel is fd 3
+    control_channel channel;
+    return serve_rank([&](std::string& l) { return channel.read(l); },
+                      [&](const std::string& s) { return channel.write(s); });
+  }
+  // A rank on another host: it says hello with its device and is then driven like a child.
+  try {
+    zmq::context_t ctx{1};
+    zmq::socket_t socket{ctx, zmq::socket_type::dealer};
+    socket.set(zmq::sockopt::linger, 0);
+    socket.connect(connect);
+    const std::string hello = nlohmann::json{{"op", "hello"}, {"device", device}}.dump();
+    socket.send(zmq::buffer(hello), zmq::send_flags::none);
+    std::cerr << "kforge trainer-rank: waiting for rank 0 at " << connect << " (device "
+              << (device < 0 ? std::string("cpu") : "cuda:" + std::to_string(device)) << ")" << std::endl;
+    // Rank 0 asks at least once per step; silent this long, it is gone (no orphan waits forever).
+    const auto silence = 2 * std::chrono::milliseconds(rank_step_timeout) + std::chrono::milliseconds(rank_join_timeout);
+    const auto read = [&](std::string& line) {
+      zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, silence) <= 0) {
+        std::cerr << "kforge trainer-rank: rank 0 at " << connect << " has been silent for "
+                  << std::chrono::duration_cast<std::chrono::minutes>(silence).count() << " minutes: ending" << std::endl;
+        return false;
+      }
+      zmq::message_t m;
+      (void)socket.recv(m);
+      line = m.to_string();
+      return true;
+    };
+    const auto write = [&](const std::string& s) { return socket.send(zmq::buffer(s), zmq::send_flags::none).has_value(); };
+    return serve_rank(read, write);
+  } catch (const zmq::error_t& e) {
+    std::cerr << "kforge trainer-rank: " << connect << ": " << e.what() << std::endl;
+    return 2;
+  }
 }
 
 }  // namespace kforge::pipeline

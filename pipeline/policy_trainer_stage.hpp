@@ -89,8 +89,10 @@ struct policy_trainer_stage_options {
     const policy_trainer_stage_options& o);
 
 /// `kforge trainer-rank`: one data-parallel rank in a process of its own, driven by the trainer
-/// stage over fd 3 (protocol: pipeline/trainer_ranks.hpp). Returns the exit code.
-int trainer_rank_main();
+/// stage (protocol: pipeline/trainer_ranks.hpp): over fd 3 when `connect` is empty (a child of the
+/// trainer), else over ZeroMQ from another host, connecting to rank 0 at `connect`
+/// (trainer.rank_endpoint) with `device` (-1: the CPU). Returns the exit code.
+int trainer_rank_main(const std::string& connect = "", int device = -1);
 
 /// The options for a manifest and the run directory: sampler.model, [trainer], sampler.temperature,
 /// run.seed, buffer.max_staleness and the GPUs of the trainer's group (or trainer.cpu_ranks CPU ranks).

@@ -2,19 +2,126 @@
 
 #include <signal.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
+#include <zmq.hpp>
 
 #include "common/hex.hpp"
 
 namespace kforge::pipeline {
 
 using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+// Rank 0's side of the ranks on other hosts: a ROUTER socket they connect to. Used by one thread
+// at a time (start() on the caller's, then each request on a thread of its own).
+struct rank_processes::remote_link {
+  zmq::context_t ctx{1};
+  zmq::socket_t socket{ctx, zmq::socket_type::router};
+  std::vector<std::string> ids;  ///< routing id of remote rank j
+  std::vector<int> devices;      ///< its device, from its hello
+  std::int64_t seq = 0;          ///< requests sent
+  std::atomic<bool> abort{false};
+
+  // Binds `endpoint` on every interface and waits for `count` hellos.
+  status accept(const std::string& endpoint, int count, std::chrono::milliseconds timeout) {
+    try {
+      socket.set(zmq::sockopt::linger, 0);
+      socket.set(zmq::sockopt::router_mandatory, true);
+      const auto colon = endpoint.rfind(':');
+      socket.bind("tcp://*:" + endpoint.substr(colon + 1));
+      const auto deadline = clock_type::now() + timeout;
+      while (static_cast<int>(ids.size()) < count) {
+        auto m = receive(deadline);
+        if (!m) return error{std::to_string(ids.size()) + " of " + std::to_string(count) + " remote rank(s) said hello at " +
+                             endpoint + " (start them with kforge trainer-rank --connect " + endpoint + " --device N): " +
+                             m.message()};
+        const json hello = json::parse(m->second, nullptr, false);
+        if (!hello.is_object() || hello.value("op", "") != "hello") continue;
+        if (std::find(ids.begin(), ids.end(), m->first) != ids.end()) continue;
+        ids.push_back(m->first);
+        devices.push_back(hello.value("device", -1));
+      }
+      return {};
+    } catch (const zmq::error_t& e) {
+      return error{"remote ranks at " + endpoint + ": " + e.what()};
+    }
+  }
+
+  // The next [id, text] message, or an error at the deadline (or when aborted).
+  result<std::pair<std::string, std::string>> receive(clock_type::time_point deadline) {
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    for (;;) {
+      if (abort) return error{"stopped"};
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+      if (left.count() <= 0) return error{"no answer in time"};
+      if (zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(200))) > 0) break;
+    }
+    std::vector<zmq::message_t> frames;
+    do {
+      zmq::message_t f;
+      (void)socket.recv(f);
+      frames.push_back(std::move(f));
+    } while (socket.get(zmq::sockopt::rcvmore));
+    if (frames.size() != 2) return std::make_pair(std::string(), std::string());  // not ours: ignored
+    return std::make_pair(frames[0].to_string(), frames[1].to_string());
+  }
+
+  // Request j to remote rank j (numbered), then their replies into `replies` (done[j] set as each
+  // arrives; `failed` when one is not ok); those that do not answer in time get a timeout.
+  void request_all(const std::vector<std::string>& requests, std::chrono::milliseconds timeout, child_reply* replies,
+                   std::atomic<bool>* done, std::atomic<bool>& failed) {
+    const std::int64_t number = ++seq;
+    std::vector<bool> answered(ids.size(), false);
+    for (std::size_t j = 0; j < ids.size(); ++j) {
+      json req = json::parse(requests[j]);
+      req["seq"] = number;
+      try {
+        socket.send(zmq::buffer(ids[j]), zmq::send_flags::sndmore);
+        socket.send(zmq::buffer(req.dump()), zmq::send_flags::none);
+      } catch (const zmq::error_t& e) {
+        replies[j] = {child_failure::died, std::string("unreachable: ") + e.what(), ""};
+        answered[j] = true;
+        failed = true;
+        done[j] = true;
+      }
+    }
+    const auto deadline = clock_type::now() + timeout;
+    for (std::size_t left = std::count(answered.begin(), answered.end(), false); left > 0;) {
+      auto m = receive(deadline);
+      if (!m) {
+        for (std::size_t j = 0; j < ids.size(); ++j)
+          if (!answered[j]) {
+            replies[j] = {child_failure::timeout, "no answer within " + std::to_string(timeout.count()) + " ms (" + m.message() + ")", ""};
+            done[j] = true;
+          }
+        failed = true;
+        return;
+      }
+      const auto at = std::find(ids.begin(), ids.end(), m->first);
+      const json reply = json::parse(m->second, nullptr, false);
+      if (at == ids.end() || !reply.is_object() || reply.value("seq", std::int64_t{-1}) != number) continue;  // late or foreign
+      const auto j = static_cast<std::size_t>(at - ids.begin());
+      if (answered[j]) continue;
+      answered[j] = true;
+      --left;
+      replies[j] = {child_failure::none, "", m->second};
+      if (!reply.value("ok", false)) failed = true;
+      done[j] = true;
+    }
+  }
+};
+
+rank_processes::rank_processes(rank_processes_options o) : o_(std::move(o)) {}
 
 result<std::unique_ptr<rank_processes>> rank_processes::start(const rank_processes_options& o) {
-  if (o.devices.size() < 2) return error{"trainer ranks: processes need 2 or more ranks"};
+  if (o.devices.empty() || o.devices.size() + static_cast<std::size_t>(std::max(0, o.remote)) < 2)
+    return error{"trainer ranks: processes need 2 or more ranks"};
   std::unique_ptr<rank_processes> p(new rank_processes(o));
-  const int size = static_cast<int>(o.devices.size());
-  for (int r = 1; r < size; ++r) {
+  const int local = static_cast<int>(o.devices.size());
+  const int size = local + std::max(0, o.remote);
+  for (int r = 1; r < local; ++r) {
     child_options co;  // the trainer's environment (CUDA, LibTorch threads): a rank is trusted code
     co.max_output = 256 << 10;
     auto c = child_process::start({o.program, "trainer-rank"}, co);
@@ -22,14 +129,19 @@ result<std::unique_ptr<rank_processes>> rank_processes::start(const rank_process
     p->pids_.push_back(c->pid());
     p->children_.push_back(std::move(*c));
   }
-  p->replies_.resize(p->children_.size());
-  p->done_ = std::make_unique<std::atomic<bool>[]>(p->children_.size());
+  if (o.remote > 0) {
+    p->remote_ = std::make_unique<remote_link>();
+    if (auto s = p->remote_->accept(o.remote_endpoint, o.remote, o.join_timeout); !s)
+      return error{"trainer ranks: " + s.message()};
+  }
+  p->replies_.resize(static_cast<std::size_t>(size - 1));
+  p->done_ = std::make_unique<std::atomic<bool>[]>(p->replies_.size());
   std::vector<std::string> joins;
   for (int r = 1; r < size; ++r) {
     json join = {{"op", "join"},
                  {"rank", r},
                  {"size", size},
-                 {"device", o.devices[static_cast<std::size_t>(r)]},
+                 {"device", p->device_of(static_cast<std::size_t>(r))},
                  {"manifest", o.manifest_text},
                  {"run_dir", o.run_dir},
                  {"resume_from", o.resume_from},
@@ -39,8 +151,24 @@ result<std::unique_ptr<rank_processes>> rank_processes::start(const rank_process
                  {"timeout_ms", o.join_timeout.count()}};
     joins.push_back(join.dump());
   }
-  for (std::size_t i = 0; i < joins.size(); ++i) p->send_one(i, std::make_shared<const std::string>(joins[i]), o.join_timeout);
+  for (std::size_t i = 0; i < p->children_.size(); ++i)
+    p->send_one(i, std::make_shared<const std::string>(joins[i]), o.join_timeout);
+  if (p->remote_)
+    p->send_remote({joins.begin() + static_cast<std::ptrdiff_t>(p->children_.size()), joins.end()}, o.join_timeout);
   return p;
+}
+
+int rank_processes::device_of(std::size_t rank) const {
+  if (rank < o_.devices.size()) return o_.devices[rank];
+  return remote_ ? remote_->devices.at(rank - o_.devices.size()) : -1;
+}
+
+void rank_processes::send_remote(std::vector<std::string> requests, std::chrono::milliseconds timeout) {
+  const std::size_t first = children_.size();
+  for (std::size_t j = 0; j < requests.size(); ++j) done_[first + j] = false;
+  threads_.emplace_back([this, first, requests = std::move(requests), timeout] {
+    remote_->request_all(requests, timeout, &replies_[first], &done_[first], *failed_);
+  });
 }
 
 rank_processes::~rank_processes() {
@@ -49,11 +177,16 @@ rank_processes::~rank_processes() {
     // which ends those requests, instead of waiting out their time limits. By the process groups
     // noted at start: the handles belong to the request threads until they are joined.
     for (const pid_t pid : pids_) ::killpg(pid, SIGKILL);
+    if (remote_) remote_->abort = true;
     for (auto& t : threads_) t.join();
     return;  // the child_process handles reap them
   }
   for (auto& c : children_)
     if (c.running()) (void)c.request(json{{"op", "stop"}}.dump(), std::chrono::seconds(10));
+  if (remote_)  // ranks on other hosts end on their own too when rank 0 goes silent
+    remote_->request_all(std::vector<std::string>(remote_->ids.size(), json{{"op", "stop"}}.dump()),
+                         std::chrono::seconds(10), replies_.data() + children_.size(), done_.get() + children_.size(),
+                         *failed_);
 }
 
 void rank_processes::send_one(std::size_t i, std::shared_ptr<const std::string> request,
@@ -71,6 +204,7 @@ void rank_processes::send_all(const std::string& request, std::chrono::milliseco
   *failed_ = false;
   const auto shared = std::make_shared<const std::string>(request);  // outlives a caller that throws
   for (std::size_t i = 0; i < children_.size(); ++i) send_one(i, shared, timeout);
+  if (remote_) send_remote(std::vector<std::string>(remote_->ids.size(), request), timeout);
 }
 
 status rank_processes::collect(const char* what) {
@@ -80,7 +214,7 @@ status rank_processes::collect(const char* what) {
     const std::string rank = "trainer rank " + std::to_string(i + 1);
     const auto& r = replies_[i];
     if (r.failure != child_failure::none)
-      return error{rank + " " + what + ": " + r.detail + " " + children_[i].take_output()};
+      return error{rank + " " + what + ": " + r.detail + " " + (i < children_.size() ? children_[i].take_output() : "")};
     const json reply = json::parse(r.json, nullptr, false);
     if (reply.is_discarded() || !reply.value("ok", false))
       return error{rank + " " + what + ": " + (reply.is_discarded() ? r.json : reply.value("reason", r.json))};
@@ -120,10 +254,11 @@ status rank_processes::check_steps(std::int64_t steps) const {
 
 std::string rank_processes::describe() const {
   std::string out;
-  for (std::size_t i = 0; i < children_.size(); ++i) {
-    const int d = o_.devices[i + 1];
-    out += (i ? ", " : "") + std::string("rank ") + std::to_string(i + 1) + ": pid " +
-           std::to_string(children_[i].pid()) + " on " + (d < 0 ? "cpu" : "cuda:" + std::to_string(d));
+  for (std::size_t i = 0; i < replies_.size(); ++i) {
+    const int d = device_of(i + 1);
+    out += (i ? ", " : "") + std::string("rank ") + std::to_string(i + 1) + ": " +
+           (i < children_.size() ? "pid " + std::to_string(children_[i].pid()) : std::string("another host")) + " on " +
+           (d < 0 ? "cpu" : "cuda:" + std::to_string(d));
   }
   return out + ", summing over " + (o_.collective == "socket" ? "a ZeroMQ socket" : "NCCL");
 }
@@ -133,7 +268,7 @@ status rank_processes::step(const std::vector<std::uint8_t>& batch, const std::f
   if (broken_)
     return error{"the trainer's rank processes failed at an earlier step, so the ranks may differ: restart "
                  "the run (kforge run --resume continues it from its last checkpoint)"};
-  for (std::size_t i = 0; i < children_.size(); ++i)
+  for (std::size_t i = 0; i < children_.size(); ++i)  // (a remote rank that ended shows at its reply)
     if (!children_[i].running()) {
       broken_ = true;
       return error{"trainer rank " + std::to_string(i + 1) + " has ended: " + children_[i].take_output()};

@@ -1,8 +1,12 @@
 #pragma once
 // The trainer's data-parallel ranks as processes (trainer.ranks = "processes"): the trainer's own
-// process is rank 0, and it starts ranks 1..N-1 as `kforge trainer-rank` children on its host, one
+// process is rank 0, and it starts ranks 1..L-1 as `kforge trainer-rank` children on its host, one
 // per GPU of the trainer's group (or per CPU rank), and drives them over a private JSON-line channel
-// (common/child_process.hpp: a child dies with its parent's handle, never orphaned):
+// (common/child_process.hpp: a child dies with its parent's handle, never orphaned). Ranks
+// L..L+R-1 (trainer.remote_ranks) are `kforge trainer-rank --connect` processes on other hosts: they
+// connect to a ZeroMQ socket rank 0 listens on (trainer.rank_endpoint), say hello with their device,
+// and get the same requests there (numbered, so a late reply is never taken for a later request).
+// The requests:
 //
 //   join  {rank, size, device, manifest, run_dir, resume_from, collective: "socket"|"nccl",
 //          endpoint | nccl_id}  -> the child builds its trainer from the same manifest, joins the
@@ -48,6 +52,10 @@ struct rank_processes_options {
   std::string collective;
   std::string endpoint;
   std::string nccl_id;
+  /// Ranks joining from other hosts (after the local ones) and where rank 0 waits for them
+  /// (tcp://HOST:PORT, bound on every interface).
+  int remote = 0;
+  std::string remote_endpoint;
   /// Joining (loading the model) and one step may each take at most this long.
   std::chrono::milliseconds join_timeout{std::chrono::minutes(10)};
   std::chrono::milliseconds step_timeout{std::chrono::minutes(30)};
@@ -55,8 +63,9 @@ struct rank_processes_options {
 
 class rank_processes {
  public:
-  /// Starts ranks 1..N-1 and sends each its join request; returns without waiting for them (their
-  /// joins complete only once this process joins the group as rank 0: then call joined()).
+  /// Starts ranks 1..L-1, waits (join_timeout) until the R remote ranks have said hello, and sends
+  /// every rank its join request; returns without waiting for the joins (they complete only once
+  /// this process joins the group as rank 0: then call joined()).
   static result<std::unique_ptr<rank_processes>> start(const rank_processes_options& o);
   /// Stops the children (a stop request, then their process groups are killed).
   ~rank_processes();
@@ -79,16 +88,23 @@ class rank_processes {
   /// on this thread, then every child's reply, whose step must equal `local_step()` afterwards.
   status step(const std::vector<std::uint8_t>& batch, const std::function<status()>& local,
               const std::function<std::int64_t()>& local_step);
-  int size() const noexcept { return static_cast<int>(children_.size()) + 1; }
+  int size() const noexcept { return static_cast<int>(replies_.size()) + 1; }
   /// "rank 1: pid 123 on cpu, rank 2: ..." for the log.
   std::string describe() const;
 
  private:
-  explicit rank_processes(rank_processes_options o) : o_(std::move(o)) {}
-  /// Sends `request` to child i on a thread of its own that waits for the reply (and notes a failure).
+  struct remote_link;  ///< the ZeroMQ socket of the remote ranks (trainer_ranks.cpp)
+  explicit rank_processes(rank_processes_options o);
+  /// Sends `request` to local child i on a thread of its own that waits for the reply (and notes a
+  /// failure).
   void send_one(std::size_t i, std::shared_ptr<const std::string> request, std::chrono::milliseconds timeout);
-  /// The same request to every child.
+  /// Sends remote rank j its request, all of them from one thread (the socket's), which waits
+  /// for their replies.
+  void send_remote(std::vector<std::string> requests, std::chrono::milliseconds timeout);
+  /// The same request to every rank.
   void send_all(const std::string& request, std::chrono::milliseconds timeout);
+  /// Rank r's device (-1: the CPU).
+  int device_of(std::size_t rank) const;
   /// Joins those threads; the first failed reply, its rank named.
   status collect(const char* what);
 
@@ -101,8 +117,9 @@ class rank_processes {
   std::shared_ptr<std::atomic<bool>> failed_ = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<std::atomic<bool>[]> done_;  ///< replies_[i] of the current request is in
   bool broken_ = false;                   ///< a step failed: the ranks may differ from now on
-  std::vector<child_reply> replies_;
+  std::vector<child_reply> replies_;  ///< replies_[r - 1]: rank r's (local children first)
   std::vector<std::thread> threads_;
+  std::unique_ptr<remote_link> remote_;
 };
 
 }  // namespace kforge::pipeline

@@ -48,6 +48,12 @@ struct trainer_options {
   /// trainer's process, every other rank a `kforge trainer-rank` process it starts: gradients summed
   /// over NCCL on GPUs, over a ZeroMQ socket on the CPU). Matters with 2 or more ranks.
   trainer_ranks ranks = trainer_ranks::threads;
+  /// With ranks = "processes": this many more ranks join from other hosts, each started there as
+  /// `kforge trainer-rank --connect RANK_ENDPOINT --device N` (N: its GPU, -1 for the CPU). >= 0.
+  std::int64_t remote_ranks = 0;
+  /// Where rank 0 waits for those ranks: tcp://HOST:PORT, HOST an address the other hosts reach
+  /// (rank 0 listens on every interface). CPU ranks sum over the next port, PORT + 1.
+  std::string rank_endpoint;
   /// "auto" (bf16 on GPUs, fp32 on the CPU, where bf16 is slow), "bf16" or "fp32".
   trainer_compute compute = trainer_compute::automatic;
   /// How new weights reach the samplers (pipeline/weights_publish.hpp).

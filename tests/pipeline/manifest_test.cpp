@@ -250,6 +250,12 @@ TEST_CASE("out-of-range values name the key, the bound and the value") {
   CHECK(has(rejected(minimal + "[trainer]\nclip_eps_low = 1.0\n"),
             "trainer.clip_eps_low: must be in (0, 1)"));
   CHECK(has(rejected(minimal + "[trainer]\nranks = \"nodes\"\n"), "trainer.ranks"));
+  CHECK(has(rejected(minimal + "[trainer]\nremote_ranks = 1\nrank_endpoint = \"tcp://10.0.0.1:29500\"\n"),
+            "trainer.remote_ranks: ranks on other hosts are processes"));
+  CHECK(has(rejected(minimal + "[trainer]\nranks = \"processes\"\nremote_ranks = 1\n"),
+            "trainer.remote_ranks: needs trainer.rank_endpoint"));
+  CHECK(has(rejected(minimal + "[trainer]\nrank_endpoint = \"ipc:///tmp/x.sock\"\n"),
+            "trainer.rank_endpoint: must be tcp://HOST:PORT"));
   CHECK(has(rejected(minimal + "[sandbox]\ntrials = 10\n"), "sandbox.trials: must be >= 30"));
   CHECK(has(rejected(minimal + "[sandbox]\ntimeout_s = 0\n"), "sandbox.timeout_s: must be > 0"));
   CHECK(has(rejected(minimal + "[buffer]\nmax_staleness = -1\n"), "buffer.max_staleness"));

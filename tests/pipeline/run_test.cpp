@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/child_process.hpp"
 #include "common/subprocess.hpp"
 #include "messages/recording.hpp"
 
@@ -613,6 +614,39 @@ TEST_CASE("a real model's trainer runs its ranks as processes") {
   fs::remove_all(dir);
 }
 
+
+// A rank on "another host": `kforge trainer-rank --connect` started on its own, joining rank 0 over
+// tcp (here on this host), as trainer.remote_ranks asks for.
+TEST_CASE("a real model's trainer takes a rank that joins over tcp") {
+  const auto dir = fresh_dir("model_dp_remote");
+  const int port = 43000 + static_cast<int>(::getpid() % 2000) * 2;
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  const auto manifest = tiny_model_manifest(
+      dir, 2, "\n[trainer]\nranks = \"processes\"\nremote_ranks = 1\nrank_endpoint = \"" + endpoint + "\"\n");
+  kforge::child_options co;
+  auto remote = kforge::child_process::start({KFORGE_BINARY, "trainer-rank", "--connect", endpoint, "--device", "-1"}, co);
+  REQUIRE(remote.ok());
+  auto r = run_manifest(manifest, dir / "run", 300s);
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  CHECK(r->output.find("trainer: ranks 1..1 joined from processes of their own (rank 1: another host on cpu, summing "
+                       "over a ZeroMQ socket)") != std::string::npos);
+  const auto steps = train_log(dir / "run");
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[1]["policy_version"] == 2);
+  // Rank 0 said stop at the end: the remote rank has ended on its own.
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (::kill(remote->pid(), 0) == 0 && std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(remote->pid(), &status, WNOHANG) == remote->pid()) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  const std::string rank_output = remote->take_output();
+  INFO(rank_output);
+  CHECK(rank_output.find("waiting for rank 0 at " + endpoint) != std::string::npos);
+  CHECK(::kill(remote->pid(), 0) != 0);
+  fs::remove_all(dir);
+}
 
 // Ctrl-C ends a run with a checkpoint of its last step, and --resume continues that run in its
 // directory: from the checkpoint's weights and step, appending to its logs, up to the new total.
