@@ -322,6 +322,9 @@ void read_trainer(table_reader r, trainer_options& o) {
     const auto e = check_endpoint(o.rank_endpoint);
     if (!e) r.fail("rank_endpoint", e.message());
     else if (e->scheme != "tcp") r.fail("rank_endpoint", "must be tcp://HOST:PORT (ranks on other hosts reach it)");
+    else if (e->host == "*" || e->host == "0.0.0.0")
+      r.fail("rank_endpoint", "must name a host the other ranks can reach, not a wildcard (rank 0 listens on every interface anyway)");
+    else if (e->port >= 65535) r.fail("rank_endpoint", "CPU ranks also use PORT + 1: PORT must be < 65535");
   }
   if (o.remote_ranks > 0 && o.ranks != trainer_ranks::processes)
     r.fail("remote_ranks", "ranks on other hosts are processes: set trainer.ranks = \"processes\"");

@@ -504,17 +504,26 @@ int trainer_rank_main(const std::string& connect, int device) {
   try {
     zmq::context_t ctx{1};
     zmq::socket_t socket{ctx, zmq::socket_type::dealer};
-    socket.set(zmq::sockopt::linger, 0);
+    socket.set(zmq::sockopt::linger, 1000);  // the stop reply gets out before the process ends
+    // A fixed identity: after a reconnect rank 0 still knows whose replies these are.
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    socket.set(zmq::sockopt::routing_id, std::string(host) + "-" + std::to_string(::getpid()));
     socket.connect(connect);
     const std::string hello = nlohmann::json{{"op", "hello"}, {"device", device}}.dump();
-    socket.send(zmq::buffer(hello), zmq::send_flags::none);
     std::cerr << "kforge trainer-rank: waiting for rank 0 at " << connect << " (device "
               << (device < 0 ? std::string("cpu") : "cuda:" + std::to_string(device)) << ")" << std::endl;
     // Rank 0 asks at least once per step; silent this long, it is gone (no orphan waits forever).
     const auto silence = 2 * std::chrono::milliseconds(rank_step_timeout) + std::chrono::milliseconds(rank_join_timeout);
+    // Hello again every 2 s until rank 0 speaks: a rank 0 that started later, or again, hears it.
+    bool heard = false;
     const auto read = [&](std::string& line) {
       zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-      if (zmq::poll(&item, 1, silence) <= 0) {
+      for (auto waited = std::chrono::milliseconds(0); !heard && waited < silence; waited += std::chrono::seconds(2)) {
+        socket.send(zmq::buffer(hello), zmq::send_flags::none);
+        if (zmq::poll(&item, 1, std::chrono::milliseconds(2000)) > 0) heard = true;
+      }
+      if (!heard || zmq::poll(&item, 1, silence) <= 0) {
         std::cerr << "kforge trainer-rank: rank 0 at " << connect << " has been silent for "
                   << std::chrono::duration_cast<std::chrono::minutes>(silence).count() << " minutes: ending" << std::endl;
         return false;

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cerrno>
 
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
@@ -24,8 +25,9 @@ struct rank_processes::remote_link {
   std::int64_t seq = 0;          ///< requests sent
   std::atomic<bool> abort{false};
 
-  // Binds `endpoint` on every interface and waits for `count` hellos.
-  status accept(const std::string& endpoint, int count, std::chrono::milliseconds timeout) {
+  // Binds `endpoint` on every interface and waits for `count` hellos (a rank resends its hello
+  // until it hears from rank 0: repeats are dropped) from ranks of rank 0's kind (`cpu`).
+  status accept(const std::string& endpoint, int count, bool cpu, std::chrono::milliseconds timeout) {
     try {
       socket.set(zmq::sockopt::linger, 0);
       socket.set(zmq::sockopt::router_mandatory, true);
@@ -38,10 +40,17 @@ struct rank_processes::remote_link {
                              endpoint + " (start them with kforge trainer-rank --connect " + endpoint + " --device N): " +
                              m.message()};
         const json hello = json::parse(m->second, nullptr, false);
-        if (!hello.is_object() || hello.value("op", "") != "hello") continue;
+        // Anything else that reaches the port (it listens on every interface) is not a rank.
+        if (!hello.is_object() || !hello.contains("op") || hello["op"] != "hello" || !hello.contains("device") ||
+            !hello["device"].is_number_integer())
+          continue;
         if (std::find(ids.begin(), ids.end(), m->first) != ids.end()) continue;
+        const int device = hello["device"].get<int>();
+        if ((device < 0) != cpu)
+          return error{"a rank from another host came with " + std::string(device < 0 ? "the CPU" : "a GPU") +
+                       " (--device " + std::to_string(device) + ") to a group of " + (cpu ? "CPU" : "GPU") + " ranks"};
         ids.push_back(m->first);
-        devices.push_back(hello.value("device", -1));
+        devices.push_back(device);
       }
       return {};
     } catch (const zmq::error_t& e) {
@@ -56,7 +65,11 @@ struct rank_processes::remote_link {
       if (abort) return error{"stopped"};
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
       if (left.count() <= 0) return error{"no answer in time"};
-      if (zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(200))) > 0) break;
+      try {
+        if (zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(200))) > 0) break;
+      } catch (const zmq::error_t& e) {  // a signal (Ctrl-C at the head): poll again
+        if (e.num() != EINTR) throw;
+      }
     }
     std::vector<zmq::message_t> frames;
     do {
@@ -70,10 +83,26 @@ struct rank_processes::remote_link {
 
   // Request j to remote rank j (numbered), then their replies into `replies` (done[j] set as each
   // arrives; `failed` when one is not ok); those that do not answer in time get a timeout.
+  // Never throws (it runs on threads of its own and in the destructor): a failure of the socket
+  // itself is every unanswered rank's failure.
   void request_all(const std::vector<std::string>& requests, std::chrono::milliseconds timeout, child_reply* replies,
-                   std::atomic<bool>* done, std::atomic<bool>& failed) {
-    const std::int64_t number = ++seq;
+                   std::atomic<bool>* done, std::atomic<bool>& failed) noexcept {
     std::vector<bool> answered(ids.size(), false);
+    try {
+      request_all(requests, timeout, replies, done, failed, answered);
+    } catch (const std::exception& e) {
+      for (std::size_t j = 0; j < ids.size(); ++j)
+        if (!answered[j]) {
+          replies[j] = {child_failure::died, std::string("the remote ranks' socket failed: ") + e.what(), ""};
+          done[j] = true;
+        }
+      failed = true;
+    }
+  }
+
+  void request_all(const std::vector<std::string>& requests, std::chrono::milliseconds timeout, child_reply* replies,
+                   std::atomic<bool>* done, std::atomic<bool>& failed, std::vector<bool>& answered) {
+    const std::int64_t number = ++seq;
     for (std::size_t j = 0; j < ids.size(); ++j) {
       json req = json::parse(requests[j]);
       req["seq"] = number;
@@ -129,13 +158,14 @@ result<std::unique_ptr<rank_processes>> rank_processes::start(const rank_process
     p->pids_.push_back(c->pid());
     p->children_.push_back(std::move(*c));
   }
-  if (o.remote > 0) {
-    p->remote_ = std::make_unique<remote_link>();
-    if (auto s = p->remote_->accept(o.remote_endpoint, o.remote, o.join_timeout); !s)
-      return error{"trainer ranks: " + s.message()};
-  }
+  // Sized before the remote ranks are awaited: a failed wait ends in the destructor, which uses them.
   p->replies_.resize(static_cast<std::size_t>(size - 1));
   p->done_ = std::make_unique<std::atomic<bool>[]>(p->replies_.size());
+  if (o.remote > 0) {
+    p->remote_ = std::make_unique<remote_link>();
+    if (auto s = p->remote_->accept(o.remote_endpoint, o.remote, o.devices.front() < 0, o.join_timeout); !s)
+      return error{"trainer ranks: " + s.message()};
+  }
   std::vector<std::string> joins;
   for (int r = 1; r < size; ++r) {
     json join = {{"op", "join"},

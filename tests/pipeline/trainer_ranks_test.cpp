@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/child_process.hpp"
 #include "pipeline/trainer_ranks.hpp"
 
 using namespace kforge::pipeline;
@@ -79,5 +80,37 @@ TEST_CASE("trainer ranks: a rank that cannot join, dies or answers wrong fails t
     CHECK_FALSE(ran_again);
     CHECK(again.message().find("failed at an earlier step") != std::string::npos);
     fs::remove(prog);
+  }
+}
+
+TEST_CASE("trainer ranks from other hosts: too few hellos, or a GPU rank for CPU ranks, are errors that say what to do") {
+  const int port = 24000 + static_cast<int>(::getpid() % 4000) * 2;
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  kforge::child_options co;
+  SUBCASE("one of two said hello") {
+    auto remote = kforge::child_process::start({KFORGE_BINARY, "trainer-rank", "--connect", endpoint, "--device", "-1"}, co);
+    REQUIRE(remote.ok());
+    auto o = two_cpu_ranks("/bin/true");
+    o.devices = {-1};
+    o.remote = 2;
+    o.remote_endpoint = endpoint;
+    o.join_timeout = std::chrono::seconds(4);
+    auto p = rank_processes::start(o);  // its failure ends with the destructor telling the one rank to stop
+    REQUIRE_FALSE(p.ok());
+    CHECK_MESSAGE(p.message().find("1 of 2 remote rank(s) said hello at " + endpoint +
+                                   " (start them with kforge trainer-rank --connect " + endpoint) != std::string::npos,
+                  p.message());
+  }
+  SUBCASE("a GPU rank to CPU ranks") {
+    auto remote = kforge::child_process::start({KFORGE_BINARY, "trainer-rank", "--connect", endpoint, "--device", "0"}, co);
+    REQUIRE(remote.ok());
+    auto o = two_cpu_ranks("/bin/true");
+    o.devices = {-1};
+    o.remote = 1;
+    o.remote_endpoint = endpoint;
+    o.join_timeout = std::chrono::seconds(20);
+    auto p = rank_processes::start(o);
+    REQUIRE_FALSE(p.ok());
+    CHECK_MESSAGE(p.message().find("came with a GPU (--device 0) to a group of CPU ranks") != std::string::npos, p.message());
   }
 }
