@@ -35,6 +35,13 @@ step() {  # step NAME LOGFILE CMD...: runs CMD, logs it, records pass/fail and i
   return $rc
 }
 
+# The loops' random policy (deploy/make_random_model.py), made once per build directory.
+random_model() {
+  [[ -f $build/random-qwen/config.json ]] ||
+    step "random model for the loop" model.log python3 "$root/deploy/make_random_model.py" \
+      --out "$build/random-qwen" --tokenizer "$root/tests/model/fixtures/tokenizer"
+}
+
 [[ -d $deps ]] || { echo "gpu-host: $deps missing: make it with ../shared/device/pack-deps.sh" >&2; exit 2; }
 export PATH=$deps/bin:/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -64,8 +71,7 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
     if want loop; then
       # The whole loop on this host's GPU(s) with a random 0.5B-shaped Qwen2 and the fixture
       # tokenizer: real sampler, sandbox verdicts, GRPO steps and weight publishing.
-      step "random model for the loop" model.log python3 "$root/deploy/make_random_model.py" \
-        --out "$build/random-qwen" --tokenizer "$root/tests/model/fixtures/tokenizer"
+      random_model
       sed "s|@MODEL@|$build/random-qwen|" "$root/deploy/manifests/gpu_loop.toml" >"$build/gpu_loop.toml"
       rm -rf "$build/loop-run"
       step "loop: kforge run, random 0.5B on GPU" loop.log "$build/kforge" run \
@@ -78,10 +84,7 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
       # Issue 6: weights by NCCL broadcast from the trainer's process (GPU 1) to a sampler process
       # (GPU 0). Passes when every step published by NCCL and the last step's samples carry the
       # version before it (sync mode: step s samples with version s).
-      if [[ ! -f $build/random-qwen/config.json ]]; then
-        step "random model for the loop" model.log python3 "$root/deploy/make_random_model.py" \
-          --out "$build/random-qwen" --tokenizer "$root/tests/model/fixtures/tokenizer"
-      fi
+      random_model
       sed "s|@MODEL@|$build/random-qwen|" "$root/deploy/manifests/gpu_loop_nccl.toml" >"$build/gpu_loop_nccl.toml"
       rm -rf "$build/loop-nccl"
       step "loop: weights by NCCL, 2 processes" loop-nccl.log "$build/kforge" run \
@@ -94,10 +97,7 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
       # Issue 6: the trainer's ranks as processes on GPUs 1 and 2 (NCCL, the unique id sent to the
       # rank process), rollout on GPU 0. Passes when the trainer reported its rank process joined and
       # train.jsonl has every step.
-      if [[ ! -f $build/random-qwen/config.json ]]; then
-        step "random model for the loop" model.log python3 "$root/deploy/make_random_model.py" \
-          --out "$build/random-qwen" --tokenizer "$root/tests/model/fixtures/tokenizer"
-      fi
+      random_model
       sed "s|@MODEL@|$build/random-qwen|" "$root/deploy/manifests/gpu_loop_ranks.toml" >"$build/gpu_loop_ranks.toml"
       rm -rf "$build/loop-ranks"
       step "loop: trainer ranks as processes" loop-ranks.log "$build/kforge" run \
@@ -113,10 +113,7 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
       # settings give rollout and training similar busy times on 2 H200s (session 5: balance
       # 0.76-0.86; bench/RESULTS.md); the bench prints the balance it got.
       # KFORGE_LOOPMODES_ARGS replaces them.
-      if [[ ! -f $build/random-qwen/config.json ]]; then
-        step "random model for the loop" model.log python3 "$root/deploy/make_random_model.py" \
-          --out "$build/random-qwen" --tokenizer "$root/tests/model/fixtures/tokenizer"
-      fi
+      random_model
       step "loop modes: sync vs async" loopmodes.log "$root/bench/loop_modes.sh" \
         --kforge "$build/kforge" --model "$build/random-qwen" --work "$build/loopmodes" \
         --json "$out/loop_modes.json" \

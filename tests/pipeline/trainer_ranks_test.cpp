@@ -35,6 +35,16 @@ rank_processes_options two_cpu_ranks(const std::string& program) {
   return o;
 }
 
+/// Rank 0 on the CPU and `count` ranks to come from other hosts at `endpoint`.
+rank_processes_options remote_ranks(const std::string& endpoint, int count, std::chrono::milliseconds wait) {
+  auto o = two_cpu_ranks("/bin/true");
+  o.devices = {-1};
+  o.remote = count;
+  o.remote_endpoint = endpoint;
+  o.join_timeout = wait;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("trainer ranks: a rank that cannot join, dies or answers wrong fails the step, naming it") {
@@ -90,11 +100,7 @@ TEST_CASE("trainer ranks from other hosts: too few hellos, or a GPU rank for CPU
   SUBCASE("one of two said hello") {
     auto remote = kforge::child_process::start({KFORGE_BINARY, "trainer-rank", "--connect", endpoint, "--device", "-1"}, co);
     REQUIRE(remote.ok());
-    auto o = two_cpu_ranks("/bin/true");
-    o.devices = {-1};
-    o.remote = 2;
-    o.remote_endpoint = endpoint;
-    o.join_timeout = std::chrono::seconds(4);
+    const auto o = remote_ranks(endpoint, 2, std::chrono::seconds(4));
     auto p = rank_processes::start(o);  // its failure ends with the destructor telling the one rank to stop
     REQUIRE_FALSE(p.ok());
     CHECK_MESSAGE(p.message().find("1 of 2 remote rank(s) said hello at " + endpoint +
@@ -104,11 +110,7 @@ TEST_CASE("trainer ranks from other hosts: too few hellos, or a GPU rank for CPU
   SUBCASE("a GPU rank to CPU ranks") {
     auto remote = kforge::child_process::start({KFORGE_BINARY, "trainer-rank", "--connect", endpoint, "--device", "0"}, co);
     REQUIRE(remote.ok());
-    auto o = two_cpu_ranks("/bin/true");
-    o.devices = {-1};
-    o.remote = 1;
-    o.remote_endpoint = endpoint;
-    o.join_timeout = std::chrono::seconds(20);
+    const auto o = remote_ranks(endpoint, 1, std::chrono::seconds(20));
     auto p = rank_processes::start(o);
     REQUIRE_FALSE(p.ok());
     CHECK_MESSAGE(p.message().find("came with a GPU (--device 0) to a group of CPU ranks") != std::string::npos, p.message());
