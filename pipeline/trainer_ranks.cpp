@@ -20,6 +20,7 @@ using clock_type = std::chrono::steady_clock;
 struct rank_processes::remote_link {
   zmq::context_t ctx{1};
   zmq::socket_t socket{ctx, zmq::socket_type::router};
+  zmq::socket_t events{ctx, zmq::socket_type::pair};  ///< the socket's disconnects (zmq_socket_monitor)
   std::vector<std::string> ids;  ///< routing id of remote rank j
   std::vector<int> devices;      ///< its device, from its hello
   std::int64_t seq = 0;          ///< requests sent
@@ -31,11 +32,19 @@ struct rank_processes::remote_link {
     try {
       socket.set(zmq::sockopt::linger, 0);
       socket.set(zmq::sockopt::router_mandatory, true);
+      // A rank whose process ends drops its connection at once; one whose host goes away misses
+      // heartbeats for 10 s. Either way a request in flight fails then, not at its time limit.
+      socket.set(zmq::sockopt::heartbeat_ivl, 2000);
+      socket.set(zmq::sockopt::heartbeat_timeout, 10000);
+      static std::atomic<int> monitors{0};
+      const std::string watch = "inproc://kforge-remote-ranks-" + std::to_string(monitors++);
+      if (zmq_socket_monitor(socket.handle(), watch.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) throw zmq::error_t();
+      events.connect(watch);
       const auto colon = endpoint.rfind(':');
       socket.bind("tcp://*:" + endpoint.substr(colon + 1));
       const auto deadline = clock_type::now() + timeout;
       while (static_cast<int>(ids.size()) < count) {
-        auto m = receive(deadline);
+        auto m = receive(deadline, /*drops_fail=*/false);  // a rank may reconnect before its hello
         if (!m) return error{std::to_string(ids.size()) + " of " + std::to_string(count) + " remote rank(s) said hello at " +
                              endpoint + " (start them with kforge trainer-rank --connect " + endpoint + " --device N): " +
                              m.message()};
@@ -58,18 +67,28 @@ struct rank_processes::remote_link {
     }
   }
 
-  // The next [id, text] message, or an error at the deadline (or when aborted).
-  result<std::pair<std::string, std::string>> receive(clock_type::time_point deadline) {
-    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  // The next [id, text] message, or an error at the deadline, when aborted, or (drops_fail) when
+  // a remote rank's connection drops.
+  result<std::pair<std::string, std::string>> receive(clock_type::time_point deadline, bool drops_fail = true) {
+    zmq::pollitem_t items[] = {{socket.handle(), 0, ZMQ_POLLIN, 0}, {events.handle(), 0, ZMQ_POLLIN, 0}};
     for (;;) {
       if (abort) return error{"stopped"};
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
       if (left.count() <= 0) return error{"no answer in time"};
       try {
-        if (zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(200))) > 0) break;
+        if (zmq::poll(items, 2, std::min(left, std::chrono::milliseconds(200))) <= 0) continue;
       } catch (const zmq::error_t& e) {  // a signal (Ctrl-C at the head): poll again
         if (e.num() != EINTR) throw;
+        continue;
       }
+      if (items[1].revents & ZMQ_POLLIN) {
+        do {  // an event: two frames (event id and value, then the peer's address)
+          zmq::message_t f;
+          (void)events.recv(f);
+        } while (events.get(zmq::sockopt::rcvmore));
+        if (drops_fail) return error{"a remote rank's connection dropped (its process ended, or its host went away)"};
+      }
+      if (items[0].revents & ZMQ_POLLIN) break;
     }
     std::vector<zmq::message_t> frames;
     do {
@@ -120,9 +139,11 @@ struct rank_processes::remote_link {
     for (std::size_t left = std::count(answered.begin(), answered.end(), false); left > 0;) {
       auto m = receive(deadline);
       if (!m) {
+        const bool late = m.message() == "no answer in time";
         for (std::size_t j = 0; j < ids.size(); ++j)
           if (!answered[j]) {
-            replies[j] = {child_failure::timeout, "no answer within " + std::to_string(timeout.count()) + " ms (" + m.message() + ")", ""};
+            replies[j] = late ? child_reply{child_failure::timeout, "no answer within " + std::to_string(timeout.count()) + " ms", ""}
+                              : child_reply{child_failure::died, m.message(), ""};
             done[j] = true;
           }
         failed = true;

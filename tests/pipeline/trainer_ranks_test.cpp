@@ -1,14 +1,17 @@
 // pipeline/trainer_ranks: the trainer's side of rank processes, with stand-in rank programs (the
 // real `kforge trainer-rank` runs in test_run and, for its arithmetic, policy_trainer_test).
 #include <doctest/doctest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "common/child_process.hpp"
+#include "pipeline/manifest.hpp"
 #include "pipeline/trainer_ranks.hpp"
 
 using namespace kforge::pipeline;
@@ -106,6 +109,22 @@ TEST_CASE("trainer ranks from other hosts: too few hellos, or a GPU rank for CPU
     CHECK_MESSAGE(p.message().find("1 of 2 remote rank(s) said hello at " + endpoint +
                                    " (start them with kforge trainer-rank --connect " + endpoint) != std::string::npos,
                   p.message());
+  }
+  SUBCASE("its process ends while it joins") {
+    auto remote = kforge::child_process::start({KFORGE_BINARY, "trainer-rank", "--connect", endpoint, "--device", "-1"}, co);
+    REQUIRE(remote.ok());
+    auto o = remote_ranks(endpoint, 1, std::chrono::minutes(5));
+    o.manifest_text = std::string(default_manifest_text());  // it parses, then waits in the group for rank 0
+    o.endpoint = "tcp://127.0.0.1:" + std::to_string(port + 1);
+    auto p = rank_processes::start(o);
+    REQUIRE_MESSAGE(p.ok(), p.message());
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    ::kill(remote->pid(), SIGKILL);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto s = (*p)->joined(0);
+    REQUIRE_FALSE(s.ok());
+    CHECK_MESSAGE(s.message().find("trainer rank 1 join: a remote rank's connection dropped") != std::string::npos, s.message());
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));  // not the 5-minute limit
   }
   SUBCASE("a GPU rank to CPU ranks") {
     auto remote = kforge::child_process::start({KFORGE_BINARY, "trainer-rank", "--connect", endpoint, "--device", "0"}, co);
