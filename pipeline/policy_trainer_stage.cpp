@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -509,14 +511,48 @@ int trainer_rank_main(const std::string& connect, int device) {
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
     socket.set(zmq::sockopt::routing_id, std::string(host) + "-" + std::to_string(::getpid()));
+    socket.set(zmq::sockopt::heartbeat_ivl, 2000);  // a host that went away is noticed in 10 s
+    socket.set(zmq::sockopt::heartbeat_timeout, 10000);
     socket.connect(connect);
+    // Once rank 0 has spoken, losing the connection means it is gone, and this rank may be waiting
+    // inside a step or a collective where no request can reach it: a watchdog ends the process
+    // then (the run it belonged to is over), instead of leaving it to the silence limit.
+    std::atomic<bool> heard{false}, done{false};
+    zmq::socket_t events{ctx, zmq::socket_type::pair};
+    const std::string watch = "inproc://kforge-trainer-rank-watch";
+    if (zmq_socket_monitor(socket.handle(), watch.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) throw zmq::error_t();
+    events.connect(watch);
+    std::thread watchdog([&] {
+      try {
+        zmq::pollitem_t item{events.handle(), 0, ZMQ_POLLIN, 0};
+        while (!done) {
+          if (zmq::poll(&item, 1, std::chrono::milliseconds(500)) <= 0) continue;
+          do {
+            zmq::message_t f;
+            (void)events.recv(f);
+          } while (events.get(zmq::sockopt::rcvmore));
+          if (heard && !done) {
+            std::cerr << "kforge trainer-rank: rank 0 at " << connect << " went away: ending" << std::endl;
+            std::_Exit(3);
+          }
+        }
+      } catch (...) {  // the context is closing: nothing left to watch
+      }
+    });
+    struct join_on_exit {
+      std::atomic<bool>& done;
+      std::thread& t;
+      ~join_on_exit() {
+        done = true;
+        t.join();
+      }
+    } joiner{done, watchdog};
     const std::string hello = nlohmann::json{{"op", "hello"}, {"device", device}}.dump();
     std::cerr << "kforge trainer-rank: waiting for rank 0 at " << connect << " (device "
               << (device < 0 ? std::string("cpu") : "cuda:" + std::to_string(device)) << ")" << std::endl;
     // Rank 0 asks at least once per step; silent this long, it is gone (no orphan waits forever).
     const auto silence = 2 * std::chrono::milliseconds(rank_step_timeout) + std::chrono::milliseconds(rank_join_timeout);
     // Hello again every 2 s until rank 0 speaks: a rank 0 that started later, or again, hears it.
-    bool heard = false;
     const auto read = [&](std::string& line) {
       zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
       for (auto waited = std::chrono::milliseconds(0); !heard && waited < silence; waited += std::chrono::seconds(2)) {
@@ -531,6 +567,8 @@ int trainer_rank_main(const std::string& connect, int device) {
       zmq::message_t m;
       (void)socket.recv(m);
       line = m.to_string();
+      // Told to stop: rank 0 may close its socket right after the reply, which is no loss.
+      if (line.find(R"("op":"stop")") != std::string::npos) done = true;
       return true;
     };
     const auto write = [&](const std::string& s) { return socket.send(zmq::buffer(s), zmq::send_flags::none).has_value(); };

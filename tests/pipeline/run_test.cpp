@@ -648,6 +648,7 @@ TEST_CASE("a real model's trainer takes a rank that joins over tcp") {
   const std::string rank_output = remote->take_output();
   INFO(rank_output);
   CHECK(rank_output.find("waiting for rank 0 at " + endpoint) != std::string::npos);
+  CHECK(rank_output.find("went away") == std::string::npos);  // told to stop, not orphaned
   fs::remove_all(dir);
 }
 

@@ -126,6 +126,30 @@ TEST_CASE("trainer ranks from other hosts: too few hellos, or a GPU rank for CPU
     CHECK_MESSAGE(s.message().find("trainer rank 1 join: a remote rank's connection dropped") != std::string::npos, s.message());
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));  // not the 5-minute limit
   }
+  SUBCASE("rank 0 goes away while the rank waits in the group") {
+    auto remote = kforge::child_process::start({KFORGE_BINARY, "trainer-rank", "--connect", endpoint, "--device", "-1"}, co);
+    REQUIRE(remote.ok());
+    auto o = remote_ranks(endpoint, 1, std::chrono::minutes(5));
+    o.manifest_text = std::string(default_manifest_text());
+    o.endpoint = "tcp://127.0.0.1:" + std::to_string(port + 1);
+    {
+      auto p = rank_processes::start(o);
+      REQUIRE_MESSAGE(p.ok(), p.message());
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }  // rank 0's side is gone, its join never answered
+    // The rank ends on its own (a zombie until its handle reaps it: /proc says so without reaping).
+    const auto ended = [&] {
+      std::ifstream stat("/proc/" + std::to_string(remote->pid()) + "/stat");
+      std::string pid, name, state;
+      stat >> pid >> name >> state;
+      return !stat || state == "Z";
+    };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!ended() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(ended());
+    const auto out = remote->take_output();
+    CHECK_MESSAGE(out.find("rank 0 at " + endpoint + " went away: ending") != std::string::npos, out);
+  }
   SUBCASE("a GPU rank to CPU ranks") {
     auto remote = kforge::child_process::start({KFORGE_BINARY, "trainer-rank", "--connect", endpoint, "--device", "0"}, co);
     REQUIRE(remote.ok());
