@@ -111,18 +111,15 @@ json parts(const batch_result& b) {
 // The runners' time per candidate, by phase, between two snapshots (run_phases).
 json phases_json(const ks::run_phases& p) {
   const double n = std::max(1, p.candidates);
-  return {{"candidates", p.candidates},       {"gpu_wait_ms", p.gpu_wait_ms / n},
-          {"start_ms", p.start_ms / n},       {"prepare_ms", p.prepare_ms / n},
-          {"load_ms", p.load_ms / n},         {"check_ms", p.check_ms / n},
-          {"compare_ms", p.compare_ms / n},   {"trials_ms", p.trials_ms / n},
-          {"baseline_ms", p.baseline_ms / n}, {"unload_ms", p.unload_ms / n}};
+  json j = {{"candidates", p.candidates}};
+  for (const auto& [name, f] : ks::run_phases::fields()) j[name] = p.*f / n;
+  return j;
 }
 
 void print_phases(const char* what, const json& j) {
   std::printf("  runner time per candidate, %s (mean ms):", what);
-  for (const char* k : {"gpu_wait_ms", "start_ms", "prepare_ms", "load_ms", "check_ms", "compare_ms",
-                        "trials_ms", "baseline_ms", "unload_ms"})
-    std::printf(" %.*s %.0f", static_cast<int>(std::strlen(k) - 3), k, j.at(k).get<double>());
+  for (const auto& [name, f] : ks::run_phases::fields())
+    std::printf(" %.*s %.0f", static_cast<int>(std::strlen(name) - 3), name, j.at(name).get<double>());
   std::printf("\n");
 }
 

@@ -163,27 +163,26 @@ std::vector<check_spec> plan_checks(const tasks::task& t, std::uint64_t seed, in
 
 // ---- run_phases ----
 
+const std::vector<std::pair<const char*, double run_phases::*>>& run_phases::fields() {
+  static const std::vector<std::pair<const char*, double run_phases::*>> all = {
+      {"gpu_wait_ms", &run_phases::gpu_wait_ms}, {"start_ms", &run_phases::start_ms},
+      {"prepare_ms", &run_phases::prepare_ms},   {"load_ms", &run_phases::load_ms},
+      {"check_ms", &run_phases::check_ms},       {"compare_ms", &run_phases::compare_ms},
+      {"trials_ms", &run_phases::trials_ms},     {"baseline_ms", &run_phases::baseline_ms},
+      {"unload_ms", &run_phases::unload_ms}};
+  return all;
+}
+
 run_phases& run_phases::operator+=(const run_phases& o) {
   candidates += o.candidates;
-  gpu_wait_ms += o.gpu_wait_ms;
-  start_ms += o.start_ms;
-  prepare_ms += o.prepare_ms;
-  load_ms += o.load_ms;
-  check_ms += o.check_ms;
-  compare_ms += o.compare_ms;
-  trials_ms += o.trials_ms;
-  baseline_ms += o.baseline_ms;
-  unload_ms += o.unload_ms;
+  for (const auto& [name, f] : fields()) this->*f += o.*f;
   return *this;
 }
 
 run_phases run_phases::operator-(const run_phases& o) const {
-  run_phases d = o;
-  d.candidates = -d.candidates;
-  for (double* f : {&d.gpu_wait_ms, &d.start_ms, &d.prepare_ms, &d.load_ms, &d.check_ms,
-                    &d.compare_ms, &d.trials_ms, &d.baseline_ms, &d.unload_ms})
-    *f = -*f;
-  d += *this;
+  run_phases d = *this;
+  d.candidates -= o.candidates;
+  for (const auto& [name, f] : fields()) d.*f -= o.*f;
   return d;
 }
 

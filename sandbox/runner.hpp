@@ -24,6 +24,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -101,6 +102,8 @@ struct run_phases {
   double trials_ms = 0;     ///< the candidate's timed trials
   double baseline_ms = 0;   ///< the reference server's baseline trials
   double unload_ms = 0;     ///< unloading (and the leak check)
+  /// Every time field with its name: the one list that sums, differences and reports walk.
+  static const std::vector<std::pair<const char*, double run_phases::*>>& fields();
   run_phases& operator+=(const run_phases& o);
   run_phases operator-(const run_phases& o) const;
 };
@@ -118,16 +121,16 @@ class gpu_slot {
   /// One request to reference server `route` modulo their number (restarted once if it died).
   /// Its ok reply, or why not (the server's reason, a timeout, a server that keeps dying).
   result<nlohmann::json> reference(const nlohmann::json& request, std::uint64_t route = 0);
-  /// Use of the GPU, in this process and across processes (an flock per physical GPU). Any
-  /// number of runners may verify at once (shared); timing is exclusive, because GPU contexts
-  /// time-slice: another process's kernels would stretch both the events and the wall time of a
-  /// timed trial. A runner that wants to time stops new shared users from entering, so timing is
-  /// not starved by a stream of verifications.
   /// Starts every reference server not running yet (in parallel). The first error, if any.
   status start_servers();
   /// The runners' phase times so far (run_phases).
   run_phases phases() const;
   void add_phases(const run_phases& p);
+  /// Use of the GPU, in this process and across processes (an flock per physical GPU). Any
+  /// number of runners may verify at once (shared); timing is exclusive, because GPU contexts
+  /// time-slice: another process's kernels would stretch both the events and the wall time of a
+  /// timed trial. A runner that wants to time stops new shared users from entering, so timing is
+  /// not starved by a stream of verifications.
   class gpu_lock {
    public:
     gpu_lock(gpu_slot& s, bool exclusive);

@@ -429,12 +429,11 @@ result<preprocessed> preprocess(std::string_view source, const check_options& op
   lim.env = {{"TMPDIR", (*dir)->path()}};
   lim.working_dir = (*dir)->path();
   std::vector<std::string> cmd = {tc.nvcc, "-E", "-O3"};
-  for (auto& f : arch_flags(opt.arch)) cmd.push_back(std::move(f));  // the build's view of the macros
+  const auto target = arch_flags(opt.arch);  // the build's view of the macros
+  cmd.insert(cmd.end(), target.begin(), target.end());
   // nvcc -E preprocesses for the device; undoing its device-only macros gives the host compiler's
   // view, which is where host calls live.
-  for (const std::string& a : {"-I" + tc.abi_include, std::string("-U__CUDA_ARCH__"),
-                               std::string("-UCUDA_DOUBLE_MATH_FUNCTIONS"), std::string("-o"), out, pp.path})
-    cmd.push_back(a);
+  cmd.insert(cmd.end(), {"-I" + tc.abi_include, "-U__CUDA_ARCH__", "-UCUDA_DOUBLE_MATH_FUNCTIONS", "-o", out, pp.path});
   auto run = run_limited(cmd, lim);
   if (!run) return run.err();
   if (run->exit_code == 127 && run->output.find("cannot run") != std::string::npos)

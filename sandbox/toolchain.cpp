@@ -56,11 +56,10 @@ result<toolchain> find_toolchain() {
 std::vector<std::string> compile_command(const toolchain& tc, const std::string& source,
                                          const std::string& output, const std::string& arch) {
   std::vector<std::string> cmd = {tc.nvcc, "-O3"};
-  for (auto& f : arch_flags(arch)) cmd.push_back(std::move(f));
-  for (const char* a : {"-shared", "-Xcompiler", "-fPIC"}) cmd.emplace_back(a);
-  cmd.push_back("-I" + tc.abi_include);
-  for (const std::string& a : {std::string("-cudart"), std::string("shared"), std::string("-o"), output, source})
-    cmd.push_back(a);
+  const auto target = arch_flags(arch);
+  cmd.insert(cmd.end(), target.begin(), target.end());
+  cmd.insert(cmd.end(), {"-shared", "-Xcompiler", "-fPIC", "-I" + tc.abi_include, "-cudart", "shared", "-o",
+                         output, source});
   return cmd;
 }
 
