@@ -30,12 +30,6 @@ namespace kforge::pipeline {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-std::string bind_address(const std::string& endpoint) {
-  if (endpoint.rfind("tcp://", 0) != 0) return endpoint;
-  const auto colon = endpoint.rfind(':');
-  return colon == std::string::npos ? endpoint : "tcp://*" + endpoint.substr(colon);
-}
-
 status prepare_endpoint(const std::string& endpoint) {
   if (endpoint.rfind("ipc://", 0) != 0) return {};
   const fs::path p = endpoint.substr(6);

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "common/bind_address.hpp"
 #include "common/result.hpp"
 #include "pipeline/manifest.hpp"
 
@@ -69,9 +70,8 @@ class process_runtime {
   std::unique_ptr<impl> impl_;
 };
 
-/// The address a binding socket uses for `endpoint`: tcp://HOST:PORT binds every interface
-/// (tcp://*:PORT) so other nodes reach it; other schemes bind as written.
-std::string bind_address(const std::string& endpoint);
+/// The address a binding socket uses for `endpoint` (common/bind_address.hpp).
+using ::kforge::bind_address;
 
 /// Creates the directory an ipc:// endpoint's socket file lives in; no-op for other schemes.
 status prepare_endpoint(const std::string& endpoint);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "common/bind_address.hpp"
 #include "common/hex.hpp"
 
 namespace kforge::pipeline {
@@ -40,8 +41,7 @@ struct rank_processes::remote_link {
       const std::string watch = "inproc://kforge-remote-ranks-" + std::to_string(monitors++);
       if (zmq_socket_monitor(socket.handle(), watch.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) throw zmq::error_t();
       events.connect(watch);
-      const auto colon = endpoint.rfind(':');
-      socket.bind("tcp://*:" + endpoint.substr(colon + 1));
+      socket.bind(bind_address(endpoint));
       const auto deadline = clock_type::now() + timeout;
       while (static_cast<int>(ids.size()) < count) {
         auto m = receive(deadline, /*drops_fail=*/false);  // a rank may reconnect before its hello

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "common/bind_address.hpp"
+
 namespace kforge::trainer {
 
 namespace {
@@ -63,10 +65,7 @@ class socket_rank final : public collective {
   status join(const std::string& endpoint) {
     try {
       if (rank_ == 0) {
-        // tcp: on every interface, so ranks on other hosts reach the address they were given.
-        const auto colon = endpoint.rfind(':');
-        const bool tcp = endpoint.rfind("tcp://", 0) == 0 && colon != std::string::npos;
-        socket_.bind(tcp ? "tcp://*:" + endpoint.substr(colon + 1) : endpoint);
+        socket_.bind(bind_address(endpoint));  // tcp: every interface, for ranks on other hosts
         std::vector<std::optional<message>> hello;
         if (auto s = gather("hello", hello); !s) return s;
         for (int r = 1; r < size_; ++r)
