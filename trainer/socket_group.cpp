@@ -31,18 +31,15 @@ zmq::message_t frame_of(const at::Tensor& t) {
   return zmq::message_t(c.data_ptr(), byte_size(c));
 }
 
-// `bytes` into `into` (same byte size, checked by the caller), on into's device.
-void copy_into(at::Tensor& into, const zmq::message_t& bytes) {
-  at::Tensor host = at::empty(into.sizes(), into.options().device(at::kCPU));
-  std::memcpy(host.data_ptr(), bytes.data(), bytes.size());
-  into.copy_(host);
-}
-
+// `bytes` as a host tensor shaped like `like` (same byte size, checked by the caller).
 at::Tensor tensor_of(const at::Tensor& like, const zmq::message_t& bytes) {
   at::Tensor host = at::empty(like.sizes(), like.options().device(at::kCPU));
   std::memcpy(host.data_ptr(), bytes.data(), bytes.size());
   return host;
 }
+
+// `bytes` into `into`, on into's device.
+void copy_into(at::Tensor& into, const zmq::message_t& bytes) { into.copy_(tensor_of(into, bytes)); }
 
 // What every rank must agree on for a call: its kind and each tensor's dtype and shape.
 json shape_header(const char* op, const std::vector<at::Tensor>& tensors) {
