@@ -16,6 +16,19 @@ namespace kforge::pipeline {
 using json = nlohmann::json;
 using clock_type = std::chrono::steady_clock;
 
+namespace {
+
+/// Why a rank's reply is not a success ("" when it is): how its process failed, or the reason
+/// it gave (its raw text when it sent no JSON object).
+std::string reply_failure(const child_reply& r) {
+  if (r.failure != child_failure::none) return r.detail;
+  const json reply = json::parse(r.json, nullptr, false);
+  if (!reply.is_object()) return r.json;
+  return reply.value("ok", false) ? std::string() : reply.value("reason", r.json);
+}
+
+}  // namespace
+
 // Rank 0's side of the ranks on other hosts: a ROUTER socket they connect to. Used by one thread
 // at a time (start() on the caller's, then each request on a thread of its own).
 struct rank_processes::remote_link {
@@ -24,7 +37,6 @@ struct rank_processes::remote_link {
   zmq::socket_t events{ctx, zmq::socket_type::pair};  ///< the socket's disconnects (zmq_socket_monitor)
   std::vector<std::string> ids;  ///< routing id of remote rank j
   std::vector<int> devices;      ///< its device, from its hello
-  std::int64_t seq = 0;          ///< requests sent
   std::atomic<bool> abort{false};
 
   // Binds `endpoint` on every interface and waits for `count` hellos (a rank resends its hello
@@ -100,15 +112,15 @@ struct rank_processes::remote_link {
     return std::make_pair(frames[0].to_string(), frames[1].to_string());
   }
 
-  // Request j to remote rank j (numbered), then their replies into `replies` (done[j] set as each
-  // arrives; `failed` when one is not ok); those that do not answer in time get a timeout.
-  // Never throws (it runs on threads of its own and in the destructor): a failure of the socket
-  // itself is every unanswered rank's failure.
-  void request_all(const std::vector<std::string>& requests, std::chrono::milliseconds timeout, child_reply* replies,
-                   std::atomic<bool>* done, std::atomic<bool>& failed) noexcept {
+  // Request j to remote rank j, all numbered `number` (rank_processes numbers its requests), then
+  // their replies into `replies` (done[j] set as each arrives; `failed` when one is not a
+  // success); those that do not answer in time get a timeout. Never throws (it runs on threads of
+  // its own and in the destructor): a failure of the socket itself is every unanswered rank's.
+  void request_all(const std::vector<std::string>& requests, std::int64_t number, std::chrono::milliseconds timeout,
+                   child_reply* replies, std::atomic<bool>* done, std::atomic<bool>& failed) noexcept {
     std::vector<bool> answered(ids.size(), false);
     try {
-      request_all(requests, timeout, replies, done, failed, answered);
+      request_all(requests, number, timeout, replies, done, failed, answered);
     } catch (const std::exception& e) {
       for (std::size_t j = 0; j < ids.size(); ++j)
         if (!answered[j]) {
@@ -119,15 +131,12 @@ struct rank_processes::remote_link {
     }
   }
 
-  void request_all(const std::vector<std::string>& requests, std::chrono::milliseconds timeout, child_reply* replies,
-                   std::atomic<bool>* done, std::atomic<bool>& failed, std::vector<bool>& answered) {
-    const std::int64_t number = ++seq;
+  void request_all(const std::vector<std::string>& requests, std::int64_t number, std::chrono::milliseconds timeout,
+                   child_reply* replies, std::atomic<bool>* done, std::atomic<bool>& failed, std::vector<bool>& answered) {
     for (std::size_t j = 0; j < ids.size(); ++j) {
-      json req = json::parse(requests[j]);
-      req["seq"] = number;
       try {
         socket.send(zmq::buffer(ids[j]), zmq::send_flags::sndmore);
-        socket.send(zmq::buffer(req.dump()), zmq::send_flags::none);
+        socket.send(zmq::buffer(requests[j]), zmq::send_flags::none);
       } catch (const zmq::error_t& e) {
         replies[j] = {child_failure::died, std::string("unreachable: ") + e.what(), ""};
         answered[j] = true;
@@ -157,7 +166,7 @@ struct rank_processes::remote_link {
       answered[j] = true;
       --left;
       replies[j] = {child_failure::none, "", m->second};
-      if (!reply.value("ok", false)) failed = true;
+      if (!reply_failure(replies[j]).empty()) failed = true;
       done[j] = true;
     }
   }
@@ -187,9 +196,11 @@ result<std::unique_ptr<rank_processes>> rank_processes::start(const rank_process
     if (auto s = p->remote_->accept(o.remote_endpoint, o.remote, o.devices.front() < 0, o.join_timeout); !s)
       return error{"trainer ranks: " + s.message()};
   }
-  std::vector<std::string> joins;
+  std::vector<std::string> joins;  // one request, numbered once, with each rank's own fields
+  const std::int64_t number = ++p->seq_;
   for (int r = 1; r < size; ++r) {
     json join = {{"op", "join"},
+                 {"seq", number},
                  {"rank", r},
                  {"size", size},
                  {"device", p->device_of(static_cast<std::size_t>(r))},
@@ -198,14 +209,14 @@ result<std::unique_ptr<rank_processes>> rank_processes::start(const rank_process
                  {"resume_from", o.resume_from},
                  {"collective", o.collective},
                  {"endpoint", o.endpoint},
-                 {"nccl_id", o.nccl_id},
-                 {"timeout_ms", o.join_timeout.count()}};
+                 {"nccl_id", o.nccl_id}};
     joins.push_back(join.dump());
   }
   for (std::size_t i = 0; i < p->children_.size(); ++i)
     p->send_one(i, std::make_shared<const std::string>(joins[i]), o.join_timeout);
   if (p->remote_)
-    p->send_remote({joins.begin() + static_cast<std::ptrdiff_t>(p->children_.size()), joins.end()}, o.join_timeout);
+    p->send_remote({joins.begin() + static_cast<std::ptrdiff_t>(p->children_.size()), joins.end()}, number,
+                   o.join_timeout);
   return p;
 }
 
@@ -214,11 +225,12 @@ int rank_processes::device_of(std::size_t rank) const {
   return remote_ ? remote_->devices.at(rank - o_.devices.size()) : -1;
 }
 
-void rank_processes::send_remote(std::vector<std::string> requests, std::chrono::milliseconds timeout) {
+void rank_processes::send_remote(std::vector<std::string> requests, std::int64_t number,
+                                 std::chrono::milliseconds timeout) {
   const std::size_t first = children_.size();
   for (std::size_t j = 0; j < requests.size(); ++j) done_[first + j] = false;
-  threads_.emplace_back([this, first, requests = std::move(requests), timeout] {
-    remote_->request_all(requests, timeout, &replies_[first], &done_[first], *failed_);
+  threads_.emplace_back([this, first, requests = std::move(requests), number, timeout] {
+    remote_->request_all(requests, number, timeout, &replies_[first], &done_[first], *failed_);
   });
 }
 
@@ -232,12 +244,13 @@ rank_processes::~rank_processes() {
     for (auto& t : threads_) t.join();
     return;  // the child_process handles reap them
   }
+  const std::int64_t number = ++seq_;
+  const std::string stop = json{{"op", "stop"}, {"seq", number}}.dump();
   for (auto& c : children_)
-    if (c.running()) (void)c.request(json{{"op", "stop"}}.dump(), std::chrono::seconds(10));
-  if (remote_)  // ranks on other hosts end on their own too when rank 0 goes silent
-    remote_->request_all(std::vector<std::string>(remote_->ids.size(), json{{"op", "stop"}}.dump()),
-                         std::chrono::seconds(10), replies_.data() + children_.size(), done_.get() + children_.size(),
-                         *failed_);
+    if (c.running()) (void)c.request(stop, std::chrono::seconds(10));
+  if (remote_)  // ranks on other hosts end on their own too when rank 0 goes away
+    remote_->request_all(std::vector<std::string>(remote_->ids.size(), stop), number, std::chrono::seconds(10),
+                         replies_.data() + children_.size(), done_.get() + children_.size(), *failed_);
 }
 
 void rank_processes::send_one(std::size_t i, std::shared_ptr<const std::string> request,
@@ -245,30 +258,30 @@ void rank_processes::send_one(std::size_t i, std::shared_ptr<const std::string> 
   done_[i] = false;
   threads_.emplace_back([this, i, request = std::move(request), timeout] {
     replies_[i] = children_[i].request(*request, timeout);
-    const auto reply = nlohmann::json::parse(replies_[i].json, nullptr, false);
-    if (replies_[i].failure != child_failure::none || !reply.is_object() || !reply.value("ok", false)) *failed_ = true;
+    if (!reply_failure(replies_[i]).empty()) *failed_ = true;
     done_[i] = true;  // after the reply is written: failures_so_far reads it then
   });
 }
 
-void rank_processes::send_all(const std::string& request, std::chrono::milliseconds timeout) {
+void rank_processes::send_all(json request, std::chrono::milliseconds timeout) {
   *failed_ = false;
-  const auto shared = std::make_shared<const std::string>(request);  // outlives a caller that throws
-  for (std::size_t i = 0; i < children_.size(); ++i) send_one(i, shared, timeout);
-  if (remote_) send_remote(std::vector<std::string>(remote_->ids.size(), request), timeout);
+  request["seq"] = ++seq_;
+  // Written once for every rank; shared, so it outlives a caller that throws.
+  const auto line = std::make_shared<const std::string>(request.dump());
+  for (std::size_t i = 0; i < children_.size(); ++i) send_one(i, line, timeout);
+  if (remote_) send_remote(std::vector<std::string>(remote_->ids.size(), *line), seq_, timeout);
 }
 
 status rank_processes::collect(const char* what) {
   for (auto& t : threads_) t.join();
   threads_.clear();
   for (std::size_t i = 0; i < replies_.size(); ++i) {
-    const std::string rank = "trainer rank " + std::to_string(i + 1);
-    const auto& r = replies_[i];
-    if (r.failure != child_failure::none)
-      return error{rank + " " + what + ": " + r.detail + " " + (i < children_.size() ? children_[i].take_output() : "")};
-    const json reply = json::parse(r.json, nullptr, false);
-    if (reply.is_discarded() || !reply.value("ok", false))
-      return error{rank + " " + what + ": " + (reply.is_discarded() ? r.json : reply.value("reason", r.json))};
+    const auto why = reply_failure(replies_[i]);
+    if (why.empty()) continue;
+    // A process that failed may have said why on its output (a local child's is at hand).
+    const bool ended = replies_[i].failure != child_failure::none && i < children_.size();
+    return error{"trainer rank " + std::to_string(i + 1) + " " + what + ": " + why +
+                 (ended ? " " + children_[i].take_output() : "")};
   }
   return {};
 }
@@ -282,11 +295,7 @@ std::string rank_processes::failures_so_far() const {
   std::string out;
   for (std::size_t i = 0; i < replies_.size(); ++i) {
     if (!done_[i]) continue;
-    const auto& r = replies_[i];
-    const json reply = json::parse(r.json, nullptr, false);
-    std::string why;
-    if (r.failure != child_failure::none) why = r.detail;
-    else if (!reply.is_object() || !reply.value("ok", false)) why = reply.is_object() ? reply.value("reason", r.json) : r.json;
+    const auto why = reply_failure(replies_[i]);
     if (!why.empty()) out += (out.empty() ? "" : "; ") + std::string("trainer rank ") + std::to_string(i + 1) + ": " + why;
   }
   return out;
@@ -324,7 +333,7 @@ status rank_processes::step(const std::vector<std::uint8_t>& batch, const std::f
       broken_ = true;
       return error{"trainer rank " + std::to_string(i + 1) + " has ended: " + children_[i].take_output()};
     }
-  send_all(json{{"op", "step"}, {"batch", to_hex(batch.data(), batch.size())}}.dump(), o_.step_timeout);
+  send_all({{"op", "step"}, {"batch", to_hex(batch.data(), batch.size())}}, o_.step_timeout);
   status mine;
   try {
     mine = local();

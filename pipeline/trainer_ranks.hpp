@@ -32,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "common/child_process.hpp"
 #include "common/result.hpp"
 
@@ -98,11 +100,11 @@ class rank_processes {
   /// Sends `request` to local child i on a thread of its own that waits for the reply (and notes a
   /// failure).
   void send_one(std::size_t i, std::shared_ptr<const std::string> request, std::chrono::milliseconds timeout);
-  /// Sends remote rank j its request, all of them from one thread (the socket's), which waits
-  /// for their replies.
-  void send_remote(std::vector<std::string> requests, std::chrono::milliseconds timeout);
-  /// The same request to every rank.
-  void send_all(const std::string& request, std::chrono::milliseconds timeout);
+  /// Sends remote rank j its request (numbered `number`), all of them from one thread (the
+  /// socket's), which waits for their replies.
+  void send_remote(std::vector<std::string> requests, std::int64_t number, std::chrono::milliseconds timeout);
+  /// The same request to every rank, numbered.
+  void send_all(nlohmann::json request, std::chrono::milliseconds timeout);
   /// Rank r's device (-1: the CPU).
   int device_of(std::size_t rank) const;
   /// Joins those threads; the first failed reply, its rank named.
@@ -117,6 +119,7 @@ class rank_processes {
   std::shared_ptr<std::atomic<bool>> failed_ = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<std::atomic<bool>[]> done_;  ///< replies_[i] of the current request is in
   bool broken_ = false;                   ///< a step failed: the ranks may differ from now on
+  std::int64_t seq_ = 0;                  ///< requests sent (each carries its number; replies echo it)
   std::vector<child_reply> replies_;  ///< replies_[r - 1]: rank r's (local children first)
   std::vector<std::thread> threads_;
   std::unique_ptr<remote_link> remote_;
