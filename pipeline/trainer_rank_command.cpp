@@ -78,10 +78,6 @@ class rank_process {
   std::unique_ptr<trainer::data_parallel_trainer> trainer_;
 };
 
-}  // namespace
-
-namespace {
-
 // Requests in, replies out (a request's number echoed), until stop or the end of the requests.
 int serve_rank(const std::function<bool(std::string&)>& read, const std::function<bool(const std::string&)>& write) {
   rank_process rank;

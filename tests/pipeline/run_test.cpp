@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/child_process.hpp"
+#include "tests/pipeline/process_ended.hpp"
 #include "common/subprocess.hpp"
 #include "messages/recording.hpp"
 
@@ -634,17 +635,11 @@ TEST_CASE("a real model's trainer takes a rank that joins over tcp") {
   const auto steps = train_log(dir / "run");
   REQUIRE(steps.size() == 2);
   CHECK(steps[1]["policy_version"] == 2);
-  // Rank 0 said stop at the end: the remote rank has ended on its own (a zombie until its handle
-  // reaps it; /proc says so without reaping it here).
-  const auto ended = [&] {
-    std::ifstream stat("/proc/" + std::to_string(remote->pid()) + "/stat");
-    std::string pid, name, state;
-    stat >> pid >> name >> state;
-    return !stat || state == "Z";
-  };
+  // Rank 0 said stop at the end: the remote rank has ended on its own.
   const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (!ended() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(100ms);
-  CHECK(ended());
+  while (!kforge::testing::process_ended(remote->pid()) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(100ms);
+  CHECK(kforge::testing::process_ended(remote->pid()));
   const std::string rank_output = remote->take_output();
   INFO(rank_output);
   CHECK(rank_output.find("waiting for rank 0 at " + endpoint) != std::string::npos);

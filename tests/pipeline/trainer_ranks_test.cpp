@@ -13,6 +13,7 @@
 #include "common/child_process.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/trainer_ranks.hpp"
+#include "tests/pipeline/process_ended.hpp"
 
 using namespace kforge::pipeline;
 namespace fs = std::filesystem;
@@ -137,16 +138,11 @@ TEST_CASE("trainer ranks from other hosts: too few hellos, or a GPU rank for CPU
       REQUIRE_MESSAGE(p.ok(), p.message());
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }  // rank 0's side is gone, its join never answered
-    // The rank ends on its own (a zombie until its handle reaps it: /proc says so without reaping).
-    const auto ended = [&] {
-      std::ifstream stat("/proc/" + std::to_string(remote->pid()) + "/stat");
-      std::string pid, name, state;
-      stat >> pid >> name >> state;
-      return !stat || state == "Z";
-    };
+    // The rank ends on its own.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (!ended() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    CHECK(ended());
+    while (!kforge::testing::process_ended(remote->pid()) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(kforge::testing::process_ended(remote->pid()));
     const auto out = remote->take_output();
     CHECK_MESSAGE(out.find("rank 0 at " + endpoint + " went away: ending") != std::string::npos, out);
   }
