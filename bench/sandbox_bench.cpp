@@ -111,7 +111,10 @@ json parts(const batch_result& b) {
 // The runners' time per candidate, by phase, between two snapshots (run_phases).
 json phases_json(const ks::run_phases& p) {
   const double n = std::max(1, p.candidates);
-  json j = {{"candidates", p.candidates}};
+  json j = {{"candidates", p.candidates},
+            {"children_started", p.children_started},
+            {"leak_recycles", p.leak_recycles},
+            {"device_wide_leak_checks", p.device_wide_leak_checks}};
   for (const auto& [name, f] : ks::run_phases::fields()) j[name] = p.*f / n;
   return j;
 }
@@ -120,7 +123,10 @@ void print_phases(const char* what, const json& j) {
   std::printf("  runner time per candidate, %s (mean ms):", what);
   for (const auto& [name, f] : ks::run_phases::fields())
     std::printf(" %.*s %.0f", static_cast<int>(std::strlen(name) - 3), name, j.at(name).get<double>());
-  std::printf("\n");
+  std::printf("\n    children started %d, recycled by the leak check %d, leak checks on device-wide "
+              "free memory %d\n",
+              j.at("children_started").get<int>(), j.at("leak_recycles").get<int>(),
+              j.at("device_wide_leak_checks").get<int>());
 }
 
 const char* load_inline_script = R"PY(

@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #if __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -31,6 +32,7 @@
 #include "sandbox/children.hpp"
 #include "sandbox/gpu_facts.hpp"
 #include "sandbox/gpu_timing.hpp"
+#include "sandbox/process_memory.hpp"
 #include "tasks/aten_convert.hpp"
 #include "tasks/inputs.hpp"
 #include "tasks/task_parser.hpp"
@@ -47,6 +49,11 @@ using workspace_fn = size_t (*)(const kf_tensor*, int32_t);
 constexpr std::size_t max_workspace = std::size_t{8} << 30;
 /// A candidate that leaves more device memory taken than this gets the child recycled.
 constexpr std::size_t leak_limit = std::size_t{1} << 30;
+/// Where the process's own usage cannot be read (no NVML; the driver reports another PID
+/// namespace), the GPU's free memory stands in: a figure other processes move too, so it recycles
+/// healthy children when they grow and can miss a leak when they shrink.
+constexpr const char* device_wide = "device_free";
+constexpr const char* own_usage = "process";
 
 using protocol::failure;
 
@@ -98,7 +105,8 @@ class candidate_child {
 
  private:
   json dispatch(const json& req) {
-    release_shared();  // the reference server has read the last check's outputs by now
+    // The shared output buffers stay between requests and candidates: the runner sends the next
+    // request only after the reference server has read them, and the next check overwrites them.
     const std::string op = req.at("op").get<std::string>();
     if (op == "hello") return hello();
     if (op == "probe") return probe(req.at("library").get<std::string>());
@@ -121,17 +129,47 @@ class candidate_child {
     // Let torch create its context and allocator now, not inside the first candidate's check.
     (void)at::zeros({1}, at::device(at::kCUDA));
     cudaDeviceSynchronize();
+    std::string why_device_wide;
+    char bus_id[32] = {};
+    if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, 0) != cudaSuccess) {
+      why_device_wide = "no PCI bus id";
+    } else if (auto m = process_memory_meter::open(bus_id); !m) {
+      why_device_wide = m.err().message;
+    } else {
+      meter_.emplace(std::move(*m));
+    }
+    const auto held = held_bytes();
+    if (!held) {
+      if (why_device_wide.empty()) why_device_wide = held.err().message;
+      meter_.reset();
+    }
+    held_at_start_ = held ? *held : 0;
     free_at_start_ = free_bytes();
-    return json{{"ok", true}, {"gpu", json::parse(to_json(*facts))}, {"free_bytes", free_at_start_}};
+    return json{{"ok", true},
+                {"gpu", json::parse(to_json(*facts))},
+                {"leak_check", meter_ ? own_usage : device_wide},
+                {"leak_check_note", why_device_wide}};
+  }
+
+  /// The device memory this process holds, with torch's cache returned first; an error where it
+  /// cannot be read.
+  result<std::uint64_t> held_bytes() {
+    release_cache();
+    if (!meter_) return error{"no meter"};
+    return meter_->used_by(static_cast<unsigned>(::getpid()));
   }
 
   std::size_t free_bytes() {
-#ifdef KFORGE_HAVE_C10_CUDA
-    c10::cuda::CUDACachingAllocator::emptyCache();
-#endif
+    release_cache();
     std::size_t free = 0, total = 0;
     cudaMemGetInfo(&free, &total);
     return free;
+  }
+
+  static void release_cache() {
+#ifdef KFORGE_HAVE_C10_CUDA
+    c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
   }
 
   json probe(const std::string& library) {
@@ -321,21 +359,32 @@ class candidate_child {
 
   // Copies of `outs` in memory of their own (CUDA IPC shares whole cudaMalloc allocations, and
   // torch's allocator carves tensors out of larger ones), as the reply with their IPC handles in
-  // hex; they live until the next request. Nothing when IPC fails here: the caller falls back to
-  // files. A CUDA error while copying is the candidate's (its kernels ran just before): fatal.
+  // hex. The buffers are kept and reused by later checks and candidates (grown when too small): a
+  // cudaMalloc and cudaFree per output and check were a third of verifying. Nothing when IPC
+  // fails here: the caller falls back to files. A CUDA error while copying is the candidate's
+  // (its kernels ran just before): fatal.
   std::optional<json> share(const std::vector<at::Tensor>& outs) {
     json handles = json::array();
-    for (const auto& t : outs) {
-      const auto c = t.contiguous();
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      const auto c = outs[i].contiguous();
       const std::size_t bytes = static_cast<std::size_t>(c.numel()) * c.element_size();
-      void* p = nullptr;
-      if (cudaMalloc(&p, std::max<std::size_t>(bytes, 1)) != cudaSuccess) break;
-      shared_.push_back(p);
-      cudaIpcMemHandle_t h;
-      if (cudaMemcpy(p, c.data_ptr(), bytes, cudaMemcpyDeviceToDevice) != cudaSuccess ||
-          cudaIpcGetMemHandle(&h, p) != cudaSuccess)
+      if (shared_.size() <= i) shared_.emplace_back();
+      shared_buffer& buf = shared_[i];
+      if (buf.bytes < bytes || !buf.ptr) {
+        buf.release();
+        if (cudaMalloc(&buf.ptr, std::max<std::size_t>(bytes, 1)) != cudaSuccess) {
+          buf.ptr = nullptr;
+          break;
+        }
+        buf.bytes = std::max<std::size_t>(bytes, 1);
+        if (cudaIpcGetMemHandle(&buf.handle, buf.ptr) != cudaSuccess) {
+          buf.release();
+          break;
+        }
+      }
+      if (cudaMemcpyAsync(buf.ptr, c.data_ptr(), bytes, cudaMemcpyDeviceToDevice, stream_) != cudaSuccess)
         break;
-      handles.push_back(protocol::to_hex(&h, sizeof h));
+      handles.push_back(protocol::to_hex(&buf.handle, sizeof buf.handle));
     }
     // A device-to-device cudaMemcpy may return before it is done: the copies must be whole before
     // the reference server reads them.
@@ -350,8 +399,14 @@ class candidate_child {
   }
 
   void release_shared() {
-    for (void* p : shared_) cudaFree(p);
+    for (auto& b : shared_) b.release();
     shared_.clear();
+  }
+
+  std::size_t shared_bytes() const {
+    std::size_t n = 0;
+    for (const auto& b : shared_) n += b.bytes;
+    return n;
   }
 
   json unload() {
@@ -365,14 +420,24 @@ class candidate_child {
     if (lib_) ::dlclose(lib_);
     lib_ = nullptr;
     cudaDeviceSynchronize();
-    const std::size_t now = free_bytes();
+    // The kept output buffers are ours, not the candidate's: they do not count as a leak.
+    if (meter_) {
+      if (const auto held = held_bytes()) {
+        const std::uint64_t now = *held - std::min<std::uint64_t>(*held, shared_bytes());
+        const bool leaked = now > held_at_start_ + leak_limit;
+        return json{{"ok", true}, {"recycle", leaked}, {"leak_check", own_usage}, {"held_bytes", now}};
+      }
+    }
+    const std::size_t now = free_bytes() + shared_bytes();
     const bool leaked = now + leak_limit < free_at_start_;
-    return json{{"ok", true}, {"recycle", leaked}, {"free_bytes", now}};
+    return json{{"ok", true}, {"recycle", leaked}, {"leak_check", device_wide}, {"free_bytes", now}};
   }
 
   cudaStream_t stream_{};
   l2_flusher flusher_;
-  std::size_t free_at_start_ = 0;
+  std::optional<process_memory_meter> meter_;  ///< none: the leak check reads free memory
+  std::uint64_t held_at_start_ = 0;            ///< this process's usage after hello
+  std::size_t free_at_start_ = 0;              ///< the GPU's free memory after hello
   void* lib_ = nullptr;
   forward_fn forward_ = nullptr;
   workspace_fn workspace_ = nullptr;
@@ -380,7 +445,19 @@ class candidate_child {
   std::optional<std::uint64_t> timed_seed_;
   std::vector<at::Tensor> timed_inputs_, timed_outputs_;
   call_frame timed_frame_;
-  std::vector<void*> shared_;  ///< the last check's outputs as shared over CUDA IPC
+  /// One output's buffer shared over CUDA IPC (cudaMalloc'd on its own: IPC shares whole
+  /// allocations).
+  struct shared_buffer {
+    void* ptr = nullptr;
+    std::size_t bytes = 0;
+    cudaIpcMemHandle_t handle{};
+    void release() {
+      if (ptr) cudaFree(ptr);
+      ptr = nullptr;
+      bytes = 0;
+    }
+  };
+  std::vector<shared_buffer> shared_;  ///< the last check's outputs, kept for later checks
 };
 
 }  // namespace

@@ -103,11 +103,21 @@ ms left_until(clock_type::time_point deadline) {
   return std::max(ms(1), std::chrono::duration_cast<ms>(deadline - clock_type::now()));
 }
 
+/// One start-up request to a sandbox child (`role`) that must succeed: its ok reply, or why not.
+result<json> start_request(const run_options& o, const char* role, child_process& child, const json& req) {
+  const auto r = child.request(req.dump(), o.start_time_limit);
+  if (r.failure != child_failure::none)
+    return error{std::string(role) + " failed at " + req.at("op").get<std::string>() + ": " + r.detail +
+                 " " + child.take_output()};
+  auto ok = ok_reply(r.json);
+  if (!ok) return error{std::string(role) + ": " + ok.err().message};
+  return ok;
+}
+
 /// Starts `kforge ROLE` (a sandbox child) in `scratch` (created with `prefix` on first use) and
-/// sends it the handshake requests in order; every reply must be ok. The last reply, or why not.
+/// sends it `hello`: the reply, or why not.
 result<json> start_child(const run_options& o, const char* role, const char* prefix,
-                         std::shared_ptr<scratch_dir>& scratch, child_process& child,
-                         const std::vector<json>& handshake) {
+                         std::shared_ptr<scratch_dir>& scratch, child_process& child, const json& hello) {
   if (!scratch) {
     auto dir = scratch_dir::create(default_scratch_root(o.scratch_root), prefix);
     if (!dir) return error{dir.err().message};
@@ -116,16 +126,7 @@ result<json> start_child(const run_options& o, const char* role, const char* pre
   auto started = child_process::start({o.program, role}, sandbox_child_options(o, scratch->path()));
   if (!started) return error{std::string("cannot start ") + role + ": " + started.err().message};
   child = std::move(*started);
-  json reply;
-  for (const json& req : handshake) {
-    const auto r = child.request(req.dump(), o.start_time_limit);
-    if (r.failure != child_failure::none)
-      return error{std::string(role) + " failed at " + req.at("op").get<std::string>() + ": " +
-                   r.detail + " " + child.take_output()};
-    auto ok = ok_reply(r.json);
-    if (!ok) return error{std::string(role) + ": " + ok.err().message};
-    reply = std::move(*ok);
-  }
+  auto reply = start_request(o, role, child, hello);
   child.take_output();
   return reply;
 }
@@ -175,6 +176,9 @@ const std::vector<std::pair<const char*, double run_phases::*>>& run_phases::fie
 
 run_phases& run_phases::operator+=(const run_phases& o) {
   candidates += o.candidates;
+  children_started += o.children_started;
+  leak_recycles += o.leak_recycles;
+  device_wide_leak_checks += o.device_wide_leak_checks;
   for (const auto& [name, f] : fields()) this->*f += o.*f;
   return *this;
 }
@@ -182,6 +186,9 @@ run_phases& run_phases::operator+=(const run_phases& o) {
 run_phases run_phases::operator-(const run_phases& o) const {
   run_phases d = *this;
   d.candidates -= o.candidates;
+  d.children_started -= o.children_started;
+  d.leak_recycles -= o.leak_recycles;
+  d.device_wide_leak_checks -= o.device_wide_leak_checks;
   for (const auto& [name, f] : fields()) d.*f -= o.*f;
   return d;
 }
@@ -198,7 +205,7 @@ status gpu_slot::start_locked(server& s) {
   // The GPU's servers share one expected-output budget.
   const std::int64_t cache_bytes = protocol::expected_cache_bytes / static_cast<std::int64_t>(servers_.size());
   auto hello = start_child(options_, "sandbox-ref", "kforge-ref-", s.scratch, s.child,
-                           {json{{"op", "hello"}, {"cache_bytes", cache_bytes}}});
+                           json{{"op", "hello"}, {"cache_bytes", cache_bytes}});
   if (!hello) return error{hello.err().message};
   s.facts_json = hello->at("gpu").dump();
   return {};
@@ -279,20 +286,31 @@ gpu_slot::gpu_lock::~gpu_lock() {
 runner::runner(std::shared_ptr<gpu_slot> slot) : slot_(std::move(slot)) {}
 runner::~runner() = default;
 
-status runner::ensure_child() {
+result<bool> runner::ensure_child(double& gpu_wait_ms) {
   const auto& o = slot_->options();
-  if (child_.running() && served_ < o.recycle_after) return {};
+  if (child_.running() && served_ < o.recycle_after) return false;
   child_.kill();
   served_ = 0;
-  auto ready = start_child(o, "sandbox-child", "kforge-run-", scratch_, child_,
-                           {json{{"op", "hello"}}, json{{"op", "probe"}, {"library", o.probe_library}}});
-  if (!ready) return error{ready.err().message};
-  return {};
+  // Starting the process and its CUDA context needs no lock; the probe kernel runs on the GPU, so
+  // it shares it with verification and never meets a timed trial.
+  auto hello = start_child(o, "sandbox-child", "kforge-run-", scratch_, child_, json{{"op", "hello"}});
+  if (!hello) return error{hello.err().message};
+  std::optional<gpu_slot::gpu_lock> sharing;
+  {
+    phase_timer t(gpu_wait_ms);
+    sharing.emplace(*slot_, false);
+  }
+  auto probed = start_request(o, "sandbox-child", child_, json{{"op", "probe"}, {"library", o.probe_library}});
+  child_.take_output();
+  if (!probed) return error{probed.err().message};
+  return true;
 }
 
 status runner::start() {
-  gpu_slot::gpu_lock verifying(*slot_, false);  // the probe kernel never meets a timed trial
-  return ensure_child();
+  double waited = 0;
+  auto started = ensure_child(waited);
+  if (!started) return error{started.err().message};
+  return {};
 }
 
 run_outcome runner::run(const tasks::task& t, const std::string& library, std::uint64_t seed) {
@@ -303,8 +321,6 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
     out.reason = std::move(why);
     return out;
   };
-  // Starting a child (its probe kernel) and verification share the GPU with other runners'
-  // verification, never with a timed trial.
   run_phases ph;
   ph.candidates = 1;
   struct add_on_return {
@@ -312,14 +328,24 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
     const run_phases& ph;
     ~add_on_return() { slot.add_phases(ph); }
   } add_phases{*slot_, ph};
-  std::optional<gpu_slot::gpu_lock> verifying;
-  {
+  // Every use of the GPU but timing (the probe, expected outputs, the candidate's library and
+  // checks, comparing, unloading) shares it with other runners, never with a timed trial. The
+  // lock is taken per step, not for the whole verification: a runner waiting to time then waits
+  // for one step of each verifying runner, not for all of their remaining steps.
+  // `gpu` holds the lock of the step under way (exclusive while timing); a step inside another
+  // (unloading after a failed check or trial) runs under the lock already held.
+  std::optional<gpu_slot::gpu_lock> gpu;
+  auto share_gpu = [&] {
+    if (gpu) return;
     phase_timer t(ph.gpu_wait_ms);
-    verifying.emplace(*slot_, false);
-  }
+    gpu.emplace(*slot_, false);
+  };
+  auto step_done = [&] { gpu.reset(); };
   {
     phase_timer t(ph.start_ms);
-    if (auto st = ensure_child(); !st) return infra(st.err().message);
+    auto started = ensure_child(ph.gpu_wait_ms);
+    if (!started) return infra(started.err().message);
+    ph.children_started += *started ? 1 : 0;
   }
   const json task_json = json::parse(tasks::to_json_line(t));
   const auto checks = plan_checks(t, seed, o.max_variants);
@@ -331,10 +357,12 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   json plan = json::array();
   for (const auto& c : checks) plan.push_back({{"seed", c.seed}, {"variant", c.variant}});
   result<json> prepared = error{"not prepared"};
+  share_gpu();
   {
     phase_timer t(ph.prepare_ms);
     prepared = slot_->reference({{"op", "prepare"}, {"task", task_json}, {"checks", plan}}, route);
   }
+  step_done();
   if (!prepared) return infra(prepared.err().message);
   const json& shapes = prepared->at("output_shapes");
 
@@ -369,13 +397,22 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   auto finish = [&]() {
     out.output = child_.take_output();
     if (!child_failed && child_.running()) {
+      share_gpu();
       phase_timer t(ph.unload_ms);
       json reply;
       const auto r = child_.request(json{{"op", "unload"}}.dump(), ms(30'000));
       reply = json::parse(r.json, nullptr, false);
-      if (r.failure != child_failure::none || reply.is_discarded() || reply.value("recycle", false))
+      if (r.failure != child_failure::none || reply.is_discarded()) {
         child_.kill();
+      } else {
+        if (reply.value("leak_check", "") != "process") ++ph.device_wide_leak_checks;
+        if (reply.value("recycle", false)) {
+          ++ph.leak_recycles;
+          child_.kill();
+        }
+      }
     }
+    step_done();
     ++served_;
     return out;
   };
@@ -383,11 +420,13 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   json reply;
   // The timers stop before finish(): its unload is counted as unload only.
   bool asked = false;
+  share_gpu();  // loading runs the library's constructors, which may use the GPU
   {
     phase_timer t(ph.load_ms);
     asked = ask({{"op", "load"}, {"library", library}, {"task", task_json}}, reply);
   }
   if (!asked) return finish();
+  step_done();
   const auto verify_start = clock_type::now();
   json earlier = json::array();
   for (std::size_t k = 0; k < checks.size(); ++k) {
@@ -396,6 +435,7 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
     // files where IPC failed in the child; where the server cannot open the handles, the same
     // check once more as files.
     result<json> cmp = error{"not compared"};
+    share_gpu();
     for (bool ipc = o.share_outputs;; ipc = false) {
       {
         phase_timer t(ph.check_ms);
@@ -431,6 +471,7 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
       if (!cmp && shared && cmp.err().message.rfind(protocol::ipc_unavailable, 0) == 0) continue;
       break;
     }
+    step_done();
     if (!cmp) {
       infra(cmp.err().message);
       return finish();
@@ -473,11 +514,9 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   const auto time_start = clock_type::now();
   std::vector<double> event_ms, wall_ms, base_ms;
   {
-    verifying.reset();
-    std::optional<gpu_slot::gpu_lock> lock;
     {
       phase_timer t(ph.gpu_wait_ms);
-      lock.emplace(*slot_, true);
+      gpu.emplace(*slot_, true);
     }
     // Waiting for the GPU is not the candidate's time: its budget starts again here.
     deadline = clock_type::now() + o.time_limit;
@@ -511,6 +550,7 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
       }
       for (const auto& v : base->at("event_ms")) base_ms.push_back(v.get<double>());
     }
+    step_done();
   }
   out.time_ms = elapsed_ms(time_start);
   out.candidate = summarize_trials(event_ms);

@@ -14,7 +14,7 @@
 //
 // For one candidate: the reference server prepares >= 3 input sets (two seeds at the primary
 // shapes, then the task's variants); the child runs each with two differently poisoned calls and
-// writes its outputs to files the server compares; then, holding the timing lock, the child's
+// shares its outputs with the server, which compares them; then, holding the timing lock, the child's
 // timed trials and the server's baseline trials alternate in rounds. Failures of the candidate's
 // process are the candidate's verdict (timeout, runtime_error); failures of the reference server
 // or of a probe are infra_error.
@@ -102,6 +102,9 @@ struct run_phases {
   double trials_ms = 0;     ///< the candidate's timed trials
   double baseline_ms = 0;   ///< the reference server's baseline trials
   double unload_ms = 0;     ///< unloading (and the leak check)
+  int children_started = 0;        ///< fresh candidate children (start_ms is their time)
+  int leak_recycles = 0;           ///< children ended because the leak check said so
+  int device_wide_leak_checks = 0; ///< leak checks on the GPU's free memory, not the child's own
   /// Every time field with its name: the one list that sums, differences and reports walk.
   static const std::vector<std::pair<const char*, double run_phases::*>>& fields();
   run_phases& operator+=(const run_phases& o);
@@ -172,7 +175,9 @@ class runner {
   run_outcome run(const tasks::task& t, const std::string& library, std::uint64_t seed);
 
  private:
-  status ensure_child();
+  /// Starts and probes a fresh child where needed: whether it did, or why it failed. Waiting for
+  /// the GPU to probe is added to `gpu_wait_ms`.
+  result<bool> ensure_child(double& gpu_wait_ms);
   std::shared_ptr<gpu_slot> slot_;
   child_process child_;
   int served_ = 0;

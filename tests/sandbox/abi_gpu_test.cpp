@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <random>
 
+#include "sandbox/process_memory.hpp"
 #include "sandbox/toolchain.hpp"
 #include "kforge/kernel_abi.h"
 
@@ -71,4 +72,34 @@ TEST_CASE("the known-good candidate runs on the GPU through the ABI") {
   cudaFree(dx);
   cudaFree(dy);
   dlclose(lib);
+}
+
+TEST_CASE("NVML's count of this process's device memory follows its own allocations") {
+  if (!have_gpu()) {
+    std::printf("SKIP: no CUDA device visible (GPU tests run on the GPU host: deploy/gpu-host.sh)\n");
+    std::exit(77);
+  }
+  REQUIRE(cudaFree(nullptr) == cudaSuccess);  // a context, so the process is listed
+  char bus_id[32] = {};
+  REQUIRE(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, 0) == cudaSuccess);
+  auto meter = kforge::sandbox::process_memory_meter::open(bus_id);
+  REQUIRE_MESSAGE(meter.ok(), (meter.ok() ? "" : meter.message()));
+  const auto pid = static_cast<unsigned>(::getpid());
+  const auto before = meter->used_by(pid);
+  // Where the driver reports another PID namespace's IDs, the sandbox's leak check falls back to
+  // the GPU's free memory; this host is expected to report ours.
+  REQUIRE_MESSAGE(before.ok(), (before.ok() ? "" : before.message()));
+  constexpr std::size_t block = std::size_t{512} << 20;
+  void* p = nullptr;
+  REQUIRE(cudaMalloc(&p, block) == cudaSuccess);
+  const auto during = meter->used_by(pid);
+  REQUIRE(during.ok());
+  CHECK(*during >= *before + block);
+  REQUIRE(cudaFree(p) == cudaSuccess);
+  const auto after = meter->used_by(pid);
+  REQUIRE(after.ok());
+  CHECK(*after < *before + block);
+  std::printf("NVML: this process held %llu MiB, %llu MiB with a 512 MiB block, %llu MiB after it\n",
+              static_cast<unsigned long long>(*before >> 20), static_cast<unsigned long long>(*during >> 20),
+              static_cast<unsigned long long>(*after >> 20));
 }

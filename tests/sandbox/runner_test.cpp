@@ -10,6 +10,7 @@
 
 #include "../tasks/task_builders.hpp"
 #include "sandbox/eval_command.hpp"
+#include "sandbox/process_memory.hpp"
 #include "sandbox/runner.hpp"
 #include "sandbox/timing_stats.hpp"
 
@@ -50,6 +51,16 @@ TEST_CASE("plan_checks: at least three input sets, primary twice, then the varia
   checks = ks::plan_checks(t, 42, 4);
   REQUIRE(checks.size() == 3);
   CHECK(checks[2].variant == -1);
+}
+
+TEST_CASE("the per-process memory meter names why it cannot read a GPU") {
+  // No GPU has this bus ID; on a host without the driver NVML itself is missing.
+  const auto meter = ks::process_memory_meter::open("ffff:ff:1f.7");
+  REQUIRE_FALSE(meter.ok());
+  const std::string why = meter.message();
+  INFO(why);
+  CHECK((why.find("NVML is not available") == 0 || why.find("NVML has no GPU at ffff:ff:1f.7") == 0 ||
+         why.find("NVML init") == 0));
 }
 
 TEST_CASE("trial statistics and the hidden-work cross-check") {
