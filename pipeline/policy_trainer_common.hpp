@@ -78,7 +78,8 @@ inline constexpr std::chrono::minutes rank_join_timeout{10};
 inline constexpr std::chrono::minutes rank_step_timeout{30};
 
 /// This process's rank of a group joined as `collective` says ("socket": at `endpoint`; "nccl":
-/// with the unique id in hex), on CUDA device `device` (-1: the CPU). `give_up`: see socket_group.
+/// with the unique id in hex), on CUDA device `device` (-1: the CPU). `give_up`: see socket_group
+/// and nccl_group (true ends a wait: a rank process has failed).
 inline result<std::shared_ptr<trainer::collective>> join_rank_group(const std::string& collective, const std::string& endpoint,
                                                              const std::string& nccl_id_hex, int rank, int size,
                                                              int device, std::function<bool()> give_up = {}) {
@@ -88,7 +89,11 @@ inline result<std::shared_ptr<trainer::collective>> join_rank_group(const std::s
 #if defined(KFORGE_WITH_CUDA)
   trainer::nccl_id id;
   if (!from_hex(nccl_id_hex, id.bytes.data(), id.bytes.size())) return error{"a malformed NCCL unique id"};
-  return trainer::make_nccl_group(id, rank, size, device);
+  trainer::nccl_group_options o;
+  o.join_timeout = rank_join_timeout;
+  o.timeout = rank_step_timeout;
+  o.give_up = std::move(give_up);
+  return trainer::make_nccl_group(id, rank, size, device, std::move(o));
 #else
   (void)nccl_id_hex;
   (void)device;

@@ -19,8 +19,8 @@
 // for all. A child that fails, dies or does not answer in time fails the step with its rank named,
 // and the group is broken from then on (the ranks' weights may differ): every later step fails at
 // once. failed() turns true as soon as a child has failed, so rank 0's side of a socket group can
-// stop waiting for it (trainer/socket_group.hpp give_up). An NCCL collective cannot be left that
-// way: with NCCL, rank 0 waits inside a collective whose other rank died (a limit of this version).
+// stop waiting for it (give_up of trainer/socket_group.hpp and trainer/nccl_group.hpp: an NCCL
+// group is then aborted, which ends rank 0's kernels still waiting for the dead rank).
 // Torch-free: the child's side is trainer_rank_main (policy_trainer_stage.hpp).
 
 #include <atomic>
@@ -79,7 +79,7 @@ class rank_processes {
   status joined(std::int64_t steps);
   /// Whether a child has failed (died, refused, answered late) in the current request, as a
   /// function any thread may call while a join or step is under way, also after this object is
-  /// gone (then it says false): for rank 0's socket group (give_up).
+  /// gone (then it says false): for rank 0's group (give_up).
   std::function<bool()> failed() const {
     return [f = failed_] { return f->load(); };
   }

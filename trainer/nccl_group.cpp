@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include "trainer/cuda_check.hpp"
+#include "trainer/nccl_wait.hpp"
 
 namespace kforge::trainer {
 
@@ -26,10 +27,17 @@ result<ncclDataType_t> nccl_type(const at::Tensor& t) {
   return error{std::string("nccl group: unsupported dtype ") + c10::toString(t.scalar_type())};
 }
 
+std::string who(int rank, int size) {
+  return "nccl group rank " + std::to_string(rank) + " of " + std::to_string(size) + ": ";
+}
+
 class nccl_rank final : public collective {
  public:
-  nccl_rank(ncclComm_t comm, int rank, int size, int device) : comm_(comm), rank_(rank), size_(size), device_(device) {}
-  ~nccl_rank() override { ncclCommDestroy(comm_); }
+  nccl_rank(ncclComm_t comm, int rank, int size, int device, nccl_group_options o)
+      : comm_(comm), rank_(rank), size_(size), device_(device), o_(std::move(o)) {}
+  ~nccl_rank() override {
+    if (!broken_) ncclCommDestroy(comm_);  // a broken one was aborted
+  }
   nccl_rank(const nccl_rank&) = delete;
   nccl_rank& operator=(const nccl_rank&) = delete;
 
@@ -56,6 +64,7 @@ class nccl_rank final : public collective {
   // calls as one NCCL group.
   template <class Op>
   status each(const std::vector<at::Tensor>& tensors, const char* what, Op op) {
+    if (broken_) return error{who(rank_, size_) + what + ": the group is broken by an earlier failure"};
     std::vector<ncclDataType_t> types;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       const at::Tensor& t = tensors[i];
@@ -70,16 +79,33 @@ class nccl_rank final : public collective {
     device_scope on(device_);  // the calling (actor) thread's current device is left as it was
     if (!on) return error{std::string("nccl group rank ") + std::to_string(rank_) + ": cannot select cuda:" +
                           std::to_string(device_)};
+    const auto deadline = nccl_clock::now() + o_.timeout;
+    const std::string late = std::string(what) + " did not finish within " + std::to_string(o_.timeout.count()) +
+                             " ms: a rank is gone or stuck";
     KFORGE_NCCL_TRY(ncclGroupStart());
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       const ncclResult_t r = op(tensors[i].data_ptr(), static_cast<std::size_t>(tensors[i].numel()), types[i]);
-      if (r != ncclSuccess) {
+      if (r != ncclSuccess && r != ncclInProgress) {
         ncclGroupEnd();
-        return error{std::string("nccl group rank ") + std::to_string(rank_) + ": " + what + ": " + ncclGetErrorString(r)};
+        return fail(std::string(what) + ": " + ncclGetErrorString(r));
       }
     }
-    KFORGE_NCCL_TRY(ncclGroupEnd());
+    // Enqueued once the (non-blocking) communicator settles; done once the stream has run them.
+    // The step after reads the sums on this stream anyway, so waiting here costs nothing, and a
+    // rank that died mid-step fails the step (after an abort) instead of hanging every other.
+    if (auto why = settle(comm_, ncclGroupEnd(), {deadline, o_.give_up, std::string("enqueuing ") + what, late});
+        !why.empty())
+      return fail(why);
+    if (auto why = drain(comm_, cudaStreamLegacy, {deadline, o_.give_up, what, late}); !why.empty())
+      return fail(why);
     return {};
+  }
+
+  // Aborting ends the NCCL kernels still waiting for a peer; the group stays broken.
+  status fail(const std::string& why) {
+    ncclCommAbort(comm_);
+    broken_ = true;
+    return error{who(rank_, size_) + why};
   }
 
   // Makes `device` current for a scope and restores the previous one.
@@ -97,6 +123,8 @@ class nccl_rank final : public collective {
 
   ncclComm_t comm_;
   int rank_, size_, device_;
+  nccl_group_options o_;
+  bool broken_ = false;
 };
 
 }  // namespace
@@ -109,15 +137,26 @@ result<nccl_id> new_nccl_id() {
   return id;
 }
 
-result<std::shared_ptr<collective>> make_nccl_group(const nccl_id& id, int rank, int size, int device) {
+result<std::shared_ptr<collective>> make_nccl_group(const nccl_id& id, int rank, int size, int device,
+                                                    nccl_group_options o) {
   if (size < 1 || rank < 0 || rank >= size)
     return error{"nccl group: rank " + std::to_string(rank) + " of " + std::to_string(size) + " is not a rank"};
   ncclUniqueId raw;
   std::memcpy(&raw, id.bytes.data(), sizeof raw);
   KFORGE_CUDA_TRY(cudaSetDevice(device));
   ncclComm_t comm = nullptr;
-  KFORGE_NCCL_TRY(ncclCommInitRank(&comm, size, raw, rank));
-  return std::shared_ptr<collective>(std::make_shared<nccl_rank>(comm, rank, size, device));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // joining and every call can then be given up (nccl_wait.hpp)
+  const ncclResult_t r = ncclCommInitRankConfig(&comm, size, raw, rank, &config);
+  if (comm == nullptr) return error{who(rank, size) + "joining failed: " + ncclGetErrorString(r)};
+  if (auto why = settle(comm, r == ncclSuccess ? ncclInProgress : r,
+                        {nccl_clock::now() + o.join_timeout, o.give_up, "joining",
+                         "the other ranks did not join within " + std::to_string(o.join_timeout.count()) + " ms"});
+      !why.empty()) {
+    ncclCommAbort(comm);
+    return error{who(rank, size) + why};
+  }
+  return std::shared_ptr<collective>(std::make_shared<nccl_rank>(comm, rank, size, device, std::move(o)));
 }
 
 }  // namespace kforge::trainer

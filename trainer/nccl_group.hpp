@@ -6,8 +6,10 @@
 //
 // The collectives run on the device's default (legacy) stream, the one LibTorch's ops use unless
 // a caller sets another: they are ordered after the backward pass that wrote the gradients and
-// before the optimiser step that reads them, with no host synchronisation.
+// before the optimiser step that reads them. The host waits for them (polling, see below).
 
+#include <chrono>
+#include <functional>
 #include <memory>
 
 #include "common/result.hpp"
@@ -16,10 +18,22 @@
 
 namespace kforge::trainer {
 
+/// How long joining and each call may take, and when to stop waiting sooner. A rank whose process
+/// died leaves the others' NCCL kernels waiting on the GPU: the communicator is non-blocking, so
+/// a rank polls it, and past the deadline (or once `give_up` says true: rank 0's driver of the
+/// rank processes has seen one fail) aborts it, which ends those kernels. The call fails naming
+/// why, and every later call fails at once.
+struct nccl_group_options {
+  std::chrono::milliseconds join_timeout{std::chrono::minutes(10)};
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+  std::function<bool()> give_up;  ///< optional; asked about every millisecond while waiting
+};
+
 /// Joins the group `id` as `rank` of `size` on CUDA device `device`. Blocks until every rank has
-/// joined (ncclCommInitRank): the ranks of one process must call it from their own threads.
-/// Tensors passed to the group's calls must be contiguous and on `device`; bf16, fp16, fp32, fp64,
-/// int32 and int64 are supported.
-result<std::shared_ptr<collective>> make_nccl_group(const nccl_id& id, int rank, int size, int device);
+/// joined (or the join fails as above): the ranks of one process must call it from their own
+/// threads. Tensors passed to the group's calls must be contiguous and on `device`; bf16, fp16,
+/// fp32, fp64, int32 and int64 are supported. Each call returns once its sums are done on the GPU.
+result<std::shared_ptr<collective>> make_nccl_group(const nccl_id& id, int rank, int size, int device,
+                                                    nccl_group_options o = {});
 
 }  // namespace kforge::trainer

@@ -1,37 +1,18 @@
 #include "trainer/weight_channel.hpp"
 
-#include <atomic>
 #include <cstring>
 #include <string>
-#include <thread>
 
 #include "trainer/cuda_check.hpp"
+#include "trainer/nccl_wait.hpp"
 
 namespace kforge::trainer {
 
 namespace {
 
-using clock = std::chrono::steady_clock;
-
 std::string who(const weight_channel_options& o) {
   return "weight channel rank " + std::to_string(o.rank) + " of " + std::to_string(o.size) + " (cuda:" +
          std::to_string(o.device) + "): ";
-}
-
-// A non-blocking communicator answers "in progress" while it joins or enqueues a call: polls its
-// state until it settles, the channel is asked to abort, or `deadline` passes. Empty when it
-// settled on success, else why not (`late` for the deadline).
-std::string settle(ncclComm_t comm, ncclResult_t r, clock::time_point deadline, const std::atomic<bool>& abort,
-                   const std::string& what, const std::string& late) {
-  while (r == ncclInProgress) {
-    if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) return what + ": cannot read the communicator's state";
-    if (r != ncclInProgress) break;
-    if (abort) return "aborted while " + what;
-    if (clock::now() > deadline) return late;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (r != ncclSuccess) return what + " failed: " + ncclGetErrorString(r);
-  return {};
 }
 
 }  // namespace
@@ -74,8 +55,9 @@ status weight_channel::join() {
   config.blocking = 0;
   const ncclResult_t r = ncclCommInitRankConfig(&s_->comm, o_.size, raw, o_.rank, &config);
   // Whatever the call answered, the communicator's own state says when every rank is in.
-  if (auto why = settle(s_->comm, r == ncclSuccess ? ncclInProgress : r, clock::now() + o_.timeout, abort_, "joining",
-                        "the other ranks did not join within " + std::to_string(o_.timeout.count()) + " ms");
+  if (auto why = settle(s_->comm, r == ncclSuccess ? ncclInProgress : r,
+                        {nccl_clock::now() + o_.timeout, stopping(), "joining",
+                         "the other ranks did not join within " + std::to_string(o_.timeout.count()) + " ms"});
       !why.empty())
     return fail(why);
   s_->joined = true;
@@ -88,27 +70,21 @@ status weight_channel::transfer(void* data, std::size_t bytes) {
   if (!s_->joined)
     if (auto s = join(); !s) return s;
   if (cudaSetDevice(o_.device) != cudaSuccess) return fail("cannot select the device");
-  const auto deadline = clock::now() + o_.timeout;
-  if (auto why = settle(s_->comm, ncclBroadcast(data, data, bytes, ncclUint8, 0, s_->comm, s_->stream), deadline,
-                        abort_, "enqueuing the broadcast", "the broadcast was not enqueued within the timeout");
+  const auto deadline = nccl_clock::now() + o_.timeout;
+  if (auto why = settle(s_->comm, ncclBroadcast(data, data, bytes, ncclUint8, 0, s_->comm, s_->stream),
+                        {deadline, stopping(), "enqueuing the broadcast", "the broadcast was not enqueued within the timeout"});
       !why.empty())
     return fail(why);
-  // Done when the stream is; a peer that never joins keeps it busy, so poll against the deadline.
-  for (;;) {
-    const cudaError_t q = cudaStreamQuery(s_->stream);
-    if (q == cudaSuccess) return {};
-    if (q != cudaErrorNotReady) return fail(std::string("broadcast: ") + cudaGetErrorString(q));
-    ncclResult_t async = ncclSuccess;
-    if (ncclCommGetAsyncError(s_->comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
-      return fail(std::string("broadcast: ") + ncclGetErrorString(async));
-    if (abort_) return fail("aborted while waiting for the other ranks");
-    if (clock::now() > deadline)
-      return fail("the broadcast of " + std::to_string(bytes) + " bytes did not finish within " +
-                  std::to_string(o_.timeout.count()) +
-                  " ms: a rank did not take it (a sampler still in a long generation batch, stopped, "
-                  "or refusing the version: see its log)");
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+  // Done when the stream is; a peer that never joins keeps it busy.
+  if (auto why = drain(s_->comm, s_->stream,
+                       {deadline, stopping(), "waiting for the broadcast",
+                        "the broadcast of " + std::to_string(bytes) + " bytes did not finish within " +
+                            std::to_string(o_.timeout.count()) +
+                            " ms: a rank did not take it (a sampler still in a long generation batch, stopped, "
+                            "or refusing the version: see its log)"});
+      !why.empty())
+    return fail(why);
+  return {};
 }
 
 }  // namespace kforge::trainer

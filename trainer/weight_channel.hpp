@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "common/result.hpp"
@@ -57,6 +58,10 @@ class weight_channel {
  private:
   status join();
   status fail(const std::string& why);
+  /// For waits: true once request_abort was called.
+  std::function<bool()> stopping() const {
+    return [this] { return abort_.load(); };
+  }
 
   weight_channel_options o_;
   struct state;

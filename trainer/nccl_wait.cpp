@@ -1,0 +1,33 @@
+#include "trainer/nccl_wait.hpp"
+
+#include <thread>
+
+namespace kforge::trainer {
+
+std::string settle(ncclComm_t comm, ncclResult_t r, const nccl_wait& w) {
+  while (r == ncclInProgress) {
+    if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) return w.what + ": cannot read the communicator's state";
+    if (r != ncclInProgress) break;
+    if (w.stop && w.stop()) return "aborted while " + w.what;
+    if (nccl_clock::now() > w.deadline) return w.late;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (r != ncclSuccess) return w.what + " failed: " + ncclGetErrorString(r);
+  return {};
+}
+
+std::string drain(ncclComm_t comm, cudaStream_t stream, const nccl_wait& w) {
+  for (;;) {
+    const cudaError_t q = cudaStreamQuery(stream);
+    if (q == cudaSuccess) return {};
+    if (q != cudaErrorNotReady) return w.what + ": " + cudaGetErrorString(q);
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
+      return w.what + ": " + ncclGetErrorString(async);
+    if (w.stop && w.stop()) return "aborted while " + w.what;
+    if (nccl_clock::now() > w.deadline) return w.late;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+}  // namespace kforge::trainer
