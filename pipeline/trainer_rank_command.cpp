@@ -48,8 +48,12 @@ class rank_process {
     const int rank = req.at("rank").get<int>(), size = req.at("size").get<int>(), device = req.at("device").get<int>();
     o->devices = {device};
     auto dp = dp_options(*o);
+    // A child of the trainer whose trainer died gives up its waits in the group (a remote rank's
+    // watchdog ends its process instead).
+    const pid_t parent = ::getppid();
+    auto orphaned = [parent] { return ::getppid() != parent; };
     auto group = join_rank_group(req.at("collective").get<std::string>(), req.value("endpoint", ""),
-                                 req.value("nccl_id", ""), rank, size, device);
+                                 req.value("nccl_id", ""), rank, size, device, orphaned);
     if (!group) return failed(group.message());
     dp.group = *group;
     auto t = trainer::data_parallel_trainer::create(dp);

@@ -53,7 +53,8 @@ constexpr std::size_t leak_limit = std::size_t{1} << 30;
 /// namespace), the GPU's free memory stands in: a figure other processes move too, so it recycles
 /// healthy children when they grow and can miss a leak when they shrink.
 constexpr const char* device_wide = "device_free";
-constexpr const char* own_usage = "process";
+/// Output buffers kept for CUDA IPC beyond this are freed at unload, not held for later candidates.
+constexpr std::size_t kept_shared_limit = std::size_t{256} << 20;
 
 using protocol::failure;
 
@@ -126,29 +127,38 @@ class candidate_child {
       return failure("infra_error", "cudaStreamCreate: " + cuda_text(e), true);
     if (const auto e = flusher_.init(static_cast<std::size_t>(facts->l2_bytes)); e != cudaSuccess)
       return failure("infra_error", "L2 flush buffer: " + cuda_text(e), true);
-    // Let torch create its context and allocator now, not inside the first candidate's check.
-    (void)at::zeros({1}, at::device(at::kCUDA));
-    cudaDeviceSynchronize();
-    std::string why_device_wide;
+    return json{{"ok", true}, {"gpu", json::parse(to_json(*facts))}};
+  }
+
+  /// The meter of this process's own device memory, checked against an allocation of known size
+  /// (a PID of another namespace, or entries laid out differently by the driver, would give another
+  /// figure); empty, with why in `why_not`, where it cannot be had or trusted.
+  std::optional<process_memory_meter> checked_meter(std::string& why_not) {
     char bus_id[32] = {};
     if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, 0) != cudaSuccess) {
-      why_device_wide = "no PCI bus id";
-    } else if (auto m = process_memory_meter::open(bus_id); !m) {
-      why_device_wide = m.err().message;
-    } else {
-      meter_.emplace(std::move(*m));
+      why_not = "no PCI bus id";
+      return std::nullopt;
     }
-    const auto held = held_bytes();
-    if (!held) {
-      if (why_device_wide.empty()) why_device_wide = held.err().message;
-      meter_.reset();
+    auto m = process_memory_meter::open(bus_id);
+    if (!m) {
+      why_not = m.err().message;
+      return std::nullopt;
     }
-    held_at_start_ = held ? *held : 0;
-    free_at_start_ = free_bytes();
-    return json{{"ok", true},
-                {"gpu", json::parse(to_json(*facts))},
-                {"leak_check", meter_ ? own_usage : device_wide},
-                {"leak_check_note", why_device_wide}};
+    const auto pid = static_cast<unsigned>(::getpid());
+    constexpr std::uint64_t block = std::uint64_t{64} << 20;
+    const auto before = m->used_by(pid);
+    void* p = nullptr;
+    if (!before || cudaMalloc(&p, block) != cudaSuccess) {
+      why_not = before ? "cannot allocate the self-check block" : before.err().message;
+      return std::nullopt;
+    }
+    const auto with_block = m->used_by(pid);
+    cudaFree(p);
+    if (!with_block || *with_block < *before + block || *with_block > *before + 2 * block) {
+      why_not = "NVML's figure for this process did not follow a 64 MiB allocation";
+      return std::nullopt;
+    }
+    return std::move(*m);
   }
 
   /// The device memory this process holds, with torch's cache returned first; an error where it
@@ -172,7 +182,11 @@ class candidate_child {
 #endif
   }
 
+  // The first GPU work of a fresh child (the runner holds the GPU for it): torch's allocator and
+  // kernels, the known-good kernel, then the leak check's baselines.
   json probe(const std::string& library) {
+    (void)at::zeros({1}, at::device(at::kCUDA));  // torch's first use now, not in a candidate's check
+    cudaDeviceSynchronize();
     void* h = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!h) return failure("infra_error", std::string("probe: dlopen: ") + ::dlerror(), true);
     auto fwd = reinterpret_cast<forward_fn>(::dlsym(h, "kf_forward"));
@@ -193,6 +207,18 @@ class candidate_child {
                      true);
     }
     ::dlclose(h);
+    if (!reply.value("ok", false)) return reply;
+    std::string why_device_wide;
+    meter_ = checked_meter(why_device_wide);
+    const auto held = held_bytes();
+    if (!held) {
+      if (why_device_wide.empty()) why_device_wide = held.err().message;
+      meter_.reset();
+    }
+    held_at_start_ = held ? *held : 0;
+    free_at_start_ = free_bytes();
+    reply["leak_check"] = meter_ ? protocol::own_usage_leak_check : device_wide;
+    if (!meter_) reply["leak_check_note"] = why_device_wide;
     return reply;
   }
 
@@ -382,7 +408,8 @@ class candidate_child {
           break;
         }
       }
-      if (cudaMemcpyAsync(buf.ptr, c.data_ptr(), bytes, cudaMemcpyDeviceToDevice, stream_) != cudaSuccess)
+      // On torch's stream, after whatever made `c` (a copy, were an output not contiguous).
+      if (cudaMemcpyAsync(buf.ptr, c.data_ptr(), bytes, cudaMemcpyDeviceToDevice, cudaStreamLegacy) != cudaSuccess)
         break;
       handles.push_back(protocol::to_hex(&buf.handle, sizeof buf.handle));
     }
@@ -419,13 +446,19 @@ class candidate_child {
     workspace_ = nullptr;
     if (lib_) ::dlclose(lib_);
     lib_ = nullptr;
-    cudaDeviceSynchronize();
+    // The kept buffers hold this candidate's outputs, which the next candidate (often of the same
+    // task and seed) must not find: cleared, or freed when large.
+    if (shared_bytes() > kept_shared_limit) release_shared();
+    for (auto& b : shared_) cudaMemsetAsync(b.ptr, 0, b.bytes, stream_);
+    if (const auto e = cudaDeviceSynchronize(); e != cudaSuccess)  // this context is not to be trusted
+      return json{{"ok", true}, {"recycle", true}, {"reason", "CUDA error at unload: " + cuda_text(e)}};
     // The kept output buffers are ours, not the candidate's: they do not count as a leak.
     if (meter_) {
       if (const auto held = held_bytes()) {
         const std::uint64_t now = *held - std::min<std::uint64_t>(*held, shared_bytes());
         const bool leaked = now > held_at_start_ + leak_limit;
-        return json{{"ok", true}, {"recycle", leaked}, {"leak_check", own_usage}, {"held_bytes", now}};
+        return json{{"ok", true}, {"recycle", leaked}, {"leak_check", protocol::own_usage_leak_check},
+                    {"held_bytes", now}};
       }
     }
     const std::size_t now = free_bytes() + shared_bytes();

@@ -7,18 +7,21 @@
 //
 // Candidate child (`kforge sandbox-child`, candidate_child.cpp): loads candidate libraries and
 // calls them. It never sees an expected output.
-//   hello                                  -> device, l2_bytes, free_bytes
-//   probe   {library}                      -> runs the known-good kernel, checks it in-process
+//   hello                                  -> gpu (facts)
+//   probe   {library}                      -> runs the known-good kernel, checks it in-process;
+//                                             leak_check: "process" (its own memory, by NVML)
+//                                             or "device_free" (the GPU's, with leak_check_note)
 //   load    {library, task}                -> dlopen + dlsym
 //   check   {check, seed, variant, output_shapes, dir, ipc}
 //                                          -> the NaN-poisoned call's outputs, after: inputs
 //                                             unchanged, two calls with different poison agree;
 //                                             with ipc: true as CUDA IPC handles (hex) of copies
-//                                             that live until the child's next request (the
+//                                             in buffers the child keeps and reuses (the
 //                                             reference server reads them on the GPU), else (or
 //                                             when IPC fails) as files of raw bytes in dir
 //   time    {seed, warmup, trials}         -> event_ms[], wall_ms[] (primary shapes)
-//   unload                                 -> recycle (true: the child leaked device memory)
+//   unload                                 -> recycle (true: the child leaked device memory),
+//                                             leak_check (as probe)
 //
 // Reference server (`kforge sandbox-ref`, reference_server.cpp): runs task references, keeps
 // expected outputs per (task, seed, variant), compares, times the eager baseline. It never loads
@@ -52,6 +55,8 @@ inline constexpr std::int64_t expected_cache_bytes = std::int64_t{16} << 30;
 /// How a reference server's failure to read outputs over CUDA IPC begins: the runner then asks the
 /// child for the same check again as files (IPC may not work on every host).
 inline constexpr const char* ipc_unavailable = "outputs over CUDA IPC unavailable: ";
+/// The leak check's name in probe and unload replies when it read the child's own device memory.
+inline constexpr const char* own_usage_leak_check = "process";
 
 /// Bytes as hex in the JSON lines (CUDA IPC handles travel this way): common/hex.hpp.
 using ::kforge::from_hex;

@@ -11,7 +11,6 @@ namespace kforge::sandbox {
 namespace {
 
 // The few NVML declarations used here (nvml.h is not installed with the toolkit on every host).
-// The C ABI of these versioned entry points is stable across drivers.
 using nvml_return = int;
 constexpr nvml_return nvml_success = 0;
 constexpr nvml_return nvml_insufficient_size = 7;
@@ -23,6 +22,12 @@ struct nvml_process_info {  // nvmlProcessInfo_t of the _v3 query
   unsigned int gpu_instance_id;
   unsigned int compute_instance_id;
 };
+// Drivers 535.43 to about 535.86 wrote 32-byte entries through the same _v3 entry point (a field
+// added, then removed again). Room for that many bytes per entry means such a driver can never
+// write past the buffer; its entries are then read at the wrong stride, which the child's
+// self-check on a known allocation catches (the meter is then not used).
+constexpr std::size_t widest_entry = 32;
+static_assert(sizeof(nvml_process_info) <= widest_entry);
 
 }  // namespace
 
@@ -70,12 +75,14 @@ result<process_memory_meter> process_memory_meter::open(const std::string& pci_b
 }
 
 result<std::uint64_t> process_memory_meter::used_by(unsigned pid) const {
-  std::vector<nvml_process_info> infos(16);
+  std::size_t capacity = 16;
+  std::vector<nvml_process_info> infos;
   for (int attempt = 0; attempt < 4; ++attempt) {
-    unsigned int count = static_cast<unsigned int>(infos.size());
+    infos.assign(capacity * widest_entry / sizeof(nvml_process_info) + 1, nvml_process_info{});
+    unsigned int count = static_cast<unsigned int>(capacity);
     const auto r = lib_->compute_processes(device_, &count, infos.data());
     if (r == nvml_insufficient_size) {
-      infos.resize(static_cast<std::size_t>(count) + 16);  // processes may start meanwhile
+      capacity = static_cast<std::size_t>(count) + 16;  // processes may start meanwhile
       continue;
     }
     if (r != nvml_success) return error{"NVML process query: " + lib_->text(r)};

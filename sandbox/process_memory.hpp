@@ -22,7 +22,9 @@ class process_memory_meter {
 
   /// Bytes `pid` (a process ID as this process sees it) holds on the GPU, or an error: NVML
   /// failed, the process is not listed (no context on this GPU, or the driver reports process IDs
-  /// of another PID namespace) or its usage is not available.
+  /// of another PID namespace) or its usage is not available. Users check the figure once against
+  /// an allocation of their own: a PID of another namespace can name another process, and some
+  /// drivers lay the entries out differently.
   result<std::uint64_t> used_by(unsigned pid) const;
 
   process_memory_meter(process_memory_meter&&) noexcept = default;

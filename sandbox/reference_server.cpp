@@ -178,8 +178,8 @@ class reference_server {
   // The candidate child's outputs straight from its GPU memory (CUDA IPC handles): copied into this
   // server's memory and the mappings closed before anything is compared, so nothing the child does
   // later can touch them. The handles come from the child, where candidate code runs, so each
-  // mapping is checked to hold the whole output before it is read (an honest child allocates
-  // exactly the output's bytes). A reply no honest child sends (a wrong handle count, a malformed
+  // mapping is checked to hold the whole output before it is read (an honest child's buffer holds
+  // at least the output's bytes: it keeps and reuses larger ones). A reply no honest child sends (a wrong handle count, a malformed
   // handle) is `bad_share`; a handle that does not open, cannot be measured or is too small is
   // ipc_unavailable (the runner then asks for files); a CUDA error while copying ends this server
   // (fatal: it is restarted) rather than leave it broken.

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -294,7 +295,10 @@ result<bool> runner::ensure_child(double& gpu_wait_ms) {
   // Starting the process and its CUDA context needs no lock; the probe kernel runs on the GPU, so
   // it shares it with verification and never meets a timed trial.
   auto hello = start_child(o, "sandbox-child", "kforge-run-", scratch_, child_, json{{"op", "hello"}});
-  if (!hello) return error{hello.err().message};
+  if (!hello) {
+    child_.kill();  // a child that failed its start is never given a candidate
+    return error{hello.err().message};
+  }
   std::optional<gpu_slot::gpu_lock> sharing;
   {
     phase_timer t(gpu_wait_ms);
@@ -302,7 +306,18 @@ result<bool> runner::ensure_child(double& gpu_wait_ms) {
   }
   auto probed = start_request(o, "sandbox-child", child_, json{{"op", "probe"}, {"library", o.probe_library}});
   child_.take_output();
-  if (!probed) return error{probed.err().message};
+  if (!probed) {
+    child_.kill();
+    return error{probed.err().message};
+  }
+  if (probed->value("leak_check", "") != protocol::own_usage_leak_check) {
+    // Said once per process: every child on this host would say the same.
+    static std::once_flag said;
+    std::call_once(said, [&] {
+      std::fprintf(stderr, "sandbox: the leak check reads the GPU's free memory, not each child's own (%s)\n",
+                   probed->value("leak_check_note", "no reason given").c_str());
+    });
+  }
   return true;
 }
 
@@ -333,17 +348,25 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   // lock is taken per step, not for the whole verification: a runner waiting to time then waits
   // for one step of each verifying runner, not for all of their remaining steps.
   // `gpu` holds the lock of the step under way (exclusive while timing); a step inside another
-  // (unloading after a failed check or trial) runs under the lock already held.
+  // (unloading after a failed check or trial) runs under the lock already held. Waiting for it is
+  // not the candidate's time: its deadline moves by the wait.
   std::optional<gpu_slot::gpu_lock> gpu;
+  clock_type::time_point deadline{};
   auto share_gpu = [&] {
     if (gpu) return;
-    phase_timer t(ph.gpu_wait_ms);
+    const auto since = clock_type::now();
     gpu.emplace(*slot_, false);
+    const auto waited = clock_type::now() - since;
+    ph.gpu_wait_ms += std::chrono::duration<double, std::milli>(waited).count();
+    deadline += waited;
   };
   auto step_done = [&] { gpu.reset(); };
   {
-    phase_timer t(ph.start_ms);
-    auto started = ensure_child(ph.gpu_wait_ms);
+    const auto since = clock_type::now();
+    double waited = 0;
+    auto started = ensure_child(waited);
+    ph.gpu_wait_ms += waited;
+    ph.start_ms += elapsed_ms(since) - waited;
     if (!started) return infra(started.err().message);
     ph.children_started += *started ? 1 : 0;
   }
@@ -367,7 +390,7 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   const json& shapes = prepared->at("output_shapes");
 
   // The candidate's side, under its own deadline. A reply that is not ok decides the verdict.
-  auto deadline = clock_type::now() + o.time_limit;
+  deadline = clock_type::now() + o.time_limit;
   bool child_failed = false;
   auto ask = [&](const json& req, json& reply) -> bool {
     const auto r = child_.request(req.dump(), left_until(deadline));
@@ -405,9 +428,10 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
       if (r.failure != child_failure::none || reply.is_discarded()) {
         child_.kill();
       } else {
-        if (reply.value("leak_check", "") != "process") ++ph.device_wide_leak_checks;
+        const std::string check = reply.value("leak_check", "");
+        if (!check.empty() && check != protocol::own_usage_leak_check) ++ph.device_wide_leak_checks;
         if (reply.value("recycle", false)) {
-          ++ph.leak_recycles;
+          if (!check.empty()) ++ph.leak_recycles;  // else a CUDA error at unload
           child_.kill();
         }
       }

@@ -94,7 +94,7 @@ struct run_outcome {
 struct run_phases {
   int candidates = 0;
   double gpu_wait_ms = 0;   ///< waiting for the GPU: shared for verifying, exclusive for timing
-  double start_ms = 0;      ///< starting and probing fresh candidate children
+  double start_ms = 0;      ///< starting and probing fresh candidate children (not the GPU wait)
   double prepare_ms = 0;    ///< reference server: expected outputs (cached per task and seed)
   double load_ms = 0;       ///< the candidate's child loading its library
   double check_ms = 0;      ///< the candidate's child running the input sets
@@ -102,8 +102,9 @@ struct run_phases {
   double trials_ms = 0;     ///< the candidate's timed trials
   double baseline_ms = 0;   ///< the reference server's baseline trials
   double unload_ms = 0;     ///< unloading (and the leak check)
-  int children_started = 0;        ///< fresh candidate children (start_ms is their time)
+  int children_started = 0;        ///< fresh children for candidates (not runner::start's)
   int leak_recycles = 0;           ///< children ended because the leak check said so
+  /// (children started by runner::start before any candidate are not counted)
   int device_wide_leak_checks = 0; ///< leak checks on the GPU's free memory, not the child's own
   /// Every time field with its name: the one list that sums, differences and reports walk.
   static const std::vector<std::pair<const char*, double run_phases::*>>& fields();

@@ -36,7 +36,12 @@ class nccl_rank final : public collective {
   nccl_rank(ncclComm_t comm, int rank, int size, int device, nccl_group_options o)
       : comm_(comm), rank_(rank), size_(size), device_(device), o_(std::move(o)) {}
   ~nccl_rank() override {
-    if (!broken_) ncclCommDestroy(comm_);  // a broken one was aborted
+    if (broken_) return;  // aborted already
+    // Where a rank process has died, destroying could wait for it: abort instead.
+    if (o_.give_up && o_.give_up())
+      ncclCommAbort(comm_);
+    else
+      ncclCommDestroy(comm_);
   }
   nccl_rank(const nccl_rank&) = delete;
   nccl_rank& operator=(const nccl_rank&) = delete;
@@ -68,8 +73,7 @@ class nccl_rank final : public collective {
     std::vector<ncclDataType_t> types;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       const at::Tensor& t = tensors[i];
-      const std::string where = std::string("nccl group rank ") + std::to_string(rank_) + ": " + what + ": tensor " +
-                                std::to_string(i) + ": ";
+      const std::string where = who(rank_, size_) + what + ": tensor " + std::to_string(i) + ": ";
       if (!t.defined() || !t.is_cuda() || t.device().index() != device_ || !t.is_contiguous())
         return error{where + "must be a contiguous tensor on cuda:" + std::to_string(device_)};
       auto dt = nccl_type(t);
@@ -77,8 +81,7 @@ class nccl_rank final : public collective {
       types.push_back(*dt);
     }
     device_scope on(device_);  // the calling (actor) thread's current device is left as it was
-    if (!on) return error{std::string("nccl group rank ") + std::to_string(rank_) + ": cannot select cuda:" +
-                          std::to_string(device_)};
+    if (!on) return error{who(rank_, size_) + "cannot select cuda:" + std::to_string(device_)};
     const auto deadline = nccl_clock::now() + o_.timeout;
     const std::string late = std::string(what) + " did not finish within " + std::to_string(o_.timeout.count()) +
                              " ms: a rank is gone or stuck";
@@ -91,8 +94,9 @@ class nccl_rank final : public collective {
       }
     }
     // Enqueued once the (non-blocking) communicator settles; done once the stream has run them.
-    // The step after reads the sums on this stream anyway, so waiting here costs nothing, and a
-    // rank that died mid-step fails the step (after an abort) instead of hanging every other.
+    // The step after reads the sums (the gradient norm goes to the host), so little is lost by
+    // waiting here, and a rank that died mid-step fails the step (after an abort) instead of
+    // hanging every other.
     if (auto why = settle(comm_, ncclGroupEnd(), {deadline, o_.give_up, std::string("enqueuing ") + what, late});
         !why.empty())
       return fail(why);

@@ -26,7 +26,7 @@ namespace kforge::trainer {
 struct nccl_group_options {
   std::chrono::milliseconds join_timeout{std::chrono::minutes(10)};
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
-  std::function<bool()> give_up;  ///< optional; asked about every millisecond while waiting
+  std::function<bool()> give_up;  ///< optional; asked often while waiting
 };
 
 /// Joins the group `id` as `rank` of `size` on CUDA device `device`. Blocks until every rank has

@@ -17,8 +17,18 @@ std::string settle(ncclComm_t comm, ncclResult_t r, const nccl_wait& w) {
 }
 
 std::string drain(ncclComm_t comm, cudaStream_t stream, const nccl_wait& w) {
+  // An event marks the work queued so far: what other threads queue on the stream later is not
+  // waited for.
+  cudaEvent_t done = nullptr;
+  if (const auto e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming); e != cudaSuccess)
+    return w.what + ": " + cudaGetErrorString(e);
+  struct destroy {
+    cudaEvent_t e;
+    ~destroy() { cudaEventDestroy(e); }
+  } destroy_done{done};
+  if (const auto e = cudaEventRecord(done, stream); e != cudaSuccess) return w.what + ": " + cudaGetErrorString(e);
   for (;;) {
-    const cudaError_t q = cudaStreamQuery(stream);
+    const cudaError_t q = cudaEventQuery(done);
     if (q == cudaSuccess) return {};
     if (q != cudaErrorNotReady) return w.what + ": " + cudaGetErrorString(q);
     ncclResult_t async = ncclSuccess;

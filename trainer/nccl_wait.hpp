@@ -30,7 +30,8 @@ struct nccl_wait {
 /// progress" (joining, enqueuing).
 std::string settle(ncclComm_t comm, ncclResult_t r, const nccl_wait& w);
 
-/// Polls `stream` until its work (NCCL kernels among it) is done, watching `comm` for errors.
+/// Polls until the work queued on `stream` so far (NCCL kernels among it) is done, watching
+/// `comm` for errors.
 std::string drain(ncclComm_t comm, cudaStream_t stream, const nccl_wait& w);
 
 }  // namespace kforge::trainer
