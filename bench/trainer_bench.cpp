@@ -24,6 +24,8 @@
 // call each, copies back) on tensors of the model's parameter shapes, against NCCL's own
 // all-reduce of one buffer of the same total size (trainer/nccl_check.hpp, nccl-tests' algorithm)
 // in the same run: time and bus bandwidth (bytes x 2(K-1)/K / time) of each.
+// The K-rank run sums each bucket of gradients during the backward pass (the trainer's default);
+// it runs once more with the sums after the backward pass, for the step time of each.
 // Checked while measuring: every step stepped with a finite loss and gradient norm; after the
 // K-rank run every rank's weights equal rank 0's bit for bit, and rank 0's update (weights minus
 // the starting ones) points where the 1-rank run's does (cosine > 0.9; bf16 rounding and AdamW
@@ -110,7 +112,7 @@ struct run_result {
 };
 
 run_result run(const std::string& model_dir, const std::vector<at::Device>& devices, const workload& w,
-               std::int64_t vocab, bool bf16) {
+               std::int64_t vocab, bool bf16, bool overlap = true) {
   run_result out;
   kt::data_parallel_options o;
   o.model_dir = model_dir;
@@ -119,6 +121,7 @@ run_result run(const std::string& model_dir, const std::vector<at::Device>& devi
   o.trainer.step.micro_batch_size = w.micro_batch;
   o.trainer.kl.initial_coef = 0.04;
   o.trainer.bf16_compute = bf16;
+  o.trainer.step.overlap_grad_reduce = overlap;
   auto t = kt::data_parallel_trainer::create(o);
   if (!t) {
     std::printf("  FAILED to build %zu rank(s): %s\n", devices.size(), t.message().c_str());
@@ -371,6 +374,20 @@ int main(int argc, char** argv) {
       r["goal_85_met"] = efficiency >= 0.85;
       r["ranks_identical"] = same;
       r["max_weight_diff_to_one_rank"] = diff;
+
+      // The same K ranks with the gradients summed after the backward pass instead of during it.
+      auto after = run(dir.string(), many, w, s.vocab, bf16, /*overlap=*/false);
+      ok = ok && after.ok;
+      if (after.ok) {
+        const spread during_t = spread::of(dp.seconds), after_t = spread::of(after.seconds);
+        const double moved =
+            kforge::model::max_weight_difference(*after.trainer->lead().policy(), *dp.trainer->lead().policy());
+        std::printf("  gradients summed during backward: %.3f s/step; after it: %.3f s/step (%.1f %% %s); max |weight "
+                    "diff| between the two %.3g\n",
+                    during_t.median, after_t.median, 100 * std::abs(1 - during_t.median / after_t.median),
+                    during_t.median <= after_t.median ? "faster during" : "slower during", moved);
+        r["sum_after_backward"] = {{"step_s", after_t.to_json()}, {"max_weight_diff_to_overlapped", moved}};
+      }
       out["data_parallel"] = r;
 
 #if defined(KFORGE_WITH_CUDA)

@@ -29,6 +29,14 @@ class collective {
   [[nodiscard]] virtual status all_reduce_sum(const std::vector<at::Tensor>& tensors) = 0;
   /// Copies `root`'s tensors into every other rank's.
   [[nodiscard]] virtual status broadcast(const std::vector<at::Tensor>& tensors, int root) = 0;
+  /// Starts summing `tensors` in place, in the background where the group can (NCCL: on a stream
+  /// of its own, after the work queued so far); nobody may touch them until wait_started(). Groups
+  /// that cannot sum in the background sum at once (this default).
+  [[nodiscard]] virtual status all_reduce_sum_start(const std::vector<at::Tensor>& tensors) {
+    return all_reduce_sum(tensors);
+  }
+  /// Waits for every started sum: they are then visible to later work, as all_reduce_sum's are.
+  [[nodiscard]] virtual status wait_started() { return {}; }
 };
 
 /// `size` ranks that are threads of this process: element r goes to the thread of rank r. Each

@@ -1,5 +1,7 @@
 #include "trainer/grpo_step.hpp"
 
+#include "trainer/gradient_reducer.hpp"
+
 // The optimiser's header only: <torch/torch.h> (all of nn, data, jit, ...) costs this TU about
 // twice the compile time.
 #include <torch/types.h>
@@ -76,6 +78,20 @@ struct grpo_stepper::impl {
   grpo_step_options opt;
   torch::optim::AdamW adamw;
   std::int64_t steps = 0;
+  // Data parallel with overlap: the reducer for `reducer_group`, made at the first parallel step.
+  std::unique_ptr<gradient_reducer> reducer;
+  collective* reducer_group = nullptr;
+
+  gradient_reducer* reducer_for(collective& group) {
+    if (!opt.overlap_grad_reduce) return nullptr;
+    if (!reducer || reducer_group != &group) {
+      reducer.reset();
+      reducer = std::make_unique<gradient_reducer>(params, compute.empty() ? params : compute, group,
+                                                   opt.grad_bucket_bytes);
+      reducer_group = &group;
+    }
+    return reducer.get();
+  }
 
   void clear_compute_grads() {
     for (auto& c : compute) c.mutable_grad() = at::Tensor();
@@ -103,6 +119,7 @@ grpo_stepper::grpo_stepper(std::vector<at::Tensor> parameters, grpo_step_options
   if (opt.micro_batch_size < 1)
     throw std::invalid_argument("grpo_step_options.micro_batch_size: must be >= 1");
   if (!(opt.lr > 0)) throw std::invalid_argument("grpo_step_options.lr: must be > 0");
+  if (opt.grad_bucket_bytes == 0) throw std::invalid_argument("grpo_step_options.grad_bucket_bytes: must be > 0");
   impl_ = std::make_unique<impl>(std::move(parameters), opt);
 }
 grpo_stepper::~grpo_stepper() = default;
@@ -114,6 +131,7 @@ void grpo_stepper::set_compute_parameters(std::vector<at::Tensor> compute) {
     throw std::invalid_argument("grpo stepper: " + std::to_string(compute.size()) + " compute parameters for " +
                                 std::to_string(impl_->params.size()));
   impl_->compute = std::move(compute);
+  impl_->reducer.reset();  // its hooks sit on the tensors backward ran on before
   impl_->refresh_compute();
 }
 
@@ -229,10 +247,17 @@ struct stats_sum {
   }
 };
 
-// Data parallel: the statistics' sums and counts, and how many ranks failed their share, summed
-// across the ranks; then, unless one failed, the gradients.
-status sum_across(collective& group, const std::vector<at::Tensor>& params, stats_sum& sums, grpo_step_stats& out,
-                  bool failed_here) {
+// Data parallel: the gradients' sums started during the backward pass are finished (with
+// `reducer`); then the statistics' sums and counts, and how many ranks failed their share, are
+// summed across the ranks; then, without a reducer and unless one failed, the gradients.
+status sum_across(collective& group, const std::vector<at::Tensor>& params, gradient_reducer* reducer,
+                  stats_sum& sums, grpo_step_stats& out, bool failed_here) {
+  std::string grads_failed;
+  if (reducer) {
+    if (auto s = reducer->finish(); !s) grads_failed = s.message();
+    out.buckets_reduced_in_backward = static_cast<std::int64_t>(reducer->started_early());
+  }
+  failed_here = failed_here || !grads_failed.empty();
   grpo_loss_stats& t = sums.total;
   std::vector<double*> fields = {&t.loss, &t.policy_loss, &t.kl_loss, &t.mean_kl, &t.mean_ratio,
                                  &t.clip_fraction, &t.clip_low_fraction, &t.clip_high_fraction,
@@ -252,8 +277,10 @@ status sum_across(collective& group, const std::vector<at::Tensor>& params, stat
   t.tokens = static_cast<std::int64_t>(p[fields.size()]);
   out.micro_batches = static_cast<std::int64_t>(p[fields.size() + 1]);
   out.stale_samples = static_cast<std::int64_t>(p[fields.size() + 2]);
+  if (!grads_failed.empty()) return error{grads_failed};
   if (const auto failed = static_cast<int>(p[fields.size() + 3]); failed > 0)
     return error{std::to_string(failed) + " rank(s) failed their share of the batch"};
+  if (reducer) return {};
   return all_reduce_gradients(params, group);
 }
 
@@ -316,6 +343,7 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
   st.clear_compute_grads();
   const auto mbs = static_cast<std::size_t>(st.opt.micro_batch_size);
   const bool parallel = group != nullptr && ranks > 1;
+  gradient_reducer* reducer = parallel ? st.reducer_for(*group) : nullptr;
   // A rank whose share fails (out of memory, say) must still reach the agreement below, or the
   // other ranks would wait in the all-reduce forever: every rank then fails the step.
   std::string failed_here;
@@ -363,6 +391,7 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
       }
 
       auto res = grpo_loss(in, st.opt.grpo, kl_coef, batch_tokens);
+      if (reducer && end == share_end) reducer->arm();  // this rank's last backward pass
       res.loss.backward();
       st.accumulate_compute_grads();
       sums.add(res.stats);
@@ -373,7 +402,7 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
     failed_here = e.what();
   }
   if (parallel) {
-    auto s = sum_across(*group, st.params, sums, out, !failed_here.empty());
+    auto s = sum_across(*group, st.params, reducer, sums, out, !failed_here.empty());
     if (!failed_here.empty() || !s) {
       st.adamw.zero_grad();
       st.clear_compute_grads();

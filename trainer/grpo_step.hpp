@@ -87,6 +87,12 @@ struct grpo_step_options {
   /// carry behaviour log-probs (grpo.hpp, "Off-policy correction"). Samples of the current version
   /// are treated as on-policy (weight 1).
   bool correct_off_policy = true;
+  /// Data parallel: each bucket of gradients is summed across the ranks while the last
+  /// micro-batch's backward pass goes on (gradient_reducer.hpp); false: after it
+  /// (all_reduce_gradients). The sums are the same either way.
+  bool overlap_grad_reduce = true;
+  /// Bytes of gradients per bucket of the data-parallel sum. > 0.
+  std::size_t grad_bucket_bytes = 25u << 20;
 };
 
 /// What one step did: the loss statistics are token-weighted over all micro-batches.
@@ -98,6 +104,9 @@ struct grpo_step_stats {
   std::int64_t micro_batches = 0;
   std::int64_t samples = 0;       ///< samples trained on
   std::int64_t stale_samples = 0; ///< of those, importance-weighted (older policy version)
+  /// Data parallel with overlap: gradient buckets this rank started summing during its backward
+  /// pass (the rest started after it).
+  std::int64_t buckets_reduced_in_backward = 0;
   double kl_coef = 0;             ///< coefficient used
   group_advantages advantages;    ///< group/advantage statistics (and the per-sample values)
 };

@@ -36,12 +36,16 @@ class nccl_rank final : public collective {
   nccl_rank(ncclComm_t comm, int rank, int size, int device, nccl_group_options o)
       : comm_(comm), rank_(rank), size_(size), device_(device), o_(std::move(o)) {}
   ~nccl_rank() override {
-    if (broken_) return;  // aborted already
-    // Where a rank process has died, destroying could wait for it: abort instead.
-    if (o_.give_up && o_.give_up())
-      ncclCommAbort(comm_);
-    else
-      ncclCommDestroy(comm_);
+    if (!broken_) {
+      // Where a rank process has died, destroying could wait for it: abort instead.
+      if (o_.give_up && o_.give_up())
+        ncclCommAbort(comm_);
+      else
+        ncclCommDestroy(comm_);
+    }
+    if (side_ != nullptr) cudaStreamDestroy(side_);
+    if (ready_ != nullptr) cudaEventDestroy(ready_);
+    if (done_ != nullptr) cudaEventDestroy(done_);
   }
   nccl_rank(const nccl_rank&) = delete;
   nccl_rank& operator=(const nccl_rank&) = delete;
@@ -50,25 +54,65 @@ class nccl_rank final : public collective {
   int size() const noexcept override { return size_; }
 
   status all_reduce_sum(const std::vector<at::Tensor>& tensors) override {
-    return each(tensors, "all_reduce_sum", [&](void* p, std::size_t n, ncclDataType_t dt) {
-      return ncclAllReduce(p, p, n, dt, ncclSum, comm_, /*stream=*/nullptr);
+    if (auto s = wait_started(); !s) return s;  // one order of calls on the communicator
+    return each(tensors, "all_reduce_sum", nullptr, [&](void* p, std::size_t n, ncclDataType_t dt, cudaStream_t st) {
+      return ncclAllReduce(p, p, n, dt, ncclSum, comm_, st);
     });
   }
 
   status broadcast(const std::vector<at::Tensor>& tensors, int root) override {
     if (root < 0 || root >= size_)
       return error{"nccl group: broadcast root " + std::to_string(root) + " outside a group of " + std::to_string(size_)};
-    return each(tensors, "broadcast", [&](void* p, std::size_t n, ncclDataType_t dt) {
-      return ncclBroadcast(p, p, n, dt, root, comm_, /*stream=*/nullptr);
+    if (auto s = wait_started(); !s) return s;
+    return each(tensors, "broadcast", nullptr, [&](void* p, std::size_t n, ncclDataType_t dt, cudaStream_t st) {
+      return ncclBroadcast(p, p, n, dt, root, comm_, st);
     });
   }
 
+  // On a stream of this rank's own, after an event on the default stream (the work that wrote the
+  // tensors); the host does not wait.
+  status all_reduce_sum_start(const std::vector<at::Tensor>& tensors) override {
+    if (side_ == nullptr) {
+      device_scope on(device_);
+      if (!on || cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking) != cudaSuccess ||
+          cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming) != cudaSuccess ||
+          cudaEventCreateWithFlags(&done_, cudaEventDisableTiming) != cudaSuccess)
+        return fail("cannot create the stream and events for background sums");
+    }
+    auto s = each(tensors, "all_reduce_sum_start", side_, [&](void* p, std::size_t n, ncclDataType_t dt, cudaStream_t st) {
+      return ncclAllReduce(p, p, n, dt, ncclSum, comm_, st);
+    });
+    if (s) pending_ = true;
+    return s;
+  }
+
+  // The default stream waits for the background sums (no host wait for that), and the host polls
+  // them like any call, so a dead peer fails the step here rather than hanging it.
+  status wait_started() override {
+    if (!pending_) return {};
+    pending_ = false;
+    device_scope on(device_);
+    if (!on) return fail("cannot select cuda:" + std::to_string(device_));
+    if (cudaStreamWaitEvent(nullptr, done_, 0) != cudaSuccess) return fail("cannot order the default stream after the sums");
+    const std::string what = "the background sums";
+    if (auto why = drain_event(comm_, done_, {nccl_clock::now() + o_.timeout, o_.give_up, what, late(what.c_str())});
+        !why.empty())
+      return fail(why);
+    return {};
+  }
+
  private:
+  std::string late(const char* what) const {
+    return std::string(what) + " did not finish within " + std::to_string(o_.timeout.count()) +
+           " ms: a rank is gone or stuck";
+  }
+
   // Checks every tensor first (a rank that returns early would leave the others waiting in NCCL;
   // the ranks run the same code on the same shapes, so they fail the same checks), then issues the
-  // calls as one NCCL group.
+  // calls as one NCCL group: on the default stream, waited for; or on `side` (the background
+  // stream), after the default stream's work so far, with done_ recorded after them.
   template <class Op>
-  status each(const std::vector<at::Tensor>& tensors, const char* what, Op op) {
+  status each(const std::vector<at::Tensor>& tensors, const char* what, cudaStream_t side, Op op) {
     if (broken_) return error{who(rank_, size_) + what + ": the group is broken by an earlier failure"};
     std::vector<ncclDataType_t> types;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -82,33 +126,38 @@ class nccl_rank final : public collective {
     }
     device_scope on(device_);  // the calling (actor) thread's current device is left as it was
     if (!on) return error{who(rank_, size_) + "cannot select cuda:" + std::to_string(device_)};
-    const auto deadline = nccl_clock::now() + o_.timeout;
-    const std::string late = std::string(what) + " did not finish within " + std::to_string(o_.timeout.count()) +
-                             " ms: a rank is gone or stuck";
+    const nccl_wait w{nccl_clock::now() + o_.timeout, o_.give_up, what, late(what)};
+    if (side != nullptr &&
+        (cudaEventRecord(ready_, nullptr) != cudaSuccess || cudaStreamWaitEvent(side, ready_, 0) != cudaSuccess))
+      return fail(std::string(what) + ": cannot order the background stream after the default stream");
     KFORGE_NCCL_TRY(ncclGroupStart());
     for (std::size_t i = 0; i < tensors.size(); ++i) {
-      const ncclResult_t r = op(tensors[i].data_ptr(), static_cast<std::size_t>(tensors[i].numel()), types[i]);
+      const ncclResult_t r = op(tensors[i].data_ptr(), static_cast<std::size_t>(tensors[i].numel()), types[i], side);
       if (r != ncclSuccess && r != ncclInProgress) {
         ncclGroupEnd();
         return fail(std::string(what) + ": " + ncclGetErrorString(r));
       }
     }
-    // Enqueued once the (non-blocking) communicator settles; done once the stream has run them.
-    // The step after reads the sums (the gradient norm goes to the host), so little is lost by
-    // waiting here, and a rank that died mid-step fails the step (after an abort) instead of
-    // hanging every other.
-    if (auto why = settle(comm_, ncclGroupEnd(), {deadline, o_.give_up, std::string("enqueuing ") + what, late});
+    // Enqueued once the (non-blocking) communicator settles.
+    if (auto why = settle(comm_, ncclGroupEnd(), {w.deadline, w.stop, std::string("enqueuing ") + what, w.late});
         !why.empty())
       return fail(why);
-    if (auto why = drain(comm_, cudaStreamLegacy, {deadline, o_.give_up, what, late}); !why.empty())
-      return fail(why);
+    if (side != nullptr) {
+      if (cudaEventRecord(done_, side) != cudaSuccess) return fail(std::string(what) + ": cannot record its end");
+      return {};
+    }
+    // Done once the default stream has run them. The step after reads the sums (the gradient norm
+    // goes to the host), so little is lost by waiting here, and a rank that died mid-step fails
+    // the step (after an abort) instead of hanging every other.
+    if (auto why = drain(comm_, nullptr, w); !why.empty()) return fail(why);
     return {};
   }
 
   // Aborting ends the NCCL kernels still waiting for a peer; the group stays broken.
   status fail(const std::string& why) {
-    ncclCommAbort(comm_);
+    if (!broken_) ncclCommAbort(comm_);
     broken_ = true;
+    pending_ = false;
     return error{who(rank_, size_) + why};
   }
 
@@ -129,6 +178,9 @@ class nccl_rank final : public collective {
   int rank_, size_, device_;
   nccl_group_options o_;
   bool broken_ = false;
+  cudaStream_t side_ = nullptr;                       ///< background sums (all_reduce_sum_start)
+  cudaEvent_t ready_ = nullptr, done_ = nullptr;      ///< before / after them
+  bool pending_ = false;                              ///< started sums not waited for yet
 };
 
 }  // namespace

@@ -27,6 +27,10 @@ std::string drain(ncclComm_t comm, cudaStream_t stream, const nccl_wait& w) {
     ~destroy() { cudaEventDestroy(e); }
   } destroy_done{done};
   if (const auto e = cudaEventRecord(done, stream); e != cudaSuccess) return w.what + ": " + cudaGetErrorString(e);
+  return drain_event(comm, done, w);
+}
+
+std::string drain_event(ncclComm_t comm, cudaEvent_t done, const nccl_wait& w) {
   for (;;) {
     const cudaError_t q = cudaEventQuery(done);
     if (q == cudaSuccess) return {};

@@ -34,4 +34,7 @@ std::string settle(ncclComm_t comm, ncclResult_t r, const nccl_wait& w);
 /// `comm` for errors.
 std::string drain(ncclComm_t comm, cudaStream_t stream, const nccl_wait& w);
 
+/// Polls until `done` (an event recorded after NCCL calls on `comm`) has happened.
+std::string drain_event(ncclComm_t comm, cudaEvent_t done, const nccl_wait& w);
+
 }  // namespace kforge::trainer

@@ -1,5 +1,5 @@
 // The data-parallel NCCL group's waits on one GPU (issue 6): a group of one rank works through the
-// non-blocking communicator, and a join that another rank never makes ends after the timeout, or
+// non-blocking communicator (its calls and its background sums), and a join that another rank never makes ends after the timeout, or
 // sooner when give_up says so, instead of hanging. (A rank dying inside a collective needs two
 // GPUs: dp_gpu_test.cpp.) Skips (exit 77) without a GPU.
 #include <ATen/ATen.h>
@@ -47,6 +47,23 @@ TEST_CASE("NCCL group of one rank: all-reduce and broadcast through the non-bloc
   s = (*g)->broadcast({a}, 0);
   REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.message()));
   CHECK(at::equal(a, a0));
+
+  // Background sums (the gradient reducer's) on the group's own stream, after the default
+  // stream's work: a value written just before is what gets summed, and is seen after the wait.
+  a.mul_(2);
+  s = (*g)->all_reduce_sum_start({a});
+  REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.message()));
+  s = (*g)->all_reduce_sum_start({b});
+  REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.message()));
+  s = (*g)->wait_started();
+  REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.message()));
+  CHECK(at::equal(a, a0 * 2));
+  CHECK(at::equal(b, b0));
+  s = (*g)->all_reduce_sum_start({a});  // a call while one is started waits for it first
+  REQUIRE(s.ok());
+  s = (*g)->all_reduce_sum({b});
+  REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.message()));
+  CHECK(at::equal(a, a0 * 2));
 }
 
 TEST_CASE("NCCL group: a rank that never joins fails the join after the timeout, or at give_up") {

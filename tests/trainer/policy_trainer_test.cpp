@@ -464,3 +464,29 @@ TEST_CASE("policy trainer: excluded samples are dropped, bad samples are errors 
   CHECK(again->kl_controller == state->kl_controller);
   CHECK_FALSE(parse_trainer_state("{\"version\": 1}", "x").ok());
 }
+
+TEST_CASE("data parallel: gradients summed during the backward pass step exactly like sums after it") {
+  policy_trainer source(load_policy(), resume_options());
+  std::vector<train_batch> batches;
+  for (std::uint64_t i = 0; i < 3; ++i) batches.push_back(sample_batch(source, prompts, 4, 5, 500 + i, -1));
+  for (const bool bf16 : {false, true}) {
+    CAPTURE(bf16);
+    auto after = resume_options();
+    after.bf16_compute = bf16;
+    after.step.overlap_grad_reduce = false;
+    auto during = after;
+    during.step.overlap_grad_reduce = true;
+    during.step.grad_bucket_bytes = 16u << 10;  // many buckets for the tiny model
+    auto a = train_group({at::kCPU, at::kCPU}, after, batches);
+    auto d = train_group({at::kCPU, at::kCPU}, during, batches);
+    CHECK(ranks_identical(*d.group));
+    // The same fp32 sums of the same accumulated gradients, only started earlier.
+    CHECK(same_weights(a.group->lead().policy(), d.group->lead().policy()));
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      CHECK(d.stats[i].grpo.grad_norm == a.stats[i].grpo.grad_norm);
+      CHECK(a.stats[i].grpo.buckets_reduced_in_backward == 0);
+      CHECK(d.stats[i].grpo.buckets_reduced_in_backward > 0);
+      MESSAGE("step " << i << ": " << d.stats[i].grpo.buckets_reduced_in_backward << " buckets summed in backward");
+    }
+  }
+}
