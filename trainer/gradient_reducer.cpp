@@ -36,7 +36,8 @@ gradient_reducer::gradient_reducer(std::vector<at::Tensor> masters, std::vector<
     b.members.push_back(k);
   }
   for (std::size_t k = 0; k < n; ++k)
-    hooks_.push_back(backward_[k].register_hook([this, k](const at::Tensor& g) { on_gradient(k, g); }));
+    // LibTorch 2 calls hooks with a TensorBase, 1.13 with a Tensor: take the common base.
+    hooks_.push_back(backward_[k].register_hook([this, k](const at::TensorBase& g) { on_gradient(k, at::Tensor(g)); }));
 }
 
 gradient_reducer::~gradient_reducer() {
