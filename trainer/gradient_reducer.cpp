@@ -66,7 +66,7 @@ void gradient_reducer::write(std::size_t param, const at::Tensor& accumulated) {
 void gradient_reducer::on_gradient(std::size_t param, const at::Tensor& grad) {
   std::lock_guard lock(mutex_);
   if (!armed_ || written_[param] || !first_error_.empty()) return;
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;  // c10's: LibTorch 2 has no at:: alias without torch headers
   try {
     // What the step's accumulation will hold once this gradient is added (the same fp32 add).
     const at::Tensor& master = masters_[param].grad();
@@ -91,7 +91,7 @@ void gradient_reducer::start_ready() {
 
 status gradient_reducer::finish() {
   std::lock_guard lock(mutex_);
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;  // c10's: LibTorch 2 has no at:: alias without torch headers
   try {
     // Every bucket a hook did not complete, in order: gradients not written yet are final now.
     for (; next_to_start_ < buckets_.size(); ++next_to_start_) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include "common/result.hpp"
 #include "trainer/collective.hpp"
