@@ -37,6 +37,9 @@ class collective {
   }
   /// Waits for every started sum: they are then visible to later work, as all_reduce_sum's are.
   [[nodiscard]] virtual status wait_started() { return {}; }
+  /// True where all_reduce_sum_start really runs in the background: only then does summing
+  /// gradients during the backward pass (gradient_reducer.hpp) gain anything.
+  virtual bool sums_in_background() const noexcept { return false; }
 };
 
 /// `size` ranks that are threads of this process: element r goes to the thread of rank r. Each

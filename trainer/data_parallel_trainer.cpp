@@ -92,8 +92,10 @@ result<std::unique_ptr<data_parallel_trainer>> data_parallel_trainer::create(con
 #if defined(KFORGE_WITH_CUDA)
     auto id = new_nccl_id();
     if (!id) return error{"data parallel: " + id.message()};
-    join = [id = *id, n, devices = o.devices](int r) {
-      return make_nccl_group(id, r, n, devices[static_cast<std::size_t>(r)].index());
+    nccl_group_options no;
+    no.background_sums = o.in_process_background_sums;
+    join = [id = *id, n, devices = o.devices, no](int r) {
+      return make_nccl_group(id, r, n, devices[static_cast<std::size_t>(r)].index(), no);
     };
 #else
     return error{"data parallel over " + std::to_string(n) +

@@ -31,6 +31,10 @@ struct data_parallel_options {
   /// Set: the one rank of `devices` is rank group->rank() of this group, already joined (its other
   /// ranks live in other processes). Unset: the group is made here from `devices`.
   std::shared_ptr<collective> group;
+  /// NCCL ranks made here (threads of this process) sum gradients in the background during the
+  /// backward pass too. Off by default: nccl_group_options::background_sums says why; trainer_bench
+  /// turns it on to measure the overlap.
+  bool in_process_background_sums = false;
 };
 
 class data_parallel_trainer {

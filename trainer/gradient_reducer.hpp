@@ -3,8 +3,9 @@
 // runs the whole backward pass and then sums every gradient (all_reduce_gradients); with it, the
 // gradients are packed into buckets (in reverse parameter order, roughly the order backward
 // produces them) and each bucket's sum starts as soon as its last gradient is known, while the
-// backward pass goes on with earlier layers. On NCCL groups the sums run on a stream of their own
-// (collective::all_reduce_sum_start); other groups sum at once, which gives the same numbers.
+// backward pass goes on with earlier layers. The sums run on the group's own stream
+// (collective::all_reduce_sum_start): only groups that sum in the background use this
+// (collective::sums_in_background: NCCL ranks in processes of their own).
 //
 // How: a hook on every parameter the backward pass runs on (the bf16 compute copies, or the fp32
 // parameters themselves) sees the gradient of the last micro-batch before it is accumulated, and
@@ -12,12 +13,18 @@
 // gradient + this gradient, in fp32) into its bucket. finish() starts the buckets no hook
 // completed (parameters without a gradient take part as their gradient so far, or zeros), waits,
 // and writes the sums into the master gradients. Every rank starts the buckets in the same order,
-// whatever its share held, so the ranks' calls always match.
+// whatever its share held and whatever failed, so the ranks' calls always match.
+//
+// Memory: the buckets are one fp32 copy of all gradients, kept for the reducer's life (4 bytes a
+// parameter; all_reduce_gradients needs one bucket at a time). Making the master gradients views
+// into the buckets (as PyTorch DDP can) would save it; not done.
 //
 // Not thread-safe across steps; hooks may run on autograd's device threads (one per device).
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -46,27 +53,26 @@ class gradient_reducer {
   /// into the masters' gradients. The first error of a sum, if any. Disarms.
   status finish();
 
-  /// Buckets started by hooks during the last armed backward pass (the rest started in finish).
-  std::size_t started_early() const noexcept { return started_early_; }
+  /// Buckets the last finished step started during its backward pass (the rest in finish()).
+  std::size_t started_early() const noexcept { return last_started_early_; }
 
  private:
   struct bucket {
     std::vector<std::size_t> members;  ///< indices into masters_, in bucket order
+    std::int64_t elements = 0;
     at::Tensor flat;                   ///< the members' gradients, flattened
     std::size_t filled = 0;            ///< members written this step
   };
   void on_gradient(std::size_t param, const at::Tensor& grad);
-  void write(std::size_t param, const at::Tensor& accumulated);
-  void start_ready();  ///< starts, in order, every complete bucket after the last started one
-  status start(bucket& b);
+  at::Tensor slot(std::size_t param);  ///< the parameter's part of its bucket
 
   std::vector<at::Tensor> masters_, backward_;
   collective& group_;
   std::vector<bucket> buckets_;
   std::vector<std::size_t> bucket_of_, offset_of_;
   std::vector<bool> written_;
-  std::vector<unsigned> hooks_;
-  std::size_t next_to_start_ = 0, started_early_ = 0;
+  std::vector<std::pair<std::size_t, unsigned>> hooks_;  ///< (parameter, hook handle)
+  std::size_t next_to_start_ = 0, started_early_ = 0, last_started_early_ = 0;
   bool armed_ = false;
   std::string first_error_;
   std::mutex mutex_;

@@ -83,7 +83,7 @@ struct grpo_stepper::impl {
   collective* reducer_group = nullptr;
 
   gradient_reducer* reducer_for(collective& group) {
-    if (!opt.overlap_grad_reduce) return nullptr;
+    if (!opt.overlap_grad_reduce || !group.sums_in_background()) return nullptr;
     if (!reducer || reducer_group != &group) {
       reducer.reset();
       reducer = std::make_unique<gradient_reducer>(params, compute.empty() ? params : compute, group,

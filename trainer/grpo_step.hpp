@@ -87,9 +87,11 @@ struct grpo_step_options {
   /// carry behaviour log-probs (grpo.hpp, "Off-policy correction"). Samples of the current version
   /// are treated as on-policy (weight 1).
   bool correct_off_policy = true;
-  /// Data parallel: each bucket of gradients is summed across the ranks while the last
-  /// micro-batch's backward pass goes on (gradient_reducer.hpp); false: after it
-  /// (all_reduce_gradients). The sums are the same either way.
+  /// Data parallel on a group that sums in the background (NCCL ranks in processes of their own):
+  /// each bucket of gradients is summed across the ranks while the last micro-batch's backward
+  /// pass goes on (gradient_reducer.hpp); false, or other groups: after it (all_reduce_gradients).
+  /// The same sums of the same numbers (with 3+ NCCL ranks other bucket boundaries may change
+  /// NCCL's order of addition, so the last bits). Every rank must have the same setting.
   bool overlap_grad_reduce = true;
   /// Bytes of gradients per bucket of the data-parallel sum. > 0.
   std::size_t grad_bucket_bytes = 25u << 20;

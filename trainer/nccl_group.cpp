@@ -52,6 +52,7 @@ class nccl_rank final : public collective {
 
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
+  bool sums_in_background() const noexcept override { return o_.background_sums; }
 
   status all_reduce_sum(const std::vector<at::Tensor>& tensors) override {
     if (auto s = wait_started(); !s) return s;  // one order of calls on the communicator
@@ -72,6 +73,7 @@ class nccl_rank final : public collective {
   // On a stream of this rank's own, after an event on the default stream (the work that wrote the
   // tensors); the host does not wait.
   status all_reduce_sum_start(const std::vector<at::Tensor>& tensors) override {
+    if (!o_.background_sums) return all_reduce_sum(tensors);
     if (side_ == nullptr) {
       device_scope on(device_);
       if (!on || cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking) != cudaSuccess ||

@@ -465,28 +465,87 @@ TEST_CASE("policy trainer: excluded samples are dropped, bad samples are errors 
   CHECK_FALSE(parse_trainer_state("{\"version\": 1}", "x").ok());
 }
 
+namespace {
+// A thread rank that says it sums in the background (as NCCL ranks in processes do), so the GRPO
+// step uses the gradient reducer on the CPU; its sums still run at once.
+class background_rank final : public collective {
+ public:
+  explicit background_rank(std::shared_ptr<collective> inner) : inner_(std::move(inner)) {}
+  int rank() const noexcept override { return inner_->rank(); }
+  int size() const noexcept override { return inner_->size(); }
+  status all_reduce_sum(const std::vector<at::Tensor>& t) override { return inner_->all_reduce_sum(t); }
+  status broadcast(const std::vector<at::Tensor>& t, int root) override { return inner_->broadcast(t, root); }
+  bool sums_in_background() const noexcept override { return true; }
+
+ private:
+  std::shared_ptr<collective> inner_;
+};
+
+// `ranks` data-parallel trainers, each joined to a rank of `group`, stepping `batches` in threads.
+std::vector<std::unique_ptr<data_parallel_trainer>> train_joined(const std::vector<std::shared_ptr<collective>>& group,
+                                                                 const policy_trainer_options& opts,
+                                                                 const std::vector<train_batch>& batches,
+                                                                 std::vector<std::vector<policy_step_stats>>& stats) {
+  const std::size_t n = group.size();
+  std::vector<std::unique_ptr<data_parallel_trainer>> ranks(n);
+  std::vector<std::string> errors(n);
+  stats.assign(n, {});
+  std::vector<std::thread> ts;
+  for (std::size_t r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      data_parallel_options dp;
+      dp.model_dir = qwen2_dir;
+      dp.devices = {at::kCPU};
+      dp.trainer = opts;
+      dp.group = group[r];
+      auto t = data_parallel_trainer::create(dp);
+      if (!t) return void(errors[r] = t.message());
+      for (const auto& b : batches) {
+        auto st = (*t)->step(b);
+        if (!st) return void(errors[r] = st.message());
+        stats[r].push_back(*st);
+      }
+      ranks[r] = std::move(*t);
+    });
+  for (auto& t : ts) t.join();
+  for (const auto& e : errors) CHECK_MESSAGE(e.empty(), e);
+  return ranks;
+}
+}  // namespace
+
 TEST_CASE("data parallel: gradients summed during the backward pass step exactly like sums after it") {
   policy_trainer source(load_policy(), resume_options());
   std::vector<train_batch> batches;
   for (std::uint64_t i = 0; i < 3; ++i) batches.push_back(sample_batch(source, prompts, 4, 5, 500 + i, -1));
   for (const bool bf16 : {false, true}) {
     CAPTURE(bf16);
-    auto after = resume_options();
-    after.bf16_compute = bf16;
-    after.step.overlap_grad_reduce = false;
-    auto during = after;
-    during.step.overlap_grad_reduce = true;
-    during.step.grad_bucket_bytes = 16u << 10;  // many buckets for the tiny model
-    auto a = train_group({at::kCPU, at::kCPU}, after, batches);
-    auto d = train_group({at::kCPU, at::kCPU}, during, batches);
-    CHECK(ranks_identical(*d.group));
+    auto opts = resume_options();
+    opts.bf16_compute = bf16;
+    opts.step.grad_bucket_bytes = 16u << 10;  // many buckets for the tiny model
+    // Plain thread ranks: they do not sum in the background, so they sum after backward.
+    auto after = train_group({at::kCPU, at::kCPU}, opts, batches);
+    std::vector<std::shared_ptr<collective>> group;
+    for (auto& r : make_thread_group(2)) group.push_back(std::make_shared<background_rank>(r));
+    std::vector<std::vector<policy_step_stats>> stats;
+    auto during = train_joined(group, opts, batches, stats);
+    REQUIRE((during[0] && during[1]));
+    CHECK(same_weights(during[0]->lead().policy(), during[1]->lead().policy()));
     // The same fp32 sums of the same accumulated gradients, only started earlier.
-    CHECK(same_weights(a.group->lead().policy(), d.group->lead().policy()));
+    CHECK(same_weights(after.group->lead().policy(), during[0]->lead().policy()));
     for (std::size_t i = 0; i < batches.size(); ++i) {
-      CHECK(d.stats[i].grpo.grad_norm == a.stats[i].grpo.grad_norm);
-      CHECK(a.stats[i].grpo.buckets_reduced_in_backward == 0);
-      CHECK(d.stats[i].grpo.buckets_reduced_in_backward > 0);
-      MESSAGE("step " << i << ": " << d.stats[i].grpo.buckets_reduced_in_backward << " buckets summed in backward");
+      CHECK(stats[0][i].grpo.grad_norm == after.stats[i].grpo.grad_norm);
+      CHECK(after.stats[i].grpo.buckets_reduced_in_backward == 0);
+      CHECK(stats[0][i].grpo.buckets_reduced_in_backward > 0);
+      MESSAGE("step " << i << ": " << stats[0][i].grpo.buckets_reduced_in_backward << " buckets summed in backward");
     }
+    // The switch off: the same ranks sum after backward.
+    auto off = opts;
+    off.step.overlap_grad_reduce = false;
+    std::vector<std::shared_ptr<collective>> group2;
+    for (auto& r : make_thread_group(2)) group2.push_back(std::make_shared<background_rank>(r));
+    auto plain = train_joined(group2, off, batches, stats);
+    REQUIRE(plain[0]);
+    CHECK(stats[0].back().grpo.buckets_reduced_in_backward == 0);
+    CHECK(same_weights(plain[0]->lead().policy(), during[0]->lead().policy()));
   }
 }
