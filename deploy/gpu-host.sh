@@ -150,5 +150,8 @@ grep -E "tests passed|tests failed|Skipped|\*\*\*Skipped|Failed" "$out/ctest.log
 grep -hE "tests passed|tests failed" "$out/ctest-gpu.log" 2>/dev/null
 grep -hE "^nccl |SKIP" "$out/ctest-gpu.log" 2>/dev/null | head -5
 grep -hE "^(mode|sync|async) |^async/sync" "$out/loopmodes.log" 2>/dev/null
+# A failed build's first errors here too: only a few files come back from a device call, and
+# this summary is what its output shows (LibTorch 2 there, 1.13 on the build VM, differ).
+grep -m 12 -B1 -A3 "error:" "$out/build.log" 2>/dev/null
 printf '%-34s %-6s %s\n' step result detail
 printf '%s\n' "${rows[@]}"
