@@ -131,10 +131,8 @@ json parts(const batch_result& b) {
 // The runners' time per candidate, by phase, between two snapshots (run_phases).
 json phases_json(const ks::run_phases& p) {
   const double n = std::max(1, p.candidates);
-  json j = {{"candidates", p.candidates},
-            {"children_started", p.children_started},
-            {"leak_recycles", p.leak_recycles},
-            {"device_wide_leak_checks", p.device_wide_leak_checks}};
+  json j = {{"candidates", p.candidates}};
+  for (const auto& [name, c] : ks::run_phases::counts()) j[name] = p.*c;
   for (const auto& [name, f] : ks::run_phases::fields()) j[name] = p.*f / n;
   return j;
 }

@@ -175,11 +175,17 @@ const std::vector<std::pair<const char*, double run_phases::*>>& run_phases::fie
   return all;
 }
 
+const std::vector<std::pair<const char*, int run_phases::*>>& run_phases::counts() {
+  static const std::vector<std::pair<const char*, int run_phases::*>> all = {
+      {"children_started", &run_phases::children_started},
+      {"leak_recycles", &run_phases::leak_recycles},
+      {"device_wide_leak_checks", &run_phases::device_wide_leak_checks}};
+  return all;
+}
+
 run_phases& run_phases::operator+=(const run_phases& o) {
   candidates += o.candidates;
-  children_started += o.children_started;
-  leak_recycles += o.leak_recycles;
-  device_wide_leak_checks += o.device_wide_leak_checks;
+  for (const auto& [name, c] : counts()) this->*c += o.*c;
   for (const auto& [name, f] : fields()) this->*f += o.*f;
   return *this;
 }
@@ -187,9 +193,7 @@ run_phases& run_phases::operator+=(const run_phases& o) {
 run_phases run_phases::operator-(const run_phases& o) const {
   run_phases d = *this;
   d.candidates -= o.candidates;
-  d.children_started -= o.children_started;
-  d.leak_recycles -= o.leak_recycles;
-  d.device_wide_leak_checks -= o.device_wide_leak_checks;
+  for (const auto& [name, c] : counts()) d.*c -= o.*c;
   for (const auto& [name, f] : fields()) d.*f -= o.*f;
   return d;
 }

@@ -108,6 +108,8 @@ struct run_phases {
   int device_wide_leak_checks = 0; ///< leak checks on the GPU's free memory, not the child's own
   /// Every time field with its name: the one list that sums, differences and reports walk.
   static const std::vector<std::pair<const char*, double run_phases::*>>& fields();
+  /// Every count (children_started and after) with its name, likewise.
+  static const std::vector<std::pair<const char*, int run_phases::*>>& counts();
   run_phases& operator+=(const run_phases& o);
   run_phases operator-(const run_phases& o) const;
 };
