@@ -24,8 +24,9 @@
 // call each, copies back) on tensors of the model's parameter shapes, against NCCL's own
 // all-reduce of one buffer of the same total size (trainer/nccl_check.hpp, nccl-tests' algorithm)
 // in the same run: time and bus bandwidth (bytes x 2(K-1)/K / time) of each.
-// The K-rank run sums each bucket of gradients during the backward pass (the trainer's default);
-// it runs once more with the sums after the backward pass, for the step time of each.
+// The K-rank run sums the gradients after the backward pass (what in-process ranks do); it runs
+// once more with each bucket summed during the backward pass (what ranks in processes do), for
+// the step time of each.
 // Checked while measuring: every step stepped with a finite loss and gradient norm; after the
 // K-rank run every rank's weights equal rank 0's bit for bit, and rank 0's update (weights minus
 // the starting ones) points where the 1-rank run's does (cosine > 0.9; bf16 rounding and AdamW
@@ -107,12 +108,13 @@ void sync_all(const std::vector<at::Device>& devices) {
 
 struct run_result {
   std::vector<double> seconds;
+  std::int64_t buckets_in_backward = 0;  ///< rank 0's gradient buckets summed during backward, last step
   bool ok = true;
   std::unique_ptr<kt::data_parallel_trainer> trainer;
 };
 
 run_result run(const std::string& model_dir, const std::vector<at::Device>& devices, const workload& w,
-               std::int64_t vocab, bool bf16, bool overlap = true) {
+               std::int64_t vocab, bool bf16, bool overlap = false) {
   run_result out;
   kt::data_parallel_options o;
   o.model_dir = model_dir;
@@ -142,6 +144,7 @@ run_result run(const std::string& model_dir, const std::vector<at::Device>& devi
       return out;
     }
     if (s > 0) out.seconds.push_back(sec);
+    out.buckets_in_backward = st->grpo.buckets_reduced_in_backward;
     std::printf("  step %d: %.3f s, loss %.4f, grad norm %.3f%s\n", s, sec, st->grpo.loss.loss, st->grpo.grad_norm,
                 s == 0 ? " (warm-up)" : "");
   }
@@ -376,19 +379,25 @@ int main(int argc, char** argv) {
       r["ranks_identical"] = same;
       r["max_weight_diff_to_one_rank"] = diff;
 
-      // The same K ranks with the gradients summed after the backward pass instead of during it
-      // (NCCL ranks only: the CPU's thread ranks sum after it either way).
-      auto after = cpu_smoke ? run_result{} : run(dir.string(), many, w, s.vocab, bf16, /*overlap=*/false);
-      ok = ok && (cpu_smoke || after.ok);
-      if (!cpu_smoke && after.ok) {
-        const spread during_t = spread::of(dp.seconds), after_t = spread::of(after.seconds);
+      // The same K ranks with each bucket of gradients summed during the backward pass, in the
+      // background (NCCL ranks only: the CPU's thread ranks sum after it either way). The trainer
+      // does this for ranks in processes of their own; these ranks are threads, so it is turned on
+      // here for the measurement (data_parallel_options::in_process_background_sums says why it
+      // is not the default for threads).
+      auto during = cpu_smoke ? run_result{} : run(dir.string(), many, w, s.vocab, bf16, /*overlap=*/true);
+      ok = ok && (cpu_smoke || during.ok);
+      if (!cpu_smoke && during.ok) {
+        const spread during_t = spread::of(during.seconds), after_t = spread::of(dp.seconds);
         const double moved =
-            kforge::model::max_weight_difference(*after.trainer->lead().policy(), *dp.trainer->lead().policy());
-        std::printf("  gradients summed during backward: %.3f s/step; after it: %.3f s/step (%.1f %% %s); max |weight "
-                    "diff| between the two %.3g\n",
-                    during_t.median, after_t.median, 100 * std::abs(1 - during_t.median / after_t.median),
+            kforge::model::max_weight_difference(*during.trainer->lead().policy(), *dp.trainer->lead().policy());
+        std::printf("  gradients summed during backward (%lld buckets started during it): %.3f s/step; after it: "
+                    "%.3f s/step (%.1f %% %s); max |weight diff| between the two %.3g\n",
+                    static_cast<long long>(during.buckets_in_backward), during_t.median, after_t.median,
+                    100 * std::abs(1 - during_t.median / after_t.median),
                     during_t.median <= after_t.median ? "faster during" : "slower during", moved);
-        r["sum_after_backward"] = {{"step_s", after_t.to_json()}, {"max_weight_diff_to_overlapped", moved}};
+        r["sum_during_backward"] = {{"step_s", during_t.to_json()},
+                                    {"buckets_in_backward", during.buckets_in_backward},
+                                    {"max_weight_diff_to_after", moved}};
       }
       out["data_parallel"] = r;
 

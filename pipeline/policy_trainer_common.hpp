@@ -93,6 +93,7 @@ inline result<std::shared_ptr<trainer::collective>> join_rank_group(const std::s
   o.join_timeout = rank_join_timeout;
   o.timeout = rank_step_timeout;
   o.give_up = std::move(give_up);
+  o.background_sums = true;  // one rank per process: gradients are summed during backward
   return trainer::make_nccl_group(id, rank, size, device, std::move(o));
 #else
   (void)nccl_id_hex;

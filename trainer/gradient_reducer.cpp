@@ -48,11 +48,16 @@ gradient_reducer::gradient_reducer(std::vector<at::Tensor> masters, std::vector<
   // The buckets live as long as the reducer (one fp32 copy of the gradients): a step never
   // allocates them, so a rank short of memory still makes every call the others make.
   for (auto& b : buckets_) b.flat = at::empty({b.elements}, masters_[b.members.front()].options());
-  for (std::size_t k = 0; k < n; ++k) {
-    if (!backward_[k].requires_grad()) continue;  // frozen: finish() sums its gradient or zeros
-    // LibTorch 2 calls hooks with a TensorBase, 1.13 with a Tensor: take the common base.
-    hooks_.emplace_back(k, backward_[k].register_hook(
-                               [this, k](const at::TensorBase& g) { on_gradient(k, at::Tensor(g)); }));
+  try {
+    for (std::size_t k = 0; k < n; ++k) {
+      if (!backward_[k].requires_grad()) continue;  // frozen: finish() sums its gradient or zeros
+      // LibTorch 2 calls hooks with a TensorBase, 1.13 with a Tensor: take the common base.
+      hooks_.emplace_back(k, backward_[k].register_hook(
+                                 [this, k](const at::TensorBase& g) { on_gradient(k, at::Tensor(g)); }));
+    }
+  } catch (...) {  // no hook may outlive a reducer that was never made
+    for (const auto& [k, h] : hooks_) backward_[k].remove_hook(h);
+    throw;
   }
 }
 

@@ -21,6 +21,7 @@
 //
 // Not thread-safe across steps; hooks may run on autograd's device threads (one per device).
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>

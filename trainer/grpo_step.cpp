@@ -82,13 +82,28 @@ struct grpo_stepper::impl {
   std::unique_ptr<gradient_reducer> reducer;
   collective* reducer_group = nullptr;
 
-  gradient_reducer* reducer_for(collective& group) {
+  // The reducer for this step, or none (sum after backward). Every rank builds its reducer on the
+  // same step (the first parallel one, or after its group or compute copies changed), so they
+  // agree then that every rank could (its buckets are an allocation): if one could not, none uses
+  // one and the step fails everywhere (`failed`), the group intact for the next.
+  gradient_reducer* reducer_for(collective& group, std::string& failed) {
     if (!opt.overlap_grad_reduce || !group.sums_in_background()) return nullptr;
-    if (!reducer || reducer_group != &group) {
-      reducer.reset();
+    if (reducer && reducer_group == &group) return reducer.get();
+    std::string why;
+    reducer.reset();
+    try {
       reducer = std::make_unique<gradient_reducer>(params, compute.empty() ? params : compute, group,
                                                    opt.grad_bucket_bytes);
       reducer_group = &group;
+    } catch (const std::exception& e) {
+      why = std::string("gradient buckets: ") + e.what();
+    }
+    at::Tensor flag = torch::tensor({why.empty() ? 0.0 : 1.0}, torch::kDouble).to(params.front().device());
+    const auto agreed = group.all_reduce_sum({flag});
+    if (!agreed || flag.item<double>() > 0) {
+      reducer.reset();
+      failed = !why.empty() ? why : !agreed ? agreed.message() : "another rank could not set up its gradient buckets";
+      return nullptr;
     }
     return reducer.get();
   }
@@ -251,7 +266,7 @@ struct stats_sum {
 // `reducer`); then the statistics' sums and counts, and how many ranks failed their share, are
 // summed across the ranks; then, without a reducer and unless one failed, the gradients.
 status sum_across(collective& group, const std::vector<at::Tensor>& params, gradient_reducer* reducer,
-                  stats_sum& sums, grpo_step_stats& out, bool failed_here) {
+                  std::size_t bucket_bytes, stats_sum& sums, grpo_step_stats& out, bool failed_here) {
   std::string grads_failed;
   if (reducer) {
     if (auto s = reducer->finish(); !s) grads_failed = s.message();
@@ -281,7 +296,7 @@ status sum_across(collective& group, const std::vector<at::Tensor>& params, grad
   if (const auto failed = static_cast<int>(p[fields.size() + 3]); failed > 0)
     return error{std::to_string(failed) + " rank(s) failed their share of the batch"};
   if (reducer) return {};
-  return all_reduce_gradients(params, group);
+  return all_reduce_gradients(params, group, bucket_bytes);
 }
 
 at::Tensor checked_logp(const at::Tensor& t, std::int64_t rows, std::int64_t cols,
@@ -343,12 +358,12 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
   st.clear_compute_grads();
   const auto mbs = static_cast<std::size_t>(st.opt.micro_batch_size);
   const bool parallel = group != nullptr && ranks > 1;
-  gradient_reducer* reducer = parallel ? st.reducer_for(*group) : nullptr;
   // A rank whose share fails (out of memory, say) must still reach the agreement below, or the
   // other ranks would wait in the all-reduce forever: every rank then fails the step.
   std::string failed_here;
+  gradient_reducer* reducer = parallel ? st.reducer_for(*group, failed_here) : nullptr;
   try {
-    for (std::size_t begin = share_begin; begin < share_end; begin += mbs) {
+    for (std::size_t begin = share_begin; failed_here.empty() && begin < share_end; begin += mbs) {
       const std::size_t end = std::min(share_end, begin + mbs);
       const std::vector<const grpo_sample*> mb(kept.begin() + static_cast<std::ptrdiff_t>(begin),
                                                kept.begin() + static_cast<std::ptrdiff_t>(end));
@@ -402,7 +417,7 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
     failed_here = e.what();
   }
   if (parallel) {
-    auto s = sum_across(*group, st.params, reducer, sums, out, !failed_here.empty());
+    auto s = sum_across(*group, st.params, reducer, st.opt.grad_bucket_bytes, sums, out, !failed_here.empty());
     if (!failed_here.empty() || !s) {
       st.adamw.zero_grad();
       st.clear_compute_grads();

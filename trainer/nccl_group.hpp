@@ -27,11 +27,12 @@ struct nccl_group_options {
   std::chrono::milliseconds join_timeout{std::chrono::minutes(10)};
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
   std::function<bool()> give_up;  ///< optional; asked often while waiting
-  /// all_reduce_sum_start runs in the background (sums_in_background). Off for ranks that are
-  /// threads of one process: a sum left waiting for a peer thread while this thread's allocator
-  /// synchronizes the device (cudaFree after an allocation failure) can deadlock in the driver,
-  /// where no timeout reaches. Ranks in processes of their own do not share that lock.
-  bool background_sums = true;
+  /// all_reduce_sum_start runs in the background (sums_in_background). For ranks in processes of
+  /// their own (join_rank_group sets it). Off by default, for ranks that are threads of one
+  /// process: a sum left waiting for a peer thread while this thread's allocator synchronizes the
+  /// device (cudaFree after an allocation failure) can deadlock in the driver, where no timeout
+  /// reaches.
+  bool background_sums = false;
 };
 
 /// Joins the group `id` as `rank` of `size` on CUDA device `device`. Blocks until every rank has
