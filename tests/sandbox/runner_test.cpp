@@ -3,10 +3,13 @@
 // parts (check planning, trial statistics, the hidden-work cross-check, eval summaries).
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "../tasks/task_builders.hpp"
 #include "sandbox/eval_command.hpp"
@@ -153,6 +156,26 @@ TEST_CASE("the supervisor maps each kind of child behaviour to its verdict and s
     CHECK(o.status == VerdictStatus::infra_error);
     CHECK(r.run(t, "/lib/ok", 1).status == VerdictStatus::ok);
   }
+}
+
+TEST_CASE("waiting for the GPU between a candidate's checks does not use up its time limit") {
+  // Another runner times (the exclusive lock) from just after this candidate's first check until
+  // past its 3 s limit: its next checks wait for the GPU, and that wait is not its time.
+  auto slot = fake_slot(3000);
+  ks::runner r(slot);
+  REQUIRE(r.start().ok());
+  std::atomic<bool> held{false};
+  std::thread timer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // inside the first 0.5 s check
+    ks::gpu_slot::gpu_lock timing(*slot, true);
+    held = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+  });
+  const auto o = r.run(fake_task("fake/a"), "/lib/slow", 1);
+  timer.join();
+  CHECK(held);
+  CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);
+  CHECK(o.checks == 3);
 }
 
 TEST_CASE("eval summary: correctness rate, fast_p and the geometric mean over correct ones") {

@@ -2,7 +2,8 @@
 # A stand-in for `kforge sandbox-child` / `kforge sandbox-ref` in CPU tests of the supervisor
 # (runner_test.cpp): it speaks the line protocol of sandbox/child_protocol.hpp on fd 3 and
 # misbehaves on request. The candidate "library" path names the behaviour: .../ok, hang, crash,
-# garbage, flood, wrong, stale, hidden, mutate, env, refdie, forged (names a file not its output),
+# garbage, flood, wrong, stale, hidden, mutate, env, refdie, slow (each check takes 0.5 s), forged
+# (names a file not its output),
 # ipc (hands over an IPC handle the fake server cannot open), ipcbad (no handles at all).
 set -u
 role=${1:-}
@@ -62,6 +63,7 @@ while IFS= read -r line <&3; do
              else
                printf '%s' ok >"$out"; reply "{\"ok\":true,\"files\":[\"$out\"]}"
              fi ;;
+        slow) sleep 0.5; printf '%s' ok >"$out"; reply "{\"ok\":true,\"files\":[\"$out\"]}" ;;
         wrong) printf '%s' wrong >"$out"; reply "{\"ok\":true,\"files\":[\"$out\"]}" ;;
         stale) if ((checks > 1)); then printf '%s' stale >"$out"; else printf '%s' ok >"$out"; fi
                reply "{\"ok\":true,\"files\":[\"$out\"]}" ;;
