@@ -24,6 +24,7 @@ gradient_reducer::gradient_reducer(std::vector<at::Tensor> masters, std::vector<
   bucket_of_.assign(n, 0);
   offset_of_.assign(n, 0);
   written_.assign(n, false);
+  hooked_.assign(n, false);
   // Reverse parameter order: the backward pass reaches the last layers first.
   std::size_t held = 0;  // bytes in the last bucket
   for (std::size_t k = n; k-- > 0;) {
@@ -54,6 +55,7 @@ gradient_reducer::gradient_reducer(std::vector<at::Tensor> masters, std::vector<
       // LibTorch 2 calls hooks with a TensorBase, 1.13 with a Tensor: take the common base.
       hooks_.emplace_back(k, backward_[k].register_hook(
                                  [this, k](const at::TensorBase& g) { on_gradient(k, at::Tensor(g)); }));
+      hooked_[k] = true;
     }
   } catch (...) {  // no hook may outlive a reducer that was never made
     for (const auto& [k, h] : hooks_) backward_[k].remove_hook(h);
@@ -68,6 +70,33 @@ gradient_reducer::~gradient_reducer() {
 void gradient_reducer::arm() {
   std::lock_guard lock(mutex_);
   armed_ = true;
+  // Parameters no hook watches (frozen) have their final gradient already: written now, so their
+  // buckets, and every bucket after them, can still start during the backward pass.
+  c10::NoGradGuard no_grad;
+  try {
+    for (std::size_t k = 0; k < masters_.size(); ++k) {
+      if (hooked_[k] || written_[k]) continue;
+      at::Tensor s = slot(k);
+      if (masters_[k].grad().defined()) s.copy_(masters_[k].grad().reshape(-1));
+      else s.zero_();
+      written_[k] = true;
+      ++buckets_[bucket_of_[k]].filled;
+    }
+    start_complete();
+  } catch (const std::exception& e) {
+    if (first_error_.empty()) first_error_ = "gradient reducer: " + text(e);
+  }
+}
+
+void gradient_reducer::start_complete() {
+  // In order, so every rank makes the same calls.
+  while (next_to_start_ < buckets_.size() &&
+         buckets_[next_to_start_].filled == buckets_[next_to_start_].members.size()) {
+    if (auto st = group_.all_reduce_sum_start({buckets_[next_to_start_].flat}); !st && first_error_.empty())
+      first_error_ = st.message();
+    ++next_to_start_;
+    ++started_early_;
+  }
 }
 
 at::Tensor gradient_reducer::slot(std::size_t param) {
@@ -92,14 +121,7 @@ void gradient_reducer::on_gradient(std::size_t param, const at::Tensor& grad) {
     if (masters_[param].grad().defined()) s.add_(masters_[param].grad().reshape(-1));
     written_[param] = true;
     ++buckets_[bucket_of_[param]].filled;
-    // Complete buckets start in order, so every rank makes the same calls.
-    while (next_to_start_ < buckets_.size() &&
-           buckets_[next_to_start_].filled == buckets_[next_to_start_].members.size()) {
-      if (auto st = group_.all_reduce_sum_start({buckets_[next_to_start_].flat}); !st && first_error_.empty())
-        first_error_ = st.message();
-      ++next_to_start_;
-      ++started_early_;
-    }
+    start_complete();
   } catch (const std::exception& e) {  // never out of an autograd hook: finish() reports it
     first_error_ = "gradient reducer: " + text(e);
   }

@@ -65,13 +65,14 @@ class gradient_reducer {
     std::size_t filled = 0;            ///< members written this step
   };
   void on_gradient(std::size_t param, const at::Tensor& grad);
+  void start_complete();  ///< starts, in order, the complete buckets after the last started one
   at::Tensor slot(std::size_t param);  ///< the parameter's part of its bucket
 
   std::vector<at::Tensor> masters_, backward_;
   collective& group_;
   std::vector<bucket> buckets_;
   std::vector<std::size_t> bucket_of_, offset_of_;
-  std::vector<bool> written_;
+  std::vector<bool> written_, hooked_;
   std::vector<std::pair<std::size_t, unsigned>> hooks_;  ///< (parameter, hook handle)
   std::size_t next_to_start_ = 0, started_early_ = 0, last_started_early_ = 0;
   bool armed_ = false;

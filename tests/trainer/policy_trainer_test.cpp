@@ -20,6 +20,7 @@
 #include "trainer/checkpoint.hpp"
 #include "trainer/collective.hpp"
 #include "trainer/data_parallel_trainer.hpp"
+#include "trainer/gradient_reducer.hpp"
 #include "trainer/policy_trainer.hpp"
 #include "trainer/socket_group.hpp"
 #include "tests/trainer/policy_fixture.hpp"  // includes doctest last, after LibTorch
@@ -547,5 +548,43 @@ TEST_CASE("data parallel: gradients summed during the backward pass step exactly
     REQUIRE(plain[0]);
     CHECK(stats[0].back().grpo.buckets_reduced_in_backward == 0);
     CHECK(same_weights(plain[0]->lead().policy(), during[0]->lead().policy()));
+  }
+}
+
+TEST_CASE("gradient reducer: sums every parameter across ranks, frozen ones too, starting buckets during backward") {
+  // Per rank: a and c train, b is frozen; one parameter per bucket, so the buckets are [c], [b], [a].
+  auto group = make_thread_group(2);
+  std::vector<std::vector<at::Tensor>> grads(2);
+  std::vector<std::size_t> early(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      background_rank rank(group[static_cast<std::size_t>(r)]);
+      auto a = torch::ones({3}, torch::requires_grad());
+      auto b = torch::ones({2});
+      auto c = torch::ones({4}, torch::requires_grad());
+      std::vector<at::Tensor> params = {a, b, c};
+      gradient_reducer reducer(params, params, rank, /*bucket_bytes=*/1);
+      for (int step = 0; step < 2; ++step) {
+        for (auto& p : params) p.mutable_grad() = at::Tensor();
+        const double k = r + 1 + step;  // this rank's gradients: k for a, 2k for c
+        auto loss = (a * k).sum() + (c * (2 * k)).sum() + (b * 5).sum();
+        reducer.arm();
+        loss.backward();
+        if (auto s = reducer.finish(); !s) return void(errors[static_cast<std::size_t>(r)] = s.message());
+      }
+      grads[static_cast<std::size_t>(r)] = {a.grad().clone(), b.grad().clone(), c.grad().clone()};
+      early[static_cast<std::size_t>(r)] = reducer.started_early();
+    });
+  for (auto& t : ts) t.join();
+  for (const auto& e : errors) REQUIRE_MESSAGE(e.empty(), e);
+  for (int r = 0; r < 2; ++r) {
+    const auto& g = grads[static_cast<std::size_t>(r)];
+    // Step 2: k = 2 on rank 0 and 3 on rank 1.
+    CHECK(at::equal(g[0], torch::full({3}, 5.0)));
+    CHECK(at::equal(g[1], torch::zeros({2})));  // frozen: no gradient anywhere, summed as zeros
+    CHECK(at::equal(g[2], torch::full({4}, 10.0)));
+    CHECK(early[static_cast<std::size_t>(r)] == 3);  // the frozen bucket did not hold back the one after it
   }
 }
