@@ -330,6 +330,7 @@ void read_trainer(table_reader r, trainer_options& o) {
     r.fail("remote_ranks", "ranks on other hosts are processes: set trainer.ranks = \"processes\"");
   if (o.remote_ranks > 0 && o.rank_endpoint.empty())
     r.fail("remote_ranks", "needs trainer.rank_endpoint = \"tcp://HOST:PORT\", where those ranks connect");
+  r.read("overlap_grad_reduce", o.overlap_grad_reduce);
   r.read_choice("compute", o.compute,
                 {{"auto", trainer_compute::automatic}, {"bf16", trainer_compute::bf16}, {"fp32", trainer_compute::fp32}});
   r.read_choice("publish", o.publish,

@@ -58,6 +58,7 @@ inline trainer::data_parallel_options dp_options(const policy_trainer_stage_opti
   po.step.lr = t.lr;
   po.step.max_grad_norm = t.max_grad_norm;
   po.step.micro_batch_size = t.micro_batch;
+  po.step.overlap_grad_reduce = t.overlap_grad_reduce;
   po.step.grpo.clip_eps_low = t.clip_eps_low;
   po.step.grpo.clip_eps_high = t.clip_eps_high;
   po.kl.initial_coef = t.kl_coef;

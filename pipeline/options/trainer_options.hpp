@@ -54,6 +54,10 @@ struct trainer_options {
   /// Where rank 0 waits for those ranks: tcp://HOST:PORT, HOST an address the other hosts reach
   /// (rank 0 listens on every interface). CPU ranks sum over the next port, PORT + 1.
   std::string rank_endpoint;
+  /// Ranks in processes of their own on GPUs sum each bucket of gradients while the backward pass
+  /// goes on (trainer/gradient_reducer.hpp), at the cost of one fp32 copy of the gradients per GPU
+  /// (4 bytes a parameter); false: after it, without that memory.
+  bool overlap_grad_reduce = true;
   /// "auto" (bf16 on GPUs, fp32 on the CPU, where bf16 is slow), "bf16" or "fp32".
   trainer_compute compute = trainer_compute::automatic;
   /// How new weights reach the samplers (pipeline/weights_publish.hpp).

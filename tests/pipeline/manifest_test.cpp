@@ -257,6 +257,13 @@ TEST_CASE("out-of-range values name the key, the bound and the value") {
   CHECK(has(rejected(minimal + "[trainer]\nrank_endpoint = \"ipc:///tmp/x.sock\"\n"),
             "trainer.rank_endpoint: must be tcp://HOST:PORT"));
   CHECK(has(rejected(minimal + "[trainer]\nrank_endpoint = \"tcp://*:29500\"\n"), "not a wildcard"));
+  CHECK(has(rejected(minimal + "[trainer]\noverlap_grad_reduce = 1\n"), "trainer.overlap_grad_reduce"));
+  {
+    auto off = parse_manifest(minimal + "[trainer]\noverlap_grad_reduce = false\n", "t.toml");
+    REQUIRE_MESSAGE(off.ok(), off.message());
+    CHECK_FALSE(off->trainer.overlap_grad_reduce);
+    CHECK(default_manifest()->trainer.overlap_grad_reduce);
+  }
   CHECK(has(rejected(minimal + "[sandbox]\ntrials = 10\n"), "sandbox.trials: must be >= 30"));
   CHECK(has(rejected(minimal + "[sandbox]\ntimeout_s = 0\n"), "sandbox.timeout_s: must be > 0"));
   CHECK(has(rejected(minimal + "[buffer]\nmax_staleness = -1\n"), "buffer.max_staleness"));
