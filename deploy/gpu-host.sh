@@ -42,6 +42,16 @@ random_model() {
       --out "$build/random-qwen" --tokenizer "$root/tests/model/fixtures/tokenizer"
 }
 
+# loop_run MANIFEST RUN_DIR LABEL LOG: `kforge run` of deploy/manifests/MANIFEST.toml with the loops'
+# random policy, in a fresh $build/RUN_DIR.
+loop_run() {
+  local manifest=$1 run_dir=$build/$2
+  random_model
+  sed "s|@MODEL@|$build/random-qwen|" "$root/deploy/manifests/$manifest.toml" >"$build/$manifest.toml"
+  rm -rf "$run_dir"
+  step "$3" "$4" "$build/kforge" run --manifest "$build/$manifest.toml" --run-dir "$run_dir" --no-progress
+}
+
 [[ -d $deps ]] || { echo "gpu-host: $deps missing: make it with ../shared/device/pack-deps.sh" >&2; exit 2; }
 export PATH=$deps/bin:/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -71,11 +81,7 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
     if want loop; then
       # The whole loop on this host's GPU(s) with a random 0.5B-shaped Qwen2 and the fixture
       # tokenizer: real sampler, sandbox verdicts, GRPO steps and weight publishing.
-      random_model
-      sed "s|@MODEL@|$build/random-qwen|" "$root/deploy/manifests/gpu_loop.toml" >"$build/gpu_loop.toml"
-      rm -rf "$build/loop-run"
-      step "loop: kforge run, random 0.5B on GPU" loop.log "$build/kforge" run \
-        --manifest "$build/gpu_loop.toml" --run-dir "$build/loop-run" --no-progress
+      loop_run gpu_loop loop-run "loop: kforge run, random 0.5B on GPU" loop.log
       for f in summary.json train.jsonl report.html; do
         cp "$build/loop-run/$f" "$out/loop_$f" 2>/dev/null
       done
@@ -84,11 +90,7 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
       # Issue 6: weights by NCCL broadcast from the trainer's process (GPU 1) to a sampler process
       # (GPU 0). Passes when every step published by NCCL and the last step's samples carry the
       # version before it (sync mode: step s samples with version s).
-      random_model
-      sed "s|@MODEL@|$build/random-qwen|" "$root/deploy/manifests/gpu_loop_nccl.toml" >"$build/gpu_loop_nccl.toml"
-      rm -rf "$build/loop-nccl"
-      step "loop: weights by NCCL, 2 processes" loop-nccl.log "$build/kforge" run \
-        --manifest "$build/gpu_loop_nccl.toml" --run-dir "$build/loop-nccl" --no-progress
+      loop_run gpu_loop_nccl loop-nccl "loop: weights by NCCL, 2 processes" loop-nccl.log
       step "loop: NCCL versions reached the sampler" loop-nccl-check.log "$root/deploy/check_nccl_loop.sh" \
         "$build/kforge" "$build/loop-nccl" 4
       cp "$build/loop-nccl/train.jsonl" "$out/loop_nccl_train.jsonl" 2>/dev/null
@@ -97,11 +99,7 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
       # Issue 6: the trainer's ranks as processes on GPUs 1 and 2 (NCCL, the unique id sent to the
       # rank process), rollout on GPU 0. Passes when the trainer reported its rank process joined and
       # train.jsonl has every step.
-      random_model
-      sed "s|@MODEL@|$build/random-qwen|" "$root/deploy/manifests/gpu_loop_ranks.toml" >"$build/gpu_loop_ranks.toml"
-      rm -rf "$build/loop-ranks"
-      step "loop: trainer ranks as processes" loop-ranks.log "$build/kforge" run \
-        --manifest "$build/gpu_loop_ranks.toml" --run-dir "$build/loop-ranks" --no-progress
+      loop_run gpu_loop_ranks loop-ranks "loop: trainer ranks as processes" loop-ranks.log
       step "loop: rank process joined, 4 steps" loop-ranks-check.log bash -c \
         "grep -q 'joined from processes of their own (rank 1: pid .* on cuda:2, summing over NCCL)' '$out/loop-ranks.log' &&
          [[ \$(grep -c . '$build/loop-ranks/train.jsonl') -ge 4 ]]"
