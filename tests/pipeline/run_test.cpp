@@ -468,6 +468,14 @@ links = ["verdicts", "scored", "batches", "weights"]
   return manifest;
 }
 
+/// The lines of a run's train.jsonl.
+std::vector<json> train_log(const fs::path& run_dir) {
+  std::ifstream log(run_dir / "train.jsonl");
+  std::vector<json> steps;
+  for (std::string line; std::getline(log, line);) steps.push_back(json::parse(line));
+  return steps;
+}
+
 TEST_CASE("a real model runs the whole loop in compile-only mode") {
   const auto dir = fresh_dir("model");
   const auto manifest = tiny_model_manifest(dir, 3);
@@ -509,9 +517,7 @@ TEST_CASE("a real model runs the whole loop in compile-only mode") {
 
   // One statistics line and one weights file per step; the sampler loaded each (no errors above)
   // and tagged the candidates generated after it.
-  std::ifstream log(dir / "run" / "train.jsonl");
-  std::vector<json> steps;
-  for (std::string line; std::getline(log, line);) steps.push_back(json::parse(line));
+  const auto steps = train_log(dir / "run");
   REQUIRE(steps.size() == 3);
   for (std::size_t i = 0; i < steps.size(); ++i) {
     CHECK(steps[i]["policy_version"] == i + 1);
@@ -559,9 +565,7 @@ TEST_CASE("a real model's trainer runs data parallel over 2 CPU ranks") {
   CHECK(summary["balanced"] == true);
   CHECK((*stage(summary, "trainer@head"))["errors"] == 0);
   CHECK((*stage(summary, "sampler@head"))["errors"] == 0);  // it loaded the bf16 weights (into fp32)
-  std::ifstream log(dir / "run" / "train.jsonl");
-  std::vector<json> steps;
-  for (std::string line; std::getline(log, line);) steps.push_back(json::parse(line));
+  const auto steps = train_log(dir / "run");
   REQUIRE(steps.size() == 2);
   CHECK(steps[1]["policy_version"] == 2);
   const auto published = dir / "run" / "weights" / "policy-v2.safetensors";
@@ -582,14 +586,6 @@ TEST_CASE("a real model's trainer runs data parallel over 2 CPU ranks") {
     CHECK(bf16 == tensors);
   }
   fs::remove_all(dir);
-}
-
-/// The lines of a run's train.jsonl.
-std::vector<json> train_log(const fs::path& run_dir) {
-  std::ifstream log(run_dir / "train.jsonl");
-  std::vector<json> steps;
-  for (std::string line; std::getline(log, line);) steps.push_back(json::parse(line));
-  return steps;
 }
 
 // The same with every rank but rank 0 in a `kforge trainer-rank` process of its own, summing over a
