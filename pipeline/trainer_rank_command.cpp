@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "bus/socket.hpp"
 #include "common/child_process.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/policy_trainer_common.hpp"
@@ -133,10 +134,8 @@ int trainer_rank_main(const std::string& connect, int device) {
         zmq::pollitem_t item{events.handle(), 0, ZMQ_POLLIN, 0};
         while (!done) {
           if (zmq::poll(&item, 1, std::chrono::milliseconds(500)) <= 0) continue;
-          do {
-            zmq::message_t f;
-            (void)events.recv(f);
-          } while (events.get(zmq::sockopt::rcvmore));
+          std::vector<zmq::message_t> event;  // what happened does not matter, only that it did
+          (void)bus::receive_within(events, event, 0, std::chrono::milliseconds(0));
           if (heard && !done) {
             std::cerr << "kforge trainer-rank: rank 0 at " << connect << " went away: ending" << std::endl;
             std::_Exit(3);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "bus/socket.hpp"
 #include "common/bind_address.hpp"
 #include "common/hex.hpp"
 
@@ -94,21 +95,16 @@ struct rank_processes::remote_link {
         continue;
       }
       if (items[1].revents & ZMQ_POLLIN) {
-        do {  // an event: two frames (event id and value, then the peer's address)
-          zmq::message_t f;
-          (void)events.recv(f);
-        } while (events.get(zmq::sockopt::rcvmore));
+        std::vector<zmq::message_t> event;  // its frames (event id and value, the peer) are not kept
+        (void)bus::receive_within(events, event, 0, std::chrono::milliseconds(0));
         if (drops_fail) return error{"a remote rank's connection dropped (its process ended, or its host went away)"};
       }
       if (items[0].revents & ZMQ_POLLIN) break;
     }
     std::vector<zmq::message_t> frames;
-    do {
-      zmq::message_t f;
-      (void)socket.recv(f);
-      frames.push_back(std::move(f));
-    } while (socket.get(zmq::sockopt::rcvmore));
-    if (frames.size() != 2) return std::make_pair(std::string(), std::string());  // not ours: ignored
+    const auto parts = bus::receive_within(socket, frames, 2, std::chrono::milliseconds(0));
+    if (!parts) return error{parts.message()};
+    if (*parts != 2) return std::make_pair(std::string(), std::string());  // not ours: ignored
     return std::make_pair(frames[0].to_string(), frames[1].to_string());
   }
 

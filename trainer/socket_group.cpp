@@ -3,12 +3,14 @@
 #include <ATen/ATen.h>
 
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "bus/socket.hpp"
 #include "common/bind_address.hpp"
 
 namespace kforge::trainer {
@@ -194,11 +196,9 @@ class socket_rank final : public collective {
       if (zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(200))) > 0) break;
     }
     std::vector<zmq::message_t> frames;
-    do {
-      zmq::message_t f;
-      (void)socket_.recv(f);
-      frames.push_back(std::move(f));
-    } while (socket_.get(zmq::sockopt::rcvmore));
+    const auto parts = bus::receive_within(socket_, frames, std::numeric_limits<std::size_t>::max(),
+                                           std::chrono::milliseconds(0));
+    if (!parts) return error{parts.message()};
     std::size_t at = 0;
     int from = 0;
     if (rank_ == 0) {
