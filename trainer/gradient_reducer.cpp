@@ -76,9 +76,7 @@ void gradient_reducer::arm() {
   try {
     for (std::size_t k = 0; k < masters_.size(); ++k) {
       if (hooked_[k] || written_[k]) continue;
-      at::Tensor s = slot(k);
-      if (masters_[k].grad().defined()) s.copy_(masters_[k].grad().reshape(-1));
-      else s.zero_();
+      write_final(k);
       written_[k] = true;
       ++buckets_[bucket_of_[k]].filled;
     }
@@ -102,6 +100,12 @@ void gradient_reducer::start_complete() {
 at::Tensor gradient_reducer::slot(std::size_t param) {
   return buckets_[bucket_of_[param]].flat.narrow(0, static_cast<std::int64_t>(offset_of_[param]),
                                                  masters_[param].numel());
+}
+
+void gradient_reducer::write_final(std::size_t param) {
+  at::Tensor s = slot(param);
+  if (masters_[param].grad().defined()) s.copy_(masters_[param].grad().reshape(-1));
+  else s.zero_();
 }
 
 void gradient_reducer::on_gradient(std::size_t param, const at::Tensor& grad) {
@@ -135,12 +139,8 @@ status gradient_reducer::finish() {
   for (; next_to_start_ < buckets_.size(); ++next_to_start_) {
     bucket& b = buckets_[next_to_start_];
     try {
-      for (std::size_t m : b.members) {
-        if (written_[m]) continue;
-        at::Tensor s = slot(m);
-        if (masters_[m].grad().defined()) s.copy_(masters_[m].grad().reshape(-1));
-        else s.zero_();
-      }
+      for (std::size_t m : b.members)
+        if (!written_[m]) write_final(m);
     } catch (const std::exception& e) {
       if (first_error_.empty()) first_error_ = "gradient reducer: " + text(e);
     }

@@ -67,6 +67,8 @@ class gradient_reducer {
   void on_gradient(std::size_t param, const at::Tensor& grad);
   void start_complete();  ///< starts, in order, the complete buckets after the last started one
   at::Tensor slot(std::size_t param);  ///< the parameter's part of its bucket
+  /// Writes a gradient that will not change any more (or zeros, where there is none) into its slot.
+  void write_final(std::size_t param);
 
   std::vector<at::Tensor> masters_, backward_;
   collective& group_;
