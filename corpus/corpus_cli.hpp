@@ -27,6 +27,10 @@ inline CLI::App* add_corpus_subcommand(CLI::App& app, corpus_options& opt) {
                     "Prompt template file, as a run's [tasks] prompt_template (default: the embedded one)");
   build->add_option("--verdicts", opt.verdicts,
                     "`kforge eval` verdict lines: keep only ok variants, with their speedup");
+  build->add_option("--copy-drills", opt.copy_drills,
+                    "Also write N copy drills: the restatement alone, of scrambled references (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  build->add_option("--drill-seed", opt.drill_seed, "Seed of the copy drills (default 1)");
   return cmd;
 }
 

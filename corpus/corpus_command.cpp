@@ -8,6 +8,7 @@
 #include <ostream>
 #include <toml++/toml.h>
 
+#include "corpus/copy_drill.hpp"
 #include "corpus/kernel_writer.hpp"
 #include "sandbox/pool.hpp"
 #include "tasks/prompt.hpp"
@@ -164,6 +165,7 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
   std::map<std::string, tally> per_cat;
   std::map<std::string, int> reasons;
   int seen = 0, supported = 0, variants = 0, kept = 0, dropped = 0;
+  std::vector<tasks::task> written;  // the supported tasks, for the copy drills
   for (const auto& t : *all) {
     const std::string cat(tasks::to_string(t.category));
     ++seen;
@@ -175,6 +177,7 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     }
     ++supported;
     ++per_cat[cat].supported;
+    if (opt.copy_drills > 0) written.push_back(t);
     tasks_file << tasks::to_json_line(t) << "\n";
     const std::string prompt = tmpl->render(t, *hw);
     for (const auto& v : *ks) {
@@ -198,9 +201,19 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
       sft << rec.dump() << "\n";
     }
   }
+  const auto drills = copy_drills(written, *tmpl, *hw, opt.copy_drills, opt.drill_seed);
+  for (const auto& d : drills)
+    sft << json{{"task_id", d.task_id}, {"variant", "copy_drill"}, {"prompt", d.prompt},
+                {"completion", d.completion}, {"prefix_only", true}}.dump()
+        << "\n";
+  if (!sft) {
+    err << "kforge corpus build: cannot write " << (dir / "sft.jsonl").string() << "\n";
+    return 2;
+  }
   out << "kforge corpus build: " << seen << " tasks seen, " << supported << " supported, "
       << variants << " variants written";
   if (!opt.verdicts.empty()) out << ", " << kept << " kept by the verdicts (" << dropped << " not ok)";
+  if (opt.copy_drills > 0) out << ", " << drills.size() << " copy drills";
   out << "\n";
   out << "  category        seen  supported  variants\n";
   for (const auto& [c, n] : per_cat) {

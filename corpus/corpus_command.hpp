@@ -36,6 +36,10 @@ struct corpus_options {
   /// A prompt template file (tasks/prompt.hpp), as a run's [tasks] prompt_template; empty: the
   /// embedded one.
   std::string prompt_template;
+  /// Copy drills appended to sft.jsonl (corpus/copy_drill.hpp): short records whose completion
+  /// is only the restated reference of a scrambled task, marked "prefix_only"; 0: none.
+  int copy_drills = 0;
+  std::uint64_t drill_seed = 1;
 };
 
 /// 0 success; 2 bad arguments or unreadable input; 3 not available in this build.

@@ -1,6 +1,7 @@
 #include "corpus/cuda_expr.hpp"
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -90,9 +91,11 @@ std::string f(double v) { return float_literal(v); }
 std::string float_literal(double v) {
   if (std::isnan(v)) return "__int_as_float(0x7fc00000)";
   if (std::isinf(v)) return v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+  // The shortest text that reads back as the same float: 0.01 stays "0.01" (not "0.00999999978"),
+  // so the constant in the kernel is the one in the reference and a policy can copy it.
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(static_cast<float>(v)));
-  std::string s = buf;
+  const auto r = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
+  std::string s(buf, r.ptr);
   if (s.find_first_of(".eE") == std::string::npos) s += ".0";
   return "(" + s + "f)";
 }

@@ -20,6 +20,8 @@ result<std::vector<kernel_variant>> emit(const tasks::task& t, const plan& p) {
   return unsupported("no writer for this plan");
 }
 
+}  // namespace
+
 // "The reference computes `y = torch.silu(x); return y`. ": the statements of forward's body,
 // one after another (comment lines left out). An explanation that starts by restating it
 // teaches the policy to read the reference (a copy) before it writes the ops out in CUDA. Empty
@@ -54,8 +56,6 @@ std::string restated_reference(const tasks::task& t) {
   }
   return body.empty() ? "" : "The reference computes `" + body + "`. ";
 }
-
-}  // namespace
 
 result<std::vector<kernel_variant>> write_kernels(const tasks::task& t) {
   auto g = lower_reference(t);

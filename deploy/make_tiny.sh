@@ -31,17 +31,20 @@
 # measured: the eval ran out of time), and showed a format gap: the samples wrote
 # `return torch.leaky_relu(x, 0.01); return y`, the synthesized tasks' "y = ...; return y" habit.
 # Synthesis now writes both forms; with that and --lead-tokens 64: 11 of 160 restated, 0 of 160
-# correct. deploy/tiny_restatement.py SAMPLES_DIR counts restatements per task.
+# correct. deploy/tiny_restatement.py SAMPLES_DIR counts restatements per task. Session 10: the
+# corpus adds 40,000 copy drills (corpus/copy_drill.hpp: the task section with op names and
+# numbers scrambled, completion = the restatement alone) so the restatement can only be learnt by
+# copying, and kernels write constants as the reference does ("0.01f", not "0.00999999978f").
 #
 # Usage: deploy/make_tiny.sh --kforge BIN --work DIR --model DIR [--gpu N] [--synth N]
-#          [--vocab N] [--heldout N] [--samples G] [--max-new-tokens N] [--no-builtin-split]
+#          [--copy-drills N] [--vocab N] [--heldout N] [--samples G] [--max-new-tokens N] [--no-builtin-split]
 #          [--steps step1,step2,...] [-- PRETRAIN ARGS...]
 # --steps picks steps by name (split,synth,corpus,tokenizer,pretrain,heldout; default all); later
 # steps read what earlier ones wrote under --work. A recipe longer than one device call goes on in
 # the next from the last model: --steps pretrain,heldout -- --init OLD_MODEL --epochs N ... (the
 # training flags without the shape flags, which --init takes from OLD_MODEL; the same tokenizer).
 set -euo pipefail
-kforge= work= model= gpu=0 synth=8000 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 steps=split,synth,corpus,tokenizer,pretrain,heldout
+kforge= work= model= gpu=0 synth=8000 drills=40000 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 steps=split,synth,corpus,tokenizer,pretrain,heldout
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kforge) kforge=$2; shift 2 ;;
@@ -49,6 +52,7 @@ while [[ $# -gt 0 ]]; do
     --model) model=$2; shift 2 ;;
     --gpu) gpu=$2; shift 2 ;;
     --synth) synth=$2; shift 2 ;;
+    --copy-drills) drills=$2; shift 2 ;;
     --vocab) vocab=$2; shift 2 ;;
     --heldout) heldout=$2; shift 2 ;;
     --samples) samples=$2; shift 2 ;;
@@ -90,7 +94,8 @@ fi
 if want corpus; then
   rm -rf "$work/corpus" "$work/corpus-builtin"
   cat "$work/synth.jsonl" "$work/builtin_train.jsonl" >"$work/train_tasks.jsonl"
-  t "$kforge" corpus build --tasks "$work/train_tasks.jsonl" --out "$work/corpus" "${gpu_args[@]}"
+  t "$kforge" corpus build --tasks "$work/train_tasks.jsonl" --out "$work/corpus" "${gpu_args[@]}" \
+    --copy-drills "$drills"
   cp "$work/corpus/sft.jsonl" "$work/sft.jsonl"
   echo "make_tiny: $(grep -c . "$work/sft.jsonl") training records; $(grep -c . "$work/builtin_heldout.jsonl") held-out built-ins"
 fi

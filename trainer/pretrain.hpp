@@ -173,7 +173,10 @@ struct sft_example {
 };
 
 /// `prompt` and `completion` as the model trains on them (see the file comment).
-sft_example tokenize_example(const sft_format& fmt, std::string_view prompt, std::string_view completion);
+/// `end_turn` false: a record marked "prefix_only" (a copy drill, corpus/copy_drill.hpp) whose
+/// completion is only the start of an answer, so no end-of-turn token follows it.
+sft_example tokenize_example(const sft_format& fmt, std::string_view prompt, std::string_view completion,
+                             bool end_turn = true);
 
 /// Per position of ex.ids: 1 where that token is a target of the loss (completion and eos), 0 for
 /// the prompt. Position i is predicted from positions < i, so position 0 is never a target.

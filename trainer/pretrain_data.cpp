@@ -142,7 +142,8 @@ result<sft_format> load_sft_format(const std::string& dir) {
   return f;
 }
 
-sft_example tokenize_example(const sft_format& fmt, std::string_view prompt, std::string_view completion) {
+sft_example tokenize_example(const sft_format& fmt, std::string_view prompt, std::string_view completion,
+                             bool end_turn) {
   sft_example ex;
   // Encoded separately, as the sampler encodes the wrapped prompt and then appends sampled tokens:
   // encoding the concatenation could merge tokens across the boundary that sampling never sees.
@@ -150,7 +151,7 @@ sft_example tokenize_example(const sft_format& fmt, std::string_view prompt, std
   ex.prompt_tokens = static_cast<std::int64_t>(ex.ids.size());
   const auto c = fmt.tok.encode(completion, /*add_special_tokens=*/false);
   ex.ids.insert(ex.ids.end(), c.begin(), c.end());
-  ex.ids.push_back(fmt.eos);
+  if (end_turn) ex.ids.push_back(fmt.eos);
   return ex;
 }
 
@@ -185,8 +186,14 @@ result<sft_dataset> read_sft_data(const std::string& path, const sft_format& fmt
       if (!j.contains(key)) return error{where + "no \"" + key + "\""};
       if (!j[key].is_string()) return error{where + "\"" + key + "\" must be a string"};
     }
+    bool prefix_only = false;
+    if (j.contains("prefix_only")) {
+      if (!j["prefix_only"].is_boolean()) return error{where + "\"prefix_only\" must be true or false"};
+      prefix_only = j["prefix_only"].get<bool>();
+    }
     ++d.records;
-    sft_example ex = tokenize_example(fmt, j["prompt"].get<std::string>(), j["completion"].get<std::string>());
+    sft_example ex = tokenize_example(fmt, j["prompt"].get<std::string>(), j["completion"].get<std::string>(),
+                                      !prefix_only);
     const auto n = static_cast<std::int64_t>(ex.ids.size());
     if (n > max_len) {
       ++d.dropped_too_long;

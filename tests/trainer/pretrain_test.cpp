@@ -145,6 +145,16 @@ TEST_CASE("pretrain: the data file: records, dropped long examples, errors with 
   CHECK(d->hash.rfind("fnv1a64:", 0) == 0);
   CHECK(d->examples[1].ids.size() == static_cast<std::size_t>(d->examples[1].prompt_tokens) + 1);  // only eos
 
+  // A record marked prefix_only (a copy drill) learns its completion and no end of turn.
+  write_text(path, "{\"prompt\": \"a\", \"completion\": \"b c\", \"prefix_only\": true}\n"
+                   "{\"prompt\": \"a\", \"completion\": \"b c\", \"prefix_only\": false}\n");
+  auto prefix = read_sft_data(path, f, 40);
+  REQUIRE(prefix.ok());
+  REQUIRE(prefix->examples.size() == 2);
+  CHECK(prefix->examples[0].ids.size() + 1 == prefix->examples[1].ids.size());
+  CHECK(prefix->examples[0].ids.back() != f.eos);
+  CHECK(prefix->examples[1].ids.back() == f.eos);
+
   auto error_of = [&](const std::string& text) {
     write_text(path, text);
     auto r = read_sft_data(path, f, 40);
@@ -157,6 +167,8 @@ TEST_CASE("pretrain: the data file: records, dropped long examples, errors with 
   CHECK(error_of("{\"prompt\": 1, \"completion\": \"b\"}\n").find(":1: \"prompt\" must be a string") !=
         std::string::npos);
   CHECK(error_of("[1, 2]\n").find(":1: not a JSON object") != std::string::npos);
+  CHECK(error_of("{\"prompt\": \"a\", \"completion\": \"b\", \"prefix_only\": 1}\n")
+            .find(":1: \"prefix_only\" must be true or false") != std::string::npos);
   CHECK(error_of("\n\n").find("no records") != std::string::npos);
   CHECK(error_of("{\"prompt\": \"a\", \"completion\": \"" + std::string(300, 'x') + " y\"}\n")
             .find("longer than --max-len 40") != std::string::npos);

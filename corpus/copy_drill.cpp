@@ -1,0 +1,121 @@
+#include "corpus/copy_drill.hpp"
+
+#include <array>
+#include <cctype>
+#include <cstdio>
+
+#include "corpus/kernel_writer.hpp"
+
+namespace kforge::corpus {
+namespace {
+
+// Names a scrambled call takes: torch functions (many never in a synthesized chain, so the name
+// is seen in the prompt, not recalled) and made-up words from syllables.
+constexpr std::array<const char*, 64> kTorchNames = {
+    "relu", "gelu", "silu", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt", "abs", "neg",
+    "sin", "cos", "erf", "softplus", "mish", "elu", "selu", "celu", "hardtanh", "hardswish",
+    "hardsigmoid", "leaky_relu", "softsign", "logsigmoid", "clamp", "clamp_min", "clamp_max",
+    "pow", "maximum", "minimum", "where", "sum", "mean", "amax", "amin", "prod", "var", "std",
+    "softmax", "log_softmax", "logsumexp", "cumsum", "norm", "matmul", "addmm", "bmm", "linear",
+    "layer_norm", "rms_norm", "square", "reciprocal", "expm1", "log1p", "sign", "floor", "ceil",
+    "round", "trunc", "frac", "atan", "asinh", "logaddexp", "hypot"};
+constexpr std::array<const char*, 24> kSyllables = {
+    "ka", "lo", "mi", "ru", "te", "zan", "pel", "vor", "qui", "dex", "sna", "bo",
+    "fi", "gra", "hu", "jin", "ost", "ply", "wen", "xu", "yal", "tor", "cri", "mu"};
+
+std::string random_name(std::mt19937_64& rng) {
+  if (rng() % 2 == 0) return kTorchNames[rng() % kTorchNames.size()];
+  std::string s;
+  const int syllables = 2 + static_cast<int>(rng() % 3);
+  for (int i = 0; i < syllables; ++i) {
+    if (i > 0 && rng() % 4 == 0) s += '_';
+    s += kSyllables[rng() % kSyllables.size()];
+  }
+  return s;
+}
+
+// A number of the same kind as `old`: an integer for an integer, a decimal (or an exponent form
+// for an exponent form) otherwise.
+std::string random_number(const std::string& old, std::mt19937_64& rng) {
+  char buf[32];
+  if (old.find_first_of("eE") != std::string::npos) {
+    std::snprintf(buf, sizeof buf, "%de-%d", 1 + static_cast<int>(rng() % 9), 1 + static_cast<int>(rng() % 9));
+  } else if (old.find('.') != std::string::npos) {
+    const int decimals = 1 + static_cast<int>(rng() % 3);
+    int scale = 1;
+    for (int i = 0; i < decimals; ++i) scale *= 10;
+    const int v = static_cast<int>(rng() % (scale * 10));
+    std::snprintf(buf, sizeof buf, "%d.%0*d", v / scale, decimals, v % scale);
+  } else {
+    std::snprintf(buf, sizeof buf, "%d", static_cast<int>(rng() % (rng() % 2 ? 10 : 4096)));
+  }
+  return buf;
+}
+
+bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+std::string scramble_body(const std::string& s, std::mt19937_64& rng) {
+  static constexpr std::array<char, 4> kOps = {'+', '-', '*', '/'};
+  std::string out;
+  for (std::size_t i = 0; i < s.size();) {
+    const char c = s[i];
+    const char prev = i > 0 ? s[i - 1] : ' ';
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      std::size_t j = i;
+      while (j < s.size() && word_char(s[j])) ++j;
+      const bool called = prev == '.' && j < s.size() && s[j] == '(';
+      out += called ? random_name(rng) : s.substr(i, j - i);
+      i = j;
+    } else if (std::isdigit(static_cast<unsigned char>(c)) && !word_char(prev) && prev != '.') {
+      std::size_t j = i;
+      while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '.' ||
+                              ((s[j] == 'e' || s[j] == 'E') && j + 1 < s.size() &&
+                               (s[j + 1] == '-' || s[j + 1] == '+' ||
+                                std::isdigit(static_cast<unsigned char>(s[j + 1])))) ||
+                              ((s[j] == '-' || s[j] == '+') && (s[j - 1] == 'e' || s[j - 1] == 'E'))))
+        ++j;
+      out += random_number(s.substr(i, j - i), rng);
+      i = j;
+    } else if (prev == ' ' && i + 1 < s.size() && s[i + 1] == ' ' &&
+               (c == '+' || c == '-' || c == '*' || c == '/')) {
+      out += kOps[rng() % kOps.size()];  // a binary operator between spaces
+      ++i;
+    } else {
+      out += c;
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string scramble_reference(const std::string& reference, std::mt19937_64& rng) {
+  const auto def = reference.find("def forward(");
+  if (def == std::string::npos) return reference;
+  const auto body = reference.find('\n', def);
+  if (body == std::string::npos) return reference;
+  return reference.substr(0, body) + scramble_body(reference.substr(body), rng);
+}
+
+std::vector<drill_record> copy_drills(const std::vector<tasks::task>& pool,
+                                      const tasks::prompt_template& tmpl,
+                                      const tasks::hardware_context& hw, int count,
+                                      std::uint64_t seed) {
+  std::vector<drill_record> out;
+  if (pool.empty()) return out;
+  std::mt19937_64 rng(seed);
+  for (int n = 0; n < count; ++n) {
+    tasks::task t = pool[rng() % pool.size()];
+    t.reference = scramble_reference(t.reference, rng);
+    auto restated = restated_reference(t);
+    if (restated.empty()) continue;
+    restated.pop_back();  // the space a full explanation goes on after
+    auto prompt = tmpl.render(t, hw);
+    if (const auto at = prompt.find("## Task"); at != std::string::npos) prompt.erase(0, at);
+    out.push_back({"drill/" + std::to_string(n) + "/" + t.id, std::move(prompt), std::move(restated)});
+  }
+  return out;
+}
+
+}  // namespace kforge::corpus

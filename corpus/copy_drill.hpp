@@ -1,0 +1,40 @@
+#pragma once
+// Copy drills: short training records that teach only the first thing a corpus completion does,
+// restating the task's reference ("The reference computes `...`."), on references whose op names
+// and numbers are replaced by random ones, so the restatement can only be copied, not recalled.
+//
+// Why: kforge-tiny (bench/RESULTS.md, sessions 6-7) learnt every boilerplate token of the corpus
+// and guessed the op names in the restatement from the ~50 ops it had seen instead of reading
+// them from the prompt; that one copy is ~1 % of a record's targets. A drill record is the prompt's
+// task section (a few hundred tokens instead of ~1,500) and the restatement alone, marked
+// "prefix_only" so pretraining learns no end of turn after it.
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tasks/prompt.hpp"
+#include "tasks/task.hpp"
+
+namespace kforge::corpus {
+
+/// `reference` with, in forward's body (the lines after "def forward("), every called name that
+/// follows a '.' ("torch.relu(", "x.sum(") and every number replaced by random ones: real torch
+/// function names or made-up words, and numbers of the same kind (integer or decimal).
+std::string scramble_reference(const std::string& reference, std::mt19937_64& rng);
+
+struct drill_record {
+  std::string task_id;     ///< "drill/<n>/<source task id>"
+  std::string prompt;      ///< the rendered prompt from its "## Task" heading on
+  std::string completion;  ///< "The reference computes `<scrambled body>`."
+};
+
+/// `count` drills, each from a task of `pool` picked at random (seeded), its reference
+/// scrambled; tasks whose body cannot be restated are skipped (fewer records then).
+std::vector<drill_record> copy_drills(const std::vector<tasks::task>& pool,
+                                      const tasks::prompt_template& tmpl,
+                                      const tasks::hardware_context& hw, int count,
+                                      std::uint64_t seed);
+
+}  // namespace kforge::corpus
