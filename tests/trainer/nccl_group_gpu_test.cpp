@@ -1,6 +1,7 @@
 // The data-parallel NCCL group's waits on one GPU (issue 6): a group of one rank works through the
 // non-blocking communicator (its calls and its background sums), and a join that another rank never makes ends after the timeout, or
-// sooner when give_up says so, instead of hanging. (A rank dying inside a collective needs two
+// sooner when give_up says so, instead of hanging. And the gradient reducer on the GPU, driven
+// directly through a one-rank group that sums in the background (as process ranks do). (A rank dying inside a collective needs two
 // GPUs: dp_gpu_test.cpp.) Skips (exit 77) without a GPU.
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
@@ -11,11 +12,12 @@
 #include <cstdlib>
 #include <string>
 
+#include "trainer/gradient_reducer.hpp"
 #include "trainer/nccl_group.hpp"
-
-#include <doctest/doctest.h>  // after LibTorch
+#include "tests/trainer/policy_fixture.hpp"  // includes doctest last, after LibTorch
 
 using namespace kforge::trainer;
+using namespace kforge::trainer::testing;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -91,4 +93,54 @@ TEST_CASE("NCCL group: a rank that never joins fails the join after the timeout,
   REQUIRE_FALSE(g.ok());
   CHECK(g.message().find("aborted while joining") != std::string::npos);
   CHECK(gave_up < 30);
+}
+
+TEST_CASE("gradient reducer on the GPU: hooks on a real backward pass fill and start buckets during it, sums written back") {
+  // A one-rank group that sums in the background, as a rank process's group does. (A GRPO step
+  // never uses the reducer for one rank, since there is nothing to sum; the two-rank step through
+  // it is dp_gpu_test.cpp's.) With one rank the sum is the gradient itself, so what must hold is
+  // that the hooks see every gradient of a real backward pass on the GPU and that the buckets
+  // summed on the group's own stream come back into the gradients.
+  require_gpu();
+  const at::Device gpu0(at::kCUDA, 0);
+  auto id = new_nccl_id();
+  REQUIRE(id.ok());
+  nccl_group_options go;
+  go.background_sums = true;
+  auto g = make_nccl_group(*id, 0, 1, 0, go);
+  REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.message()));
+  REQUIRE((*g)->sums_in_background());
+  auto policy = load_policy(gpu0);
+  std::vector<at::Tensor> params;
+  for (auto& p : policy->parameters()) params.push_back(p);
+  const auto ids = at::randint(0, 500, {4, 24}, at::TensorOptions().device(gpu0).dtype(at::kLong));
+  auto backward = [&] {
+    for (auto& p : params) p.mutable_grad() = at::Tensor();
+    const auto logits = policy->forward(ids);
+    (logits.to(at::kFloat).pow(2).mean()).backward();
+  };
+  backward();
+  std::vector<at::Tensor> plain;
+  for (auto& p : params) plain.push_back(p.grad().defined() ? p.grad().clone() : at::zeros_like(p));
+
+  gradient_reducer reducer(params, params, **g, /*bucket_bytes=*/16u << 10);
+  for (int step = 0; step < 3; ++step) {
+    CAPTURE(step);
+    reducer.arm();
+    backward();
+    auto s = reducer.finish();
+    REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.message()));
+    // Within rounding, not bitwise: a backward pass on the GPU may add in another order each time
+    // (atomics); a bucket written before its gradient was final, or summed before it was written,
+    // is off by the whole gradient.
+    std::size_t same = 0, close = 0;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      same += at::equal(params[i].grad(), plain[i]);
+      close += at::allclose(params[i].grad(), plain[i], 1e-5, 1e-7);
+    }
+    CHECK(close == params.size());
+    CHECK(reducer.started_early() > 0);
+    std::printf("gradient reducer on cuda:0, step %d: of %zu parameters' gradients %zu bit-identical, %zu within rounding; %zu buckets started in backward\n",
+                step, params.size(), same, close, reducer.started_early());
+  }
 }
