@@ -2,6 +2,8 @@
 // The CUDA writers behind corpus/kernel_writer.hpp, one per plan kind, and the pieces of source
 // they share (the broadcast-stride helper, argument checks). Internal to corpus/.
 
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,10 +37,20 @@ std::string count_check(const tasks::task& t);
 /// The opening of kf_forward up to and including `(void)workspace;`.
 std::string forward_head();
 
-/// The four lanes of a float4 step as four `{ ... }` blocks at `indent`: each evaluates every output
-/// of the map on its component, reading operand k as `a<k>.x` (.y, .z, .w) and storing output j
-/// to `r<j>.x`.
-result<std::string> float4_lanes(const tasks::task& t, const plan& p, const std::string& indent);
+/// The map's per-element device function, written once at the top of a map kernel file:
+/// `kf_op(float x0, ..., float& y0, ...)` computes every output from one element of each operand.
+/// Every variant calls it, so the task's ops appear once in the file, right after the
+/// explanation that restates them (a small policy wrote a different op in each of vec4's four
+/// lanes when each lane spelled them out: kforge-tiny, session 10).
+result<std::string> op_function(const tasks::task& t, const plan& p);
+
+/// "kf_op(<operand 0>, ..., <output 0>, ...);"
+std::string op_call(const tasks::task& t, const plan& p, const std::function<std::string(std::size_t)>& operand,
+                    const std::function<std::string(std::size_t)>& output);
+
+/// The four lanes of a float4 step, one kf_op call per line at `indent`: operand k read as
+/// `a<k>.x` (.y, .z, .w), output j stored to `r<j>.x`.
+std::string float4_lanes(const tasks::task& t, const plan& p, const std::string& indent);
 
 /// Host code of the dense kernels: kf_dense(t, n), true for a float32 contiguous tensor of n
 /// elements.

@@ -38,23 +38,40 @@ std::string host_helpers(const tasks::task& t) {
   return s;
 }
 
-result<std::string> float4_lanes(const tasks::task& t, const plan& p, const std::string& indent) {
-  std::string s;
-  for (const char* lane : {"x", "y", "z", "w"}) {
-    expr_emitter em(p.g, indent + "  ");
-    std::string code;
-    auto leaf = [&](int id) -> result<std::string> {
-      auto it = p.leaf_operand.find(id);
-      if (it == p.leaf_operand.end()) return unsupported("a leaf the map cannot read");
-      return "a" + std::to_string(it->second) + "." + lane;
-    };
-    for (std::size_t j = 0; j < t.outputs.size(); ++j) {
-      auto v = em.float_value(p.g.outputs[j], code, leaf);
-      if (!v) return v.err();
-      code += indent + "  r" + std::to_string(j) + "." + lane + " = " + *v + ";\n";
-    }
-    s += indent + "{\n" + code + indent + "}\n";
+result<std::string> op_function(const tasks::task& t, const plan& p) {
+  std::string params;
+  for (std::size_t k = 0; k < p.operands.size(); ++k) params += "float x" + std::to_string(k) + ", ";
+  for (std::size_t j = 0; j < t.outputs.size(); ++j)
+    params += std::string(j ? ", " : "") + "float& y" + std::to_string(j);
+  expr_emitter em(p.g, "  ");
+  std::string body;
+  auto leaf = [&](int id) -> result<std::string> {
+    auto it = p.leaf_operand.find(id);
+    if (it == p.leaf_operand.end()) return unsupported("a leaf the map cannot read");
+    return "x" + std::to_string(it->second);
+  };
+  for (std::size_t j = 0; j < t.outputs.size(); ++j) {
+    auto v = em.float_value(p.g.outputs[j], body, leaf);
+    if (!v) return v.err();
+    body += "  y" + std::to_string(j) + " = " + *v + ";\n";
   }
+  return "// One element: the reference's ops on one element of each input.\n"
+         "__device__ __forceinline__ void kf_op(" + params + ") {\n" + body + "}\n\n";
+}
+
+std::string op_call(const tasks::task& t, const plan& p, const std::function<std::string(std::size_t)>& operand,
+                    const std::function<std::string(std::size_t)>& output) {
+  std::string s = "kf_op(";
+  for (std::size_t k = 0; k < p.operands.size(); ++k) s += operand(k) + ", ";
+  for (std::size_t j = 0; j < t.outputs.size(); ++j) s += std::string(j ? ", " : "") + output(j);
+  return s + ");";
+}
+
+std::string float4_lanes(const tasks::task& t, const plan& p, const std::string& indent) {
+  std::string s;
+  for (const std::string lane : {"x", "y", "z", "w"})
+    s += indent + op_call(t, p, [&](std::size_t k) { return "a" + std::to_string(k) + "." + lane; },
+                          [&](std::size_t j) { return "r" + std::to_string(j) + "." + lane; }) + "\n";
   return s;
 }
 

@@ -28,22 +28,10 @@ dense_map signature(const tasks::task& t, const plan& p) {
   return m;
 }
 
-// The statements computing every output at flat index `i`.
-result<std::string> element(const tasks::task& t, const plan& p, const std::string& i,
-                            const std::string& indent) {
-  expr_emitter em(p.g, indent);
-  std::string s;
-  auto leaf = [&](int id) -> result<std::string> {
-    auto it = p.leaf_operand.find(id);
-    if (it == p.leaf_operand.end()) return unsupported("a leaf the map cannot read");
-    return "in" + std::to_string(it->second) + "[" + i + "]";
-  };
-  for (std::size_t j = 0; j < t.outputs.size(); ++j) {
-    auto v = em.float_value(p.g.outputs[j], s, leaf);
-    if (!v) return v.err();
-    s += indent + "out" + std::to_string(j) + "[" + i + "] = " + *v + ";\n";
-  }
-  return s;
+// The statement computing every output at flat index i.
+std::string element(const tasks::task& t, const plan& p, const std::string& indent) {
+  return indent + op_call(t, p, [](std::size_t k) { return "in" + std::to_string(k) + "[i]"; },
+                          [](std::size_t j) { return "out" + std::to_string(j) + "[i]"; }) + "\n";
 }
 
 std::string host_checks(const tasks::task& t, const plan& p) {
@@ -66,7 +54,7 @@ std::string what_it_computes(const plan& p) {
        "each input and one flat index addresses them all: no shapes or strides in the kernel. "
        "The host checks that every tensor is float32, contiguous and has the output's element "
        "count, and returns an error otherwise.";
-  return s + ops_sentence(p.g, all_nodes(p.g));
+  return s;
 }
 
 }  // namespace
@@ -74,27 +62,25 @@ std::string what_it_computes(const plan& p) {
 result<std::vector<kernel_variant>> emit_dense_map(const tasks::task& t, const plan& p) {
   const auto sig = signature(t, p);
   const auto head = "(" + sig.params + ") {\n";
-  auto one = element(t, p, "i", "  ");
-  auto looped = element(t, p, "i", "    ");
-  auto four = float4_lanes(t, p, "    ");
-  if (!one) return one.err();
-  if (!looped) return looped.err();
-  if (!four) return four.err();
+  auto op = op_function(t, p);
+  if (!op) return op.err();
+  const std::string one = element(t, p, "  "), looped = element(t, p, "    ");
+  const std::string four = float4_lanes(t, p, "    ");
   const std::string host = dense_helper() + forward_head() + host_checks(t, p);
   const std::string what = what_it_computes(p);
   const std::string grid_stride_kernel =
       "__global__ void kf_map" + head +
       "  const int64_t step = (int64_t)gridDim.x * blockDim.x;\n"
       "  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {\n" +
-      *looped + "  }\n}\n\n" + grid_helper(4096);
+      looped + "  }\n}\n\n" + grid_helper(4096);
   std::vector<kernel_variant> out;
   {
     kernel_variant v;
     v.name = "naive";
-    v.source = file_head(t, v.name) + "__global__ void kf_map" + head +
+    v.source = file_head(t, v.name) + *op + "__global__ void kf_map" + head +
                "  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
                "  if (i >= n) return;\n" +
-               *one + "}\n\n" + host +
+               one + "}\n\n" + host +
                "  const int64_t blocks = (n + 255) / 256;\n"
                "  kf_map<<<(unsigned)blocks, 256, 0, stream>>>(" + sig.args + ");\n"
                "  return (int)cudaGetLastError();\n}\n";
@@ -105,7 +91,7 @@ result<std::vector<kernel_variant>> emit_dense_map(const tasks::task& t, const p
   {
     kernel_variant v;
     v.name = "grid_stride";
-    v.source = file_head(t, v.name) + grid_stride_kernel + host +
+    v.source = file_head(t, v.name) + *op + grid_stride_kernel + host +
                "  kf_map<<<kf_grid(n, 256), 256, 0, stream>>>(" + sig.args + ");\n"
                "  return (int)cudaGetLastError();\n}\n";
     v.explanation = what + " This version caps the grid at 4096 blocks of 256 threads and lets "
@@ -123,11 +109,11 @@ result<std::vector<kernel_variant>> emit_dense_map(const tasks::task& t, const p
       k += "    const float4 a" + std::to_string(j) + " = reinterpret_cast<const float4*>(in" +
            std::to_string(j) + ")[i];\n";
     for (std::size_t j = 0; j < t.outputs.size(); ++j) k += "    float4 r" + std::to_string(j) + ";\n";
-    k += *four;
+    k += four;
     for (std::size_t j = 0; j < t.outputs.size(); ++j)
       k += "    reinterpret_cast<float4*>(out" + std::to_string(j) + ")[i] = r" + std::to_string(j) + ";\n";
     k += "  }\n  for (int64_t i = n4 * 4 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {\n" +
-         *looped + "  }\n}\n\n";
+         looped + "  }\n}\n\n";
     std::string addresses;
     for (std::size_t j = 0; j < p.operands.size(); ++j)
       addresses += "(uintptr_t)in" + std::to_string(j) + " | ";
@@ -135,7 +121,7 @@ result<std::vector<kernel_variant>> emit_dense_map(const tasks::task& t, const p
       addresses += std::string(j ? " | " : "") + "(uintptr_t)out" + std::to_string(j);
     kernel_variant v;
     v.name = "vec4";
-    v.source = file_head(t, v.name) + grid_stride_kernel + k + host +
+    v.source = file_head(t, v.name) + *op + grid_stride_kernel + k + host +
                "  // float4 accesses need 16-byte aligned addresses; otherwise the scalar kernel.\n"
                "  if ((" + addresses + ") & 15)\n"
                "    kf_map<<<kf_grid(n, 256), 256, 0, stream>>>(" + sig.args + ");\n"

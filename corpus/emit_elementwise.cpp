@@ -12,7 +12,9 @@ std::string n_ops(const plan& p) { return std::to_string(std::max<std::size_t>(1
 // Types and the per-element device function shared by the three variants.
 result<std::string> common_part(const tasks::task& t, const plan& p) {
   const auto nout = std::to_string(t.outputs.size());
-  std::string s;
+  auto op = op_function(t, p);
+  if (!op) return op.err();
+  std::string s = *op;
   s += "#define KF_NOPS " + n_ops(p) + "\n#define KF_NOUT " + nout + "\n\n";
   s += "// The iteration shape (the outputs' shape) and, per operand and output, its strides\n"
        "// aligned to it (0 where an operand broadcasts).\n";
@@ -29,20 +31,10 @@ result<std::string> common_part(const tasks::task& t, const plan& p) {
     s += "    o" + std::to_string(k) + " += c * it.st[" + std::to_string(k) + "][d];\n";
   for (std::size_t j = 0; j < t.outputs.size(); ++j)
     s += "    w" + std::to_string(j) + " += c * it.ost[" + std::to_string(j) + "][d];\n";
-  s += "  }\n";
-  expr_emitter em(p.g, "  ");
-  auto leaf = [&](int id) -> result<std::string> {
-    auto it = p.leaf_operand.find(id);
-    if (it == p.leaf_operand.end()) return unsupported("a leaf the map cannot read");
-    const auto k = std::to_string(it->second);
-    return "p.in[" + k + "][o" + k + "]";
-  };
-  for (std::size_t j = 0; j < t.outputs.size(); ++j) {
-    auto v = em.float_value(p.g.outputs[j], s, leaf);
-    if (!v) return v.err();
-    s += "  p.out[" + std::to_string(j) + "][w" + std::to_string(j) + "] = " + *v + ";\n";
-  }
-  s += "}\n\n";
+  s += "  }\n  " +
+       op_call(t, p, [](std::size_t k) { return "p.in[" + std::to_string(k) + "][o" + std::to_string(k) + "]"; },
+               [](std::size_t j) { return "p.out[" + std::to_string(j) + "][w" + std::to_string(j) + "]"; }) +
+       "\n}\n\n";
   return s;
 }
 
@@ -74,7 +66,6 @@ std::string what_it_computes(const tasks::task& t, const plan& p) {
        "of smaller shape broadcast (PyTorch's right-aligned rule), which the kernel handles by "
        "giving each operand stride 0 along the dims it broadcasts over, computed on the host "
        "from the kf_tensor shapes and strides.";
-  s += ops_sentence(p.g, all_nodes(p.g));
   (void)t;
   return s;
 }
@@ -126,8 +117,7 @@ result<std::vector<kernel_variant>> emit_elementwise(const tasks::task& t, const
     out.push_back(std::move(v));
   }
   {
-    auto lanes = float4_lanes(t, p, "    ");
-    if (!lanes) return lanes.err();
+    const std::string lanes = float4_lanes(t, p, "    ");
     std::string kernel = "__global__ void kf_map4(kf_ptrs p, int64_t n4) {\n"
                          "  const int64_t step = (int64_t)gridDim.x * blockDim.x;\n"
                          "  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += step) {\n";
@@ -136,7 +126,7 @@ result<std::vector<kernel_variant>> emit_elementwise(const tasks::task& t, const
                 " = reinterpret_cast<const float4*>(p.in[" + std::to_string(k) + "])[i];\n";
     for (std::size_t j = 0; j < t.outputs.size(); ++j)
       kernel += "    float4 r" + std::to_string(j) + ";\n";
-    kernel += *lanes;
+    kernel += lanes;
     for (std::size_t j = 0; j < t.outputs.size(); ++j)
       kernel += "    reinterpret_cast<float4*>(p.out[" + std::to_string(j) + "])[i] = r" +
                 std::to_string(j) + ";\n";

@@ -161,7 +161,6 @@ std::string gemm_explanation(const tasks::task& t, const plan& p, const std::str
     s += "The elementwise rest of the task (bias, activation, residual inputs broadcast to C's "
          "shape) is fused as an epilogue: it is applied to each accumulator before the single "
          "store, so C never goes to memory.";
-  s += ops_sentence(p.g, all_nodes(p.g));
   if (variant == "naive")
     s += " This version computes one output element per thread with a plain loop over K; "
          "consecutive threads take consecutive columns, so B's loads coalesce when its rows are "

@@ -340,7 +340,6 @@ std::string rows_explanation(const plan& p, const std::string& variant) {
       "; per-row values stay in registers between passes and elementwise work before, between "
       "and after the reductions is fused into those passes, so nothing intermediate goes to "
       "memory.";
-  s += ops_sentence(g, all_nodes(g));
   bool widened = false;
   for (int r : p.reductions) widened = widened || widens(g.nodes[static_cast<std::size_t>(r)].op);
   if (p.max_row > 65536 && widened && variant != "thread_per_row")

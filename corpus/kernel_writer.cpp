@@ -64,8 +64,12 @@ result<std::vector<kernel_variant>> write_kernels(const tasks::task& t) {
   if (!p) return p.err();
   auto out = emit(t, *p);
   if (!out) return out.err();
+  // The restated reference, then at once the formulas of its ops, then the approach: what depends on
+  // the task comes first, next to what it is read from.
+  auto formulas = detail::ops_sentence(p->g, detail::all_nodes(p->g));
+  if (!formulas.empty()) formulas = formulas.substr(1) + " ";
   const auto restated = restated_reference(t);
-  for (auto& v : *out) v.explanation = restated + v.explanation;
+  for (auto& v : *out) v.explanation = restated + formulas + v.explanation;
   return out;
 }
 
