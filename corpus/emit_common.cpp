@@ -55,8 +55,19 @@ result<std::string> op_function(const tasks::task& t, const plan& p) {
     if (!v) return v.err();
     body += "  y" + std::to_string(j) + " = " + *v + ";\n";
   }
-  return "// One element: the reference's ops on one element of each input.\n"
-         "__device__ __forceinline__ void kf_op(" + params + ") {\n" + body + "}\n\n";
+  // The comment restates the reference and its ops' formulas next to the code they become, so the
+  // CUDA follows from the lines right above it (a small policy wrote its usual chain here when the
+  // op was only named ~200 tokens before: kforge-tiny v7, session 10).
+  std::string comment = "// One element of the reference";
+  const auto restated = restated_reference(t);  // "The reference computes `...`. "
+  if (const auto open = restated.find('`'), close = restated.rfind('`');
+      open != std::string::npos && close > open)
+    comment += ": " + restated.substr(open + 1, close - open - 1);
+  comment += "\n";
+  std::string formulas;
+  for (const auto& line : describe_ops(p.g, all_nodes(p.g))) formulas += (formulas.empty() ? "" : "; ") + line;
+  if (!formulas.empty()) comment += "// " + formulas + ".\n";
+  return comment + "__device__ __forceinline__ void kf_op(" + params + ") {\n" + body + "}\n\n";
 }
 
 std::string op_call(const tasks::task& t, const plan& p, const std::function<std::string(std::size_t)>& operand,
