@@ -38,8 +38,12 @@ std::string random_name(std::mt19937_64& rng) {
 // for an exponent form) otherwise.
 std::string random_number(const std::string& old, std::mt19937_64& rng) {
   char buf[32];
+  // One draw per statement: the order of draws within one expression is unspecified, and the same
+  // seed must give the same drills whatever the compiler.
   if (old.find_first_of("eE") != std::string::npos) {
-    std::snprintf(buf, sizeof buf, "%de-%d", 1 + static_cast<int>(rng() % 9), 1 + static_cast<int>(rng() % 9));
+    const int mantissa = 1 + static_cast<int>(rng() % 9);
+    const int exponent = 1 + static_cast<int>(rng() % 9);
+    std::snprintf(buf, sizeof buf, "%de-%d", mantissa, exponent);
   } else if (old.find('.') != std::string::npos) {
     const int decimals = 1 + static_cast<int>(rng() % 3);
     int scale = 1;
@@ -47,7 +51,8 @@ std::string random_number(const std::string& old, std::mt19937_64& rng) {
     const int v = static_cast<int>(rng() % (scale * 10));
     std::snprintf(buf, sizeof buf, "%d.%0*d", v / scale, decimals, v % scale);
   } else {
-    std::snprintf(buf, sizeof buf, "%d", static_cast<int>(rng() % (rng() % 2 ? 10 : 4096)));
+    const bool small = rng() % 2 != 0;
+    std::snprintf(buf, sizeof buf, "%d", static_cast<int>(rng() % (small ? 10 : 4096)));
   }
   return buf;
 }
@@ -108,12 +113,17 @@ std::vector<drill_record> copy_drills(const std::vector<tasks::task>& pool,
   for (int n = 0; n < count; ++n) {
     tasks::task t = pool[rng() % pool.size()];
     t.reference = scramble_reference(t.reference, rng);
+    // The task's own id and description name the ops the scrambled reference no longer has: a
+    // prompt that contradicts itself, which a run never shows.
+    const std::string source_id = t.id;
+    t.id = "drill/" + std::to_string(n);
+    t.description = "A task to restate.";
     auto restated = restated_reference(t);
     if (restated.empty()) continue;
     restated.pop_back();  // the space a full explanation goes on after
     auto prompt = tmpl.render(t, hw);
     if (const auto at = prompt.find("## Task"); at != std::string::npos) prompt.erase(0, at);
-    out.push_back({"drill/" + std::to_string(n) + "/" + t.id, std::move(prompt), std::move(restated)});
+    out.push_back({t.id + "/" + source_id, std::move(prompt), std::move(restated)});
   }
   return out;
 }

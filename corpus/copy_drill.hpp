@@ -20,13 +20,16 @@
 namespace kforge::corpus {
 
 /// `reference` with, in forward's body (the lines after "def forward("), every called name that
-/// follows a '.' ("torch.relu(", "x.sum(") and every number replaced by random ones: real torch
-/// function names or made-up words, and numbers of the same kind (integer or decimal).
+/// follows a '.' ("torch.relu(", "x.sum(") and every number replaced by random ones (real torch
+/// function names or made-up words; numbers of the same kind: integer, decimal or exponent form),
+/// and every binary operator written between spaces (" + ", " - ", " * ", " / ") by a random one.
 std::string scramble_reference(const std::string& reference, std::mt19937_64& rng);
 
 struct drill_record {
   std::string task_id;     ///< "drill/<n>/<source task id>"
-  std::string prompt;      ///< the rendered prompt from its "## Task" heading on
+  /// The rendered prompt from its "## Task" heading on, the task named "drill/<n>" with a neutral
+  /// description (its own would name the ops it no longer has).
+  std::string prompt;
   std::string completion;  ///< "The reference computes `<scrambled body>`."
 };
 

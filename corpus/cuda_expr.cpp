@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 namespace kforge::corpus {
 namespace {
@@ -90,13 +91,23 @@ std::string f(double v) { return float_literal(v); }
 
 std::string float_literal(double v) {
   if (std::isnan(v)) return "__int_as_float(0x7fc00000)";
-  if (std::isinf(v)) return v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
-  // The shortest text that reads back as the same float: 0.01 stays "0.01" (not "0.00999999978"),
-  // so the constant in the kernel is the one in the reference and a policy can copy it.
+  // Beyond float's range the value is the float infinity (the cast itself would be undefined).
+  if (std::fabs(v) > static_cast<double>(std::numeric_limits<float>::max()))
+    return v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+  // The shortest text that reads back as the same float, with the exponent as Python writes it:
+  // 0.01 stays "0.01" (not "0.00999999978") and 1e-6 "1e-6" (not "1e-06"), so the constant in the
+  // kernel is the one in the reference and a policy can copy it.
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
   std::string s(buf, r.ptr);
-  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  if (const auto e = s.find('e'); e != std::string::npos) {
+    std::size_t digits = e + 1;
+    if (digits < s.size() && (s[digits] == '+' || s[digits] == '-')) ++digits;
+    const bool plus = s[e + 1] == '+';
+    while (digits + 1 < s.size() && s[digits] == '0') s.erase(digits, 1);
+    if (plus) s.erase(e + 1, 1);
+  }
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return "(" + s + "f)";
 }
 

@@ -15,7 +15,8 @@
 
 namespace kforge::corpus {
 
-/// A float literal that round-trips float32 ("0.5f", "-INFINITY").
+/// A parenthesised float literal that round-trips float32, in the shortest form ("(0.5f)",
+/// "(1e-6f)", "(20.0f)"); infinities and NaN as bit patterns ("__int_as_float(0x7f800000)").
 std::string float_literal(double v);
 
 /// Whether the expression writer knows elementwise op `op`.

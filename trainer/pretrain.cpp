@@ -98,14 +98,24 @@ struct batch_tensors {
   std::int64_t n_targets = 0;
 };
 
-/// Weight of the targets of one example in the training loss: its first `lead` completion tokens
-/// count `w` times (pretrain_options::lead_tokens).
-double weighted_targets(std::int64_t targets, std::int64_t lead, double w) {
-  return static_cast<double>(targets) + (w - 1.0) * static_cast<double>(std::min(lead, targets));
+/// Whether any target can weigh other than 1 (pretrain_options::lead_tokens, focus_weight).
+bool weights_targets(const pretrain_options& o) {
+  return (o.lead_tokens > 0 && o.lead_weight != 1.0) || (!o.focus_from.empty() && o.focus_weight != 1.0);
 }
 
+/// The summed training-loss weight of one example's targets (target_weight of each).
+double example_weight(const sft_example& ex, const pretrain_options& o) {
+  const auto n = static_cast<std::int64_t>(ex.ids.size());
+  const std::int64_t first = std::max<std::int64_t>(ex.prompt_tokens, 1);
+  if (!weights_targets(o)) return static_cast<double>(std::max<std::int64_t>(n - first, 0));
+  double w = 0;
+  for (std::int64_t t = first; t < n; ++t) w += target_weight(ex, t, o);
+  return w;
+}
+
+/// `weighting`: the options whose target weights the batch carries; null: every target weighs 1.
 batch_tensors make_batch(const std::vector<std::size_t>& rows, const sft_dataset& d, std::int64_t pad,
-                         const at::Device& dev, std::int64_t lead_tokens = 0, double lead_weight = 1.0) {
+                         const at::Device& dev, const pretrain_options* weighting = nullptr) {
   std::int64_t len = 0;
   for (auto r : rows) len = std::max(len, static_cast<std::int64_t>(d.examples[r].ids.size()));
   const auto b = static_cast<std::int64_t>(rows.size());
@@ -114,7 +124,7 @@ batch_tensors make_batch(const std::vector<std::size_t>& rows, const sft_dataset
   auto acc = ids.accessor<std::int64_t, 2>();
   std::vector<std::int64_t> pos, tgt;
   std::vector<float> wts;
-  const bool weighted = lead_tokens > 0 && lead_weight != 1.0;
+  const bool weighted = weighting != nullptr && weights_targets(*weighting);
   for (std::int64_t i = 0; i < b; ++i) {
     const sft_example& ex = d.examples[rows[static_cast<std::size_t>(i)]];
     const auto n = static_cast<std::int64_t>(ex.ids.size());
@@ -125,7 +135,7 @@ batch_tensors make_batch(const std::vector<std::size_t>& rows, const sft_dataset
     for (std::int64_t t = first; t < n; ++t) {
       pos.push_back(i * len + t - 1);
       tgt.push_back(ex.ids[static_cast<std::size_t>(t)]);
-      if (weighted) wts.push_back(t - first < lead_tokens ? static_cast<float>(lead_weight) : 1.0f);
+      if (weighted) wts.push_back(static_cast<float>(target_weight(ex, t, *weighting)));
     }
   }
   out.n_targets = static_cast<std::int64_t>(pos.size());
@@ -221,6 +231,9 @@ json options_json(const pretrain_options& o) {
           {"max_grad_norm", o.max_grad_norm},
           {"lead_tokens", o.lead_tokens},
           {"lead_weight", o.lead_weight},
+          {"focus_from", o.focus_from},
+          {"focus_to", o.focus_to},
+          {"focus_weight", o.focus_weight},
           {"device", o.device},
           {"bf16", o.bf16},
           {"log_every", o.log_every},
@@ -440,12 +453,12 @@ result<pretrain_report> run_pretrain(const pretrain_options& options, const sft_
       for (auto r : rows) {
         const auto targets = lengths[r] - std::max<std::int64_t>(data.examples[r].prompt_tokens, 1);
         batch_targets += targets;
-        batch_weight += weighted_targets(targets, o.lead_tokens, o.lead_weight);
+        batch_weight += example_weight(data.examples[r], o);
       }
       const double denom = static_cast<double>(std::max<std::int64_t>(batch_targets, 1));
       const double weight_denom = std::max(batch_weight, 1.0);
       for (const auto& mb : cut_by_tokens(rows, lengths, o.micro_batch_tokens)) {
-        const batch_tensors b = make_batch(mb, data, fmt.pad, dev, o.lead_tokens, o.lead_weight);
+        const batch_tensors b = make_batch(mb, data, fmt.pad, dev, &o);
         const batch_loss loss = summed_loss(*compute, b);
         (loss.weighted / weight_denom).backward();
         window_loss += loss.plain.detach().to(at::kDouble);

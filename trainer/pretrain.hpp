@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/result.hpp"
@@ -126,6 +127,14 @@ struct pretrain_options {
   /// bench/RESULTS.md). Logged and validation losses stay plain token means.
   std::int64_t lead_tokens = 0;
   double lead_weight = 1.0;
+  /// Focus spans: in every completion, from the literal text focus_from to the end of the next
+  /// focus_to, the tokens count focus_weight times (a token partly inside counts whole). For the
+  /// corpus kernels' per-element function (from "// One element of the reference" to "\n}\n"):
+  /// the only lines of a kernel that depend on the task's ops, ~5 % of its targets, which a 7.6 M
+  /// model wrote as its usual chain whatever the task (kforge-tiny v7, bench/RESULTS.md). Both
+  /// empty: off; both or neither must be given.
+  std::string focus_from, focus_to;
+  double focus_weight = 1.0;
 
   // ---- device, logging, output format ----
   /// "auto" (CUDA when LibTorch sees a GPU, else the CPU), "cpu", "cuda" or "cuda:N".
@@ -170,7 +179,14 @@ struct sft_example {
   std::vector<std::int64_t> ids;
   /// The first prompt_tokens ids are context: only ids[prompt_tokens..] are targets.
   std::int64_t prompt_tokens = 0;
+  /// Focus spans (pretrain_options::focus_from): [begin, end) positions into ids.
+  std::vector<std::pair<std::int64_t, std::int64_t>> focus;
 };
+
+/// The training loss's weight of target position t (prompt_tokens <= t < ids.size()) of `ex`:
+/// lead_weight within the first lead_tokens completion tokens, focus_weight inside a focus span
+/// (the larger where both hold), else 1.
+double target_weight(const sft_example& ex, std::int64_t t, const pretrain_options& o);
 
 /// `prompt` and `completion` as the model trains on them (see the file comment).
 /// `end_turn` false: a record marked "prefix_only" (a copy drill, corpus/copy_drill.hpp) whose
@@ -190,14 +206,18 @@ struct sft_dataset {
   std::int64_t longest_dropped = 0;   ///< tokens of the longest dropped record
   std::int64_t tokens = 0;            ///< tokens of the kept examples
   std::int64_t target_tokens = 0;     ///< of those, targets (completion + eos)
+  std::int64_t focus_tokens = 0;      ///< of those, inside focus spans
+  std::int64_t focus_examples = 0;    ///< kept examples with at least one focus span
   std::string hash;                   ///< "fnv1a64:" + 16 hex digits of the file's bytes
   std::int64_t bytes = 0;             ///< size of the file
 };
 
-/// Reads and tokenizes `path`. Errors: an unreadable file, a line that is not a JSON object with
-/// string "prompt" and "completion" ("FILE:LINE: ..."), no example left within max_len.
+/// Reads and tokenizes `path`, marking focus spans where focus_from and focus_to are given.
+/// Errors: an unreadable file, a line that is not a JSON object with string "prompt" and
+/// "completion" ("FILE:LINE: ..."), no example left within max_len.
 [[nodiscard]] result<sft_dataset> read_sft_data(const std::string& path, const sft_format& fmt,
-                                                std::int64_t max_len);
+                                                std::int64_t max_len, const std::string& focus_from = "",
+                                                const std::string& focus_to = "");
 
 /// Deterministic shuffles and batches, torch-free so that they are testable on their own.
 /// Held-out examples: the first round(n * fraction) of a seeded permutation of 0..n-1 (at least one

@@ -38,6 +38,10 @@ inline CLI::App* add_pretrain_subcommand(CLI::App& app, pretrain_options& o) {
   cmd->add_option("--lead-tokens", o.lead_tokens,
                   "The first N completion tokens weigh --lead-weight in the training loss (default 0: off)");
   cmd->add_option("--lead-weight", o.lead_weight, "Weight of those tokens (default 1)");
+  cmd->add_option("--focus-from", o.focus_from,
+                  "Completion spans from this text to the end of the next --focus-to weigh --focus-weight");
+  cmd->add_option("--focus-to", o.focus_to, "The text that ends a focus span (with --focus-from)");
+  cmd->add_option("--focus-weight", o.focus_weight, "Weight of focus-span tokens (default 1)");
   cmd->add_option("--max-len", o.max_len, "Longest example in tokens; longer ones are dropped (default 2048)");
   // The model's shape: each flag is also noted, since --init takes the shape from its checkpoint.
   auto shape = [&](const char* flag, auto& field, const char* help) {

@@ -15,13 +15,16 @@ int pretrain_command(const pretrain_options& o, std::ostream& out, std::ostream&
   auto fmt = load_sft_format(o.tokenizer_dir);
   if (!fmt) return bad(fmt.message());
   if (auto s = check_output_dir(o); !s) return bad(s.message());
-  auto data = read_sft_data(o.data, *fmt, o.max_len);
+  auto data = read_sft_data(o.data, *fmt, o.max_len, o.focus_from, o.focus_to);
   if (!data) return bad(data.message());
   out << "pretrain: " << o.data << ": " << data->records << " records, " << data->examples.size() << " kept ("
       << data->tokens << " tokens, " << data->target_tokens << " trained on), " << data->dropped_too_long
       << " dropped as longer than --max-len " << o.max_len;
   if (data->dropped_too_long > 0) out << " (longest " << data->longest_dropped << ")";
   out << "; chat format " << fmt->chat.name() << ", eos " << fmt->eos << "\n";
+  if (!o.focus_from.empty())
+    out << "pretrain: focus spans in " << data->focus_examples << " of " << data->examples.size() << " examples, "
+        << data->focus_tokens << " tokens (weight " << o.focus_weight << ")\n";
 
   auto rep = run_pretrain(o, *fmt, *data, &out);
   if (!rep) {

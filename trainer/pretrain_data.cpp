@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -73,6 +74,10 @@ status validate(const pretrain_options& o) {
   if (o.lead_tokens < 0) return error{"--lead-tokens " + std::to_string(o.lead_tokens) + ": must be >= 0"};
   if (!(o.lead_weight > 0) || !std::isfinite(o.lead_weight))
     return error{"--lead-weight " + std::to_string(o.lead_weight) + ": must be a positive number"};
+  if (o.focus_from.empty() != o.focus_to.empty())
+    return error{"--focus-from and --focus-to: give both (the span's first and last text) or neither"};
+  if (!(o.focus_weight > 0) || !std::isfinite(o.focus_weight))
+    return error{"--focus-weight " + std::to_string(o.focus_weight) + ": must be a positive number"};
   if (o.hidden_size % o.num_heads != 0)
     return error{"--heads " + std::to_string(o.num_heads) + " does not divide --hidden " +
                  std::to_string(o.hidden_size)};
@@ -162,7 +167,58 @@ std::vector<std::uint8_t> target_mask(const sft_example& ex) {
   return m;
 }
 
-result<sft_dataset> read_sft_data(const std::string& path, const sft_format& fmt, std::int64_t max_len) {
+namespace {
+
+// The completion's focus spans as token ranges of ex.ids: each text span from `from` to the end of
+// the next `to` (literal), mapped through the bytes each completion token decodes to. Nothing is
+// marked when the tokens do not decode back to exactly the completion's bytes.
+void mark_focus(const sft_format& fmt, sft_example& ex, std::string_view completion, const std::string& from,
+                const std::string& to, std::unordered_map<std::int64_t, std::size_t>& token_bytes) {
+  std::vector<std::pair<std::size_t, std::size_t>> spans;  // byte ranges of the completion
+  for (auto at = completion.find(from); at != std::string_view::npos;) {
+    const auto end = completion.find(to, at + from.size());
+    if (end == std::string_view::npos) break;
+    spans.emplace_back(at, end + to.size());
+    at = completion.find(from, end + to.size());
+  }
+  if (spans.empty()) return;
+  std::size_t offset = 0;
+  std::vector<std::size_t> starts;  // byte offset of each completion token
+  const auto first = static_cast<std::size_t>(ex.prompt_tokens);
+  for (std::size_t i = first; i < ex.ids.size() && offset <= completion.size(); ++i) {
+    auto it = token_bytes.find(ex.ids[i]);
+    if (it == token_bytes.end()) it = token_bytes.emplace(ex.ids[i], fmt.tok.decode({ex.ids[i]}).size()).first;
+    starts.push_back(offset);
+    offset += it->second;
+    if (offset == completion.size()) break;  // an end-of-turn token may follow
+  }
+  if (offset != completion.size()) return;
+  for (const auto& [b, e] : spans) {
+    std::int64_t lo = -1, hi = -1;
+    for (std::size_t k = 0; k < starts.size(); ++k) {
+      const std::size_t tb = starts[k], te = k + 1 < starts.size() ? starts[k + 1] : completion.size();
+      if (tb < e && te > b) {
+        if (lo < 0) lo = static_cast<std::int64_t>(first + k);
+        hi = static_cast<std::int64_t>(first + k + 1);
+      }
+    }
+    if (lo >= 0) ex.focus.emplace_back(lo, hi);
+  }
+}
+
+}  // namespace
+
+double target_weight(const sft_example& ex, std::int64_t t, const pretrain_options& o) {
+  double w = 1.0;
+  if (t - std::max<std::int64_t>(ex.prompt_tokens, 1) < o.lead_tokens) w = std::max(w, o.lead_weight);
+  for (const auto& [b, e] : ex.focus)
+    if (t >= b && t < e) w = std::max(w, o.focus_weight);
+  return w;
+}
+
+result<sft_dataset> read_sft_data(const std::string& path, const sft_format& fmt, std::int64_t max_len,
+                                  const std::string& focus_from, const std::string& focus_to) {
+  std::unordered_map<std::int64_t, std::size_t> token_bytes;
   std::error_code ec;
   if (fs::is_directory(path, ec)) return error{path + ": is a directory, expected a JSON-lines file"};
   std::ifstream in(path, std::ios::binary);
@@ -199,6 +255,11 @@ result<sft_dataset> read_sft_data(const std::string& path, const sft_format& fmt
       ++d.dropped_too_long;
       d.longest_dropped = std::max(d.longest_dropped, n);
       continue;
+    }
+    if (!focus_from.empty() && !focus_to.empty()) {
+      mark_focus(fmt, ex, j["completion"].get<std::string>(), focus_from, focus_to, token_bytes);
+      for (const auto& [b, e] : ex.focus) d.focus_tokens += e - b;
+      d.focus_examples += !ex.focus.empty();
     }
     d.tokens += n;
     d.target_tokens += n - ex.prompt_tokens;

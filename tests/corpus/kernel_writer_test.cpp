@@ -3,10 +3,15 @@
 // that it refuses what it cannot do with "unsupported: <why>".
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <map>
 #include <set>
 
+#include "corpus/cuda_expr.hpp"
 #include "corpus/kernel_writer.hpp"
 #include "corpus_tasks.hpp"
 #include "tasks/prompt.hpp"
@@ -63,6 +68,37 @@ TEST_CASE("explanations open by restating forward's body, annotations and commen
   ks = write_kernels(t);
   REQUIRE_MESSAGE(ks.ok(), (ks.ok() ? "" : ks.message()));
   CHECK(ks->front().explanation.rfind("The reference computes", 0) == std::string::npos);
+}
+
+TEST_CASE("maps write the task's ops once, in kf_op under a comment restating them; formulas follow the restatement") {
+  const auto lib = testing::builtin_by_id();
+  auto ks = write_kernels(lib.at("l1/leaky_relu"));
+  REQUIRE_MESSAGE(ks.ok(), (ks.ok() ? "" : ks.message()));
+  for (const auto& v : *ks) {
+    INFO(v.name << "\n" << v.source);
+    CHECK(v.explanation.rfind("The reference computes `return torch.leaky_relu(x, 0.01)`. The formulas follow "
+                              "PyTorch's float32 kernels: leaky ReLU: ",
+                              0) == 0);
+    const std::string head = "// One element of the reference: return torch.leaky_relu(x, 0.01)\n// leaky ReLU: ";
+    CHECK(v.source.find(head) != std::string::npos);
+    CHECK(v.source.find("__device__ __forceinline__ void kf_op(float x0, float& y0) {") != std::string::npos);
+    CHECK(v.source.find("(0.01f)") != std::string::npos);  // the constant as the reference writes it
+    std::size_t defs = 0, uses = 0;
+    for (auto at = v.source.find("kf_op("); at != std::string::npos; at = v.source.find("kf_op(", at + 1))
+      (v.source.compare(at - 5, 5, "void ") == 0 ? defs : uses) += 1;
+    CHECK(defs == 1);
+    CHECK(uses >= 1);
+    CHECK(v.source.find("0.01f", v.source.find("kf_op(", v.source.find("{", v.source.find("void kf_op(")))) ==
+          std::string::npos);  // nowhere but in kf_op
+  }
+  const auto vec4 = std::find_if(ks->begin(), ks->end(), [](const kernel_variant& v) { return v.name == "vec4"; });
+  REQUIRE(vec4 != ks->end());
+  for (const char* lane : {"kf_op(a0.x, r0.x);", "kf_op(a0.y, r0.y);", "kf_op(a0.z, r0.z);", "kf_op(a0.w, r0.w);"})
+    CHECK(vec4->source.find(lane) != std::string::npos);
+  // A broadcasting map of two inputs: the strided kernel calls it with each operand's offset.
+  auto add = write_kernels(lib.at("l1/add_row_broadcast"));
+  REQUIRE_MESSAGE(add.ok(), (add.ok() ? "" : add.message()));
+  for (const auto& v : *add) CHECK(v.source.find("kf_op(p.in[0][o0], p.in[1][o1], p.out[0][w0]);") != std::string::npos);
 }
 
 TEST_CASE("what the writer cannot do is an unsupported error") {
@@ -126,3 +162,23 @@ TEST_CASE("without LibTorch every task is unsupported") {
 }
 
 #endif
+
+TEST_CASE("float literals: the shortest text that reads back as the same float, as a reference writes it") {
+  CHECK(float_literal(0.01) == "(0.01f)");
+  CHECK(float_literal(0.5) == "(0.5f)");
+  CHECK(float_literal(20) == "(20.0f)");
+  CHECK(float_literal(-1) == "(-1.0f)");
+  CHECK(float_literal(1e-6) == "(1e-6f)");
+  CHECK(float_literal(1e-5) == "(1e-5f)");
+  CHECK(float_literal(1e20) == "(1e20f)");
+  CHECK(float_literal(3.4028234663852886e38) == "(3.4028235e38f)");
+  CHECK(float_literal(1e39) == "__int_as_float(0x7f800000)");  // past float's range: infinity
+  CHECK(float_literal(-1e39) == "__int_as_float(0xff800000)");
+  CHECK(float_literal(std::numeric_limits<double>::infinity()) == "__int_as_float(0x7f800000)");
+  CHECK(float_literal(std::nan("")) == "__int_as_float(0x7fc00000)");
+  for (const double v : {0.1, 1.0 / 3, 2.5e-7, 123456.789, 1e-45, -7e-3}) {
+    const auto s = float_literal(v);
+    INFO(s);
+    CHECK(std::strtof(s.c_str() + 1, nullptr) == static_cast<float>(v));
+  }
+}

@@ -145,6 +145,43 @@ TEST_CASE("pretrain: the data file: records, dropped long examples, errors with 
   CHECK(d->hash.rfind("fnv1a64:", 0) == 0);
   CHECK(d->examples[1].ids.size() == static_cast<std::size_t>(d->examples[1].prompt_tokens) + 1);  // only eos
 
+  // Focus spans: the tokens from "<<" to the end of the next ">>", found by the bytes the tokens
+  // decode to, weigh focus_weight; the lead tokens weigh lead_weight; the rest 1.
+  {
+    write_text(path, "{\"prompt\": \"a\", \"completion\": \"head <<x y>> mid <<z>> <<open\"}\n");
+    auto fd = read_sft_data(path, f, 60, "<<", ">>");
+    REQUIRE_MESSAGE(fd.ok(), (fd.ok() ? "" : fd.message()));
+    const sft_example& e = fd->examples.at(0);
+    REQUIRE(e.focus.size() == 2);  // the third span never closes
+    std::string marked;
+    for (const auto& [b, en] : e.focus) {
+      CHECK(b >= e.prompt_tokens);
+      CHECK(en <= static_cast<std::int64_t>(e.ids.size()));
+      marked += f.tok.decode({e.ids.begin() + b, e.ids.begin() + en}) + "|";
+    }
+    CHECK(marked.find("<<x y>>") != std::string::npos);
+    CHECK(marked.find("<<z>>") != std::string::npos);
+    CHECK(marked.find("head") == std::string::npos);
+    CHECK(marked.find("open") == std::string::npos);
+    CHECK(fd->focus_examples == 1);
+    CHECK(fd->focus_tokens == (e.focus[0].second - e.focus[0].first) + (e.focus[1].second - e.focus[1].first));
+    pretrain_options w;
+    w.focus_from = "<<";
+    w.focus_to = ">>";
+    w.focus_weight = 5;
+    w.lead_tokens = 1;
+    w.lead_weight = 3;
+    CHECK(target_weight(e, e.prompt_tokens, w) == 3);  // the first completion token: lead
+    CHECK(target_weight(e, e.focus[0].first, w) == 5);
+    CHECK(target_weight(e, e.focus[1].second - 1, w) == 5);
+    CHECK(target_weight(e, static_cast<std::int64_t>(e.ids.size()) - 1, w) == 1);  // eos
+    // Without markers nothing is marked.
+    auto plain = read_sft_data(path, f, 60);
+    REQUIRE(plain.ok());
+    CHECK(plain->examples.at(0).focus.empty());
+    CHECK(plain->examples.at(0).ids == e.ids);  // marking never changes the tokens
+  }
+
   // A record marked prefix_only (a copy drill) learns its completion and no end of turn.
   write_text(path, "{\"prompt\": \"a\", \"completion\": \"b c\", \"prefix_only\": true}\n"
                    "{\"prompt\": \"a\", \"completion\": \"b c\", \"prefix_only\": false}\n");
@@ -194,6 +231,12 @@ TEST_CASE("pretrain: option checks name the flags") {
   CHECK(message([](pretrain_options& o) { o.data.clear(); }).find("--data: missing") == 0);
   CHECK(message([](pretrain_options& o) { o.lead_weight = 0; }).find("--lead-weight") == 0);
   CHECK(message([](pretrain_options& o) { o.lead_tokens = -1; }).find("--lead-tokens -1") == 0);
+  CHECK(message([](pretrain_options& o) { o.focus_from = "<<"; }).find("--focus-from and --focus-to") == 0);
+  CHECK(message([](pretrain_options& o) {
+          o.focus_from = "<<";
+          o.focus_to = ">>";
+          o.focus_weight = -1;
+        }).find("--focus-weight") == 0);
 }
 
 TEST_CASE("pretrain: split, batches and schedule are deterministic and cover the data") {
@@ -345,13 +388,18 @@ TEST_CASE("pretrain: the loss falls, the checkpoint loads and generates, the sam
   // Same seed: the same bits (fp32 here, so that no rounding to bf16 could hide a difference);
   // another seed: other weights.
   auto short_run = [&](const std::string& name, std::uint64_t seed, std::int64_t lead_tokens = 0,
-                       double lead_weight = 1.0) {
+                       double lead_weight = 1.0, double focus_weight = 0) {
     pretrain_options s = tiny_options(dir, name);
     s.seed = seed;
     s.steps = 3;
     s.save_bf16 = false;
     s.lead_tokens = lead_tokens;
     s.lead_weight = lead_weight;
+    if (focus_weight > 0) {  // the kernel line of each completion
+      s.focus_from = "y[i] = ";
+      s.focus_to = ";\n";
+      s.focus_weight = focus_weight;
+    }
     const command_run rr = run_command(s);
     REQUIRE_MESSAGE(rr.code == 0, rr.err);
     return read_text(s.out + "/model.safetensors");
@@ -370,6 +418,12 @@ TEST_CASE("pretrain: the loss falls, the checkpoint loads and generates, the sam
   };
   CHECK(first_loss("lead8") == doctest::Approx(first_loss("a")).epsilon(1e-6));  // summed in another order
   CHECK(nlohmann::json::parse(read_text(dir.path("lead8/pretrain.json")))["options"]["lead_weight"] == 8.0);
+  // Focus spans likewise: weight 1 changes nothing, weight 8 trains other weights.
+  CHECK(short_run("focus1", 9, 0, 1.0, 1.0) == a);
+  const std::string focus8 = short_run("focus8", 9, 0, 1.0, 8.0);
+  CHECK(focus8 != a);
+  CHECK(focus8 != read_text(dir.path("lead8/model.safetensors")));
+  CHECK(first_loss("focus8") == doctest::Approx(first_loss("a")).epsilon(1e-6));
   pretrain_options other = tiny_options(dir, "other");
 
   // --overwrite replaces a finished checkpoint.
