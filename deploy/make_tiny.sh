@@ -31,7 +31,8 @@
 # measured: the eval ran out of time), and showed a format gap: the samples wrote
 # `return torch.leaky_relu(x, 0.01); return y`, the synthesized tasks' "y = ...; return y" habit.
 # Synthesis now writes both forms; with that and --lead-tokens 64: 11 of 160 restated, 0 of 160
-# correct. deploy/tiny_restatement.py SAMPLES_DIR counts restatements per task. Session 10: the
+# correct. deploy/tiny_restatement.py SAMPLES_DIR counts restatements per task (and, with
+# --writer/--verdicts as the heldout step runs it, kf_op against the writer's and the verdicts). Session 10: the
 # corpus adds 40,000 copy drills (corpus/copy_drill.hpp: the task section with op names and
 # numbers scrambled, completion = the restatement alone) so the restatement can only be learnt by
 # copying, and kernels write constants as the reference does ("0.01f", not "0.00999999978f"):
@@ -129,7 +130,11 @@ if want heldout; then
   t "$kforge" sample --model "$model" --tasks "$work/heldout_tasks.jsonl" --out "$work/samples" \
     --samples "$samples" --max-new-tokens "$max_new" "${gpu_args[@]}"
   eval_args=(); [[ $gpu -lt 0 ]] && eval_args=(--compile-only)
-  python3 "$(dirname "${BASH_SOURCE[0]}")/tiny_restatement.py" --summary "$work/samples" || true
   t "$kforge" eval --tasks "$work/samples/tasks.jsonl" --candidates "$work/samples" \
     --out "$work/verdicts.jsonl" --summary "$work/eval_summary.json" "${eval_args[@]}" | tail -20
+  # Per task: restatements, kf_op against the writer's own for the task, verdicts.
+  rm -rf "$work/heldout_writer"
+  "$kforge" corpus build --tasks "$work/heldout_tasks.jsonl" --out "$work/heldout_writer" >/dev/null || true
+  python3 "$(dirname "${BASH_SOURCE[0]}")/tiny_restatement.py" --writer "$work/heldout_writer" \
+    --verdicts "$work/verdicts.jsonl" "$work/samples" || true
 fi
