@@ -20,8 +20,11 @@ declare -a rows=()
 # synth, bench; default all; loopmodes, loopnccl and loopranks only when named) and
 # KFORGE_BENCHES (bench program names; default all) pick what runs, so one device call fits its
 # time limit. The build always runs: every target, or the KFORGE_TARGETS list (space-separated).
-# tiny (only when named): deploy/make_tiny.sh with KFORGE_TINY_ARGS (its --steps and sizes) on GPU 0,
-# work in $build/tiny, the model in $build/tiny-model; logs and results to $out.
+# tiny (only when named): deploy/make_tiny.sh with KFORGE_TINY_ARGS (its --steps and sizes; e.g.
+# "--inputs .tiny-in --steps corpus,tokenizer,pretrain,heldout" with .tiny-in carried) on GPU 0,
+# work in $build/tiny, the model in $build/tiny-model. Back in $out: tiny.log, tiny_results.tgz (eval
+# summary, verdicts, samples, the model's small files) and tiny_model.safetensors.part-* (15 MiB
+# pieces, under a device call's 16 MiB a file: cat them back together).
 want() { [[ -z ${KFORGE_STEPS:-} || ,${KFORGE_STEPS}, == *,$1,* ]]; }
 # Steps outside the default "all" (they take long): run only when KFORGE_STEPS names them.
 asked() { [[ ,${KFORGE_STEPS:-}, == *,$1,* ]]; }
@@ -121,7 +124,11 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
     if asked tiny; then
       step "make_tiny ${KFORGE_TINY_ARGS:-}" tiny.log "$root/deploy/make_tiny.sh" --kforge "$build/kforge" \
         --work "$build/tiny" --model "$build/tiny-model" --gpu 0 ${KFORGE_TINY_ARGS:-}
-      for f in eval_summary.json verdicts.jsonl; do cp "$build/tiny/$f" "$out/tiny_$f" 2>/dev/null; done
+      tar czf "$out/tiny_results.tgz" -C "$build" --ignore-failed-read tiny/eval_summary.json tiny/verdicts.jsonl \
+        tiny/samples/samples.jsonl tiny/samples/tasks.jsonl \
+        $(cd "$build" && ls tiny-model/* 2>/dev/null | grep -v safetensors) 2>/dev/null
+      [[ -f $build/tiny-model/model.safetensors ]] &&
+        split -b 15m "$build/tiny-model/model.safetensors" "$out/tiny_model.safetensors.part-"
     fi
     if asked corpusgpu; then
       step "corpus variants through the sandbox" corpus-gpu.log "$build/tests/corpus/test_corpus_gpu"
@@ -148,6 +155,7 @@ grep -E "tests passed|tests failed|Skipped|\*\*\*Skipped|Failed" "$out/ctest.log
 grep -hE "tests passed|tests failed" "$out/ctest-gpu.log" 2>/dev/null
 grep -hE "^nccl |SKIP" "$out/ctest-gpu.log" 2>/dev/null | head -5
 grep -hE "^(mode|sync|async) |^async/sync" "$out/loopmodes.log" 2>/dev/null
+grep -hE "^pretrain: wrote|^restated exactly|^kf_op as the writer|candidates, [0-9]+ correct|^verdicts:" "$out/tiny.log" 2>/dev/null
 # A failed build's first errors here too: only a few files come back from a device call, and
 # this summary is what its output shows (LibTorch 2 there, 1.13 on the build VM, differ).
 grep -m 12 -B1 -A3 "error:" "$out/build.log" 2>/dev/null

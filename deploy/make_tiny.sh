@@ -45,14 +45,17 @@
 # focus weighting of kf_op (--focus-from/--focus-to, 10x), now in the default arguments below.
 #
 # Usage: deploy/make_tiny.sh --kforge BIN --work DIR --model DIR [--gpu N] [--synth N]
-#          [--copy-drills N] [--vocab N] [--heldout N] [--samples G] [--max-new-tokens N] [--no-builtin-split]
+#          [--inputs DIR] [--copy-drills N] [--vocab N] [--heldout N] [--samples G] [--max-new-tokens N] [--no-builtin-split]
 #          [--steps step1,step2,...] [-- PRETRAIN ARGS...]
+# --inputs DIR: the split's and synth's outputs made elsewhere (builtin_train.jsonl,
+# builtin_heldout.jsonl, synth.jsonl or synth.jsonl.gz), copied into --work first: synthesis runs
+# on a CPU host and a device call starts at the corpus (the GPU's facts go into the prompts).
 # --steps picks steps by name (split,synth,corpus,tokenizer,pretrain,heldout; default all); later
 # steps read what earlier ones wrote under --work. A recipe longer than one device call goes on in
 # the next from the last model: --steps pretrain,heldout -- --init OLD_MODEL --epochs N ... (the
 # training flags without the shape flags, which --init takes from OLD_MODEL; the same tokenizer).
 set -euo pipefail
-kforge= work= model= gpu=0 synth=8000 drills=40000 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 steps=split,synth,corpus,tokenizer,pretrain,heldout
+inputs= kforge= work= model= gpu=0 synth=8000 drills=40000 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 steps=split,synth,corpus,tokenizer,pretrain,heldout
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kforge) kforge=$2; shift 2 ;;
@@ -61,6 +64,7 @@ while [[ $# -gt 0 ]]; do
     --gpu) gpu=$2; shift 2 ;;
     --synth) synth=$2; shift 2 ;;
     --copy-drills) drills=$2; shift 2 ;;
+    --inputs) inputs=$2; shift 2 ;;
     --vocab) vocab=$2; shift 2 ;;
     --heldout) heldout=$2; shift 2 ;;
     --samples) samples=$2; shift 2 ;;
@@ -80,6 +84,13 @@ pretrain_args=("$@")
 want() { [[ ,$steps, == *,$1,* ]]; }
 gpu_args=(); [[ $gpu -ge 0 ]] && gpu_args=(--gpu "$gpu")
 mkdir -p "$work"
+if [[ -n $inputs ]]; then
+  for f in builtin_train.jsonl builtin_heldout.jsonl; do
+    cp "$inputs/$f" "$work/$f" || { echo "make_tiny: --inputs $inputs has no $f" >&2; exit 2; }
+  done
+  if [[ -f $inputs/synth.jsonl.gz ]]; then gunzip -c "$inputs/synth.jsonl.gz" >"$work/synth.jsonl"
+  else cp "$inputs/synth.jsonl" "$work/synth.jsonl" || { echo "make_tiny: --inputs $inputs has no synth.jsonl(.gz)" >&2; exit 2; }; fi
+fi
 t() { local t0=$SECONDS; "$@"; echo "make_tiny: $(basename "$1") ${2:-} took $((SECONDS - t0)) s" >&2; }
 
 if want split; then
