@@ -120,7 +120,6 @@ std::vector<drill_record> copy_drills(const std::vector<tasks::task>& pool,
     t.description = "A task to restate.";
     auto restated = restated_reference(t);
     if (restated.empty()) continue;
-    restated.pop_back();  // the space a full explanation goes on after
     auto prompt = tmpl.render(t, hw);
     if (const auto at = prompt.find("## Task"); at != std::string::npos) prompt.erase(0, at);
     out.push_back({t.id + "/" + source_id, std::move(prompt), std::move(restated)});

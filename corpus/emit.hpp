@@ -68,8 +68,9 @@ std::string fill_operand_strides(const plan& p, const std::string& it, const std
 std::string fill_operand_pointers(const plan& p, const std::string& ptrs,
                                   const std::string& indent);
 
-/// "x + b, then GELU": a short English rendering of the ops a set of nodes uses.
-std::string ops_sentence(const graph& g, const std::vector<int>& nodes);
+/// "leaky ReLU: x>0 ? x : slope*x; GELU (erf form): ...": the formulas of the elementwise op kinds
+/// `g` uses (describe_ops), joined by "; "; empty when it uses none.
+std::string op_formulas(const graph& g);
 
 /// Every node id of `g` in order.
 std::vector<int> all_nodes(const graph& g);

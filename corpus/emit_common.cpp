@@ -59,14 +59,9 @@ result<std::string> op_function(const tasks::task& t, const plan& p) {
   // CUDA follows from the lines right above it (a small policy wrote its usual chain here when the
   // op was only named ~200 tokens before: kforge-tiny v7, session 10).
   std::string comment = "// One element of the reference";
-  const auto restated = restated_reference(t);  // "The reference computes `...`. "
-  if (const auto open = restated.find('`'), close = restated.rfind('`');
-      open != std::string::npos && close > open)
-    comment += ": " + restated.substr(open + 1, close - open - 1);
+  if (const auto body = reference_body(t); !body.empty()) comment += ": " + body;
   comment += "\n";
-  std::string formulas;
-  for (const auto& line : describe_ops(p.g, all_nodes(p.g))) formulas += (formulas.empty() ? "" : "; ") + line;
-  if (!formulas.empty()) comment += "// " + formulas + ".\n";
+  if (const auto formulas = op_formulas(p.g); !formulas.empty()) comment += "// " + formulas + ".\n";
   return comment + "__device__ __forceinline__ void kf_op(" + params + ") {\n" + body + "}\n\n";
 }
 
@@ -149,12 +144,10 @@ std::vector<int> all_nodes(const graph& g) {
   return v;
 }
 
-std::string ops_sentence(const graph& g, const std::vector<int>& nodes) {
-  const auto lines = describe_ops(g, nodes);
-  if (lines.empty()) return "";
-  std::string s = " The formulas follow PyTorch's float32 kernels: ";
-  for (std::size_t i = 0; i < lines.size(); ++i) s += (i ? "; " : "") + lines[i];
-  return s + ".";
+std::string op_formulas(const graph& g) {
+  std::string s;
+  for (const auto& line : describe_ops(g, all_nodes(g))) s += (s.empty() ? "" : "; ") + line;
+  return s;
 }
 
 }  // namespace kforge::corpus::detail

@@ -22,12 +22,10 @@ result<std::vector<kernel_variant>> emit(const tasks::task& t, const plan& p) {
 
 }  // namespace
 
-// "The reference computes `y = torch.silu(x); return y`. ": the statements of forward's body,
-// one after another (comment lines left out). An explanation that starts by restating it
-// teaches the policy to read the reference (a copy) before it writes the ops out in CUDA. Empty
-// when the body cannot be found (no "def forward(" with its closing parenthesis and colon) or a
-// statement spans lines (brackets left open), where joining lines would misquote it.
-std::string restated_reference(const tasks::task& t) {
+// The statements of forward's body, one after another (comment lines left out). Empty when the
+// body cannot be found (no "def forward(" with its closing parenthesis and colon) or a statement
+// spans lines (brackets left open), where joining lines would misquote it.
+std::string reference_body(const tasks::task& t) {
   const std::string& r = t.reference;
   const auto def = r.find("def forward(");
   if (def == std::string::npos) return "";
@@ -54,7 +52,14 @@ std::string restated_reference(const tasks::task& t) {
     if (open != 0) return "";
     body += (body.empty() ? "" : "; ") + stmt;
   }
-  return body.empty() ? "" : "The reference computes `" + body + "`. ";
+  return body;
+}
+
+// An explanation that starts by restating the reference teaches the policy to read it (a copy)
+// before it writes the ops out in CUDA.
+std::string restated_reference(const tasks::task& t) {
+  const auto body = reference_body(t);
+  return body.empty() ? "" : "The reference computes `" + body + "`.";
 }
 
 result<std::vector<kernel_variant>> write_kernels(const tasks::task& t) {
@@ -66,10 +71,11 @@ result<std::vector<kernel_variant>> write_kernels(const tasks::task& t) {
   if (!out) return out.err();
   // The restated reference, then at once the formulas of its ops, then the approach: what depends on
   // the task comes first, next to what it is read from.
-  auto formulas = detail::ops_sentence(p->g, detail::all_nodes(p->g));
-  if (!formulas.empty()) formulas = formulas.substr(1) + " ";
-  const auto restated = restated_reference(t);
-  for (auto& v : *out) v.explanation = restated + formulas + v.explanation;
+  std::string first = restated_reference(t);
+  if (!first.empty()) first += " ";
+  if (const auto f = detail::op_formulas(p->g); !f.empty())
+    first += "The formulas follow PyTorch's float32 kernels: " + f + ". ";
+  for (auto& v : *out) v.explanation = first + v.explanation;
   return out;
 }
 

@@ -28,9 +28,12 @@ struct kernel_variant {
 /// The variants for `t`, or an error "unsupported: <why>".
 result<std::vector<kernel_variant>> write_kernels(const tasks::task& t);
 
-/// "The reference computes `y = torch.silu(x); return y`. ": the statements of forward's body
-/// joined by "; ", which every explanation opens with; empty where the body cannot be quoted on
-/// one line.
+/// "y = torch.silu(x); return y": the statements of forward's body joined by "; "; empty where
+/// the body cannot be quoted on one line.
+std::string reference_body(const tasks::task& t);
+
+/// "The reference computes `<reference_body>`.", which every explanation opens with (a copy
+/// drill's whole completion); empty with the body.
 std::string restated_reference(const tasks::task& t);
 
 /// What the policy learns to answer: the explanation, a blank line, one ```cuda block.

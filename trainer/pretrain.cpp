@@ -339,7 +339,11 @@ result<pretrain_report> run_pretrain(const pretrain_options& options, const sft_
   rep.train_examples = static_cast<std::int64_t>(split.train.size());
   rep.val_examples = static_cast<std::int64_t>(split.val.size());
   std::vector<std::int64_t> lengths;
-  for (const auto& ex : data.examples) lengths.push_back(static_cast<std::int64_t>(ex.ids.size()));
+  std::vector<double> weights;  // each example's summed target weight, the loss's denominator
+  for (const auto& ex : data.examples) {
+    lengths.push_back(static_cast<std::int64_t>(ex.ids.size()));
+    weights.push_back(example_weight(ex, o));
+  }
 
   // The whole run's batches up front: the schedule needs the step count, and a plan fixed by
   // (seed, epoch) alone keeps runs reproducible.
@@ -453,7 +457,7 @@ result<pretrain_report> run_pretrain(const pretrain_options& options, const sft_
       for (auto r : rows) {
         const auto targets = lengths[r] - std::max<std::int64_t>(data.examples[r].prompt_tokens, 1);
         batch_targets += targets;
-        batch_weight += example_weight(data.examples[r], o);
+        batch_weight += weights[r];
       }
       const double denom = static_cast<double>(std::max<std::int64_t>(batch_targets, 1));
       const double weight_denom = std::max(batch_weight, 1.0);
