@@ -1,5 +1,5 @@
 // `kforge corpus build`: the files it writes, their agreement with each other, filtering by
-// verdicts, determinism and its refusals of bad arguments.
+// verdicts, copy drills, determinism and its refusals of bad arguments.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -161,6 +161,53 @@ TEST_CASE("corpus build takes a task file and synthesized tasks") {
   std::string out, err;
   REQUIRE_MESSAGE(run(o, &out, &err) == 0, err);
   CHECK(out.find("5 tasks seen") != std::string::npos);
+}
+
+TEST_CASE("corpus build --copy-drills appends prefix-only restatements of scrambled task sections") {
+  temp_dir d("drills");
+  corpus::corpus_options o;
+  o.tasks = "builtin";
+  o.categories = {"elementwise"};
+  o.out = (d.p / "c").string();
+  o.copy_drills = 40;
+  std::string out, err;
+  REQUIRE_MESSAGE(run(o, &out, &err) == 0, err);
+  CHECK(out.find(", 40 copy drills") != std::string::npos);
+  int kernels = 0, drills = 0, scrambled = 0;
+  for (const auto& r : lines(d.p / "c" / "sft.jsonl")) {
+    if (r["variant"] != "copy_drill") {
+      CHECK(drills == 0);  // the drills come after every kernel record
+      CHECK_FALSE(r.contains("prefix_only"));
+      ++kernels;
+      continue;
+    }
+    ++drills;
+    const auto prompt = r["prompt"].get<std::string>();
+    const auto completion = r["completion"].get<std::string>();
+    INFO(prompt << "\n---\n" << completion);
+    CHECK(r["prefix_only"] == true);
+    CHECK(prompt.rfind("## Task ", 0) == 0);
+    CHECK(prompt.find("## Answer") != std::string::npos);
+    CHECK(prompt.find("## The kernel ABI") == std::string::npos);
+    REQUIRE(completion.rfind("The reference computes `", 0) == 0);
+    REQUIRE(completion.size() > 26);
+    CHECK(completion.substr(completion.size() - 2) == "`.");
+    // What is restated is in the prompt, line for line.
+    const auto body = completion.substr(24, completion.size() - 26);
+    std::size_t at = 0;
+    for (std::size_t start = 0; start <= body.size();) {
+      auto end = body.find("; ", start);
+      if (end == std::string::npos) end = body.size();
+      const auto stmt = body.substr(start, end - start);
+      at = prompt.find(stmt, at);
+      CHECK(at != std::string::npos);
+      start = end + 2;
+    }
+    scrambled += r["task_id"].get<std::string>().rfind("drill/", 0) == 0;
+  }
+  CHECK(kernels > 40);
+  CHECK(drills == 40);
+  CHECK(scrambled == 40);
 }
 #endif
 
