@@ -248,7 +248,7 @@ result<std::string> expr_emitter::value(int id, std::string& code,
       names_[id] = *e;
       return *e;
     }
-    const std::string name = "v" + std::to_string(id);
+    const std::string name = next_name();
     code += indent_ + "const float " + name + " = " + *e + ";\n";
     names_[id] = name;
     return name;
@@ -283,7 +283,7 @@ result<std::string> expr_emitter::value(int id, std::string& code,
     if (!ex) return ex.err();
     e = *ex;
   }
-  const std::string name = "v" + std::to_string(id);
+  const std::string name = next_name();
   code += indent_ + (n.is_bool ? "const bool " : "const float ") + name + " = " + e + ";\n";
   names_[id] = name;
   return name;

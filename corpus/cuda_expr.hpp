@@ -27,10 +27,17 @@ bool known_elementwise(const std::string& op);
 std::vector<std::string> describe_ops(const graph& g, const std::vector<int>& nodes);
 
 /// Straight-line code for graph nodes. Leaves (inputs, gemm results, reductions, row counts) are
-/// bound by the caller through `bind`; constants are inlined.
+/// bound by the caller through `bind`; constants are inlined. Values are named v1, v2, ... in the
+/// order they are written (not by node id), so a kernel's names are consecutive and the same
+/// shape of code reads the same in every task; emitters writing into one kernel share `counter`
+/// so their names never collide.
 class expr_emitter {
  public:
-  expr_emitter(const graph& g, std::string indent) : g_(g), indent_(std::move(indent)) {}
+  expr_emitter(const graph& g, std::string indent) : expr_emitter(g, std::move(indent), own_) {}
+  expr_emitter(const graph& g, std::string indent, int& counter)
+      : g_(g), indent_(std::move(indent)), counter_(counter) {}
+  expr_emitter(const expr_emitter&) = delete;
+  expr_emitter& operator=(const expr_emitter&) = delete;
 
   /// Makes node `id` available as the C expression `expr` (a variable or a literal).
   void bind(int id, std::string expr) { names_[id] = std::move(expr); }
@@ -47,8 +54,12 @@ class expr_emitter {
                                   const std::function<result<std::string>(int)>& leaf);
 
  private:
+  std::string next_name() { return "v" + std::to_string(++counter_); }
+
   const graph& g_;
   std::string indent_;
+  int own_ = 0;
+  int& counter_;
   std::map<int, std::string> names_;
 };
 

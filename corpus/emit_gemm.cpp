@@ -12,7 +12,19 @@
 namespace kforge::corpus::detail {
 namespace {
 
-std::string gemm_types(const plan& p) {
+// How operand `side` ("A", M x K) is read: as stored, or transposed (the weight of a linear layer,
+// x.transpose(-2, -1)). Written by name right above the dims it decides, so the choice sits next
+// to the reference's own spelling of the operand.
+std::string layout_comment(const tasks::task& t, const char* side, const gemm_operand& o,
+                           const char* dims) {
+  const std::string head = std::string("  // ") + side + " is `" +
+                           t.inputs[static_cast<std::size_t>(o.input)].name + "`";
+  if (o.transposed)
+    return head + " read transposed (stored " + dims[1] + " x " + dims[0] + ").\n";
+  return head + " as stored (" + dims[0] + " x " + dims[1] + ").\n";
+}
+
+std::string gemm_types(const tasks::task& t, const plan& p) {
   const auto ia = std::to_string(p.a.input), ib = std::to_string(p.b.input);
   const bool ta = p.a.transposed, tb = p.b.transposed;
   std::string s;
@@ -24,7 +36,9 @@ std::string gemm_types(const plan& p) {
   s += "  const kf_tensor& A = inputs[" + ia + "];\n  const kf_tensor& B = inputs[" + ib + "];\n";
   s += "  if (A.ndim < 2 || B.ndim < 2 || A.ndim > KF_MAX_DIMS || B.ndim > KF_MAX_DIMS) return 3;\n";
   s += "  const int ra = A.ndim, rb = B.ndim;\n";
+  s += layout_comment(t, "A", p.a, "MK");
   s += std::string("  const int am = ra - ") + (ta ? "1" : "2") + ", ak = ra - " + (ta ? "2" : "1") + ";\n";
+  s += layout_comment(t, "B", p.b, "KN");
   s += std::string("  const int bk = rb - ") + (tb ? "1" : "2") + ", bn = rb - " + (tb ? "2" : "1") + ";\n";
   s += "  g->M = A.shape[am];\n  g->K = A.shape[ak];\n  g->N = B.shape[bn];\n"
        "  g->sam = A.strides[am];\n  g->sak = A.strides[ak];\n"
@@ -178,7 +192,7 @@ std::string gemm_explanation(const tasks::task& t, const plan& p, const std::str
 }  // namespace
 
 result<std::vector<kernel_variant>> emit_gemm(const tasks::task& t, const plan& p) {
-  const std::string types = gemm_types(p);
+  const std::string types = gemm_types(t, p);
   const std::string a_ptr = "static_cast<const float*>(inputs[" + std::to_string(p.a.input) + "].data)";
   const std::string b_ptr = "static_cast<const float*>(inputs[" + std::to_string(p.b.input) + "].data)";
   std::vector<kernel_variant> out;

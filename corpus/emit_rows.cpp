@@ -89,7 +89,8 @@ result<std::string> row_body(const tasks::task& t, const plan& p, const style& s
       s += "  const int64_t bo" + std::to_string(j) + " = kf_base(a, KF_NOPS + " +
            std::to_string(j) + ", row);\n";
 
-  expr_emitter rowem(g, "  ");
+  int names = 0;  // one numbering for every emitter of this kernel: nested scopes read outer names
+  expr_emitter rowem(g, "  ", names);
   std::function<result<std::string>(int)> row_leaf = [&](int id) -> result<std::string> {
     const auto& n = g.nodes[static_cast<std::size_t>(id)];
     if (n.kind == node_kind::row_count) return std::string("(float)a.red");
@@ -106,11 +107,12 @@ result<std::string> row_body(const tasks::task& t, const plan& p, const style& s
     };
   };
   const std::string loop = "    for (int64_t r = " + st.first + "; r < a.red; r += " + st.step + ") {\n";
+  int reductions = 0;
   for (int red : p.reductions) {
     const auto& n = g.nodes[static_cast<std::size_t>(red)];
-    const auto r = std::to_string(red);
+    const auto r = std::to_string(++reductions);  // r1, r2, ... in the order the passes run
     std::string pre, body;
-    expr_emitter em(g, "      ");
+    expr_emitter em(g, "      ", names);
     auto v = em.float_value(n.args[0], body, full_leaf(pre));
     if (!v) return v.err();
     const bool wide = st.wide_acc && widens(n.op);
@@ -133,7 +135,7 @@ result<std::string> row_body(const tasks::task& t, const plan& p, const style& s
   for (auto l : p.output_levels) any_full = any_full || l == level::full;
   if (any_full) {
     std::string pre, body;
-    expr_emitter em(g, "      ");
+    expr_emitter em(g, "      ", names);
     for (std::size_t j = 0; j < t.outputs.size(); ++j) {
       if (p.output_levels[j] != level::full) continue;
       auto v = em.float_value(g.outputs[j], body, full_leaf(pre));

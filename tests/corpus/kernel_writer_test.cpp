@@ -101,6 +101,52 @@ TEST_CASE("maps write the task's ops once, in kf_op under a comment restating th
   for (const auto& v : *add) CHECK(v.source.find("kf_op(p.in[0][o0], p.in[1][o1], p.out[0][w0]);") != std::string::npos);
 }
 
+TEST_CASE("values and reductions are named v1, v2, ... and r1, r2, ... in the order they are written") {
+  const auto lib = testing::builtin_by_id();
+  // Names once came from node ids, so they skipped numbers (a constant's id) and the first
+  // reduction was r2 in one task and r7 in the next: a model had to copy them, not predict them.
+  for (const char* id : {"l1/rms_norm_channels", "l1/layer_norm", "l2/gemm_layernorm_gelu", "l1/lerp"}) {
+    auto ks = write_kernels(lib.at(id));
+    REQUIRE_MESSAGE(ks.ok(), (ks.ok() ? "" : ks.message()));
+    for (const auto& v : *ks) {
+      INFO(id << " " << v.name << "\n" << v.source);
+      for (const char prefix : {'v', 'r'}) {
+        std::set<int> declared;
+        for (const char* decl : {"const float ", "const bool ", "float "}) {
+          const std::string d = std::string(decl) + prefix;
+          for (auto at = v.source.find(d); at != std::string::npos; at = v.source.find(d, at + 1)) {
+            std::size_t end = at + d.size();
+            while (end < v.source.size() && std::isdigit(static_cast<unsigned char>(v.source[end]))) ++end;
+            if (end > at + d.size() && (v.source[end] == ' ' || v.source[end] == ';'))
+              declared.insert(std::stoi(v.source.substr(at + d.size(), end - at - d.size())));
+          }
+        }
+        if (declared.empty()) continue;
+        CHECK(*declared.begin() == 1);
+        CHECK(*declared.rbegin() == static_cast<int>(declared.size()));  // no gaps
+      }
+    }
+  }
+}
+
+TEST_CASE("a matrix product names each operand and whether it is read transposed, above the dims it picks") {
+  const auto lib = testing::builtin_by_id();
+  auto mm = write_kernels(lib.at("l1/matmul_square"));
+  REQUIRE_MESSAGE(mm.ok(), (mm.ok() ? "" : mm.message()));
+  for (const auto& v : *mm) {
+    INFO(v.name << "\n" << v.source);
+    CHECK(v.source.find("  // A is `a` as stored (M x K).\n  const int am = ra - 2, ak = ra - 1;\n") != std::string::npos);
+    CHECK(v.source.find("  // B is `b` as stored (K x N).\n  const int bk = rb - 2, bn = rb - 1;\n") != std::string::npos);
+  }
+  auto lin = write_kernels(lib.at("l1/linear"));
+  REQUIRE_MESSAGE(lin.ok(), (lin.ok() ? "" : lin.message()));
+  for (const auto& v : *lin) {
+    INFO(v.name << "\n" << v.source);
+    CHECK(v.source.find("  // B is `w` read transposed (stored N x K).\n  const int bk = rb - 1, bn = rb - 2;\n") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("what the writer cannot do is an unsupported error") {
   const auto lib = testing::builtin_by_id();
   for (const char* id : {"l1/conv2d_3x3", "l1/relu_bf16", "l1/topk_values", "l1/argmax_rows",
