@@ -89,8 +89,17 @@ std::string grid_helper(int max_blocks) {
          "  return blocks < 1 ? 1u : (unsigned)blocks;\n}\n\n";
 }
 
+// The counts under a comment naming the tensors as the prompt lists them ("Inputs (2, ...)" and
+// "- [0] `x`"), so the numbers are copied from the task rather than recalled from another one.
 std::string count_check(const tasks::task& t) {
-  return "  if (num_inputs != " + std::to_string(t.inputs.size()) +
+  auto names = [](const auto& specs) {
+    std::string s;
+    for (const auto& spec : specs) s += (s.empty() ? "`" : ", `") + spec.name + "`";
+    return s;
+  };
+  return "  // Inputs (" + std::to_string(t.inputs.size()) + "): " + names(t.inputs) + ". Outputs (" +
+         std::to_string(t.outputs.size()) + "): " + names(t.outputs) + ".\n" +
+         "  if (num_inputs != " + std::to_string(t.inputs.size()) +
          " || num_outputs != " + std::to_string(t.outputs.size()) + ") return 1;\n";
 }
 

@@ -83,6 +83,8 @@ TEST_CASE("maps write the task's ops once, in kf_op under a comment restating th
     CHECK(v.source.find(head) != std::string::npos);
     CHECK(v.source.find("__device__ __forceinline__ void kf_op(float x0, float& y0) {") != std::string::npos);
     CHECK(v.source.find("(0.01f)") != std::string::npos);  // the constant as the reference writes it
+    CHECK(v.source.find("  // Inputs (1): `x`. Outputs (1): `y`.\n  if (num_inputs != 1 || num_outputs != 1) return 1;\n") !=
+          std::string::npos);  // the counts under the names the prompt lists
     std::size_t defs = 0, uses = 0;
     for (auto at = v.source.find("kf_op("); at != std::string::npos; at = v.source.find("kf_op(", at + 1))
       (v.source.compare(at - 5, 5, "void ") == 0 ? defs : uses) += 1;
@@ -142,6 +144,8 @@ TEST_CASE("a matrix product names each operand and whether it is read transposed
   REQUIRE_MESSAGE(lin.ok(), (lin.ok() ? "" : lin.message()));
   for (const auto& v : *lin) {
     INFO(v.name << "\n" << v.source);
+    CHECK(v.source.find("  // Inputs (3): `x`, `w`, `b`. Outputs (1): `y`.\n  if (num_inputs != 3 || num_outputs != 1) return 1;\n") !=
+          std::string::npos);
     CHECK(v.source.find("  // B is `w` read transposed (stored N x K).\n  const int bk = rb - 1, bn = rb - 2;\n") !=
           std::string::npos);
   }
