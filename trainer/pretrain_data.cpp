@@ -89,7 +89,8 @@ status validate(const pretrain_options& o) {
     return error{"--kv-heads " + std::to_string(o.num_kv_heads) + " does not divide --heads " +
                  std::to_string(o.num_heads)};
   if (o.max_len < 2) return error{"--max-len " + std::to_string(o.max_len) + ": must be >= 2"};
-  if (o.max_len > o.max_positions)
+  // With --init the positions are the checkpoint's, checked against --max-len once it is read.
+  if (o.init_from.empty() && o.max_len > o.max_positions)
     return error{"--max-len " + std::to_string(o.max_len) + " exceeds --max-positions " +
                  std::to_string(o.max_positions)};
   if (!(o.val_fraction >= 0 && o.val_fraction < 1))

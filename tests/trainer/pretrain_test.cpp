@@ -450,6 +450,7 @@ TEST_CASE("pretrain: --init goes on from a checkpoint: its shape and weights, a 
   pretrain_options cont = tiny_options(dir, "cont");
   cont.init_from = base.out;
   cont.hidden_size = 32;  // ignored: the shape comes from the checkpoint
+  cont.max_positions = 2;  // so are the positions: --max-len is checked against the checkpoint's
   cont.steps = 1;
   cont.lr = 1e-12;
   cont.save_bf16 = false;
@@ -479,6 +480,13 @@ TEST_CASE("pretrain: --init goes on from a checkpoint: its shape and weights, a 
   const command_run m = run_command(missing);
   CHECK(m.code == 2);
   CHECK(m.err.find("--init " + dir.path("nowhere")) != std::string::npos);
+  pretrain_options longer = tiny_options(dir, "longer");
+  longer.init_from = base.out;
+  longer.max_len = base.max_positions + 1;
+  const command_run l = run_command(longer);
+  CHECK(l.code != 0);
+  CHECK(l.err.find("max_position_embeddings " + std::to_string(base.max_positions) + " is below --max-len") !=
+        std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir.path("flagged")));
   CHECK_FALSE(std::filesystem::exists(dir.path("missing")));
 }
