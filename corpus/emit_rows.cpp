@@ -199,7 +199,14 @@ std::string dense_host(const tasks::task& t, const plan& p) {
        "  for (int d = 0; d < f.ndim; ++d) {\n"
        "    if (d < " + std::to_string(p.d0) + ") a.rows *= f.shape[d];\n"
        "    else a.red *= f.shape[d];\n  }\n";
-  h += "  const int64_t n = a.rows * a.red;\n  if (";
+  // Which size each output is checked against, said by name first: v9 checked a reduction's
+  // output as full-size (n) where it holds one value per row (a.rows), the softmax habit.
+  h += "  const int64_t n = a.rows * a.red;\n";
+  for (std::size_t j = 0; j < t.outputs.size(); ++j)
+    h += "  // Output `" + t.outputs[j].name + "`: " +
+         (p.output_levels[j] == level::full ? "one value per element (n).\n"
+                                            : "one value per row (a.rows).\n");
+  h += "  if (";
   std::string checks;
   for (std::size_t k = 0; k < p.operands.size(); ++k)
     checks += "!kf_dense(inputs[" + std::to_string(p.operands[k]) + "], " +
@@ -300,12 +307,14 @@ result<rows_code> rows_parts(const tasks::task& t, const plan& p) {
     const auto js = std::to_string(j);
     h += "  ptrs.out[" + js + "] = static_cast<float*>(outputs[" + js + "].data);\n";
     if (p.output_levels[j] == level::full) {
-      h += "  if (outputs[" + js + "].ndim != a.ndim) return 3;\n"
+      h += "  // Output `" + t.outputs[j].name + "`: one value per element of F.\n"
+           "  if (outputs[" + js + "].ndim != a.ndim) return 3;\n"
            "  for (int d = 0; d < a.ndim; ++d) {\n"
            "    if (outputs[" + js + "].shape[d] != a.shape[d]) return 3;\n"
            "    a.st[KF_NOPS + " + js + "][d] = outputs[" + js + "].strides[d];\n  }\n";
     } else {
-      h += "  // One value per row, rows in row-major order: the output must be dense.\n"
+      h += "  // Output `" + t.outputs[j].name +
+           "`: one value per row, rows in row-major order: it must be dense.\n"
            "  if (kf_numel(&outputs[" + js + "]) != a.rows) return 3;\n"
            "  {\n    int64_t s = 1;\n"
            "    for (int d = outputs[" + js + "].ndim - 1; d >= 0; --d) {\n"

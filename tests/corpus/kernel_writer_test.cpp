@@ -151,6 +151,23 @@ TEST_CASE("a matrix product names each operand and whether it is read transposed
   }
 }
 
+TEST_CASE("row programs say per output whether it holds one value per row or per element before checking it") {
+  const auto lib = testing::builtin_by_id();
+  for (const auto& [id, want] : std::map<std::string, std::string>{
+           {"l1/sum_rows", "  // Output `y`: one value per row (a.rows).\n"},
+           {"l1/softmax_rows", "  // Output `y`: one value per element (n).\n"}}) {
+    auto ks = write_kernels(lib.at(id));
+    REQUIRE_MESSAGE(ks.ok(), (ks.ok() ? "" : ks.message()));
+    for (const auto& v : *ks) {
+      INFO(id << " " << v.name << "\n" << v.source);
+      const auto at = v.source.find(want);
+      REQUIRE(at != std::string::npos);
+      const std::string size = want.find("a.rows") != std::string::npos ? "a.rows" : "n";
+      CHECK(v.source.find("!kf_dense(outputs[0], " + size + "))", at) != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("what the writer cannot do is an unsupported error") {
   const auto lib = testing::builtin_by_id();
   for (const char* id : {"l1/conv2d_3x3", "l1/relu_bf16", "l1/topk_values", "l1/argmax_rows",
