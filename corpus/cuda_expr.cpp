@@ -228,6 +228,30 @@ result<std::string> expression(const node& n, const std::vector<std::string>& a,
 
 }  // namespace
 
+std::string renumber_values(const std::string& code) {
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::map<std::string, std::string> renamed;
+  std::string out;
+  out.reserve(code.size());
+  for (std::size_t i = 0; i < code.size();) {
+    std::size_t end = i + 1;
+    if (code[i] == 'v' && (i == 0 || !ident(code[i - 1]))) {
+      while (end < code.size() && std::isdigit(static_cast<unsigned char>(code[end]))) ++end;
+      if (end > i + 1 && (end == code.size() || !ident(code[end]))) {
+        auto [it, fresh] = renamed.try_emplace(code.substr(i, end - i));
+        if (fresh) it->second = "v" + std::to_string(renamed.size());
+        out += it->second;
+        i = end;
+        continue;
+      }
+      end = i + 1;
+    }
+    out += code[i];
+    i = end;
+  }
+  return out;
+}
+
 result<std::string> expr_emitter::value(int id, std::string& code,
                                         const std::function<result<std::string>(int)>& leaf) {
   if (auto it = names_.find(id); it != names_.end()) return it->second;

@@ -26,6 +26,12 @@ bool known_elementwise(const std::string& op);
 /// sqrt 2))"), for the explanations.
 std::vector<std::string> describe_ops(const graph& g, const std::vector<int>& nodes);
 
+/// `code` with its values (identifiers v1, v2, ...) renamed v1, v2, ... in the order they first
+/// appear. For code written by several emitters sharing a counter, where one writes into a block
+/// placed before code another wrote earlier (a row program's per-row values ahead of a pass). Every
+/// name must be unique in `code` and declared before it is used, as expr_emitter writes them.
+std::string renumber_values(const std::string& code);
+
 /// Straight-line code for graph nodes. Leaves (inputs, gemm results, reductions, row counts) are
 /// bound by the caller through `bind`; constants are inlined. Values are named v1, v2, ... in the
 /// order they are written (not by node id), so a kernel's names are consecutive and the same

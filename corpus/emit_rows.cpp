@@ -152,7 +152,9 @@ result<std::string> row_body(const tasks::task& t, const plan& p, const style& s
     row_out += "    p.out[" + std::to_string(j) + "][row] = " + *v + ";\n";
   }
   if (!row_out.empty()) s += "  if (" + st.guard + ") {\n" + row_out + "  }\n";
-  return s;
+  // Per-row values go into `pre`, ahead of the pass whose emitter numbered its own values first:
+  // renumbered in reading order, v1, v2, ... run down the file.
+  return renumber_values(s);
 }
 
 std::string row_types(const tasks::task& t, const plan& p) {

@@ -56,7 +56,7 @@
 # steps read what earlier ones wrote under --work. A recipe longer than one device call goes on in
 # the next from the last model: --steps corpus,pretrain,heldout -- --init OLD_MODEL --steps N ...
 # (the training flags without the shape flags, which --init takes from OLD_MODEL, and OLD_MODEL's
-# tokenizer). models/kforge-tiny/README.md is such a recipe, in two calls.
+# tokenizer). models/kforge-tiny/README.md trained that way, over two calls.
 set -euo pipefail
 inputs= kforge= work= model= gpu=0 synth=8000 drills=40000 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 steps=split,synth,corpus,tokenizer,pretrain,heldout
 while [[ $# -gt 0 ]]; do
@@ -132,14 +132,18 @@ if want tokenizer; then
   t "$kforge" tokenizer train --input "$work/tokenizer_input.jsonl" --vocab "$vocab" --out "$work/tokenizer"
 fi
 if want pretrain; then
-  rm -rf "$model"
   dev=cpu; [[ $gpu -ge 0 ]] && dev=cuda:$gpu
   # Going on from a model (--init OLD) without a tokenizer step: OLD's tokenizer, the one its
   # embeddings were trained with (a tokenizer retrained on a changed corpus would differ).
   tok=$work/tokenizer
   for ((i = 0; i + 1 < ${#pretrain_args[@]}; ++i)); do
-    [[ ${pretrain_args[i]} == --init ]] && ! want tokenizer && tok=${pretrain_args[i + 1]}
+    [[ ${pretrain_args[i]} == --init ]] || continue
+    if [[ $(realpath -m "${pretrain_args[i + 1]}") == $(realpath -m "$model") ]]; then
+      echo "make_tiny: --init ${pretrain_args[i + 1]} is --model: pretraining would delete it first" >&2; exit 2
+    fi
+    want tokenizer || tok=${pretrain_args[i + 1]}
   done
+  rm -rf "$model"
   t "$kforge" pretrain --data "$work/sft.jsonl" --tokenizer "$tok" --out "$model" \
     --device "$dev" "${pretrain_args[@]}"
 fi

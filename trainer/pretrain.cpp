@@ -275,10 +275,6 @@ result<std::string> resolve_device(const std::string& d) {
   return "cuda:" + std::to_string(index);
 }
 
-namespace {
-
-// With --init: the options with the model shape of the checkpoint's config.json, which must be one
-// this command wrote for this tokenizer (a Qwen2 of its padded vocabulary).
 result<pretrain_options> with_init_shape(const pretrain_options& o, const sft_format& fmt) {
   if (o.init_from.empty()) return o;
   auto c = model::load_model_config(o.init_from);
@@ -304,8 +300,6 @@ result<pretrain_options> with_init_shape(const pretrain_options& o, const sft_fo
                  " is below --max-len " + std::to_string(s.max_len)};
   return s;
 }
-
-}  // namespace
 
 result<pretrain_report> run_pretrain(const pretrain_options& options, const sft_format& fmt, const sft_dataset& data,
                                      std::ostream* log) {

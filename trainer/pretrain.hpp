@@ -270,6 +270,11 @@ struct pretrain_report {
 /// created next to it (created and removed again).
 [[nodiscard]] status check_output_dir(const pretrain_options& o);
 
+/// With --init: `o` with the model shape of the checkpoint's config.json, which must be one this
+/// command wrote for this tokenizer (a Qwen2 of its padded vocabulary) with at least --max-len
+/// positions. Without --init: `o` as it is.
+[[nodiscard]] result<pretrain_options> with_init_shape(const pretrain_options& o, const sft_format& fmt);
+
 /// Trains and writes the checkpoint. `data` must come from read_sft_data(o.data, fmt, o.max_len).
 /// Progress lines go to `log` when given. On error no `o.out` is written and `<out>.tmp` is removed.
 [[nodiscard]] result<pretrain_report> run_pretrain(const pretrain_options& o, const sft_format& fmt,

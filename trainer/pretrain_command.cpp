@@ -14,6 +14,8 @@ int pretrain_command(const pretrain_options& o, std::ostream& out, std::ostream&
   if (!device) return bad(device.message());
   auto fmt = load_sft_format(o.tokenizer_dir);
   if (!fmt) return bad(fmt.message());
+  // --init's checkpoint is checked before the data is read (tokenizing it takes a while).
+  if (auto shaped = with_init_shape(o, *fmt); !shaped) return bad(shaped.message());
   if (auto s = check_output_dir(o); !s) return bad(s.message());
   auto data = read_sft_data(o.data, *fmt, o.max_len, o.focus_from, o.focus_to);
   if (!data) return bad(data.message());

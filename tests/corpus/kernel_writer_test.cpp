@@ -107,25 +107,35 @@ TEST_CASE("values and reductions are named v1, v2, ... and r1, r2, ... in the or
   const auto lib = testing::builtin_by_id();
   // Names once came from node ids, so they skipped numbers (a constant's id) and the first
   // reduction was r2 in one task and r7 in the next: a model had to copy them, not predict them.
-  for (const char* id : {"l1/rms_norm_channels", "l1/layer_norm", "l2/gemm_layernorm_gelu", "l1/lerp"}) {
+  // Per function (each numbers its own): every name declared once, declarations reading v1, v2, ...
+  for (const char* id : {"l1/rms_norm_channels", "l1/layer_norm", "l2/gemm_layernorm_gelu", "l1/lerp",
+                         "l1/standardize_cols", "l2/residual_rmsnorm"}) {
     auto ks = write_kernels(lib.at(id));
     REQUIRE_MESSAGE(ks.ok(), (ks.ok() ? "" : ks.message()));
     for (const auto& v : *ks) {
       INFO(id << " " << v.name << "\n" << v.source);
-      for (const char prefix : {'v', 'r'}) {
-        std::set<int> declared;
-        for (const char* decl : {"const float ", "const bool ", "float "}) {
-          const std::string d = std::string(decl) + prefix;
-          for (auto at = v.source.find(d); at != std::string::npos; at = v.source.find(d, at + 1)) {
-            std::size_t end = at + d.size();
-            while (end < v.source.size() && std::isdigit(static_cast<unsigned char>(v.source[end]))) ++end;
-            if (end > at + d.size() && (v.source[end] == ' ' || v.source[end] == ';'))
-              declared.insert(std::stoi(v.source.substr(at + d.size(), end - at - d.size())));
+      std::size_t from = 0;
+      while (from < v.source.size()) {
+        const std::size_t to = std::min(v.source.find("\n}\n", from), v.source.size());
+        const std::string fn = v.source.substr(from, to - from);
+        from = to + 3;
+        for (const char prefix : {'v', 'r'}) {
+          std::vector<std::pair<std::size_t, int>> declared;  // (position, number)
+          for (const char* decl : {"float ", "bool "}) {  // "const float v1" holds "float v1"
+            const std::string d = std::string(decl) + prefix;
+            for (auto at = fn.find(d); at != std::string::npos; at = fn.find(d, at + 1)) {
+              const std::size_t digits = at + d.size();
+              std::size_t end = digits;
+              while (end < fn.size() && std::isdigit(static_cast<unsigned char>(fn[end]))) ++end;
+              if (end > digits && (fn[end] == ' ' || fn[end] == ';'))
+                declared.emplace_back(at, std::stoi(fn.substr(digits, end - digits)));
+            }
           }
+          std::sort(declared.begin(), declared.end());  // reading order
+          std::vector<int> numbers;
+          for (const auto& d : declared) numbers.push_back(d.second);
+          for (std::size_t i = 0; i < numbers.size(); ++i) CHECK(numbers[i] == static_cast<int>(i) + 1);
         }
-        if (declared.empty()) continue;
-        CHECK(*declared.begin() == 1);
-        CHECK(*declared.rbegin() == static_cast<int>(declared.size()));  // no gaps
       }
     }
   }
@@ -139,6 +149,13 @@ TEST_CASE("a matrix product names each operand and whether it is read transposed
     INFO(v.name << "\n" << v.source);
     CHECK(v.source.find("  // A is `a` as stored (M x K).\n  const int am = ra - 2, ak = ra - 1;\n") != std::string::npos);
     CHECK(v.source.find("  // B is `b` as stored (K x N).\n  const int bk = rb - 2, bn = rb - 1;\n") != std::string::npos);
+  }
+  auto at = write_kernels(lib.at("l1/matmul_a_t"));
+  REQUIRE_MESSAGE(at.ok(), (at.ok() ? "" : at.message()));
+  for (const auto& v : *at) {
+    INFO(v.name << "\n" << v.source);
+    CHECK(v.source.find("  // A is `a` read transposed (stored K x M).\n  const int am = ra - 1, ak = ra - 2;\n") !=
+          std::string::npos);
   }
   auto lin = write_kernels(lib.at("l1/linear"));
   REQUIRE_MESSAGE(lin.ok(), (lin.ok() ? "" : lin.message()));
