@@ -233,7 +233,9 @@ void read_task_gpu(table_reader r, gpu_facts& g) {
 
 void read_tasks(table_reader r, tasks_options& o) {
   r.read_choice("source", o.source,
-                {{"builtin", task_source_kind::builtin}, {"stand-in", task_source_kind::stand_in}});
+                {{"builtin", task_source_kind::builtin},
+                 {"files", task_source_kind::files},
+                 {"stand-in", task_source_kind::stand_in}});
   if (const toml::node* n = r.take("files")) {
     if (const toml::array* a = n->as_array()) {
       for (std::size_t i = 0; i < a->size(); ++i) {
@@ -250,6 +252,8 @@ void read_tasks(table_reader r, tasks_options& o) {
       r.fail("files", "expected an array of task file paths, got " + std::string(type_name(*n)));
     }
   }
+  if (o.source == task_source_kind::files && o.files.empty())
+    r.fail("files", "must name at least one task file: tasks.source = \"files\" makes the pool of them alone");
   r.read_choice("sampling", o.sampling,
                 {{"curriculum", task_sampling::curriculum}, {"uniform", task_sampling::uniform}});
   std::int64_t window = static_cast<std::int64_t>(o.window);

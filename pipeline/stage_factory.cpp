@@ -104,9 +104,10 @@ std::string logic_description(actor_kind k, const manifest* m) {
         return "stand-in: synthetic elementwise tasks (tasks.source = \"stand-in\"; \"builtin\" "
                "runs the real task generator)";
     {
-      std::string d = "real: built-in task library";
-      if (m && !m->tasks.files.empty())
-        d += " + " + std::to_string(m->tasks.files.size()) + " task file(s)";
+      const bool builtin = !(m && m->tasks.source == task_source_kind::files);
+      const std::size_t files = m ? m->tasks.files.size() : 0;
+      std::string d = builtin ? "real: built-in task library" : "real:";
+      if (files > 0) d += std::string(builtin ? " + " : " ") + std::to_string(files) + " task file(s)";
       d += m && m->tasks.sampling == task_sampling::uniform ? ", uniform sampling"
                                                             : ", curriculum from reward feedback";
       return d + ", prompts from the template";

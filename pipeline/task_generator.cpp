@@ -29,8 +29,13 @@ task_generator_options task_generator_options_from(const manifest& m) {
 }
 
 result<std::vector<tasks::task>> task_pool(const tasks_options& o) {
-  auto pool = tasks::builtin_tasks();
-  if (!pool) return error{"built-in task library: " + pool.message()};
+  result<std::vector<tasks::task>> pool = std::vector<tasks::task>{};
+  if (o.source == task_source_kind::files) {
+    if (o.files.empty()) return error{"tasks.source = \"files\": tasks.files names no task file"};
+  } else {
+    pool = tasks::builtin_tasks();
+    if (!pool) return error{"built-in task library: " + pool.message()};
+  }
   std::map<std::string, std::string> origin;  // id -> where it was first seen
   for (const auto& t : *pool) origin.emplace(t.id, t.provenance);
   for (std::size_t i = 0; i < o.files.size(); ++i) {

@@ -44,7 +44,8 @@ struct task_generator_options {
 /// Options from the manifest's [run], [sampler], [buffer] and [tasks] tables.
 task_generator_options task_generator_options_from(const manifest& m);
 
-/// The pool [tasks] asks for: the built-in library, then the tasks of each file in `files`. An
+/// The pool [tasks] asks for: the built-in library (not with source "files", which needs a file),
+/// then the tasks of each file in `files`. An
 /// error names the file's key (tasks.files[i]) for an unreadable file, a bad task, a file with no
 /// tasks, or an id already in the pool (and where that id came from).
 result<std::vector<tasks::task>> task_pool(const tasks_options& o);

@@ -14,6 +14,7 @@ namespace kforge {
 /// Where the task pool comes from.
 enum class task_source_kind {
   builtin,   ///< the built-in library (tasks/builtin/) plus `files`: the real task generator
+  files,     ///< `files` alone: a pool without the built-ins (e.g. RL on a train split only)
   stand_in,  ///< synthetic element-wise tasks with a one-line prompt (tests that need them)
 };
 
@@ -24,9 +25,10 @@ enum class task_sampling {
 };
 
 struct tasks_options {
-  /// "builtin" or "stand-in" (see task_source_kind).
+  /// "builtin", "files" or "stand-in" (see task_source_kind).
   task_source_kind source = task_source_kind::builtin;
-  /// Task files (JSON Lines, or one .json object) whose tasks join the built-in ones. Relative
+  /// Task files (JSON Lines, or one .json object) whose tasks join the built-in ones (or, with
+  /// source "files", make the whole pool). Relative
   /// paths are read from the directory kforge runs in. An unreadable file, a bad task or an id
   /// that is already in the pool stops the run at start-up.
   std::vector<std::string> files;

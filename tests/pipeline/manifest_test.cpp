@@ -584,9 +584,10 @@ reward = {}
 TEST_CASE("[tasks]: each bad value is an error naming the key and its position") {
   const auto bad = [](const std::string& table) { return rejected(minimal + "[tasks]\n" + table); };
   CHECK(has(bad("source = \"library\"\n"),
-            "test.toml:13:10: tasks.source: must be one of \"builtin\", \"stand-in\", got "
+            "test.toml:13:10: tasks.source: must be one of \"builtin\", \"files\", \"stand-in\", got "
             "\"library\""));
   CHECK(has(bad("files = \"a.jsonl\"\n"), "tasks.files: expected an array of task file paths"));
+  CHECK(has(bad("source = \"files\"\n"), "tasks.files: must name at least one task file"));
   CHECK(has(bad("files = [\"a.jsonl\", 3]\n"), "tasks.files[1]: expected a file path"));
   CHECK(has(bad("files = [\"\"]\n"), "tasks.files[0]: must not be empty"));
   CHECK(has(bad("sampling = \"pass_rate\"\n"),

@@ -192,6 +192,35 @@ TEST_CASE("task files join the pool; a bad, empty or clashing file is an error n
   CHECK(has(e.message(), "tasks.files[0]"));
 }
 
+TEST_CASE("source = \"files\": the pool is the task files alone, without the built-ins") {
+  temp_dir dir;
+  auto t = builtin_task(0);
+  t.id = "mine/only";
+  t.provenance.clear();
+  const auto good = dir.write("only.jsonl", tasks::to_json_line(t) + "\n");
+  tasks_options o;
+  o.source = task_source_kind::files;
+  o.files = {good};
+  auto pool = task_pool(o);
+  REQUIRE_MESSAGE(pool.ok(), pool.message());
+  REQUIRE(pool->size() == 1);
+  CHECK(pool->front().id == "mine/only");
+  // A built-in task in the file is no clash here: the built-ins are not in the pool.
+  o.files = {dir.write("builtin.jsonl", tasks::to_json_line(builtin_task(1)) + "\n")};
+  CHECK(task_pool(o).ok());
+  o.files.clear();
+  auto none = task_pool(o);
+  REQUIRE_FALSE(none.ok());
+  CHECK(has(none.message(), "tasks.files names no task file"));
+
+  const auto m = with_tasks("source = \"files\"\nfiles = [\"" + good + "\"]\n");
+  auto source = make_task_source(m);
+  REQUIRE_MESSAGE(source.ok(), source.message());
+  CHECK(dynamic_cast<task_generator*>(source->get())->prompt_of("mine/only") != nullptr);
+  CHECK(dynamic_cast<task_generator*>(source->get())->prompt_of(builtin_task(0).id) == nullptr);
+  CHECK(logic_description(actor_kind::task_generator, &m).rfind("real: 1 task file(s), ", 0) == 0);
+}
+
 TEST_CASE("source = \"stand-in\" keeps the synthetic tasks, and says so") {
   const auto m = with_tasks("source = \"stand-in\"\n");
   auto source = make_task_source(m);
