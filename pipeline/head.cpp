@@ -429,7 +429,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   };
 
   // Main loop: until the steps are done, a signal, the head's stages fail, or nothing moves.
-  const auto stall_after = 20s;
+  const auto stall_after = std::chrono::duration<double>(m.run.stall_timeout_s);
   while (true) {
     std::this_thread::sleep_for(50ms);  // pacing of the monitor only; no synchronisation rests on it
     pump_head_links();
@@ -460,7 +460,9 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
       break;
     }
     if (now - last_activity_change > stall_after) {
-      outcome = "stalled: nothing moved for " + std::to_string(stall_after.count()) + " s";
+      std::ostringstream why;
+      why << "stalled: nothing moved for " << m.run.stall_timeout_s << " s (run.stall_timeout_s)";
+      outcome = why.str();
       code = 1;
       break;
     }

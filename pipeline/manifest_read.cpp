@@ -34,6 +34,7 @@ void read_run(table_reader r, run_options& o) {
     o.run_dir = "runs/" + o.name;
   }
   r.read("progress", o.progress);
+  r.read("stall_timeout_s", o.stall_timeout_s, above(0));
   r.finish();
 }
 

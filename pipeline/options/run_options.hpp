@@ -25,6 +25,9 @@ struct run_options {
   std::string run_dir = "runs/default";
   /// Draw the live progress line on the terminal.
   bool progress = true;
+  /// The run stops as stalled when no message moves for this long. One generate call of a slow
+  /// sampler (a big batch of long completions, or the CPU) sends nothing until it ends. > 0.
+  double stall_timeout_s = 20.0;
 };
 
 }  // namespace kforge

@@ -3,6 +3,9 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "pipeline/manifest.hpp"
@@ -274,6 +277,13 @@ TEST_CASE("out-of-range values name the key, the bound and the value") {
             "reward.baseline_switch_speedup: must be >= 1"));
   CHECK(has(rejected(minimal + "[run]\nsteps = 0\n"), "run.steps: must be >= 1, got 0"));
   CHECK(has(rejected(minimal + "[run]\nseed = -3\n"), "run.seed: must be >= 0"));
+  CHECK(has(rejected(minimal + "[run]\nstall_timeout_s = 0\n"), "run.stall_timeout_s: must be > 0"));
+  {
+    auto slow = parse_manifest(minimal + "[run]\nstall_timeout_s = 900.0\n", "test.toml");
+    REQUIRE_MESSAGE(slow.ok(), slow.message());
+    CHECK(slow->run.stall_timeout_s == 900.0);
+    CHECK(parse_manifest(minimal, "test.toml")->run.stall_timeout_s == 20.0);
+  }
   CHECK(has(rejected(minimal + "[run]\nname = \"a b\"\n"), "run.name: must be non-empty"));
   CHECK(has(rejected(minimal + "[record]\nmax_bytes = 0\n"), "record.max_bytes"));
   CHECK(has(rejected(minimal + "[gpu_groups]\ng = [-1]\n"),
@@ -614,4 +624,25 @@ TEST_CASE("[tasks]: each bad value is an error naming the key and its position")
   const std::string all = bad("source = \"x\"\nwindow = 0\n");
   CHECK(has(all, "tasks.source"));
   CHECK(has(all, "tasks.window"));
+}
+
+TEST_CASE("the manifests in deploy/manifests parse and validate (the loops' @MODEL@ filled in)") {
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(KFORGE_SOURCE_DIR) / "deploy/manifests")) {
+    if (e.path().extension() != ".toml") continue;
+    INFO(e.path().string());
+    std::ifstream f(e.path());
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    for (auto at = text.find("@MODEL@"); at != std::string::npos; at = text.find("@MODEL@"))
+      text.replace(at, 7, "/models/random-qwen");
+    auto m = parse_manifest(text, e.path().filename().string());
+    CHECK_MESSAGE(m.ok(), (m.ok() ? "" : m.message()));
+    if (m.ok() && e.path().filename() == "tiny_rl.toml") {
+      // RL from the shipped policy on its train split only: the held-out built-ins stay unseen.
+      CHECK(m->sampler.model == "models/kforge-tiny");
+      CHECK(m->tasks.source == task_source_kind::files);
+      REQUIRE(m->tasks.files.size() == 1);
+      CHECK(std::filesystem::exists(std::filesystem::path(KFORGE_SOURCE_DIR) / m->tasks.files[0]));
+      CHECK(std::filesystem::exists(std::filesystem::path(KFORGE_SOURCE_DIR) / m->sampler.model / "config.json"));
+    }
+  }
 }
