@@ -29,7 +29,8 @@ std::vector<std::string> describe_ops(const graph& g, const std::vector<int>& no
 /// `code` with its values (identifiers v1, v2, ...) renamed v1, v2, ... in the order they first
 /// appear. For code written by several emitters sharing a counter, where one writes into a block
 /// placed before code another wrote earlier (a row program's per-row values ahead of a pass). Every
-/// name must be unique in `code` and declared before it is used, as expr_emitter writes them.
+/// name must be unique in `code` and declared before it is used, as expr_emitter writes them. Purely
+/// lexical: a `v3` in a comment or string would be renamed too (row programs have none).
 std::string renumber_values(const std::string& code);
 
 /// Straight-line code for graph nodes. Leaves (inputs, gemm results, reductions, row counts) are

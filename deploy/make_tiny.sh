@@ -138,7 +138,7 @@ if want pretrain; then
   tok=$work/tokenizer
   for ((i = 0; i + 1 < ${#pretrain_args[@]}; ++i)); do
     [[ ${pretrain_args[i]} == --init ]] || continue
-    if [[ $(realpath -m "${pretrain_args[i + 1]}") == $(realpath -m "$model") ]]; then
+    if [[ $(realpath -m "${pretrain_args[i + 1]}") == "$(realpath -m "$model")" ]]; then
       echo "make_tiny: --init ${pretrain_args[i + 1]} is --model: pretraining would delete it first" >&2; exit 2
     fi
     want tokenizer || tok=${pretrain_args[i + 1]}

@@ -5,7 +5,8 @@
 // A manifest is a TOML file; pipeline/default_manifest.toml (embedded in the binary) documents every
 // key. In short:
 //
-//   [run]         name, mode = "sync"|"async", steps, seed, run_dir (default "runs/<name>"), progress
+//   [run]         name, mode = "sync"|"async", steps, seed, run_dir (default "runs/<name>"), progress,
+//                 stall_timeout_s
 //   [gpu_groups]  NAME = [gpu indices] | "auto"   ([] = CPU only; "auto" = decided at run time from
 //                 the visible GPUs, see resolve_gpu_groups). A GPU may be in one group only.
 //   [[process]]   name (unique), node ("local" = spawned by the head; anything else = a node where a
@@ -17,7 +18,7 @@
 //                 a link left out gets inproc:// when both ends share a process, ipc:// under
 //                 run_dir when they share this host, and must be given when they do not.
 //   [record]      links = [LINK, ...] | "all", max_bytes (per recording file)
-//   [tasks]       source = "builtin"|"stand-in", files, sampling and curriculum knobs, prompt
+//   [tasks]       source = "builtin"|"files"|"stand-in", files, sampling and curriculum knobs, prompt
 //                 template, [tasks.gpu] (the GPU the prompts describe)
 //   [sampler] [reward] [buffer] [trainer] [sandbox]   see pipeline/options/*.hpp
 //

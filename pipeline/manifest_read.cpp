@@ -237,11 +237,13 @@ void read_tasks(table_reader r, tasks_options& o) {
                 {{"builtin", task_source_kind::builtin},
                  {"files", task_source_kind::files},
                  {"stand-in", task_source_kind::stand_in}});
+  bool files_bad = false;  // already an error of its own: no second one about an empty pool
   if (const toml::node* n = r.take("files")) {
     if (const toml::array* a = n->as_array()) {
       for (std::size_t i = 0; i < a->size(); ++i) {
         const toml::node& e = *a->get(i);
         const std::string key = r.key("files") + "[" + std::to_string(i) + "]";
+        files_bad = files_bad || !e.is_string() || e.as_string()->get().empty();
         if (!e.is_string())
           r.diag().add(&e, key, "expected a file path (a string), got " + std::string(type_name(e)));
         else if (e.as_string()->get().empty())
@@ -250,10 +252,11 @@ void read_tasks(table_reader r, tasks_options& o) {
           o.files.push_back(e.as_string()->get());
       }
     } else {
+      files_bad = true;
       r.fail("files", "expected an array of task file paths, got " + std::string(type_name(*n)));
     }
   }
-  if (o.source == task_source_kind::files && o.files.empty())
+  if (o.source == task_source_kind::files && o.files.empty() && !files_bad)
     r.fail("files", "must name at least one task file: tasks.source = \"files\" makes the pool of them alone");
   r.read_choice("sampling", o.sampling,
                 {{"curriculum", task_sampling::curriculum}, {"uniform", task_sampling::uniform}});

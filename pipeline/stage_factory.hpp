@@ -12,7 +12,7 @@
 namespace kforge::pipeline {
 
 /// The real task generator over the built-in library and tasks.files (tasks.source = "builtin"),
-/// or the stand-in ("stand-in"). An error, never a fallback, when a file or the template is bad.
+/// over tasks.files alone ("files"), or the stand-in ("stand-in"). An error, never a fallback, when a file or the template is bad.
 result<std::shared_ptr<actors::task_source>> make_task_source(const manifest& m);
 /// The engine sampler (pipeline/engine_sampler.hpp) when sampler.backend = "engine" and
 /// sampler.model names a checkpoint; the stand-in while sampler.model is empty. An error when the

@@ -598,6 +598,7 @@ TEST_CASE("[tasks]: each bad value is an error naming the key and its position")
             "\"library\""));
   CHECK(has(bad("files = \"a.jsonl\"\n"), "tasks.files: expected an array of task file paths"));
   CHECK(has(bad("source = \"files\"\n"), "tasks.files: must name at least one task file"));
+  CHECK_FALSE(has(bad("source = \"files\"\nfiles = \"a.jsonl\"\n"), "must name at least one"));  // one error, not two
   CHECK(has(bad("files = [\"a.jsonl\", 3]\n"), "tasks.files[1]: expected a file path"));
   CHECK(has(bad("files = [\"\"]\n"), "tasks.files[0]: must not be empty"));
   CHECK(has(bad("sampling = \"pass_rate\"\n"),
