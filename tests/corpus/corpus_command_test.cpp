@@ -10,6 +10,7 @@
 
 #include "corpus/corpus_command.hpp"
 #include "tasks/prompt.hpp"
+#include "tests/json_lines.hpp"
 
 using namespace kforge;
 namespace fs = std::filesystem;
@@ -37,14 +38,7 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
-std::vector<json> lines(const fs::path& p) {
-  std::vector<json> v;
-  std::ifstream f(p);
-  std::string l;
-  while (std::getline(f, l))
-    if (!l.empty()) v.push_back(json::parse(l));
-  return v;
-}
+std::vector<json> lines(const fs::path& p) { return testing::read_json_lines(p); }
 
 int run(const corpus::corpus_options& o, std::string* out = nullptr, std::string* err = nullptr) {
   std::ostringstream so, se;

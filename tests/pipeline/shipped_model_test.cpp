@@ -15,20 +15,12 @@
 
 #include "common/subprocess.hpp"
 #include "sandbox/toolchain.hpp"
+#include "tests/json_lines.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-std::vector<json> read_lines(const fs::path& p) {
-  std::vector<json> v;
-  std::ifstream f(p);
-  std::string l;
-  while (std::getline(f, l))
-    if (!l.empty()) v.push_back(json::parse(l));
-  return v;
-}
 
 // One of the tasks held out of the model's training, by id, as a task file `kforge sample` reads.
 void write_heldout_task(const std::string& id, const fs::path& out) {
@@ -64,7 +56,7 @@ TEST_CASE("the shipped model loads, writes a kernel for a held-out task, and the
   kforge_cli({"sample", "--model", model.string(), "--tasks", (dir / "task.jsonl").string(), "--out",
               (dir / "samples").string(), "--samples", "1", "--temperature", "0.2", "--seed", "0",
               "--max-new-tokens", "2048"});
-  const auto samples = read_lines(dir / "samples/samples.jsonl");
+  const auto samples = kforge::testing::read_json_lines(dir / "samples/samples.jsonl");
   REQUIRE(samples.size() == 1);
   const std::string text = samples[0].at("completion").get<std::string>();
   INFO(text);
@@ -77,7 +69,7 @@ TEST_CASE("the shipped model loads, writes a kernel for a held-out task, and the
   } else {
     kforge_cli({"eval", "--tasks", (dir / "samples/tasks.jsonl").string(), "--candidates",
                 (dir / "samples").string(), "--out", (dir / "verdicts.jsonl").string(), "--compile-only"});
-    const auto verdicts = read_lines(dir / "verdicts.jsonl");
+    const auto verdicts = kforge::testing::read_json_lines(dir / "verdicts.jsonl");
     REQUIRE(verdicts.size() == 1);
     INFO(verdicts[0].dump());
     CHECK(verdicts[0].at("status") == "compiled");
