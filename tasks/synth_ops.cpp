@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/hash.hpp"
+
 namespace kforge::tasks::synth {
 
 using tasks::to_string;
@@ -292,6 +294,26 @@ struct reduction {
   tol_hint tol;
 };
 
+// The call as people write it, in one of three spellings picked by `pick` (a hash, so the chain's
+// random draws stay as they were): the catalogue's `torch.sum(x, [1], False)`, or with an int dim
+// and keepdim by keyword only when kept (`torch.sum(x, 1)`, `torch.amin(x, 1, keepdim=True)`), or
+// the same with the dim counted from the end (`torch.amin(x, -1, keepdim=True)`). The built-in
+// tasks use the latter two, which synthesized tasks never did: a policy trained on these misread
+// `keepdim=True` as a number. var keeps its positional form (its `unbiased` comes first).
+std::string reduction_call(const reduction& red, int d, int rank, bool keep, std::uint64_t pick) {
+  const int spelling = red.op == "var" ? 0 : static_cast<int>(pick % 3);
+  std::string e = std::string(red.fn);
+  if (spelling == 0) {
+    e.replace(e.find('D'), 1, std::to_string(d));
+    e.replace(e.find('K'), 1, keep ? "True" : "False");
+    return e;
+  }
+  const int dim = spelling == 2 ? d - rank : d;
+  // "torch.op($, [D], K)" or "torch.argop($, D, K)" -> "torch.op($, DIM" + keepdim + ")"
+  e = e.substr(0, e.find(", ")) + ", " + std::to_string(dim) + (keep ? ", keepdim=True" : "") + ")";
+  return e;
+}
+
 void add_reductions(ops& v) {
   for (const auto& red :
        {reduction{"sum", "torch.sum($, [D], K)", "sum", tol_hint::sums},
@@ -319,9 +341,8 @@ void add_reductions(ops& v) {
            step st;
            st.op = std::string(red.op);
            st.signature = st.op + "(" + std::to_string(d) + (keep ? ",keep" : "") + ")";
-           st.expr = std::string(red.fn);
-           st.expr.replace(st.expr.find('D'), 1, std::to_string(d));
-           st.expr.replace(st.expr.find('K'), 1, keep ? "True" : "False");
+           st.expr = reduction_call(red, d, static_cast<int>(s.cur.size()), keep,
+                                    fnv1a64(st.signature + "|" + s.prev_op + "|" + std::to_string(s.index)));
            st.phrase = std::string(red.phrase) + " over " + ordinal_dim(d) +
                        (keep ? " (kept as size 1)" : "");
            st.cat = category::reduction;

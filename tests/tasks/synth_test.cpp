@@ -95,6 +95,29 @@ TEST_CASE("every op of the catalogue occurs in generated chains") {
     CHECK_MESSAGE(used.count(std::string(op.name)), op.name);
 }
 
+TEST_CASE("reductions are spelled three ways, as references are written; the signature ignores it") {
+  // [1] with keepdim by position, an int dim with keepdim=True by keyword, and a dim from the end:
+  // the built-ins use the last two, which a policy trained on the first alone misread.
+  std::set<std::string> seen;
+  for (std::uint64_t seed = 0; seed < 3000 && seen.size() < 3; ++seed) {
+    const auto p = synth::generate(seed);
+    for (const auto& st : p.steps) {
+      if (st.op != "sum" && st.op != "mean" && st.op != "amax" && st.op != "amin") continue;
+      INFO(st.expr);
+      const bool listed = st.expr.find(", [") != std::string::npos;
+      const bool keyword = st.expr.find("keepdim=True") != std::string::npos;
+      const bool from_end = st.expr.find(", -") != std::string::npos;
+      CHECK(!(listed && keyword));
+      if (listed) seen.insert("listed");
+      if (keyword) seen.insert("keyword");
+      if (from_end) seen.insert("from_end");
+      CHECK(st.signature.find("keepdim") == std::string::npos);  // one signature, whatever the spelling
+    }
+    CHECK(to_json_line(synth::render(p)) == to_json_line(synth::render(synth::generate(seed))));
+  }
+  CHECK(seen == std::set<std::string>{"from_end", "keyword", "listed"});
+}
+
 TEST_CASE("the canonical signature names ops and parameters, not sizes") {
   // Seeds that give one signature at different sizes (single-op chains repeat soon).
   std::map<std::string, std::vector<synth::program>> by_signature;
