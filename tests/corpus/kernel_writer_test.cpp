@@ -21,6 +21,17 @@ using namespace kforge::corpus;
 
 #ifdef KFORGE_TASKS_WITH_TORCH
 
+namespace {
+
+// The variants the writer gives for `t`; the test case stops here when it gives none.
+std::vector<kernel_variant> written(const tasks::task& t) {
+  auto ks = write_kernels(t);
+  REQUIRE_MESSAGE(ks.ok(), (ks.ok() ? "" : ks.message()));
+  return std::move(*ks);
+}
+
+}  // namespace
+
 TEST_CASE("every family task gets several well-formed variants") {
   const auto lib = testing::builtin_by_id();
   for (const auto& id : testing::family_tasks()) {
@@ -72,9 +83,8 @@ TEST_CASE("explanations open by restating forward's body, annotations and commen
 
 TEST_CASE("maps write the task's ops once, in kf_op under a comment restating them; formulas follow the restatement") {
   const auto lib = testing::builtin_by_id();
-  auto ks = write_kernels(lib.at("l1/leaky_relu"));
-  REQUIRE_MESSAGE(ks.ok(), (ks.ok() ? "" : ks.message()));
-  for (const auto& v : *ks) {
+  const auto ks = written(lib.at("l1/leaky_relu"));
+  for (const auto& v : ks) {
     INFO(v.name << "\n" << v.source);
     CHECK(v.explanation.rfind("The reference computes `return torch.leaky_relu(x, 0.01)`. The formulas follow "
                               "PyTorch's float32 kernels: leaky ReLU: ",
@@ -93,14 +103,12 @@ TEST_CASE("maps write the task's ops once, in kf_op under a comment restating th
     CHECK(v.source.find("0.01f", v.source.find("kf_op(", v.source.find("{", v.source.find("void kf_op(")))) ==
           std::string::npos);  // nowhere but in kf_op
   }
-  const auto vec4 = std::find_if(ks->begin(), ks->end(), [](const kernel_variant& v) { return v.name == "vec4"; });
-  REQUIRE(vec4 != ks->end());
+  const auto vec4 = std::find_if(ks.begin(), ks.end(), [](const kernel_variant& v) { return v.name == "vec4"; });
+  REQUIRE(vec4 != ks.end());
   for (const char* lane : {"kf_op(a0.x, r0.x);", "kf_op(a0.y, r0.y);", "kf_op(a0.z, r0.z);", "kf_op(a0.w, r0.w);"})
     CHECK(vec4->source.find(lane) != std::string::npos);
   // A broadcasting map of two inputs: the strided kernel calls it with each operand's offset.
-  auto add = write_kernels(lib.at("l1/add_row_broadcast"));
-  REQUIRE_MESSAGE(add.ok(), (add.ok() ? "" : add.message()));
-  for (const auto& v : *add) CHECK(v.source.find("kf_op(p.in[0][o0], p.in[1][o1], p.out[0][w0]);") != std::string::npos);
+  for (const auto& v : written(lib.at("l1/add_row_broadcast"))) CHECK(v.source.find("kf_op(p.in[0][o0], p.in[1][o1], p.out[0][w0]);") != std::string::npos);
 }
 
 TEST_CASE("values and reductions are named v1, v2, ... and r1, r2, ... in the order they are written") {
@@ -110,9 +118,7 @@ TEST_CASE("values and reductions are named v1, v2, ... and r1, r2, ... in the or
   // Per function (each numbers its own): every name declared once, declarations reading v1, v2, ...
   for (const char* id : {"l1/rms_norm_channels", "l1/layer_norm", "l2/gemm_layernorm_gelu", "l1/lerp",
                          "l1/standardize_cols", "l2/residual_rmsnorm"}) {
-    auto ks = write_kernels(lib.at(id));
-    REQUIRE_MESSAGE(ks.ok(), (ks.ok() ? "" : ks.message()));
-    for (const auto& v : *ks) {
+    for (const auto& v : written(lib.at(id))) {
       INFO(id << " " << v.name << "\n" << v.source);
       std::size_t from = 0;
       while (from < v.source.size()) {
@@ -143,29 +149,19 @@ TEST_CASE("values and reductions are named v1, v2, ... and r1, r2, ... in the or
 
 TEST_CASE("a matrix product names each operand and whether it is read transposed, above the dims it picks") {
   const auto lib = testing::builtin_by_id();
-  auto mm = write_kernels(lib.at("l1/matmul_square"));
-  REQUIRE_MESSAGE(mm.ok(), (mm.ok() ? "" : mm.message()));
-  for (const auto& v : *mm) {
-    INFO(v.name << "\n" << v.source);
-    CHECK(v.source.find("  // A is `a` as stored (M x K).\n  const int am = ra - 2, ak = ra - 1;\n") != std::string::npos);
-    CHECK(v.source.find("  // B is `b` as stored (K x N).\n  const int bk = rb - 2, bn = rb - 1;\n") != std::string::npos);
-  }
-  auto at = write_kernels(lib.at("l1/matmul_a_t"));
-  REQUIRE_MESSAGE(at.ok(), (at.ok() ? "" : at.message()));
-  for (const auto& v : *at) {
-    INFO(v.name << "\n" << v.source);
-    CHECK(v.source.find("  // A is `a` read transposed (stored K x M).\n  const int am = ra - 1, ak = ra - 2;\n") !=
-          std::string::npos);
-  }
-  auto lin = write_kernels(lib.at("l1/linear"));
-  REQUIRE_MESSAGE(lin.ok(), (lin.ok() ? "" : lin.message()));
-  for (const auto& v : *lin) {
-    INFO(v.name << "\n" << v.source);
-    CHECK(v.source.find("  // Inputs (3): `x`, `w`, `b`. Outputs (1): `y`.\n  if (num_inputs != 3 || num_outputs != 1) return 1;\n") !=
-          std::string::npos);
-    CHECK(v.source.find("  // B is `w` read transposed (stored N x K).\n  const int bk = rb - 1, bn = rb - 2;\n") !=
-          std::string::npos);
-  }
+  const std::vector<std::pair<const char*, std::vector<std::string>>> cases{
+      {"l1/matmul_square",
+       {"  // A is `a` as stored (M x K).\n  const int am = ra - 2, ak = ra - 1;\n",
+        "  // B is `b` as stored (K x N).\n  const int bk = rb - 2, bn = rb - 1;\n"}},
+      {"l1/matmul_a_t", {"  // A is `a` read transposed (stored K x M).\n  const int am = ra - 1, ak = ra - 2;\n"}},
+      {"l1/linear",
+       {"  // Inputs (3): `x`, `w`, `b`. Outputs (1): `y`.\n  if (num_inputs != 3 || num_outputs != 1) return 1;\n",
+        "  // B is `w` read transposed (stored N x K).\n  const int bk = rb - 1, bn = rb - 2;\n"}}};
+  for (const auto& [id, wants] : cases)
+    for (const auto& v : written(lib.at(id))) {
+      INFO(id << " " << v.name << "\n" << v.source);
+      for (const auto& want : wants) CHECK(v.source.find(want) != std::string::npos);
+    }
 }
 
 TEST_CASE("row programs say per output whether it holds one value per row or per element before checking it") {
@@ -173,9 +169,7 @@ TEST_CASE("row programs say per output whether it holds one value per row or per
   for (const auto& [id, want] : std::map<std::string, std::string>{
            {"l1/sum_rows", "  // Output `y`: one value per row (a.rows).\n"},
            {"l1/softmax_rows", "  // Output `y`: one value per element (n).\n"}}) {
-    auto ks = write_kernels(lib.at(id));
-    REQUIRE_MESSAGE(ks.ok(), (ks.ok() ? "" : ks.message()));
-    for (const auto& v : *ks) {
+    for (const auto& v : written(lib.at(id))) {
       INFO(id << " " << v.name << "\n" << v.source);
       const auto at = v.source.find(want);
       REQUIRE(at != std::string::npos);

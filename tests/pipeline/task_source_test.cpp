@@ -47,6 +47,15 @@ tasks::task builtin_task(std::size_t i) {
   return (*all)[i];
 }
 
+/// A task file `name` in `dir` holding the first built-in task under a new id (no provenance, as a
+/// user's file has none).
+std::string one_task_file(const temp_dir& dir, const std::string& name, const std::string& id) {
+  auto t = builtin_task(0);
+  t.id = id;
+  t.provenance.clear();
+  return dir.write(name, tasks::to_json_line(t) + "\n");
+}
+
 /// The default manifest, its [tasks] table replaced by one whose body is `tasks_table` (read on a
 /// minimal topology, since the default already has a [tasks] table).
 manifest with_tasks(const std::string& tasks_table) {
@@ -144,10 +153,7 @@ TEST_CASE("[tasks] settings reach the generator: sampling, curriculum knobs, GPU
 
 TEST_CASE("task files join the pool; a bad, empty or clashing file is an error naming it") {
   temp_dir dir;
-  auto t = builtin_task(0);
-  t.id = "mine/relu_copy";
-  t.provenance.clear();
-  const auto good = dir.write("good.jsonl", tasks::to_json_line(t) + "\n");
+  const auto good = one_task_file(dir, "good.jsonl", "mine/relu_copy");
   tasks_options o;
   o.files = {good};
   auto pool = task_pool(o);
@@ -194,10 +200,7 @@ TEST_CASE("task files join the pool; a bad, empty or clashing file is an error n
 
 TEST_CASE("source = \"files\": the pool is the task files alone, without the built-ins") {
   temp_dir dir;
-  auto t = builtin_task(0);
-  t.id = "mine/only";
-  t.provenance.clear();
-  const auto good = dir.write("only.jsonl", tasks::to_json_line(t) + "\n");
+  const auto good = one_task_file(dir, "only.jsonl", "mine/only");
   tasks_options o;
   o.source = task_source_kind::files;
   o.files = {good};
