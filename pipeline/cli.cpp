@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--resume", run.resume,
                       "Continue the run in RUN_DIR from its newest checkpoint (its own manifest; "
                       "--steps may raise the total)");
+  run_cmd->add_option("--time-limit", run.time_limit_s,
+                      "Stop after this many seconds as if the steps were done: drain, checkpoint, "
+                      "summary, exit 0 (overrides run.time_limit_s; 0: none)");
   bool no_progress = false;
   run_cmd->add_flag("--no-progress", no_progress, "No live progress line");
   run_cmd->add_flag("--check", run.check_only,

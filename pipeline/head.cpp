@@ -202,6 +202,11 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     err << "kforge run: --steps must be >= 1, got " << *opt.steps << "\n";
     return 2;
   }
+  if (opt.time_limit_s && !(*opt.time_limit_s >= 0)) {
+    err << "kforge run: --time-limit must be >= 0 seconds (0: none), got " << *opt.time_limit_s
+        << "\n";
+    return 2;
+  }
   std::optional<resume_point> resume;
   manifest m;
   if (opt.resume) {
@@ -228,6 +233,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     if (opt.run_dir) m.run.run_dir = *opt.run_dir;
   }
   if (opt.progress) m.run.progress = *opt.progress;
+  if (opt.time_limit_s) m.run.time_limit_s = *opt.time_limit_s;
 
   out << "kforge run: manifest " << m.source << "\n" << m.summary() << "\n";
   if (resume)
@@ -367,6 +373,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   // loop (drain and shutdown left out). Seen through metrics, so within a report interval.
   std::optional<clock_type::time_point> work_started;
   std::string outcome;
+  std::string stopped_by;  // why a completed run stopped: "steps" or "time_limit_s"
   int code = 0;
 
   auto pump_head_links = [&] {
@@ -447,6 +454,16 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     }
     if (version >= static_cast<std::uint64_t>(m.run.steps)) {
       outcome = "completed";
+      stopped_by = "steps";
+      break;
+    }
+    // A time budget ends the run as its steps would: drained, checkpointed, exit 0. The step in
+    // flight is not waited for (its batch is lost, as on an interrupt; the checkpoint is the
+    // last finished step).
+    if (m.run.time_limit_s > 0 &&
+        std::chrono::duration<double>(now - started).count() >= m.run.time_limit_s) {
+      outcome = "completed";
+      stopped_by = "time_limit_s";
       break;
     }
     if (g_signal) {
@@ -603,6 +620,8 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
                             {"mode", m.run.mode == run_mode::sync ? "sync" : "async"},
                             {"loop_s", loop_s},     {"gpu_groups", js_groups},
                             {"checkpoint", checkpoint},
+                            {"stopped_by", stopped_by.empty() ? nlohmann::json() : nlohmann::json(stopped_by)},
+                            {"time_limit_s", m.run.time_limit_s},
                             {"resumed_from",
                              resume ? nlohmann::json(resume->step) : nlohmann::json()}};
   if (checkpoint.is_null()) summary["checkpoint_note"] = checkpoint_note;
@@ -615,8 +634,12 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
                                    : nlohmann::json();
   std::ofstream(fs::path(dir) / "summary.json") << summary.dump(2) << "\n";
 
-  out << "\nkforge run: " << outcome << " after " << std::fixed << std::setprecision(1) << elapsed
-      << " s; " << version << " policy versions; run directory " << dir << "\n";
+  out << "\nkforge run: " << outcome;
+  if (stopped_by == "time_limit_s")
+    out << " (time limit of " << m.run.time_limit_s << " s reached at step " << version << " of "
+        << m.run.steps << ")";
+  out << " after " << std::fixed << std::setprecision(1) << elapsed << " s; " << version
+      << " policy versions; run directory " << dir << "\n";
   out << std::left << std::setw(26) << "stage" << std::right << std::setw(10) << "received"
       << std::setw(10) << "sent" << std::setw(9) << "dropped" << std::setw(8) << "errors"
       << std::setw(8) << "queued" << std::setw(11) << "p50 us" << "\n";

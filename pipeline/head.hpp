@@ -20,6 +20,7 @@ struct run_command_options {
   std::optional<std::int64_t> steps;    ///< overrides run.steps
   std::optional<std::string> run_dir;   ///< overrides run.run_dir
   std::optional<bool> progress;         ///< overrides run.progress
+  std::optional<double> time_limit_s;   ///< overrides run.time_limit_s (also on --resume: per leg)
   bool check_only = false;              ///< validate, print the plan and readiness, start nothing
   /// A run directory to continue: its manifest.toml snapshot, from its newest complete checkpoint
   /// (RUN_DIR/checkpoints/step-N), in the same directory. `steps` may raise the total; `manifest`
@@ -32,7 +33,7 @@ struct run_command_options {
 /// summary says which checkpoint the run ended with ("checkpoint"), or why none
 /// ("checkpoint_note"); "resumed_from" is the step a --resume run started at (null otherwise).
 ///
-/// Exit code: 0 when the run completed its steps with balanced counts, 1 when it stalled, failed
+/// Exit code: 0 when the run completed its steps (or reached run.time_limit_s) with balanced counts, 1 when it stalled, failed
 /// or the counts do not balance, 2 for a bad manifest or options, 130 when interrupted.
 int run_command(const run_command_options& opt, std::ostream& out, std::ostream& err);
 

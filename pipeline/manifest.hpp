@@ -6,7 +6,7 @@
 // key. In short:
 //
 //   [run]         name, mode = "sync"|"async", steps, seed, run_dir (default "runs/<name>"), progress,
-//                 stall_timeout_s
+//                 stall_timeout_s, time_limit_s
 //   [gpu_groups]  NAME = [gpu indices] | "auto"   ([] = CPU only; "auto" = decided at run time from
 //                 the visible GPUs, see resolve_gpu_groups). A GPU may be in one group only.
 //   [[process]]   name (unique), node ("local" = spawned by the head; anything else = a node where a

@@ -35,6 +35,7 @@ void read_run(table_reader r, run_options& o) {
   }
   r.read("progress", o.progress);
   r.read("stall_timeout_s", o.stall_timeout_s, above(0));
+  r.read("time_limit_s", o.time_limit_s, at_least(0));
   r.finish();
 }
 

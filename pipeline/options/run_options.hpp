@@ -28,6 +28,10 @@ struct run_options {
   /// The run stops as stalled when no message moves for this long. One generate call of a slow
   /// sampler (a big batch of long completions, or the CPU) sends nothing until it ends. > 0.
   double stall_timeout_s = 20.0;
+  /// Seconds of wall time after which the run stops as if its steps were done (drain, final
+  /// checkpoint, summary; exit 0) even when fewer steps ran: a run bounded by a time budget (a
+  /// device call, a demonstration). 0: no limit. >= 0.
+  double time_limit_s = 0.0;
 };
 
 }  // namespace kforge

@@ -284,6 +284,13 @@ TEST_CASE("out-of-range values name the key, the bound and the value") {
     CHECK(slow->run.stall_timeout_s == 900.0);
     CHECK(parse_manifest(minimal, "test.toml")->run.stall_timeout_s == 20.0);
   }
+  CHECK(has(rejected(minimal + "[run]\ntime_limit_s = -1\n"), "run.time_limit_s: must be >= 0"));
+  {
+    auto bounded = parse_manifest(minimal + "[run]\ntime_limit_s = 840\n", "test.toml");
+    REQUIRE_MESSAGE(bounded.ok(), bounded.message());
+    CHECK(bounded->run.time_limit_s == 840.0);
+    CHECK(parse_manifest(minimal, "test.toml")->run.time_limit_s == 0.0);  // no limit
+  }
   CHECK(has(rejected(minimal + "[run]\nname = \"a b\"\n"), "run.name: must be non-empty"));
   CHECK(has(rejected(minimal + "[record]\nmax_bytes = 0\n"), "record.max_bytes"));
   CHECK(has(rejected(minimal + "[gpu_groups]\ng = [-1]\n"),

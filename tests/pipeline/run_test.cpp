@@ -159,6 +159,7 @@ TEST_CASE("the default manifest runs end to end, and replay reproduces reward an
   const auto summary = read_json(dir / "run" / "summary.json");
   REQUIRE(summary.is_object());
   CHECK(summary["outcome"] == "completed");
+  CHECK(summary["stopped_by"] == "steps");
   CHECK(summary["balanced"] == true);
   CHECK(summary["versions"].get<int>() >= 6);
   CHECK(summary["mode"] == "async");
@@ -230,6 +231,32 @@ TEST_CASE("the default manifest runs end to end, and replay reproduces reward an
   CHECK(inspect->exit_code == 0);
   CHECK(json::parse(inspect->output, nullptr, false)["envelope"]["payload_type"] == "TrainBatch");
   fs::remove_all(dir);
+}
+
+TEST_CASE("--time-limit ends a run as its steps would: drained, balanced, exit 0") {
+  const auto dir = fresh_dir("time-limit");
+  auto r = kforge::run_process({KFORGE_BINARY, "run", "--steps", "100000000", "--time-limit", "3",
+                                "--run-dir", (dir / "run").string(), "--no-progress"},
+                               120s);
+  REQUIRE(r.ok());
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  CHECK(r->output.find("time limit of 3 s reached at step") != std::string::npos);
+  const auto summary = read_json(dir / "run" / "summary.json");
+  REQUIRE(summary.is_object());
+  CHECK(summary["outcome"] == "completed");
+  CHECK(summary["stopped_by"] == "time_limit_s");
+  CHECK(summary["balanced"] == true);
+  CHECK(summary["versions"].get<std::int64_t>() >= 1);
+  CHECK(summary["versions"].get<std::int64_t>() < 100000000);
+  CHECK(summary["elapsed_s"].get<double>() < 60.0);
+
+  auto bad = kforge::run_process({KFORGE_BINARY, "run", "--time-limit", "-1", "--run-dir",
+                                  (dir / "bad").string(), "--no-progress"},
+                                 30s);
+  REQUIRE(bad.ok());
+  CHECK(bad->exit_code == 2);
+  CHECK(bad->output.find("--time-limit must be >= 0") != std::string::npos);
 }
 
 TEST_CASE("three processes exchange over 10,000 envelopes; a SIGKILLed worker loses nothing") {
