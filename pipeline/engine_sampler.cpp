@@ -312,6 +312,7 @@ result<engine_sampler_options> engine_sampler_options_from(const manifest& m, co
   o.seed = static_cast<std::uint64_t>(m.run.seed);
   auto gpus = stage_gpus(m, actor_kind::sampler);
   if (!gpus) return error{"engine sampler: " + gpus.message()};
+  if (auto s = check_sampler_gpu(m); !s) return error{"engine sampler: " + s.message()};
   // make_engine_sampler checks that LibTorch sees this GPU too (a CPU LibTorch on a GPU host
   // does not).
   if (!gpus->empty()) o.device = gpus->front();

@@ -234,6 +234,14 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   }
   if (opt.progress) m.run.progress = *opt.progress;
   if (opt.time_limit_s) m.run.time_limit_s = *opt.time_limit_s;
+  // A sampler this host will run: refused here, before any process starts, where it would be on
+  // the CPU against sampler.require_gpu (one on another node checks its own host).
+  bool samplers_here = true;
+  for (const auto* p : m.hosts(actor_kind::sampler)) samplers_here = samplers_here && p->is_local();
+  if (auto s = samplers_here ? check_sampler_gpu(m) : status{}; !s) {
+    err << "kforge run: " << s.message() << "\n";
+    return 2;
+  }
 
   out << "kforge run: manifest " << m.source << "\n" << m.summary() << "\n";
   if (resume)

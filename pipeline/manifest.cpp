@@ -157,18 +157,42 @@ result<std::map<std::string, std::vector<int>>> resolve_gpu_groups(const manifes
   return out;
 }
 
-result<std::vector<int>> stage_gpus(const manifest& m, actor_kind k) {
-  std::string group;
+namespace {
+
+/// The GPU group of the first process hosting `k` with one; empty when none names one.
+std::string stage_group(const manifest& m, actor_kind k) {
   for (const auto* p : m.hosts(k))
-    if (const auto* a = p->find(k); a && !a->gpu_group.empty()) {
-      group = a->gpu_group;
-      break;
-    }
+    if (const auto* a = p->find(k); a && !a->gpu_group.empty()) return a->gpu_group;
+  return {};
+}
+
+}  // namespace
+
+result<std::vector<int>> stage_gpus(const manifest& m, actor_kind k) {
+  const std::string group = stage_group(m, k);
   if (group.empty()) return std::vector<int>{};
   auto groups = resolve_gpu_groups(m, visible_gpu_count());
   if (!groups) return groups.err();
   const auto it = groups->find(group);
   return it == groups->end() ? std::vector<int>{} : it->second;
+}
+
+status check_sampler_gpu(const manifest& m) {
+  if (!m.sampler.require_gpu || m.sampler.model.empty() || m.sampler.backend != sampler_backend::engine)
+    return {};
+  auto gpus = stage_gpus(m, actor_kind::sampler);
+  if (!gpus) return gpus.err();
+  if (!gpus->empty()) return {};
+  const std::string group = stage_group(m, actor_kind::sampler);
+  return error{"sampler.require_gpu: the sampler would run on the CPU here (" +
+               (group.empty() ? std::string("it names no gpu_group")
+                              : "its GPU group \"" + group + "\" has no GPU") +
+               "; " + std::to_string(visible_gpu_count()) +
+               " GPU(s) visible). Writing kernels of thousands of tokens with model \"" +
+               m.sampler.model +
+               "\" takes hours a step on a CPU. Run on a GPU host, set sampler.require_gpu = false "
+               "to sample on the CPU anyway, or run the loop with stand-ins: kforge run --manifest "
+               "deploy/manifests/stand_in.toml"};
 }
 
 }  // namespace kforge::pipeline

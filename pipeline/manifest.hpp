@@ -159,4 +159,9 @@ result<std::map<std::string, std::vector<int>>> resolve_gpu_groups(const manifes
 /// agree.
 result<std::vector<int>> stage_gpus(const manifest& m, actor_kind k);
 
+/// sampler.require_gpu on this host: an error naming the sampler's GPU group when an engine
+/// sampler with a model would run on the CPU here; ok otherwise (also for the stand-in and
+/// openai samplers, which need no GPU of their own).
+status check_sampler_gpu(const manifest& m);
+
 }  // namespace kforge::pipeline

@@ -281,6 +281,7 @@ void read_sampler(table_reader r, sampler_options& o) {
   r.read("batch_requests", o.batch_requests, 1);
   r.read("model", o.model);
   r.read("server_url", o.server_url);
+  r.read("require_gpu", o.require_gpu);
   if (o.backend == sampler_backend::openai && o.server_url.empty())
     r.diag().add(r.table().get("backend"), r.key("server_url"),
                  "missing: backend \"openai\" needs the server's base URL");

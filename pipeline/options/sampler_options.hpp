@@ -33,6 +33,9 @@ struct sampler_options {
   std::string model;
   /// Base URL of the server for the openai backend (e.g. http://127.0.0.1:8000/v1). Required there.
   std::string server_url;
+  /// Engine: refuse to start where the sampler's GPU group has no GPU, rather than sample on the
+  /// CPU. A real model writing kernels of thousands of tokens takes hours a step there.
+  bool require_gpu = false;
 };
 
 }  // namespace kforge

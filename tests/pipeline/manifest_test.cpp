@@ -291,6 +291,13 @@ TEST_CASE("out-of-range values name the key, the bound and the value") {
     CHECK(bounded->run.time_limit_s == 840.0);
     CHECK(parse_manifest(minimal, "test.toml")->run.time_limit_s == 0.0);  // no limit
   }
+  {
+    auto gpu_only = parse_manifest(minimal + "[sampler]\nrequire_gpu = true\n", "test.toml");
+    REQUIRE_MESSAGE(gpu_only.ok(), gpu_only.message());
+    CHECK(gpu_only->sampler.require_gpu);
+    CHECK_FALSE(parse_manifest(minimal, "test.toml")->sampler.require_gpu);
+    CHECK(has(rejected(minimal + "[sampler]\nrequire_gpu = \"yes\"\n"), "sampler.require_gpu"));
+  }
   CHECK(has(rejected(minimal + "[run]\nname = \"a b\"\n"), "run.name: must be non-empty"));
   CHECK(has(rejected(minimal + "[record]\nmax_bytes = 0\n"), "record.max_bytes"));
   CHECK(has(rejected(minimal + "[gpu_groups]\ng = [-1]\n"),

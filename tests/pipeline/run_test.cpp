@@ -576,6 +576,23 @@ TEST_CASE("a real model runs the whole loop in compile-only mode") {
 // The plumbing of data parallelism in a run (ranks built, stepped, rank 0 publishing). A random
 // model's groups carry no signal, so no gradient is summed here: policy_trainer_test checks the
 // arithmetic (2 and 3 ranks against 1).
+TEST_CASE("sampler.require_gpu refuses a run whose sampler would be on the CPU, before it starts") {
+  const auto dir = fresh_dir("require-gpu");
+  const auto manifest = tiny_model_manifest(dir, 1);  // rollout = []: the CPU on any host
+  std::string text = read_text(manifest);
+  const std::string from = "max_new_tokens = 32\n";
+  REQUIRE(text.find(from) != std::string::npos);
+  text.replace(text.find(from), from.size(), from + "require_gpu = true\n");
+  std::ofstream(manifest) << text;
+  auto r = run_manifest(manifest, dir / "run", 60s);
+  INFO(r->output);
+  CHECK(r->exit_code == 2);
+  CHECK(r->output.find("sampler.require_gpu: the sampler would run on the CPU here (its GPU group "
+                       "\"rollout\" has no GPU") != std::string::npos);
+  CHECK(r->output.find("deploy/manifests/stand_in.toml") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "run" / "summary.json"));  // nothing started
+}
+
 TEST_CASE("a real model's trainer runs data parallel over 2 CPU ranks") {
   const auto dir = fresh_dir("model_dp");
   // bf16 compute on the CPU too (slow there, fine for the tiny model): the published weights are
