@@ -77,9 +77,13 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
       step "tests (gpu label, verbose)" ctest-gpu.log ctest --test-dir "$build" -L gpu -V
     fi
     if want run; then
-      step "main job: kforge run --steps 20" run.log "$build/kforge" run --steps 20 --no-progress \
-        --run-dir "$build/run"
+      # The README's main job: the embedded default (RL of models/kforge-tiny, up to 14 minutes),
+      # cut to 4 here so the step fits a device call with the build. From the repository root:
+      # the default's model and task paths are relative to it.
+      step "main job: kforge run --time-limit 240" run.log bash -c "cd '$root' && '$build/kforge' run \
+        --time-limit 240 --no-progress --run-dir '$build/run'"
       cp "$build/run/summary.json" "$out/run_summary.json" 2>/dev/null
+      cp "$build/run/train.jsonl" "$out/run_train.jsonl" 2>/dev/null
     fi
     if want loop; then
       # The whole loop on this host's GPU(s) with a random 0.5B-shaped Qwen2 and the fixture

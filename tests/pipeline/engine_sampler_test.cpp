@@ -15,6 +15,7 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include "common/hash.hpp"
+#include "common/visible_gpus.hpp"
 #include "model/chat.hpp"
 #include "model/generate.hpp"
 #include "model/weights.hpp"
@@ -347,6 +348,12 @@ TEST_CASE("engine sampler: seeds, options from the manifest, and load errors") {
   REQUIRE(m.ok());
   m->sampler.model = fx("qwen2");
   m->run.seed = 42;
+  if (visible_gpu_count() == 0) {  // the default's sampler.require_gpu refuses the CPU
+    auto refused = engine_sampler_options_from(*m, "head");
+    REQUIRE_FALSE(refused.ok());
+    CHECK(contains(refused.message(), "sampler.require_gpu"));
+  }
+  m->sampler.require_gpu = false;
   auto o = engine_sampler_options_from(*m, "head");
   REQUIRE_MESSAGE(o.ok(), (o.ok() ? "" : o.message()));
   CHECK(o->sampler.model == fx("qwen2"));

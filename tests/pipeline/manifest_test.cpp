@@ -93,7 +93,7 @@ TEST_CASE("the embedded default parses, validates and runs everything in one loc
   CHECK(m->reward.speed_weight == doctest::Approx(0.5));
   CHECK(m->reward.baseline_switch_speedup == doctest::Approx(2.0));
   CHECK(m->reward.baseline_check_every == 15);
-  CHECK(m->trainer.lr == doctest::Approx(3e-6));
+  CHECK(m->trainer.lr == doctest::Approx(5e-5));  // the demonstration's (left out: 3e-6)
   CHECK(m->trainer.kl_target_low == doctest::Approx(1e-3));
   CHECK(m->trainer.kl_target_high == doctest::Approx(5e-3));
   CHECK(m->trainer.kl_window == 100);
@@ -530,8 +530,8 @@ TEST_CASE("GPU groups keep file order, which decides how auto groups share GPUs 
 TEST_CASE("[tasks]: defaults, every key read, and the feedback link derived like the others") {
   auto d = default_manifest();
   REQUIRE_MESSAGE(d.ok(), d.message());
-  CHECK(d->tasks.source == task_source_kind::builtin);
-  CHECK(d->tasks.files.empty());
+  CHECK(d->tasks.source == task_source_kind::files);  // the shipped model's train split
+  CHECK(d->tasks.files == std::vector<std::string>{"models/kforge-tiny/train_tasks.jsonl"});
   CHECK(d->tasks.sampling == task_sampling::curriculum);
   CHECK(d->tasks.window == 32);
   CHECK(d->tasks.floor == doctest::Approx(0.02));
@@ -651,13 +651,46 @@ TEST_CASE("the manifests in deploy/manifests parse and validate (the loops' @MOD
       text.replace(at, 7, "/models/random-qwen");
     auto m = parse_manifest(text, e.path().filename().string());
     CHECK_MESSAGE(m.ok(), (m.ok() ? "" : m.message()));
-    if (m.ok() && e.path().filename() == "tiny_rl.toml") {
-      // RL from the shipped policy on its train split only: the held-out built-ins stay unseen.
-      CHECK(m->sampler.model == "models/kforge-tiny");
-      CHECK(m->tasks.source == task_source_kind::files);
-      REQUIRE(m->tasks.files.size() == 1);
-      CHECK(std::filesystem::exists(std::filesystem::path(KFORGE_SOURCE_DIR) / m->tasks.files[0]));
-      CHECK(std::filesystem::exists(std::filesystem::path(KFORGE_SOURCE_DIR) / m->sampler.model / "config.json"));
-    }
   }
+}
+
+TEST_CASE("the embedded default is the demonstration: the shipped model, RL on its train split, 14 minutes") {
+  auto m = default_manifest();
+  REQUIRE_MESSAGE(m.ok(), m.message());
+  // Paths relative to the repository root, where the README runs it.
+  const std::filesystem::path root(KFORGE_SOURCE_DIR);
+  CHECK(m->sampler.model == "models/kforge-tiny");
+  CHECK(std::filesystem::exists(root / m->sampler.model / "config.json"));
+  CHECK(std::filesystem::exists(root / m->sampler.model / "model.safetensors"));
+  CHECK(m->tasks.source == task_source_kind::files);  // the held-out built-ins stay unseen
+  REQUIRE(m->tasks.files.size() == 1);
+  CHECK(std::filesystem::exists(root / m->tasks.files[0]));
+  CHECK(m->sandbox.backend == sandbox_backend::nvcc);
+  CHECK(m->sampler.require_gpu);
+  CHECK(m->run.time_limit_s > 0);
+  CHECK(m->run.time_limit_s <= 15 * 60);
+  CHECK(m->run.stall_timeout_s < m->run.time_limit_s);
+  // Every "(left out: X)" note names the built-in value of the key below it.
+  const auto left_out = parse_manifest(R"([[process]]
+name = "all"
+[process.actors]
+task_generator = {}
+sampler = {}
+sandbox_pool = {}
+sandbox_worker = {}
+reward = {}
+buffer = {}
+trainer = {}
+)", "minimal.toml");
+  REQUIRE(left_out.ok());
+  CHECK(left_out->sampler.model.empty());
+  CHECK_FALSE(left_out->sampler.require_gpu);
+  CHECK(left_out->sandbox.backend == sandbox_backend::stand_in);
+  CHECK(left_out->run.time_limit_s == 0.0);
+  CHECK(left_out->run.stall_timeout_s == 20.0);
+  CHECK(left_out->tasks.source == task_source_kind::builtin);
+  CHECK(left_out->sampler.max_new_tokens == 2048);
+  CHECK(left_out->trainer.lr == doctest::Approx(3e-6));
+  CHECK(left_out->trainer.checkpoint_every == 50);
+  CHECK(left_out->sandbox.compile_jobs == 2);
 }

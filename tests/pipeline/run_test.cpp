@@ -122,6 +122,9 @@ int wait_for(pid_t pid, std::chrono::seconds limit, const fs::path& log) {
   return st;
 }
 
+/// The loop with stand-ins: seconds on any host. The embedded default needs a GPU.
+const std::string stand_in_manifest = KFORGE_SOURCE_DIR "/deploy/manifests/stand_in.toml";
+
 std::string read_text(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -147,11 +150,11 @@ kforge::result<kforge::process_output> run_manifest(const fs::path& manifest, co
 
 }  // namespace
 
-TEST_CASE("the default manifest runs end to end, and replay reproduces reward and buffer") {
+TEST_CASE("the stand-in manifest runs end to end, and replay reproduces reward and buffer") {
   const auto dir = fresh_dir("default");
-  auto r = kforge::run_process(
-      {KFORGE_BINARY, "run", "--steps", "6", "--run-dir", (dir / "run").string(), "--no-progress"},
-      120s);
+  auto r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", stand_in_manifest, "--steps", "6",
+                                "--run-dir", (dir / "run").string(), "--no-progress"},
+                               120s);
   REQUIRE(r.ok());
   INFO(r->output);
   CHECK(r->exit_code == 0);
@@ -235,8 +238,8 @@ TEST_CASE("the default manifest runs end to end, and replay reproduces reward an
 
 TEST_CASE("--time-limit ends a run as its steps would: drained, balanced, exit 0") {
   const auto dir = fresh_dir("time-limit");
-  auto r = kforge::run_process({KFORGE_BINARY, "run", "--steps", "100000000", "--time-limit", "3",
-                                "--run-dir", (dir / "run").string(), "--no-progress"},
+  auto r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", stand_in_manifest, "--steps",
+                                "100000000", "--time-limit", "3", "--run-dir", (dir / "run").string(), "--no-progress"},
                                120s);
   REQUIRE(r.ok());
   INFO(r->output);
@@ -251,7 +254,7 @@ TEST_CASE("--time-limit ends a run as its steps would: drained, balanced, exit 0
   CHECK(summary["versions"].get<std::int64_t>() < 100000000);
   CHECK(summary["elapsed_s"].get<double>() < 60.0);
 
-  auto bad = kforge::run_process({KFORGE_BINARY, "run", "--time-limit", "-1", "--run-dir",
+  auto bad = kforge::run_process({KFORGE_BINARY, "run", "--manifest", stand_in_manifest, "--time-limit", "-1", "--run-dir",
                                   (dir / "bad").string(), "--no-progress"},
                                  30s);
   REQUIRE(bad.ok());
@@ -820,9 +823,7 @@ TEST_CASE("kforge run --resume refuses what it cannot continue") {
 
   // A stand-in run: its trainer kept no state.
   fs::create_directories(dir / "standin");
-  auto text = kforge::run_process({KFORGE_BINARY, "manifest", "--print-default"}, 30s);
-  REQUIRE(text.ok());
-  std::ofstream(dir / "standin" / "manifest.toml") << text->output;
+  fs::copy_file(stand_in_manifest, dir / "standin" / "manifest.toml");
   r = resume(dir / "standin");
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("resume needs the real trainer") != std::string::npos);
