@@ -44,7 +44,9 @@
 # restates the reference and its formulas, and the focus weighting of kf_op (--focus-from/
 # --focus-to, 10x, in the defaults below): 3 of 152 correct (v8, these defaults). v8 continued for
 # 2,600 steps (--init, lr 1e-3) on a corpus with consecutive value names and the inputs named above
-# the count check: 20 of 152 correct, 71 of 456 on all 57 held-out tasks (v9, models/kforge-tiny).
+# the count check: 20 of 152 correct, 71 of 456 on all 57 held-out tasks (v9). Session 12: v9 + 2,600
+# steps on row-program output comments and three reduction spellings: 35 of 152, 80 of 456, and
+# reductions pass (v10, models/kforge-tiny).
 #
 # Usage: deploy/make_tiny.sh --kforge BIN --work DIR --model DIR [--gpu N] [--synth N]
 #          [--inputs DIR] [--copy-drills N] [--vocab N] [--heldout N] [--samples G] [--max-new-tokens N] [--no-builtin-split]
