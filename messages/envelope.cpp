@@ -185,6 +185,46 @@ std::string_view payload_name(wire::Payload type) noexcept {
   return wire::EnumNamesPayload()[i];
 }
 
+namespace {
+
+/// FlatBuffers writes a non-finite float as a bare inf, -inf or nan, which no JSON reader takes
+/// (a wrong kernel's max_abs_error is often inf). Outside strings they become the strings "inf",
+/// "-inf" and "nan", so every line stays JSON and still says which it was.
+std::string quote_non_finite(const std::string& in) {
+  std::string out;
+  out.reserve(in.size());
+  bool in_string = false;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const char c = in[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < in.size()) out += in[++i];
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out += c;
+      continue;
+    }
+    std::size_t j = i + (c == '-' || c == '+' ? 1 : 0);
+    std::size_t len = 0;
+    if (in.compare(j, 3, "inf") == 0) len = 3;
+    else if (in.compare(j, 3, "nan") == 0) len = 3;
+    if (len > 0) {
+      std::string token = in.substr(j, len);
+      if (c == '-') token = "-" + token;
+      out += '"' + token + '"';
+      i = j + len - 1;
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
 result<std::string> to_json(const envelope& e) {
   if (!e.valid()) return error{"empty envelope"};
   // The parser is built once from the embedded binary schema; GenerateText only reads it.
@@ -200,7 +240,7 @@ result<std::string> to_json(const envelope& e) {
   std::string out;
   if (!flatbuffers::GenerateText(*parser, e.data(), &out))
     return error{"envelope could not be rendered as JSON"};
-  return out;
+  return quote_non_finite(out);
 }
 
 }  // namespace kforge::messages

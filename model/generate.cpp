@@ -96,6 +96,21 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     // Each prompt is prefilled once, then its cache, mask and last logits are copied to its n rows
     // (rows prompt-major): a GRPO group's G samples share one prompt, and a long prompt's prefill
     // costs G times less.
+    // Held from here to each wait for the device (sampling_options::device_use).
+    struct device_window {
+      const std::function<void(bool)>& use;
+      bool held = false;
+      void enter() {
+        if (use && !held) use(true);
+        held = true;
+      }
+      void leave() {
+        if (use && held) use(false);
+        held = false;
+      }
+      ~device_window() { leave(); }
+    } window{o.device_use};
+    window.enter();
     const at::Tensor ids = at::tensor(ids_host, i64).view({P, L}).to(dev);
     const at::Tensor prompt_mask = at::tensor(mask_host, i64).view({P, capacity}).to(dev);
     kv_cache cache = make_kv_cache(model.config, P, capacity, popt);
@@ -197,6 +212,10 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
 
       if (has_stops && steps % sync_every == 0) {
         const at::Tensor stop_c = stop_at.to(at::kCPU).contiguous();
+        // The device is idle here (the host just waited for it): a waiting exclusive user goes
+        // in before the next window (common/gpu_use_lock.hpp's gate).
+        window.leave();
+        window.enter();
         const auto* stop_p = stop_c.data_ptr<std::int64_t>();
         std::vector<std::int64_t> keep;
         for (std::int64_t a = 0; a < A; ++a)
@@ -227,6 +246,7 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     const at::Tensor tokens_c = tokens_d.narrow(0, 0, steps).t().contiguous().to(at::kCPU);
     const at::Tensor logps_c = logps_d.narrow(0, 0, steps).t().contiguous().to(at::kCPU);
     const at::Tensor stop_c = has_stops ? stop_at.to(at::kCPU).contiguous() : at::Tensor();
+    window.leave();
     const auto* tok_p = tokens_c.data_ptr<std::int64_t>();
     const auto* lp_p = logps_c.data_ptr<float>();
     std::vector<generation> out(static_cast<std::size_t>(R));

@@ -62,6 +62,12 @@ struct sampling_options {
   /// device). 0: every step on the CPU, every 8 on a GPU. Results do not depend on it; a stopped
   /// row costs up to this many wasted steps before it leaves the batch.
   std::int64_t check_stops_every = 0;
+  /// Optional: called with true before generation puts work on the device and with false once
+  /// the host has waited for that work, around the prefill and each window of steps between the
+  /// host's checks for stopped rows. A caller holds a host-wide shared GPU lock in between
+  /// (common/gpu_use_lock.hpp), so a sandbox's exclusive timed trial on the same GPU never
+  /// overlaps generation. Calls alternate, starting with true and ending with false.
+  std::function<void(bool in_use)> device_use;
 };
 
 struct generation {

@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
                       "--steps may raise the total)");
   run_cmd->add_option("--time-limit", run.time_limit_s,
                       "Stop after this many seconds as if the steps were done: drain, checkpoint, "
-                      "summary, exit 0 (overrides run.time_limit_s; 0: none)");
+                      "summary, exit 0 when the counts balance (overrides run.time_limit_s; 0: none; "
+                      "with --resume, per leg)");
   bool no_progress = false;
   run_cmd->add_flag("--no-progress", no_progress, "No live progress line");
   run_cmd->add_flag("--check", run.check_only,

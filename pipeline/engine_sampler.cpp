@@ -4,11 +4,16 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include <torch/cuda.h>
 
+#include "common/gpu_use_lock.hpp"
 #include "common/hash.hpp"
+#include "common/visible_gpus.hpp"
 #include "model/chat.hpp"
 #include "model/generate.hpp"
 #include "model/tokenizer.hpp"
@@ -212,6 +217,7 @@ class engine_sampler final : public actors::sampler_logic {
       prompts.push_back(p->ids);
       so.prompt_seeds.push_back(p->options.seed);
     }
+    if (o_.device >= 0) so.device_use = gpu_use_;
     auto gens = model::generate(*model_, prompts, so, &tok_);
     if (!gens) {
       for (const auto* p : group) out[p->item] = error{p->where + gens.message()};
@@ -236,6 +242,14 @@ class engine_sampler final : public actors::sampler_logic {
   }
 
   engine_sampler_options o_;
+  // On a GPU: a host-wide shared use of it while generation's work is on it, so that a sandbox
+  // timing on the same GPU (one GPU for rollout and sandbox) times alone.
+  std::function<void(bool)> gpu_use_ = [held = std::make_shared<std::optional<gpu_use_lock>>(),
+                                        gpu = o_.device >= 0 ? physical_gpu(o_.device) : std::string()](
+                                           bool in_use) {
+    if (in_use) held->emplace(gpu, false);
+    else held->reset();
+  };
   model::CausalLM model_;
   model::tokenizer tok_;
   model::chat_format chat_;

@@ -234,14 +234,6 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   }
   if (opt.progress) m.run.progress = *opt.progress;
   if (opt.time_limit_s) m.run.time_limit_s = *opt.time_limit_s;
-  // A sampler this host will run: refused here, before any process starts, where it would be on
-  // the CPU against sampler.require_gpu (one on another node checks its own host).
-  bool samplers_here = true;
-  for (const auto* p : m.hosts(actor_kind::sampler)) samplers_here = samplers_here && p->is_local();
-  if (auto s = samplers_here ? check_sampler_gpu(m) : status{}; !s) {
-    err << "kforge run: " << s.message() << "\n";
-    return 2;
-  }
 
   out << "kforge run: manifest " << m.source << "\n" << m.summary() << "\n";
   if (resume)
@@ -255,6 +247,15 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     out << "NOTE: stand-ins run in place of the stages not built yet (marked above); what they\n"
            "send is synthetic. The topology, bus, actors, recordings, metrics and the stages\n"
            "marked \"real\" are real. Nothing is trained on while the trainer is a stand-in.\n\n";
+  // A sampler this host will run is refused where it would be on the CPU against
+  // sampler.require_gpu: after the plan and what each stage needs here are printed, before any
+  // process starts (one on another node checks its own host).
+  bool samplers_here = true;
+  for (const auto* p : m.hosts(actor_kind::sampler)) samplers_here = samplers_here && p->is_local();
+  if (auto s = samplers_here ? check_sampler_gpu(m) : status{}; !s) {
+    err << "kforge run: " << s.message() << "\n";
+    return 2;
+  }
   // The task pool is loaded here as well as in its process, so a bad task file or prompt template
   // stops the run before anything starts. Only for a generator on this host: a remote node reads
   // its own files. The check asks no GPU: the generator does that once, when it starts.
@@ -465,9 +466,9 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
       stopped_by = "steps";
       break;
     }
-    // A time budget ends the run as its steps would: drained, checkpointed, exit 0. The step in
-    // flight is not waited for (its batch is lost, as on an interrupt; the checkpoint is the
-    // last finished step).
+    // A time budget ends the run as its steps would: drained, checkpointed, exit 0. As on an
+    // interrupt no new step is released, and the step in flight finishes if its batch completes
+    // within the drain.
     if (m.run.time_limit_s > 0 &&
         std::chrono::duration<double>(now - started).count() >= m.run.time_limit_s) {
       outcome = "completed";
@@ -630,6 +631,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
                             {"checkpoint", checkpoint},
                             {"stopped_by", stopped_by.empty() ? nlohmann::json() : nlohmann::json(stopped_by)},
                             {"time_limit_s", m.run.time_limit_s},
+                            {"unjudged_at_stop", unjudged_at_stop(board)},
                             {"resumed_from",
                              resume ? nlohmann::json(resume->step) : nlohmann::json()}};
   if (checkpoint.is_null()) summary["checkpoint_note"] = checkpoint_note;
@@ -684,6 +686,9 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   for (const auto& c : checks)
     out << "  " << (c.ok() ? "ok  " : "FAIL") << " " << c.what << " (" << c.left << " vs "
         << c.right << ")\n";
+  if (const auto left = unjudged_at_stop(board); left > 0)
+    out << "  " << left << " candidate(s) were left unjudged in the sandbox pool at the stop (the "
+        << "sandbox was behind the sampler)\n";
   if (!head_error.empty()) err << "kforge run: head: " << head_error << "\n";
   // The report reads what was just written (summary.json last). It is a view of the run, not part
   // of it: a failure here is said but leaves the exit code to the run itself.

@@ -51,13 +51,22 @@ std::uint64_t metrics_board::queued(bool count_buffer) const {
   return n;
 }
 
+std::uint64_t unjudged_at_stop(const metrics_board& b) {
+  return b.extra("sandbox_pool", "queued") + b.extra("sandbox_pool", "in_flight");
+}
+
 std::vector<balance_check> balance(const metrics_board& b) {
   using M = wire::StageMetricsT;
   const auto pool_received = b.sum("sandbox_pool", &M::received);
   const auto pool_done = b.extra("sandbox_pool", "completed") + b.extra("sandbox_pool", "failed");
+  // A run stops with the candidates it has not judged yet still in the pool (its queue and the
+  // workers' hands): in an async run the sampler is ahead of the sandbox, and no drain waits for
+  // a backlog of minutes. The pool counts them, so they are accounted for, not lost.
+  const auto pool_left = unjudged_at_stop(b);
   return {
       {"candidates: samplers sent = sandbox pool received", b.sum("sampler", &M::sent), pool_received},
-      {"sandbox pool: received = completed + failed", pool_received, pool_done},
+      {"sandbox pool: received = completed + failed + left unjudged at the stop", pool_received,
+       pool_done + pool_left},
       {"verdicts: pool completed + failed = reward received", pool_done,
        b.sum("reward", &M::received)},
       {"scored: reward sent = buffer received", b.sum("reward", &M::sent),

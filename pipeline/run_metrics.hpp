@@ -45,6 +45,10 @@ struct balance_check {
   bool ok() const { return left == right; }
 };
 
+/// Candidates still in the sandbox pool (queued, or in a worker's hands) in its last report: at the
+/// end of a run, the ones it stopped without judging.
+std::uint64_t unjudged_at_stop(const metrics_board& b);
+
 /// The checks, link by link: samplers -> pool -> reward -> buffer -> trainer, and the feedback
 /// link reward -> task generator (the stages' extra counters "feedback_sent" and "feedback").
 std::vector<balance_check> balance(const metrics_board& b);

@@ -1,7 +1,6 @@
 #include "sandbox/runner.hpp"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -262,24 +261,17 @@ void gpu_slot::add_phases(const run_phases& p) {
 }
 
 gpu_slot::gpu_lock::gpu_lock(gpu_slot& s, bool exclusive) : slot_(s), exclusive_(exclusive) {
-  // Other kforge processes on this host use the same GPU: one flock per physical GPU.
-  const std::string path = "/tmp/kforge-gpu" + physical_gpu(s.options_.gpu) + ".lock";
   std::lock_guard gate(s.gate_);
   if (exclusive)
     s.use_.lock();
   else
     s.use_.lock_shared();
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (fd_ >= 0)
-    while (::flock(fd_, exclusive ? LOCK_EX : LOCK_SH) != 0 && errno == EINTR) {
-    }
+  // Other kforge processes on this host use the same GPU (sandbox workers, the sampler).
+  host_.emplace(physical_gpu(s.options_.gpu), exclusive);
 }
 
 gpu_slot::gpu_lock::~gpu_lock() {
-  if (fd_ >= 0) {
-    ::flock(fd_, LOCK_UN);
-    ::close(fd_);
-  }
+  host_.reset();
   if (exclusive_)
     slot_.use_.unlock();
   else

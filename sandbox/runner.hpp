@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <utility>
@@ -30,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/child_process.hpp"
+#include "common/gpu_use_lock.hpp"
 #include "common/visible_gpus.hpp"
 #include "common/result.hpp"
 #include "messages/rollout_generated.h"
@@ -147,7 +149,7 @@ class gpu_slot {
    private:
     gpu_slot& slot_;
     bool exclusive_;
-    int fd_ = -1;
+    std::optional<gpu_use_lock> host_;  // across the host's processes
   };
 
  private:

@@ -28,8 +28,8 @@ struct sampler_options {
   /// when the sampler is free are batched: with 8 groups of 8 a GPU decodes 64 rows at once rather
   /// than 8 at a time. Bounded because the KV cache grows with it. >= 1 (1: one group at a time).
   int batch_requests = 8;
-  /// Model: a directory for the engine backend, a model name for the openai backend. Empty means
-  /// "not chosen": `kforge run` then asks for one instead of guessing.
+  /// Model: a directory for the engine backend, a model name for the openai backend. Empty: the
+  /// stand-in sampler and trainer (synthetic candidates; nothing trained), as the run's banner says.
   std::string model;
   /// Base URL of the server for the openai backend (e.g. http://127.0.0.1:8000/v1). Required there.
   std::string server_url;

@@ -7,12 +7,12 @@ namespace kforge {
 
 /// Which sandbox the workers run.
 enum class sandbox_backend {
-  stand_in,  ///< synthetic verdicts, nothing compiled (until the sampler writes real kernels)
+  stand_in,  ///< synthetic verdicts, nothing compiled (checks the machinery without a GPU)
   nvcc,      ///< the real sandbox: static checks, nvcc, and on a GPU verification and timing
 };
 
 struct sandbox_options {
-  /// "stand-in" (default until the policy writes kernels) or "nvcc".
+  /// "stand-in" (the built-in value; the embedded default manifest sets "nvcc") or "nvcc".
   sandbox_backend backend = sandbox_backend::stand_in;
   /// Candidate children (run workers) per GPU of the worker's group. >= 1.
   int runners_per_gpu = 4;

@@ -1,7 +1,9 @@
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -110,6 +112,27 @@ TEST_CASE("blobs carry their bytes and JSON rendering names the payload") {
   CHECK(json->find("\"payload_type\": \"Candidate\"") != std::string::npos);
   CHECK(json->find("l1/relu") != std::string::npos);
   CHECK(schema_hash().size() == 64);
+}
+
+TEST_CASE("JSON rendering writes non-finite floats as strings, so every line is JSON") {
+  wire::VerdictT v;
+  v.status = wire::VerdictStatus::wrong_answer;
+  v.reason = "inf nan \"inf\" -inf";  // inside a string: left as it is
+  v.max_abs_error = std::numeric_limits<double>::infinity();
+  v.max_rel_error = std::numeric_limits<double>::quiet_NaN();
+  v.candidate = std::make_unique<wire::CandidateT>();
+  v.candidate->logprobs = {-std::numeric_limits<float>::infinity(), -0.5f};
+  auto json = to_json(pack(header{1, 2, "sandbox_worker", 0, 1}, v));
+  REQUIRE(json.ok());
+  INFO(*json);
+  const auto j = nlohmann::json::parse(*json, nullptr, false);
+  REQUIRE_FALSE(j.is_discarded());
+  const auto& p = j["payload"];
+  CHECK(p["max_abs_error"] == "inf");
+  CHECK(p["max_rel_error"] == "nan");
+  CHECK(p["candidate"]["logprobs"][0] == "-inf");
+  CHECK(p["candidate"]["logprobs"][1] == -0.5);
+  CHECK(p["reason"] == "inf nan \"inf\" -inf");
 }
 
 namespace {

@@ -400,6 +400,32 @@ TEST_CASE("generate: how often the host checks for stops changes nothing but the
   CHECK_FALSE(generate(*model, prompts, o).ok());
 }
 
+TEST_CASE("generate: device_use brackets the device work, window by window, and changes nothing") {
+  CausalLM model = load("qwen2");
+  const std::vector<std::vector<std::int64_t>> prompts{{5, 17, 300, 42}, {100, 200, 300, 7}};
+  sampling_options o;
+  o.n = 2;
+  o.temperature = 0.7;
+  o.max_new_tokens = 20;
+  o.seed = 3;
+  o.stop_tokens = {3};
+  o.check_stops_every = 4;
+  auto plain = generate(*model, prompts, o);
+  REQUIRE(plain.ok());
+  std::vector<bool> calls;
+  o.device_use = [&](bool in_use) { calls.push_back(in_use); };
+  auto bracketed = generate(*model, prompts, o);
+  REQUIRE(bracketed.ok());
+  REQUIRE(bracketed->size() == plain->size());
+  for (std::size_t i = 0; i < plain->size(); ++i) CHECK((*bracketed)[i].tokens == (*plain)[i].tokens);
+  // true, false, true, false, ...: the prefill with the first window, then one window per check
+  // for stops (every 4 of up to 20 steps), released at the end.
+  REQUIRE(calls.size() >= 4);
+  CHECK(calls.size() % 2 == 0);
+  for (std::size_t i = 0; i < calls.size(); ++i) CHECK(calls[i] == (i % 2 == 0));
+  CHECK(calls.size() <= 2 * (1 + 20 / 4));
+}
+
 TEST_CASE("generate: bad requests are errors") {
   CausalLM model = load("llama");
   sampling_options o;

@@ -81,7 +81,7 @@ TEST_CASE("the embedded default parses, validates and runs everything in one loc
   }
   CHECK(m->run.run_dir == "runs/default");
   CHECK(m->run.mode == run_mode::async);
-  // The "auto" groups are what lets one default fit 0, 1 or many GPUs.
+  // The "auto" groups are what lets one default fit 1 or many GPUs (0: CPU-only groups).
   REQUIRE(m->gpu_groups.size() == 2);
   CHECK(m->gpu_groups[0].automatic);
   CHECK(m->gpu_groups[1].automatic);
@@ -654,7 +654,7 @@ TEST_CASE("the manifests in deploy/manifests parse and validate (the loops' @MOD
   }
 }
 
-TEST_CASE("the embedded default is the demonstration: the shipped model, RL on its train split, 14 minutes") {
+TEST_CASE("the embedded default is the demonstration: the shipped model, RL on its train split, within 15 minutes") {
   auto m = default_manifest();
   REQUIRE_MESSAGE(m.ok(), m.message());
   // Paths relative to the repository root, where the README runs it.
@@ -668,9 +668,11 @@ TEST_CASE("the embedded default is the demonstration: the shipped model, RL on i
   CHECK(m->sandbox.backend == sandbox_backend::nvcc);
   CHECK(m->sampler.require_gpu);
   CHECK(m->run.time_limit_s > 0);
-  CHECK(m->run.time_limit_s <= 15 * 60);
-  CHECK(m->run.stall_timeout_s < m->run.time_limit_s);
-  // Every "(left out: X)" note names the built-in value of the key below it.
+  // The issue's 15 minutes hold with the longest drain (15 s), final checkpoint wait (60 s) and
+  // shutdown (10 s) the head allows after the limit.
+  CHECK(m->run.time_limit_s + 15 + 60 + 10 <= 15 * 60);
+  CHECK(m->run.stall_timeout_s <= 120);  // a stall is still a stall, not a time-limited stop
+  // The built-in values the "(left out: X)" notes above those keys name.
   const auto left_out = parse_manifest(R"([[process]]
 name = "all"
 [process.actors]

@@ -262,6 +262,30 @@ TEST_CASE("--time-limit ends a run as its steps would: drained, balanced, exit 0
   CHECK(bad->output.find("--time-limit must be >= 0") != std::string::npos);
 }
 
+TEST_CASE("a run that stops with the sandbox behind counts what it left unjudged, and balances") {
+  // 300 ms a candidate, 2 at a time: the stand-in sampler is far ahead when the time is up.
+  const auto dir = fresh_dir("unjudged");
+  const auto manifest = dir / "slow.toml";
+  std::ofstream(manifest) << read_text(stand_in_manifest) << "\n[sandbox]\nstand_in_ms = 300\n";
+  auto r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", manifest.string(), "--time-limit",
+                                "2", "--run-dir", (dir / "run").string(), "--no-progress"},
+                               120s);
+  REQUIRE(r.ok());
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  const auto summary = read_json(dir / "run" / "summary.json");
+  REQUIRE(summary.is_object());
+  CHECK(summary["stopped_by"] == "time_limit_s");
+  CHECK(summary["balanced"] == true);
+  const auto left = summary["unjudged_at_stop"].get<std::uint64_t>();
+  CHECK(left > 0);
+  CHECK(r->output.find(std::to_string(left) + " candidate(s) were left unjudged") != std::string::npos);
+  const auto* pool = stage(summary, "sandbox_pool");
+  REQUIRE(pool != nullptr);
+  CHECK((*pool)["received"].get<std::uint64_t>() ==
+        (*pool)["extra"]["completed"].get<std::uint64_t>() + left);
+}
+
 TEST_CASE("three processes exchange over 10,000 envelopes; a SIGKILLed worker loses nothing") {
   const auto dir = fresh_dir("multi");
   const auto run_dir = dir / "run";
