@@ -673,17 +673,7 @@ TEST_CASE("the embedded default is the demonstration: the shipped model, RL on i
   CHECK(m->run.time_limit_s + 15 + 60 + 10 <= 15 * 60);
   CHECK(m->run.stall_timeout_s <= 120);  // a stall is still a stall, not a time-limited stop
   // The built-in values the "(left out: X)" notes above those keys name.
-  const auto left_out = parse_manifest(R"([[process]]
-name = "all"
-[process.actors]
-task_generator = {}
-sampler = {}
-sandbox_pool = {}
-sandbox_worker = {}
-reward = {}
-buffer = {}
-trainer = {}
-)", "minimal.toml");
+  const auto left_out = parse_manifest(minimal, "minimal.toml");
   REQUIRE(left_out.ok());
   CHECK(left_out->sampler.model.empty());
   CHECK_FALSE(left_out->sampler.require_gpu);
