@@ -21,6 +21,7 @@ void push(self_ptr self, const scored_msg& m) {
     return;
   }
   st.core.count_dropped(out.value().dropped);
+  for (const auto& [name, n] : st.logic->take_counters()) st.core.count_extra(name, n);
   for (auto& batch : out.value().batches) {
     auto h = st.core.next_header(0, st.policy_version);
     detail::forward(self, st.downstream, train_batch_msg::pack(h, batch));
@@ -37,6 +38,7 @@ void set_version(self_ptr self, const policy_weights_msg& m) {
   if (version <= st.policy_version) return;  // an older broadcast: the buffer already knows better
   st.policy_version = version;
   st.core.count_dropped(st.logic->set_policy_version(version));
+  for (const auto& [name, n] : st.logic->take_counters()) st.core.count_extra(name, n);
 }
 
 }  // namespace

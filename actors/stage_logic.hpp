@@ -136,6 +136,9 @@ class buffer_logic {
   virtual std::uint64_t set_policy_version(std::uint64_t version) { return 0; }
   /// Samples held waiting for their group or batch (reported as queue depth).
   virtual std::uint64_t pending() const { return 0; }
+  /// Why samples were dropped since the last call, as (name, amount) pairs the actor adds to its
+  /// extra metrics after every push and version change (deltas, as reward_logic::take_counters).
+  virtual std::vector<std::pair<std::string, std::uint64_t>> take_counters() { return {}; }
 };
 
 /// Trainer: one GRPO step on a batch, producing the next policy version.

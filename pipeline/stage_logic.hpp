@@ -67,6 +67,21 @@ class buffer_stage final : public actors::buffer_logic {
     return dropped() - before;
   }
   std::uint64_t pending() const override { return buffer_.pending(); }
+  /// dropped_duplicate, dropped_stale, dropped_excluded, dropped_small_group: the parts of the
+  /// stage's `dropped` count (zero ones left out).
+  std::vector<std::pair<std::string, std::uint64_t>> take_counters() override {
+    const auto& c = buffer_.counters();
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    auto add = [&](const char* name, std::uint64_t now, std::uint64_t& reported) {
+      if (now > reported) out.emplace_back(name, now - reported);
+      reported = now;
+    };
+    add("dropped_duplicate", c.duplicate, reported_.duplicate);
+    add("dropped_stale", c.stale, reported_.stale);
+    add("dropped_excluded", c.excluded, reported_.excluded);
+    add("dropped_small_group", c.small_group, reported_.small_group);
+    return out;
+  }
   const sample_buffer& buffer() const noexcept { return buffer_; }
 
  private:
@@ -75,6 +90,7 @@ class buffer_stage final : public actors::buffer_logic {
     return c.duplicate + c.stale + c.excluded + c.small_group;
   }
   sample_buffer buffer_;
+  buffer_counters reported_;  // what take_counters has reported
 };
 
 }  // namespace kforge::pipeline

@@ -165,6 +165,14 @@ TEST_CASE("the stand-in manifest runs end to end, and replay reproduces reward a
   CHECK(summary["stopped_by"] == "steps");
   CHECK(summary["balanced"] == true);
   CHECK(summary["versions"].get<int>() >= 6);
+  {  // the buffer's drops, by reason, add up to its dropped count
+    const auto* buffer = stage(summary, "buffer");
+    REQUIRE(buffer != nullptr);
+    std::uint64_t parts = 0;
+    for (const auto& [name, v] : (*buffer)["extra"].items())
+      if (name.rfind("dropped_", 0) == 0) parts += v.get<std::uint64_t>();
+    CHECK(parts == (*buffer)["dropped"].get<std::uint64_t>());
+  }
   CHECK(summary["mode"] == "async");
   check_loop_use(summary, {"rollout", "trainer"});
   CHECK(r->output.find("seconds per step: ") != std::string::npos);
