@@ -12,6 +12,12 @@ namespace {
 
 using self_ptr = buffer_actor::stateful_pointer<buffer_state>;
 
+/// `n` samples dropped, and the logic's reasons for them (its counters since the last call).
+void count_drops(buffer_state& st, std::uint64_t n) {
+  st.core.count_dropped(n);
+  for (const auto& [name, k] : st.logic->take_counters()) st.core.count_extra(name, k);
+}
+
 void push(self_ptr self, const scored_msg& m) {
   auto& st = self->state;
   const auto info = envelope_info::of(m.header());
@@ -20,8 +26,7 @@ void push(self_ptr self, const scored_msg& m) {
     st.core.count_error(error{"sample " + std::to_string(info.sample_id) + ": " + out.message()});
     return;
   }
-  st.core.count_dropped(out.value().dropped);
-  for (const auto& [name, n] : st.logic->take_counters()) st.core.count_extra(name, n);
+  count_drops(st, out.value().dropped);
   for (auto& batch : out.value().batches) {
     auto h = st.core.next_header(0, st.policy_version);
     detail::forward(self, st.downstream, train_batch_msg::pack(h, batch));
@@ -37,8 +42,7 @@ void set_version(self_ptr self, const policy_weights_msg& m) {
   const auto version = m.payload().version();
   if (version <= st.policy_version) return;  // an older broadcast: the buffer already knows better
   st.policy_version = version;
-  st.core.count_dropped(st.logic->set_policy_version(version));
-  for (const auto& [name, n] : st.logic->take_counters()) st.core.count_extra(name, n);
+  count_drops(st, st.logic->set_policy_version(version));
 }
 
 }  // namespace

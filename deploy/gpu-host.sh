@@ -77,7 +77,7 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
       step "tests (gpu label, verbose)" ctest-gpu.log ctest --test-dir "$build" -L gpu -V
     fi
     if want run; then
-      # The README's main job: the embedded default (RL of models/kforge-tiny, up to 14 minutes),
+      # The README's main job: the embedded default (RL of models/kforge-tiny, a 13-minute limit),
       # cut to 4 here so the step fits a device call with the build. From the repository root:
       # the default's model and task paths are relative to it.
       step "main job: kforge run --time-limit 240" run.log bash -c "cd '$root' && '$build/kforge' run \

@@ -207,15 +207,10 @@ std::string quote_non_finite(const std::string& in) {
       out += c;
       continue;
     }
-    std::size_t j = i + (c == '-' || c == '+' ? 1 : 0);
-    std::size_t len = 0;
-    if (in.compare(j, 3, "inf") == 0) len = 3;
-    else if (in.compare(j, 3, "nan") == 0) len = 3;
-    if (len > 0) {
-      std::string token = in.substr(j, len);
-      if (c == '-') token = "-" + token;
-      out += '"' + token + '"';
-      i = j + len - 1;
+    const std::size_t j = i + (c == '-' || c == '+' ? 1 : 0);
+    if (in.compare(j, 3, "inf") == 0 || in.compare(j, 3, "nan") == 0) {
+      out += '"' + std::string(c == '-' ? "-" : "") + in.substr(j, 3) + '"';
+      i = j + 2;
       continue;
     }
     out += c;

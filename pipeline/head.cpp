@@ -603,6 +603,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
 
   // Summary: the outcome, the final counts and whether they balance.
   const auto checks = balance(board);
+  const auto unjudged = unjudged_at_stop(board);  // counted in the checks; said on its own too
   bool balanced = true;
   nlohmann::json js_checks = nlohmann::json::array();
   for (const auto& c : checks) {
@@ -631,7 +632,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
                             {"checkpoint", checkpoint},
                             {"stopped_by", stopped_by.empty() ? nlohmann::json() : nlohmann::json(stopped_by)},
                             {"time_limit_s", m.run.time_limit_s},
-                            {"unjudged_at_stop", unjudged_at_stop(board)},
+                            {"unjudged_at_stop", unjudged},
                             {"resumed_from",
                              resume ? nlohmann::json(resume->step) : nlohmann::json()}};
   if (checkpoint.is_null()) summary["checkpoint_note"] = checkpoint_note;
@@ -686,8 +687,8 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   for (const auto& c : checks)
     out << "  " << (c.ok() ? "ok  " : "FAIL") << " " << c.what << " (" << c.left << " vs "
         << c.right << ")\n";
-  if (const auto left = unjudged_at_stop(board); left > 0)
-    out << "  " << left << " candidate(s) were left unjudged in the sandbox pool at the stop (the "
+  if (unjudged > 0)
+    out << "  " << unjudged << " candidate(s) were left unjudged in the sandbox pool at the stop (the "
         << "sandbox was behind the sampler)\n";
   if (!head_error.empty()) err << "kforge run: head: " << head_error << "\n";
   // The report reads what was just written (summary.json last). It is a view of the run, not part

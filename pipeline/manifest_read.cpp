@@ -244,13 +244,13 @@ void read_tasks(table_reader r, tasks_options& o) {
       for (std::size_t i = 0; i < a->size(); ++i) {
         const toml::node& e = *a->get(i);
         const std::string key = r.key("files") + "[" + std::to_string(i) + "]";
-        files_bad = files_bad || !e.is_string() || e.as_string()->get().empty();
-        if (!e.is_string())
-          r.diag().add(&e, key, "expected a file path (a string), got " + std::string(type_name(e)));
-        else if (e.as_string()->get().empty())
-          r.diag().add(&e, key, "must not be empty");
-        else
+        if (e.is_string() && !e.as_string()->get().empty()) {
           o.files.push_back(e.as_string()->get());
+          continue;
+        }
+        files_bad = true;
+        r.diag().add(&e, key, e.is_string() ? "must not be empty"
+                                            : "expected a file path (a string), got " + std::string(type_name(e)));
       }
     } else {
       files_bad = true;

@@ -70,24 +70,28 @@ class buffer_stage final : public actors::buffer_logic {
   /// dropped_duplicate, dropped_stale, dropped_excluded, dropped_small_group: the parts of the
   /// stage's `dropped` count (zero ones left out).
   std::vector<std::pair<std::string, std::uint64_t>> take_counters() override {
-    const auto& c = buffer_.counters();
     std::vector<std::pair<std::string, std::uint64_t>> out;
-    auto add = [&](const char* name, std::uint64_t now, std::uint64_t& reported) {
-      if (now > reported) out.emplace_back(name, now - reported);
-      reported = now;
-    };
-    add("dropped_duplicate", c.duplicate, reported_.duplicate);
-    add("dropped_stale", c.stale, reported_.stale);
-    add("dropped_excluded", c.excluded, reported_.excluded);
-    add("dropped_small_group", c.small_group, reported_.small_group);
+    for (const auto& [name, field] : drop_reasons) {
+      const std::uint64_t now = buffer_.counters().*field;
+      if (now > reported_.*field) out.emplace_back(name, now - reported_.*field);
+      reported_.*field = now;
+    }
     return out;
   }
   const sample_buffer& buffer() const noexcept { return buffer_; }
 
  private:
+  // Every way a sample leaves the buffer untrained: `dropped` is their sum.
+  static constexpr std::pair<const char*, std::uint64_t buffer_counters::*> drop_reasons[] = {
+      {"dropped_duplicate", &buffer_counters::duplicate},
+      {"dropped_stale", &buffer_counters::stale},
+      {"dropped_excluded", &buffer_counters::excluded},
+      {"dropped_small_group", &buffer_counters::small_group},
+  };
   std::uint64_t dropped() const noexcept {
-    const auto& c = buffer_.counters();
-    return c.duplicate + c.stale + c.excluded + c.small_group;
+    std::uint64_t n = 0;
+    for (const auto& [name, field] : drop_reasons) n += buffer_.counters().*field;
+    return n;
   }
   sample_buffer buffer_;
   buffer_counters reported_;  // what take_counters has reported

@@ -137,13 +137,15 @@ int replay(const fs::path& input, const std::string& stage, std::string* output)
   return r->exit_code;
 }
 
-/// `kforge run --manifest MANIFEST --run-dir RUN_DIR --no-progress` with a time limit; REQUIREs that
-/// it could be started (its exit code is the caller's to check).
+/// `kforge run --manifest MANIFEST --run-dir RUN_DIR --no-progress [EXTRA...]` with a time limit;
+/// REQUIREs that it could be started (its exit code is the caller's to check).
 kforge::result<kforge::process_output> run_manifest(const fs::path& manifest, const fs::path& run_dir,
-                                                    std::chrono::seconds limit) {
-  auto r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", manifest.string(), "--run-dir", run_dir.string(),
-                                "--no-progress"},
-                               limit);
+                                                    std::chrono::seconds limit,
+                                                    const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args{KFORGE_BINARY, "run", "--manifest", manifest.string(), "--run-dir", run_dir.string(),
+                                "--no-progress"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = kforge::run_process(args, limit);
   REQUIRE(r.ok());
   return r;
 }
@@ -152,10 +154,7 @@ kforge::result<kforge::process_output> run_manifest(const fs::path& manifest, co
 
 TEST_CASE("the stand-in manifest runs end to end, and replay reproduces reward and buffer") {
   const auto dir = fresh_dir("default");
-  auto r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", stand_in_manifest, "--steps", "6",
-                                "--run-dir", (dir / "run").string(), "--no-progress"},
-                               120s);
-  REQUIRE(r.ok());
+  auto r = run_manifest(stand_in_manifest, dir / "run", 120s, {"--steps", "6"});
   INFO(r->output);
   CHECK(r->exit_code == 0);
   CHECK(r->output.find("stand-in") != std::string::npos);  // the banner says what is synthetic
@@ -246,10 +245,7 @@ TEST_CASE("the stand-in manifest runs end to end, and replay reproduces reward a
 
 TEST_CASE("--time-limit ends a run as its steps would: drained, balanced, exit 0") {
   const auto dir = fresh_dir("time-limit");
-  auto r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", stand_in_manifest, "--steps",
-                                "100000000", "--time-limit", "3", "--run-dir", (dir / "run").string(), "--no-progress"},
-                               120s);
-  REQUIRE(r.ok());
+  auto r = run_manifest(stand_in_manifest, dir / "run", 120s, {"--steps", "100000000", "--time-limit", "3"});
   INFO(r->output);
   CHECK(r->exit_code == 0);
   CHECK(r->output.find("time limit of 3 s reached at step") != std::string::npos);
@@ -262,10 +258,7 @@ TEST_CASE("--time-limit ends a run as its steps would: drained, balanced, exit 0
   CHECK(summary["versions"].get<std::int64_t>() < 100000000);
   CHECK(summary["elapsed_s"].get<double>() < 60.0);
 
-  auto bad = kforge::run_process({KFORGE_BINARY, "run", "--manifest", stand_in_manifest, "--time-limit", "-1", "--run-dir",
-                                  (dir / "bad").string(), "--no-progress"},
-                                 30s);
-  REQUIRE(bad.ok());
+  auto bad = run_manifest(stand_in_manifest, dir / "bad", 30s, {"--time-limit", "-1"});
   CHECK(bad->exit_code == 2);
   CHECK(bad->output.find("--time-limit must be >= 0") != std::string::npos);
 }
@@ -275,10 +268,7 @@ TEST_CASE("a run that stops with the sandbox behind counts what it left unjudged
   const auto dir = fresh_dir("unjudged");
   const auto manifest = dir / "slow.toml";
   std::ofstream(manifest) << read_text(stand_in_manifest) << "\n[sandbox]\nstand_in_ms = 300\n";
-  auto r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", manifest.string(), "--time-limit",
-                                "2", "--run-dir", (dir / "run").string(), "--no-progress"},
-                               120s);
-  REQUIRE(r.ok());
+  auto r = run_manifest(manifest, dir / "run", 120s, {"--time-limit", "2"});
   INFO(r->output);
   CHECK(r->exit_code == 0);
   const auto summary = read_json(dir / "run" / "summary.json");
@@ -608,9 +598,6 @@ TEST_CASE("a real model runs the whole loop in compile-only mode") {
   CHECK(out.find("0 differ") != std::string::npos);
   fs::remove_all(dir);
 }
-// The plumbing of data parallelism in a run (ranks built, stepped, rank 0 publishing). A random
-// model's groups carry no signal, so no gradient is summed here: policy_trainer_test checks the
-// arithmetic (2 and 3 ranks against 1).
 TEST_CASE("sampler.require_gpu refuses a run whose sampler would be on the CPU, before it starts") {
   const auto dir = fresh_dir("require-gpu");
   const auto manifest = tiny_model_manifest(dir, 1);  // rollout = []: the CPU on any host
@@ -628,6 +615,9 @@ TEST_CASE("sampler.require_gpu refuses a run whose sampler would be on the CPU, 
   CHECK_FALSE(fs::exists(dir / "run" / "summary.json"));  // nothing started
 }
 
+// The plumbing of data parallelism in a run (ranks built, stepped, rank 0 publishing). A random
+// model's groups carry no signal, so no gradient is summed here: policy_trainer_test checks the
+// arithmetic (2 and 3 ranks against 1).
 TEST_CASE("a real model's trainer runs data parallel over 2 CPU ranks") {
   const auto dir = fresh_dir("model_dp");
   // bf16 compute on the CPU too (slow there, fine for the tiny model): the published weights are
