@@ -62,6 +62,7 @@ void control(Self* self, const control_msg& m, const Work& work) {
       return;
     case wire::ControlCommand::drain:       // inputs are handled as they arrive: nothing to drain
     case wire::ControlCommand::checkpoint:  // the trainer handles it before this
+    case wire::ControlCommand::refill:      // the step driver's, outside the stages
       return;
   }
   st.core.count_error(error{"unknown control command " +

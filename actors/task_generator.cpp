@@ -1,5 +1,7 @@
 #include "actors/task_generator.hpp"
 
+#include <algorithm>
+
 #include <caf/actor_system.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -39,6 +41,17 @@ void add_task(self_ptr self, const task_msg& m) {
   if (!s.ok()) st.core.count_error(s.err());
 }
 
+// A group is judged once the scores of all its candidates are back.
+void count_judged(task_generator_state& st, const wire::Scored& s) {
+  const auto* v = s.verdict();
+  const auto* c = v ? v->candidate() : nullptr;
+  if (!c) return;
+  auto& n = st.arrived[c->group_id()];
+  if (++n < std::max<std::uint32_t>(c->group_size(), 1)) return;
+  st.arrived.erase(c->group_id());
+  st.core.count_extra("groups_judged");
+}
+
 // Feedback only updates the source's state (the curriculum); nothing is sent on.
 void observe(self_ptr self, const scored_msg& m) {
   auto& st = self->state;
@@ -48,6 +61,7 @@ void observe(self_ptr self, const scored_msg& m) {
     st.core.count_error(error{"empty scored message"});
     return;
   }
+  count_judged(st, m.payload());
   const auto info = envelope_info::of(m.header());
   auto s = st.core.call([&] { return st.logic->observe(m.payload(), info); });
   if (!s.ok()) st.core.count_error(s.err());

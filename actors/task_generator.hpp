@@ -1,10 +1,13 @@
 #pragma once
 // The task generator stage: a trainer step in, that step's generation requests out, spread round
 // robin over the samplers. Each request starts a new sample: its sample id is fresh (derived from
-// the generator's name and a counter) and every later message about it carries that id.
+// the generator's name and a counter) and every later message about it carries that id. The scores
+// fed back update the curriculum and count the groups judged whole, which the head compares with
+// the groups requested (`sent`) to tell a loop that ran dry from one still at work.
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "actors/interfaces.hpp"
@@ -18,6 +21,8 @@ struct task_generator_state : stage_base<std::uint64_t> {
   std::shared_ptr<task_source> logic;
   std::vector<request_sink> samplers;
   std::size_t next_sampler = 0;  ///< round-robin position
+  /// Scores seen per group not yet whole; a whole group counts as `groups_judged`.
+  std::unordered_map<std::uint64_t, std::uint32_t> arrived;
 };
 
 task_generator_actor::behavior_type task_generator_stage(

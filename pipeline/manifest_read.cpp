@@ -282,6 +282,7 @@ void read_sampler(table_reader r, sampler_options& o) {
   r.read("model", o.model);
   r.read("server_url", o.server_url);
   r.read("require_gpu", o.require_gpu);
+  r.read("stand_in_repeat_every", o.stand_in_repeat_every, 0);
   if (o.backend == sampler_backend::openai && o.server_url.empty())
     r.diag().add(r.table().get("backend"), r.key("server_url"),
                  "missing: backend \"openai\" needs the server's base URL");

@@ -61,16 +61,26 @@ struct inbound {
 
 /// Sends the generation requests of step s once the trainer is close enough: sync mode waits for
 /// the weights of step s - 1 (lookahead 1); async runs up to max_staleness steps ahead.
+///
+/// Each step's requests are one batch's groups, but the buffer drops groups (duplicates, stale,
+/// too small), and a short batch never trains. So when the head sees the loop run dry short of
+/// its steps it sends `refill`: one step more, labelled past the run's steps so its requests are
+/// told apart, and not counted in `next`, so the regular steps keep their pace.
 struct step_driver {
   actors::task_generator_actor generator;
   std::uint64_t steps = 0;
   std::uint64_t lookahead = 1;
   std::uint64_t next = 0;
   std::uint64_t version = 0;
+  std::uint64_t refills = 0;
+  bool draining = false;
 
   void advance() {
     while (next < steps && next < version + lookahead)
       caf::anon_send(generator, actors::step_atom_v, next++);
+  }
+  void refill() {
+    if (!draining) caf::anon_send(generator, actors::step_atom_v, steps + refills++);
   }
 };
 
@@ -426,7 +436,13 @@ struct process_runtime::impl {
         case wire::ControlCommand::drain:
           // Settling means finishing the steps already released, not starting new ones: an
           // interrupted run stops at the step in flight, and its checkpoint is of that step.
-          if (driver) driver->steps = std::min(driver->steps, driver->next);
+          if (driver) {
+            driver->steps = std::min(driver->steps, driver->next);
+            driver->draining = true;
+          }
+          break;
+        case wire::ControlCommand::refill:
+          if (driver) driver->refill();
           break;
         default:  // heartbeats (start) and the rest: nothing for the stages
           break;

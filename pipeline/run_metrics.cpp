@@ -55,6 +55,17 @@ std::uint64_t unjudged_at_stop(const metrics_board& b) {
   return b.extra("sandbox_pool", "queued") + b.extra("sandbox_pool", "in_flight");
 }
 
+bool loop_ran_dry(const metrics_board& b) {
+  using M = wire::StageMetricsT;
+  const auto requested = b.sum("task_generator", &M::sent);
+  const auto batches = b.sum("buffer", &M::sent);
+  const auto trainer_in = b.sum("trainer", &M::received);
+  const auto trainer_done =
+      b.sum("trainer", &M::sent) + b.sum("trainer", &M::dropped) + b.sum("trainer", &M::errors);
+  return requested > 0 && b.extra("task_generator", "groups_judged") >= requested &&
+         trainer_in == batches && trainer_done >= trainer_in;
+}
+
 std::vector<balance_check> balance(const metrics_board& b) {
   using M = wire::StageMetricsT;
   const auto pool_received = b.sum("sandbox_pool", &M::received);

@@ -45,6 +45,13 @@ struct balance_check {
   bool ok() const { return left == right; }
 };
 
+/// True when the loop has run dry: every group the task generator requested has been judged whole
+/// (its scores are back), and the trainer has taken every batch the buffer sent and finished it.
+/// Short of the run's steps that means the buffer dropped groups (duplicates, stale, too small) and
+/// holds less than a batch, so nothing will move without more requests. Counts come from several
+/// processes' reports: act on it only once they have held still (the head waits a second).
+bool loop_ran_dry(const metrics_board& b);
+
 /// Candidates still in the sandbox pool (queued, or in a worker's hands) in its last report: at the
 /// end of a run, the ones it stopped without judging.
 std::uint64_t unjudged_at_stop(const metrics_board& b);

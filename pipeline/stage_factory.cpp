@@ -19,6 +19,7 @@ stand_in_options stand_ins(const manifest& m) {
   o.group_size = static_cast<std::uint32_t>(m.sampler.group_size);
   o.requests_per_step = static_cast<std::uint32_t>(m.buffer.groups_per_batch);
   o.sandbox_delay = std::chrono::milliseconds(m.sandbox.stand_in_ms);
+  o.repeat_every = static_cast<std::uint32_t>(m.sampler.stand_in_repeat_every);
   return o;
 }
 

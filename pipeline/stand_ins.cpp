@@ -62,12 +62,14 @@ class stand_in_sampler final : public actors::sampler_logic {
                                                  const actors::envelope_info& info) override {
     std::vector<wire::CandidateT> out;
     const std::string task = req.task() && req.task()->id() ? req.task()->id()->str() : "";
+    const bool repeat = o_.repeat_every > 0 && groups_++ % o_.repeat_every == 0;
     for (std::uint32_t i = 0; i < req.group_size(); ++i) {
       wire::CandidateT c;
       c.task.reset(req.task() ? req.task()->UnPack() : nullptr);
       c.prompt_hash = req.prompt_hash();
+      const std::string member = repeat ? "" : "." + std::to_string(i);
       c.source = "// " + std::string(stand_in_label) + " candidate " + std::to_string(info.sample_id) +
-                 "." + std::to_string(i) + " for " + task + " (no model yet)\n" +
+                 member + " for " + task + " (no model yet)\n" +
                  "#include <kforge/kernel_abi.h>\n";
       c.code_hash = fnv1a64(c.source);
       c.completion = "```cuda\n" + c.source + "```\n";
@@ -80,6 +82,7 @@ class stand_in_sampler final : public actors::sampler_logic {
 
  private:
   stand_in_options o_;
+  std::uint64_t groups_ = 0;  ///< groups generated, for repeat_every
 };
 
 class stand_in_sandbox final : public actors::sandbox_logic {

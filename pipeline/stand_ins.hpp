@@ -22,12 +22,14 @@ struct stand_in_options {
   std::uint32_t group_size = 8;
   std::uint32_t requests_per_step = 8;  ///< GRPO groups per step (= buffer.groups_per_batch)
   std::chrono::milliseconds sandbox_delay{0};
+  std::uint32_t repeat_every = 0;  ///< every this-many-th group is one kernel repeated (0: none)
 };
 
 /// Synthetic tasks (a few element-wise shapes), `requests_per_step` requests per step.
 std::shared_ptr<actors::task_source> make_stand_in_tasks(const stand_in_options& o);
 /// Synthetic candidates: the known-good ABI kernel with a per-sample variation, unique code per
-/// candidate. set_weights accepts any version.
+/// candidate, except in every `repeat_every`-th group, whose candidates are all the same (a
+/// collapsed policy, for the buffer's dedup). set_weights accepts any version.
 std::shared_ptr<actors::sampler_logic> make_stand_in_sampler(const stand_in_options& o);
 /// Synthetic verdicts drawn from the candidate's code hash: most ok with a timing, some
 /// compile_error, wrong_answer or runtime_error. Compiles and runs nothing.

@@ -36,6 +36,9 @@ struct sampler_options {
   /// Engine: refuse to start where the sampler's GPU group has no GPU, rather than sample on the
   /// CPU. A real model writing kernels of thousands of tokens takes hours a step there.
   bool require_gpu = false;
+  /// Stand-in sampler only: every this-many-th group's candidates share one kernel, as a collapsed
+  /// policy's would, so the buffer drops the repeats and then the group. 0: off. >= 0.
+  int stand_in_repeat_every = 0;
 };
 
 }  // namespace kforge

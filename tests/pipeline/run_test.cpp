@@ -284,6 +284,52 @@ TEST_CASE("a run that stops with the sandbox behind counts what it left unjudged
         (*pool)["extra"]["completed"].get<std::uint64_t>() + left);
 }
 
+// The buffer drops groups (here: a stand-in sampler repeating one kernel in every third group, so
+// dedup leaves one sample and the group is too small); the step driver refills what a batch lacks.
+fs::path repeating_manifest(const fs::path& dir, int repeat_every) {
+  auto text = read_text(stand_in_manifest);
+  const auto mode = text.find("mode = \"async\"");
+  REQUIRE(mode != std::string::npos);
+  text.replace(mode, 14, "mode = \"sync\"\nstall_timeout_s = 5");
+  const auto manifest = dir / "repeat.toml";
+  std::ofstream(manifest) << text << "\n[sampler]\nstand_in_repeat_every = " << repeat_every << "\n";
+  return manifest;
+}
+
+TEST_CASE("groups the buffer drops are refilled: a sync run still reaches its steps") {
+  const auto dir = fresh_dir("refill");
+  auto r = run_manifest(repeating_manifest(dir, 3), dir / "run", 120s, {"--steps", "6"});
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  CHECK(r->output.find("the loop ran dry at step") != std::string::npos);
+  const auto summary = read_json(dir / "run" / "summary.json");
+  REQUIRE(summary.is_object());
+  CHECK(summary["outcome"] == "completed");
+  CHECK(summary["stopped_by"] == "steps");
+  CHECK(summary["balanced"] == true);
+  CHECK(summary["versions"].get<int>() == 6);
+  CHECK(summary["refill_steps"].get<int>() >= 1);
+  const auto* buffer = stage(summary, "buffer");
+  REQUIRE(buffer != nullptr);
+  CHECK((*buffer)["extra"]["dropped_duplicate"].get<std::uint64_t>() > 0);
+  CHECK((*buffer)["extra"]["dropped_small_group"].get<std::uint64_t>() > 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("refills are bounded: a policy whose every group is dropped ends in the stall report") {
+  const auto dir = fresh_dir("refill-cap");
+  auto r = run_manifest(repeating_manifest(dir, 1), dir / "run", 120s, {"--steps", "3"});
+  INFO(r->output);
+  CHECK(r->exit_code == 1);
+  CHECK(r->output.find("stalled: nothing moved for 5 s (run.stall_timeout_s) after 3 refill step(s)") !=
+        std::string::npos);
+  const auto summary = read_json(dir / "run" / "summary.json");
+  REQUIRE(summary.is_object());
+  CHECK(summary["versions"].get<int>() == 0);
+  CHECK(summary["refill_steps"].get<int>() == 3);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("three processes exchange over 10,000 envelopes; a SIGKILLed worker loses nothing") {
   const auto dir = fresh_dir("multi");
   const auto run_dir = dir / "run";
