@@ -109,6 +109,8 @@ int main(int argc, char** argv) {
 
   kforge::sandbox::eval_options eval;
   auto* eval_cmd = kforge::sandbox::add_eval_subcommand(app, eval);
+  kforge::sandbox::compare_options compare;
+  auto* compare_cmd = kforge::sandbox::add_compare_subcommand(app, compare);
   const auto [child_cmd, ref_cmd] = kforge::sandbox::add_sandbox_children(app);
   kforge::tasks::tasks_options tasks;
   auto* tasks_cmd = kforge::tasks::add_tasks_subcommand(app, tasks);
@@ -193,6 +195,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*eval_cmd) return kforge::sandbox::eval_command(eval, std::cout, std::cerr);
+  if (*compare_cmd) return kforge::sandbox::compare_command(compare, std::cout, std::cerr);
   if (*child_cmd) return kforge::sandbox::candidate_child_main();
   if (*ref_cmd) return kforge::sandbox::reference_server_main();
   if (*tasks_cmd)

@@ -384,11 +384,11 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   std::string outcome;
   std::string stopped_by;  // why a completed run stopped: "steps" or "time_limit_s"
   int code = 0;
-  // Refills (step_driver, process_runtime.cpp): a loop that ran dry short of its steps gets one
-  // more step of requests once the counts have held still a while. At most run.steps of them, so
-  // a policy whose every group is dropped ends in the stall report rather than sampling forever.
-  std::uint64_t refills = 0;
-  std::optional<std::uint64_t> refilled_at;  // the activity count when the last refill went out
+  // Refills (step_driver, process_runtime.cpp): a loop that ran dry short of its steps because
+  // the buffer dropped groups gets one more step of requests once the counts have held still.
+  refill_policy refills(static_cast<std::uint64_t>(m.buffer.groups_per_batch),
+                        m.run.mode == run_mode::sync ? 1 : 1 + static_cast<std::uint64_t>(m.buffer.max_staleness),
+                        version, static_cast<std::uint64_t>(m.run.steps));
   const auto refill_quiet = std::chrono::duration<double>(std::min(1.0, m.run.stall_timeout_s / 4));
 
   auto pump_head_links = [&] {
@@ -491,11 +491,9 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
       code = 1;
       break;
     }
-    if (now - last_activity_change >= refill_quiet && refilled_at != board.activity() &&
-        refills < static_cast<std::uint64_t>(m.run.steps) && loop_ran_dry(board)) {
+    if (now - last_activity_change >= refill_quiet && refills.due(board, version)) {
       publish_control(wire::ControlCommand::refill, "the loop ran dry");
-      refilled_at = board.activity();
-      if (++refills == 1) {
+      if (refills.sent() == 1) {
         progress.end(err);
         err << "kforge run: the loop ran dry at step " << version << " of " << m.run.steps
             << ": the buffer dropped groups (" << board.sum("buffer", &wire::StageMetricsT::dropped)
@@ -506,9 +504,10 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     if (now - last_activity_change > stall_after) {
       std::ostringstream why;
       why << "stalled: nothing moved for " << m.run.stall_timeout_s << " s (run.stall_timeout_s)";
-      if (refills > 0)
-        why << " after " << refills << " refill step(s); the buffer dropped "
-            << board.sum("buffer", &wire::StageMetricsT::dropped) << " samples";
+      if (refills.in_a_row() > 0)
+        why << " after " << refills.in_a_row() << " refill step(s) in a row without a new policy "
+            << "version; the buffer dropped " << board.sum("buffer", &wire::StageMetricsT::dropped)
+            << " samples";
       outcome = why.str();
       code = 1;
       break;
@@ -654,7 +653,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
                             {"stopped_by", stopped_by.empty() ? nlohmann::json() : nlohmann::json(stopped_by)},
                             {"time_limit_s", m.run.time_limit_s},
                             {"unjudged_at_stop", unjudged},
-                            {"refill_steps", refills},
+                            {"refill_steps", refills.sent()},
                             {"resumed_from",
                              resume ? nlohmann::json(resume->step) : nlohmann::json()}};
   if (checkpoint.is_null()) summary["checkpoint_note"] = checkpoint_note;
@@ -709,8 +708,8 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   for (const auto& c : checks)
     out << "  " << (c.ok() ? "ok  " : "FAIL") << " " << c.what << " (" << c.left << " vs "
         << c.right << ")\n";
-  if (refills > 0)
-    out << "refill steps: " << refills << " (the buffer dropped "
+  if (refills.sent() > 0)
+    out << "refill steps: " << refills.sent() << " (the buffer dropped "
         << board.sum("buffer", &wire::StageMetricsT::dropped)
         << " samples; its dropped_* counters in summary.json say why)\n";
   if (unjudged > 0)

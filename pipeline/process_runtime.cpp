@@ -64,8 +64,8 @@ struct inbound {
 ///
 /// Each step's requests are one batch's groups, but the buffer drops groups (duplicates, stale,
 /// too small), and a short batch never trains. So when the head sees the loop run dry short of
-/// its steps it sends `refill`: one step more, labelled past the run's steps so its requests are
-/// told apart, and not counted in `next`, so the regular steps keep their pace.
+/// its steps (refill_policy, run_metrics.hpp) it sends `refill`: one step of requests more,
+/// labelled past this leg's steps and not counted in `next`, so the regular steps keep their pace.
 struct step_driver {
   actors::task_generator_actor generator;
   std::uint64_t steps = 0;

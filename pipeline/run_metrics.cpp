@@ -55,15 +55,30 @@ std::uint64_t unjudged_at_stop(const metrics_board& b) {
   return b.extra("sandbox_pool", "queued") + b.extra("sandbox_pool", "in_flight");
 }
 
-bool loop_ran_dry(const metrics_board& b) {
+bool loop_ran_dry(const metrics_board& b, std::uint64_t released_groups,
+                  std::uint64_t dropped_before) {
   using M = wire::StageMetricsT;
   const auto requested = b.sum("task_generator", &M::sent);
   const auto batches = b.sum("buffer", &M::sent);
   const auto trainer_in = b.sum("trainer", &M::received);
-  const auto trainer_done =
-      b.sum("trainer", &M::sent) + b.sum("trainer", &M::dropped) + b.sum("trainer", &M::errors);
-  return requested > 0 && b.extra("task_generator", "groups_judged") >= requested &&
-         trainer_in == batches && trainer_done >= trainer_in;
+  const auto trainer_done = b.sum("trainer", &M::sent) + b.sum("trainer", &M::dropped);
+  return requested > 0 && requested >= released_groups &&
+         b.extra("task_generator", "groups_judged") >= requested && trainer_in == batches &&
+         trainer_done >= trainer_in && b.sum("buffer", &M::dropped) > dropped_before;
+}
+
+bool refill_policy::due(const metrics_board& b, std::uint64_t version) {
+  if (version > version_) {
+    version_ = version;
+    in_a_row_ = 0;
+  }
+  const auto regular = std::min(steps_, version + lookahead_) - std::min(start_, steps_);
+  if (in_a_row_ >= max_in_a_row || !loop_ran_dry(b, groups_ * (regular + sent_), dropped_at_last_))
+    return false;
+  dropped_at_last_ = b.sum("buffer", &wire::StageMetricsT::dropped);
+  ++sent_;
+  ++in_a_row_;
+  return true;
 }
 
 std::vector<balance_check> balance(const metrics_board& b) {

@@ -45,12 +45,41 @@ struct balance_check {
   bool ok() const { return left == right; }
 };
 
-/// True when the loop has run dry: every group the task generator requested has been judged whole
-/// (its scores are back), and the trainer has taken every batch the buffer sent and finished it.
-/// Short of the run's steps that means the buffer dropped groups (duplicates, stale, too small) and
-/// holds less than a batch, so nothing will move without more requests. Counts come from several
-/// processes' reports: act on it only once they have held still (the head waits a second).
-bool loop_ran_dry(const metrics_board& b);
+/// True when the loop has run dry because the buffer dropped groups: the task generator's report
+/// shows every group the step driver has released (`released_groups`, so a report from before the
+/// latest release does not pass for one after it), every requested group judged whole (its scores
+/// are back), the trainer has taken every batch the buffer sent and finished each without error,
+/// and the buffer has dropped samples since `dropped_before` (its count at the last refill). Then
+/// the buffer holds less than a batch and nothing moves without more requests. A trainer that
+/// failed, or a group lost before its scores came back, is not this: that is a stall. The counts
+/// come from several processes' reports: act on it only once they have held still (the head
+/// waits a second).
+bool loop_ran_dry(const metrics_board& b, std::uint64_t released_groups,
+                  std::uint64_t dropped_before);
+
+/// The head's side of refills (step_driver, process_runtime.cpp): when one is due. It knows what
+/// the driver has released — `lookahead` steps ahead of the policy version from `start_step` up to
+/// `steps`, `groups_per_step` groups each, plus the refills — and allows at most max_in_a_row
+/// refills without a new version: a policy whose groups are (nearly) all dropped ends in the stall
+/// report rather than sampling forever.
+class refill_policy {
+ public:
+  static constexpr std::uint64_t max_in_a_row = 8;
+
+  refill_policy(std::uint64_t groups_per_step, std::uint64_t lookahead, std::uint64_t start_step,
+                std::uint64_t steps)
+      : groups_(groups_per_step), lookahead_(lookahead), start_(start_step), steps_(steps) {}
+
+  /// True, and counted as sent, when the loop ran dry (loop_ran_dry) at policy `version` and the
+  /// limit allows another refill.
+  bool due(const metrics_board& b, std::uint64_t version);
+  std::uint64_t sent() const { return sent_; }
+  std::uint64_t in_a_row() const { return in_a_row_; }
+
+ private:
+  std::uint64_t groups_, lookahead_, start_, steps_;
+  std::uint64_t sent_ = 0, in_a_row_ = 0, version_ = 0, dropped_at_last_ = 0;
+};
 
 /// Candidates still in the sandbox pool (queued, or in a worker's hands) in its last report: at the
 /// end of a run, the ones it stopped without judging.

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "sandbox/eval_command.hpp"
+#include "sandbox/eval_compare.hpp"
 
 namespace kforge::sandbox {
 
@@ -25,6 +26,18 @@ inline CLI::App* add_eval_subcommand(CLI::App& app, eval_options& opt) {
   cmd->add_flag("--no-cache", opt.no_cache, "Compile every candidate afresh");
   cmd->add_option("--arch", opt.arch, "nvcc -arch (default sm_90a)");
   cmd->add_option("--time-limit-ms", opt.time_limit_ms, "Per-candidate verify + time budget");
+  return cmd;
+}
+
+inline CLI::App* add_compare_subcommand(CLI::App& app, compare_options& opt) {
+  auto* cmd = app.add_subcommand(
+      "compare", "Compare two kforge eval verdict files of the same tasks: pass rate and mean "
+                 "speedup per side, their differences with a paired bootstrap interval over tasks");
+  cmd->add_option("before", opt.before, "Verdict lines (kforge eval --out) of the first model")->required();
+  cmd->add_option("after", opt.after, "Verdict lines of the second model, same tasks")->required();
+  cmd->add_option("--json", opt.json, "Also write the comparison as JSON here");
+  cmd->add_option("--resamples", opt.resamples, "Bootstrap resamples (default 10000)");
+  cmd->add_option("--seed", opt.seed, "Bootstrap seed (default 1)");
   return cmd;
 }
 

@@ -417,11 +417,14 @@ TEST_CASE_FIXTURE(caf_fixture, "the task generator takes tasks and spreads reque
   CHECK(m.sent == 3);
 }
 
-scored_msg make_scored(std::uint64_t id, std::uint64_t code_hash, double reward) {
+scored_msg make_scored(std::uint64_t id, std::uint64_t code_hash, double reward,
+                       std::uint64_t group_id = 0, std::uint32_t group_size = 1) {
   wire::ScoredT s;
   s.verdict = std::make_unique<wire::VerdictT>();
   s.verdict->candidate = std::make_unique<wire::CandidateT>();
   s.verdict->candidate->code_hash = code_hash;
+  s.verdict->candidate->group_id = group_id;
+  s.verdict->candidate->group_size = group_size;
   s.reward = reward;
   return scored_msg::pack(test_header(id), s);
 }
@@ -429,12 +432,13 @@ scored_msg make_scored(std::uint64_t id, std::uint64_t code_hash, double reward)
 TEST_CASE_FIXTURE(caf_fixture, "the task generator observes scored samples, typed or enveloped") {
   auto tasks = std::make_shared<fake_task_source>(1, 2);
   auto generator = spawn_task_generator(sys, "tasks/0", tasks, {}).value();
-  self->send(generator, make_scored(1, 11, 1.0));
-  self->send(generator, make_scored(2, 12, 0.0).envelope());  // as a bus bridge delivers it
-  self->send(generator, make_scored(3, 13, -1.0));            // the logic refuses this one
+  // Groups: 70 of two (whole), 80 of two (one score back), 90 of one (whole).
+  self->send(generator, make_scored(1, 11, 1.0, 70, 2));
+  self->send(generator, make_scored(2, 12, 0.0, 70, 2).envelope());  // as a bus bridge delivers it
+  self->send(generator, make_scored(3, 13, -1.0, 80, 2));            // the logic refuses this one
   // Feedback changes state only, so a paused generator takes it at once.
   self->send(generator, make_control(wire::ControlCommand::pause));
-  self->send(generator, make_scored(4, 14, 0.5));
+  self->send(generator, make_scored(4, 14, 0.5, 90, 1));
   sched.run();
   REQUIRE(tasks->observed.size() == 4);
   for (std::size_t i = 0; i < 4; ++i) {
@@ -446,10 +450,11 @@ TEST_CASE_FIXTURE(caf_fixture, "the task generator observes scored samples, type
   CHECK(m.received == 4);
   CHECK(m.sent == 0);
   CHECK(m.extra.at("feedback") == 4);
+  CHECK(m.extra.at("groups_judged") == 2);  // whose scores are all back: the head's refill reads it
   CHECK(m.errors == 1);
   CHECK(m.last_error == "tasks/0: no such task");
   const auto w = to_wire(m);
-  REQUIRE(w.extra.size() == 2);  // "feedback" and the busy time every stage reports
+  REQUIRE(w.extra.size() == 3);  // "feedback", "groups_judged" and the busy time every stage reports
   const auto feedback = std::find_if(w.extra.begin(), w.extra.end(),
                                      [](const auto& c) { return c->name == "feedback"; });
   REQUIRE(feedback != w.extra.end());

@@ -10,6 +10,7 @@ namespace wire = kforge::wire;
 
 using kforge::pipeline::loop_ran_dry;
 using kforge::pipeline::metrics_board;
+using kforge::pipeline::refill_policy;
 
 void row(metrics_board& b, const std::string& kind, std::uint64_t received, std::uint64_t sent,
          std::uint64_t judged = 0) {
@@ -30,35 +31,72 @@ void row(metrics_board& b, const std::string& kind, std::uint64_t received, std:
 
 }  // namespace
 
-TEST_CASE("the loop has run dry when every requested group is judged and the trainer is idle") {
+TEST_CASE("the loop has run dry when every released group is judged, the trainer idle, and groups dropped") {
   metrics_board b;
   row(b, "task_generator", 0, 24, 24);  // 3 steps of 8 groups requested, all judged
-  row(b, "buffer", 192, 2);             // 2 batches sent; the third is short (groups dropped)
+  row(b, "buffer", 192, 2);             // 2 batches sent; the third is short:
+  b.latest["buffer"].dropped = 16;      // groups dropped
   row(b, "trainer", 2, 2);              // both trained and published
-  CHECK(loop_ran_dry(b));
+  CHECK(loop_ran_dry(b, 24, 0));
 
+  SUBCASE("a report from before the driver's latest release is not a dry loop") {
+    CHECK_FALSE(loop_ran_dry(b, 32, 0));  // the gap between steps: 8 more groups released
+  }
+  SUBCASE("no drop since the last refill: the batch filled, or something else is wrong") {
+    CHECK_FALSE(loop_ran_dry(b, 24, 16));
+  }
   SUBCASE("a group still out (generating, in the sandbox) is work in progress") {
     row(b, "task_generator", 0, 24, 23);
-    CHECK_FALSE(loop_ran_dry(b));
-  }
-  SUBCASE("a trainer inside a step is work in progress") {
-    row(b, "trainer", 3, 2);
-    row(b, "buffer", 192, 3);
-    CHECK_FALSE(loop_ran_dry(b));
+    CHECK_FALSE(loop_ran_dry(b, 24, 0));
   }
   SUBCASE("a batch the trainer has not reported receiving is in transit (or the trainer is busy)") {
     row(b, "buffer", 192, 3);
-    CHECK_FALSE(loop_ran_dry(b));
+    b.latest["buffer"].dropped = 16;
+    CHECK_FALSE(loop_ran_dry(b, 24, 0));
   }
-  SUBCASE("a trainer step that failed is finished too") {
+  SUBCASE("a trainer step that failed is a stall to report, not a dry loop") {
     row(b, "trainer", 3, 2);
     b.latest["trainer"].errors = 1;
     row(b, "buffer", 192, 3);
-    CHECK(loop_ran_dry(b));
+    b.latest["buffer"].dropped = 16;
+    CHECK_FALSE(loop_ran_dry(b, 24, 0));
   }
   SUBCASE("nothing requested yet is a run starting, not a dry loop") {
     metrics_board empty;
     row(empty, "buffer", 0, 0);
-    CHECK_FALSE(loop_ran_dry(empty));
+    empty.latest["buffer"].dropped = 1;
+    CHECK_FALSE(loop_ran_dry(empty, 0, 0));
   }
+}
+
+TEST_CASE("refills: what the driver released, a new drop each time, and a limit without progress") {
+  // Async, 8 groups a step, lookahead 3, from step 0 of 100: at version 0 steps 0..2 are out.
+  refill_policy p(8, 3, 0, 100);
+  metrics_board b;
+  row(b, "task_generator", 0, 24, 24);
+  row(b, "buffer", 160, 0);
+  b.latest["buffer"].dropped = 8;
+  row(b, "trainer", 0, 0);
+  CHECK(p.due(b, 0));
+  CHECK(p.sent() == 1);
+  CHECK_FALSE(p.due(b, 0));  // the refill's 8 groups are not in the generator's report yet
+  row(b, "task_generator", 0, 32, 32);
+  CHECK_FALSE(p.due(b, 0));  // reported and judged, but nothing more was dropped: not dry
+  for (std::uint64_t i = 2; i <= refill_policy::max_in_a_row; ++i) {
+    row(b, "task_generator", 0, 24 + 8 * i, 24 + 8 * i);
+    b.latest["buffer"].dropped = 8 * i;
+    CHECK(p.due(b, 0));
+  }
+  CHECK(p.in_a_row() == refill_policy::max_in_a_row);
+  row(b, "task_generator", 0, 24 + 8 * 9, 24 + 8 * 9);
+  b.latest["buffer"].dropped = 8 * 9;
+  CHECK_FALSE(p.due(b, 0));  // the limit: the stall report comes instead
+  // A new version resets the run of refills; at version 1 step 3 is out too (8 more groups).
+  row(b, "buffer", 160, 1);
+  b.latest["buffer"].dropped = 8 * 10;
+  row(b, "trainer", 1, 1);
+  row(b, "task_generator", 0, 24 + 8 * 9 + 8, 24 + 8 * 9 + 8);
+  CHECK(p.due(b, 1));
+  CHECK(p.in_a_row() == 1);
+  CHECK(p.sent() == refill_policy::max_in_a_row + 1);
 }

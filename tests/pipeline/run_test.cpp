@@ -171,6 +171,8 @@ TEST_CASE("the stand-in manifest runs end to end, and replay reproduces reward a
     for (const auto& [name, v] : (*buffer)["extra"].items())
       if (name.rfind("dropped_", 0) == 0) parts += v.get<std::uint64_t>();
     CHECK(parts == (*buffer)["dropped"].get<std::uint64_t>());
+    if ((*buffer)["dropped"].get<std::uint64_t>() == 0)  // no drop, no refill: none by mistake
+      CHECK(summary["refill_steps"].get<int>() == 0);
   }
   CHECK(summary["mode"] == "async");
   check_loop_use(summary, {"rollout", "trainer"});
@@ -317,16 +319,17 @@ TEST_CASE("groups the buffer drops are refilled: a sync run still reaches its st
 }
 
 TEST_CASE("refills are bounded: a policy whose every group is dropped ends in the stall report") {
+  // 8 refills in a row without a new version (refill_policy::max_in_a_row), then the stall.
   const auto dir = fresh_dir("refill-cap");
   auto r = run_manifest(repeating_manifest(dir, 1), dir / "run", 120s, {"--steps", "3"});
   INFO(r->output);
   CHECK(r->exit_code == 1);
-  CHECK(r->output.find("stalled: nothing moved for 5 s (run.stall_timeout_s) after 3 refill step(s)") !=
-        std::string::npos);
+  CHECK(r->output.find("stalled: nothing moved for 5 s (run.stall_timeout_s) after 8 refill step(s) "
+                       "in a row without a new policy version") != std::string::npos);
   const auto summary = read_json(dir / "run" / "summary.json");
   REQUIRE(summary.is_object());
   CHECK(summary["versions"].get<int>() == 0);
-  CHECK(summary["refill_steps"].get<int>() == 3);
+  CHECK(summary["refill_steps"].get<int>() == 8);
   fs::remove_all(dir);
 }
 

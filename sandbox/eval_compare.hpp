@@ -1,0 +1,64 @@
+#pragma once
+// `kforge compare BEFORE AFTER`: two `kforge eval` verdict files of the same tasks (a model before
+// and after RL, or two models), compared the way issue 8 asks: pass rate and mean speedup over
+// the eager baseline per side, with the spread across tasks, and their differences with a paired
+// bootstrap interval over tasks — so "higher" is a claim the data supports, or is said not to be.
+//
+// Per task the samples are averaged first (a task with 8 samples counts once), then over tasks:
+//   pass rate     = correct samples / samples
+//   mean speedup  = mean of (speedup if correct else 0): a failing kernel is worth nothing
+// The interval resamples tasks with replacement (same tasks on both sides, paired) and takes the
+// 2.5th and 97.5th percentiles of the mean difference.
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.hpp"
+
+namespace kforge::sandbox {
+
+/// One task's samples in a verdict file.
+struct task_samples {
+  int samples = 0;
+  int correct = 0;
+  double speedup_sum = 0;               ///< over all samples, a failing one adding 0
+  std::vector<double> correct_speedups;  ///< the correct samples' speedups (those with a timing)
+
+  double pass_rate() const { return samples > 0 ? static_cast<double>(correct) / samples : 0.0; }
+  double mean_speedup() const { return samples > 0 ? speedup_sum / samples : 0.0; }
+};
+
+/// Verdict lines by task id.
+using eval_by_task = std::map<std::string, task_samples>;
+
+/// Parses `kforge eval` verdict lines (each an object with "task" and "status"; "speedup" when
+/// "ok"). `name` is used in errors, which name the line: NAME:LINE: what is wrong.
+result<eval_by_task> parse_eval_verdicts(const std::string& text, const std::string& name);
+
+/// Reads and parses a verdict file.
+result<eval_by_task> read_eval_verdicts(const std::string& path);
+
+struct compare_options {
+  std::string before, after;  ///< verdict files (kforge eval --out)
+  std::string json;           ///< also write the comparison here; empty: none
+  int resamples = 10'000;     ///< bootstrap resamples, >= 100
+  std::uint64_t seed = 1;     ///< bootstrap seed: the same files and seed give the same interval
+};
+
+/// The comparison as JSON: "before" and "after" (per-side figures), "difference" (after - before
+/// with its interval and a word: "higher", "lower" or "not shown different"), and the tasks whose
+/// pass rate rose, fell or stayed. An error when the two files do not hold the same tasks.
+result<nlohmann::json> compare_evals(const eval_by_task& before, const eval_by_task& after,
+                                     int resamples, std::uint64_t seed);
+
+/// A table of compare_evals' result for a person.
+std::string format_comparison(const nlohmann::json& c);
+
+/// The command: prints the table; 0 when compared, 2 on bad input (named).
+int compare_command(const compare_options& options, std::ostream& out, std::ostream& err);
+
+}  // namespace kforge::sandbox
