@@ -17,7 +17,8 @@ build=${KFORGE_GPU_BUILD:-$root/build-gpu}
 mkdir -p "$out"
 declare -a rows=()
 # KFORGE_STEPS (a comma list of: tests (all), gputests (the gpu label only), run, loop, baseline,
-# synth, bench; default all; loopmodes, loopnccl and loopranks only when named) and
+# synth, bench; default all; loopmodes, loopnccl, loopranks, demobefore, demorun and demoafter only
+# when named) and
 # KFORGE_BENCHES (bench program names; default all) pick what runs, so one device call fits its
 # time limit. The build always runs: every target, or the KFORGE_TARGETS list (space-separated).
 # tiny (only when named): deploy/make_tiny.sh with KFORGE_TINY_ARGS (its --steps and sizes; e.g.
@@ -84,6 +85,33 @@ step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD
         --time-limit 240 --no-progress --run-dir '$build/run'"
       cp "$build/run/summary.json" "$out/run_summary.json" 2>/dev/null
       cp "$build/run/train.jsonl" "$out/run_train.jsonl" 2>/dev/null
+    fi
+    # Issue 8's demonstration, over several device calls (10 minutes each) on one warm machine:
+    # demobefore measures the shipped model on the 57 held-out tasks (G = 8); demorun runs the
+    # embedded default for KFORGE_DEMO_SECONDS (default 450; a second demorun resumes the run for
+    # as long again, so 2 x 390 s make the default's 13 minutes); demoafter measures the run's
+    # newest checkpoint the same way and compares (kforge compare: paired bootstrap over tasks).
+    demo=$build/demo
+    if asked demobefore; then
+      step "demo: held-out before (kforge-tiny)" demo-before.log "$root/deploy/heldout_eval.sh" \
+        --kforge "$build/kforge" --model "$root/models/kforge-tiny" --out "$demo/before"
+      cp "$demo/before/verdicts.jsonl" "$out/demo_before_verdicts.jsonl" 2>/dev/null
+    fi
+    if asked demorun; then
+      leg=(--run-dir "$demo/run")
+      [[ -d $demo/run/checkpoints ]] && leg=(--resume "$demo/run")
+      step "demo: kforge run ${leg[0]} (${KFORGE_DEMO_SECONDS:-450} s)" demo-run.log bash -c \
+        "cd '$root' && '$build/kforge' run ${leg[*]} --time-limit ${KFORGE_DEMO_SECONDS:-450} --no-progress"
+      for f in summary.json train.jsonl; do cp "$demo/run/$f" "$out/demo_run_$f" 2>/dev/null; done
+    fi
+    if asked demoafter; then
+      last=$(ls -d "$demo"/run/checkpoints/step-* 2>/dev/null | grep -E 'step-[0-9]+$' | sort -t- -k2 -n | tail -n 1)
+      step "demo: held-out after (${last##*/})" demo-after.log "$root/deploy/heldout_eval.sh" \
+        --kforge "$build/kforge" --model "${last:-none}" --out "$demo/after" &&
+        step "demo: kforge compare" demo-compare.log "$build/kforge" compare \
+          "$demo/before/verdicts.jsonl" "$demo/after/verdicts.jsonl" --json "$out/demo_compare.json"
+      cp "$demo/after/verdicts.jsonl" "$out/demo_after_verdicts.jsonl" 2>/dev/null
+      "$build/kforge" report "$demo/run" --out "$out/demo_report.html" >/dev/null 2>&1
     fi
     if want loop; then
       # The whole loop on this host's GPU(s) with a random 0.5B-shaped Qwen2 and the fixture

@@ -150,16 +150,12 @@ if want pretrain; then
     --device "$dev" "${pretrain_args[@]}"
 fi
 if want heldout; then
-  rm -rf "$work/samples"
   # Every k-th held-out built-in task, so each family is in the sample.
   awk -v n="$heldout" 'NR==FNR{c++; next} (FNR-1) % int((c+n-1)/n) == 0' \
     "$work/builtin_heldout.jsonl" "$work/builtin_heldout.jsonl" >"$work/heldout_tasks.jsonl"
   echo "make_tiny: $(grep -c . "$work/heldout_tasks.jsonl") held-out tasks of $(grep -c . "$work/builtin_heldout.jsonl")"
-  t "$kforge" sample --model "$model" --tasks "$work/heldout_tasks.jsonl" --out "$work/samples" \
-    --samples "$samples" --max-new-tokens "$max_new" "${gpu_args[@]}"
-  eval_args=(); [[ $gpu -lt 0 ]] && eval_args=(--compile-only)
-  t "$kforge" eval --tasks "$work/samples/tasks.jsonl" --candidates "$work/samples" \
-    --out "$work/verdicts.jsonl" --summary "$work/eval_summary.json" "${eval_args[@]}" | tail -20
+  "$(dirname "${BASH_SOURCE[0]}")/heldout_eval.sh" --kforge "$kforge" --model "$model" --out "$work" \
+    --tasks "$work/heldout_tasks.jsonl" --gpu "$gpu" --samples "$samples" --max-new-tokens "$max_new" | tail -20
   # Per task: restatements, kf_op against the writer's own for the task, verdicts.
   rm -rf "$work/heldout_writer"
   "$kforge" corpus build --tasks "$work/heldout_tasks.jsonl" --out "$work/heldout_writer" >/dev/null || true

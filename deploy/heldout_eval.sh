@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# A model measured on held-out tasks the way issue 8 asks: G samples per task (kforge sample), every
+# sample through the sandbox (kforge eval). The measure make_tiny.sh's heldout step and the
+# demonstration's before/after (gpu-host.sh demobefore, demoafter) share.
+#   deploy/heldout_eval.sh --kforge BIN --model DIR --out DIR [--tasks FILE] [--gpu N]
+#                          [--samples 8] [--max-new-tokens 3072]
+# --model: an HF-style checkpoint directory (models/kforge-tiny, or a run's checkpoints/step-N).
+# --tasks: default models/kforge-tiny/heldout_tasks.jsonl (the 57 held-out built-ins).
+# --gpu -1: CPU sampling and a compile-only eval. Writes OUT/samples/, OUT/verdicts.jsonl (one
+# line per sample: compare two with `kforge compare`) and OUT/eval_summary.json.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+kforge= model= out= tasks=$root/models/kforge-tiny/heldout_tasks.jsonl gpu=0 samples=8 max_new=3072
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --kforge) kforge=$2; shift 2 ;;
+    --model) model=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --tasks) tasks=$2; shift 2 ;;
+    --gpu) gpu=$2; shift 2 ;;
+    --samples) samples=$2; shift 2 ;;
+    --max-new-tokens) max_new=$2; shift 2 ;;
+    *) echo "heldout_eval: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ -n $kforge && -n $model && -n $out ]] ||
+  { echo "heldout_eval: --kforge, --model and --out are required" >&2; exit 2; }
+[[ -f $tasks ]] || { echo "heldout_eval: no task file $tasks" >&2; exit 2; }
+gpu_args=() eval_args=()
+if [[ $gpu -ge 0 ]]; then gpu_args=(--gpu "$gpu"); else eval_args=(--compile-only); fi
+rm -rf "$out/samples"
+mkdir -p "$out"
+t0=$SECONDS
+"$kforge" sample --model "$model" --tasks "$tasks" --out "$out/samples" --samples "$samples" \
+  --max-new-tokens "$max_new" "${gpu_args[@]}"
+echo "heldout_eval: kforge sample took $((SECONDS - t0)) s" >&2
+t0=$SECONDS
+"$kforge" eval --tasks "$out/samples/tasks.jsonl" --candidates "$out/samples" \
+  --out "$out/verdicts.jsonl" --summary "$out/eval_summary.json" "${eval_args[@]}"
+echo "heldout_eval: kforge eval took $((SECONDS - t0)) s" >&2
