@@ -1,5 +1,6 @@
 #include "pipeline/policy_trainer_stage.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -7,13 +8,16 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <optional>
 #include <system_error>
 
 #include <unistd.h>
 
+#include "common/gpu_use_lock.hpp"
 #include "common/hex.hpp"
 #include "common/subprocess.hpp"
+#include "common/visible_gpus.hpp"
 #include "model/weights.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/policy_trainer_common.hpp"
@@ -112,19 +116,7 @@ class policy_trainer_stage final : public actors::trainer_logic {
 
   result<wire::PolicyWeightsT> train(const wire::TrainBatch& batch,
                                      const actors::envelope_info&) override {
-    result<trainer::policy_step_stats> stats = error{"not stepped"};
-    if (ranks_) {  // the other ranks step in their processes, on the same batch
-      const auto stepped = ranks_->step(
-          batch_bytes(batch),
-          [&]() -> status {
-            stats = trainer_->step(to_train_batch(batch));
-            return stats ? status{} : status{stats.err()};
-          },
-          [&] { return trainer_->lead().steps(); });
-      if (!stepped) return stepped.err();
-    } else {
-      stats = trainer_->step(to_train_batch(batch));
-    }
+    auto stats = step(batch);
     if (!stats) return stats.err();
     const auto every = o_.trainer.checkpoint_every;
     if (every > 0 && stats->step % every == 0)
@@ -145,6 +137,36 @@ class policy_trainer_stage final : public actors::trainer_logic {
   }
 
  private:
+  /// One GRPO step on `batch`, every rank of the trainer, with this process's GPUs held.
+  result<trainer::policy_step_stats> step(const wire::TrainBatch& batch) {
+    const auto gpus = hold_gpus();
+    if (!ranks_) return trainer_->step(to_train_batch(batch));
+    result<trainer::policy_step_stats> stats = error{"not stepped"};
+    const auto stepped = ranks_->step(  // the other ranks step in their processes, on the same batch
+        batch_bytes(batch),
+        [&]() -> status {
+          stats = trainer_->step(to_train_batch(batch));
+          return stats ? status{} : status{stats.err()};
+        },
+        [&] { return trainer_->lead().steps(); });
+    if (!stepped) return stepped.err();
+    return stats;
+  }
+
+  /// A host-wide shared use of the GPUs this process steps on, held through a GRPO step: a
+  /// sandbox timing a kernel on one of them (one GPU for rollout, sandbox and trainer) times alone,
+  /// as with the sampler's decode windows (common/gpu_use_lock.hpp). Taken in ordinal order; a
+  /// timer holds one GPU only, so there is no cycle. Rank processes (trainer.ranks = "processes")
+  /// step on their GPUs without it.
+  std::vector<std::unique_ptr<gpu_use_lock>> hold_gpus() const {
+    std::vector<int> mine = ranks_ ? std::vector<int>{o_.devices.front()} : o_.devices;
+    std::sort(mine.begin(), mine.end());
+    std::vector<std::unique_ptr<gpu_use_lock>> held;
+    for (int d : mine)
+      if (d >= 0) held.push_back(std::make_unique<gpu_use_lock>(physical_gpu(d), false));
+    return held;
+  }
+
   /// RUN_DIR/checkpoints/step-N for the current step N; nothing at step 0 (the base model is no
   /// state to resume) or when this step's checkpoint is already written.
   status save(std::uint64_t step) {
