@@ -3,14 +3,16 @@
 # sample through the sandbox (kforge eval). The measure make_tiny.sh's heldout step and the
 # demonstration's before/after (gpu-host.sh demobefore, demoafter) share.
 #   deploy/heldout_eval.sh --kforge BIN --model DIR --out DIR [--tasks FILE] [--gpu N]
-#                          [--samples 8] [--max-new-tokens 3072]
+#                          [--samples 8] [--max-new-tokens 3072] [--eval-seed 1]
 # --model: an HF-style checkpoint directory (models/kforge-tiny, or a run's checkpoints/step-N).
 # --tasks: default models/kforge-tiny/heldout_tasks.jsonl (the 57 held-out built-ins).
-# --gpu -1: CPU sampling and a compile-only eval. Writes OUT/samples/, OUT/verdicts.jsonl (one
-# line per sample: compare two with `kforge compare`) and OUT/eval_summary.json.
+# --gpu -1: CPU sampling and a compile-only eval (nothing runs: no pass rate). Writes OUT/samples/,
+# OUT/verdicts.jsonl (one line per sample: compare two with `kforge compare`) and
+# OUT/eval_summary.json. The eval's input seed is fixed (--eval-seed, default 1), so two models
+# measured with it are checked on the same inputs.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-kforge= model= out= tasks=$root/models/kforge-tiny/heldout_tasks.jsonl gpu=0 samples=8 max_new=3072
+kforge= model= out= tasks=$root/models/kforge-tiny/heldout_tasks.jsonl gpu=0 samples=8 max_new=3072 seed=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kforge) kforge=$2; shift 2 ;;
@@ -20,6 +22,7 @@ while [[ $# -gt 0 ]]; do
     --gpu) gpu=$2; shift 2 ;;
     --samples) samples=$2; shift 2 ;;
     --max-new-tokens) max_new=$2; shift 2 ;;
+    --eval-seed) seed=$2; shift 2 ;;
     *) echo "heldout_eval: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -27,8 +30,8 @@ done
   { echo "heldout_eval: --kforge, --model and --out are required" >&2; exit 2; }
 [[ -f $tasks ]] || { echo "heldout_eval: no task file $tasks" >&2; exit 2; }
 gpu_args=() eval_args=()
-if [[ $gpu -ge 0 ]]; then gpu_args=(--gpu "$gpu"); else eval_args=(--compile-only); fi
-rm -rf "$out/samples"
+if [[ $gpu -ge 0 ]]; then gpu_args=(--gpu "$gpu"); eval_args=(--gpus "$gpu"); else eval_args=(--compile-only); fi
+rm -rf "$out/samples" "$out/verdicts.jsonl" "$out/eval_summary.json"  # nothing left from an earlier measure
 mkdir -p "$out"
 t0=$SECONDS
 "$kforge" sample --model "$model" --tasks "$tasks" --out "$out/samples" --samples "$samples" \
@@ -36,5 +39,5 @@ t0=$SECONDS
 echo "heldout_eval: kforge sample took $((SECONDS - t0)) s" >&2
 t0=$SECONDS
 "$kforge" eval --tasks "$out/samples/tasks.jsonl" --candidates "$out/samples" \
-  --out "$out/verdicts.jsonl" --summary "$out/eval_summary.json" "${eval_args[@]}"
+  --out "$out/verdicts.jsonl" --summary "$out/eval_summary.json" --seed "$seed" "${eval_args[@]}"
 echo "heldout_eval: kforge eval took $((SECONDS - t0)) s" >&2

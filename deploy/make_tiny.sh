@@ -155,7 +155,7 @@ if want heldout; then
     "$work/builtin_heldout.jsonl" "$work/builtin_heldout.jsonl" >"$work/heldout_tasks.jsonl"
   echo "make_tiny: $(grep -c . "$work/heldout_tasks.jsonl") held-out tasks of $(grep -c . "$work/builtin_heldout.jsonl")"
   "$(dirname "${BASH_SOURCE[0]}")/heldout_eval.sh" --kforge "$kforge" --model "$model" --out "$work" \
-    --tasks "$work/heldout_tasks.jsonl" --gpu "$gpu" --samples "$samples" --max-new-tokens "$max_new" | tail -20
+    --tasks "$work/heldout_tasks.jsonl" --gpu "$gpu" --samples "$samples" --max-new-tokens "$max_new"
   # Per task: restatements, kf_op against the writer's own for the task, verdicts.
   rm -rf "$work/heldout_writer"
   "$kforge" corpus build --tasks "$work/heldout_tasks.jsonl" --out "$work/heldout_writer" >/dev/null || true

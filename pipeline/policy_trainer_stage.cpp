@@ -155,15 +155,17 @@ class policy_trainer_stage final : public actors::trainer_logic {
 
   /// A host-wide shared use of the GPUs this process steps on, held through a GRPO step: a
   /// sandbox timing a kernel on one of them (one GPU for rollout, sandbox and trainer) times alone,
-  /// as with the sampler's decode windows (common/gpu_use_lock.hpp). Taken in ordinal order; a
-  /// timer holds one GPU only, so there is no cycle. Rank processes (trainer.ranks = "processes")
+  /// as with the sampler's decode windows (common/gpu_use_lock.hpp). Taken in physical-id order;
+  /// a timer holds one GPU only, so there is no cycle. The cost: a timer waits out a whole step
+  /// (and, behind its gate, so do new shared users). Rank processes (trainer.ranks = "processes")
   /// step on their GPUs without it.
   std::vector<std::unique_ptr<gpu_use_lock>> hold_gpus() const {
-    std::vector<int> mine = ranks_ ? std::vector<int>{o_.devices.front()} : o_.devices;
-    std::sort(mine.begin(), mine.end());
+    std::vector<std::string> gpus;  // by physical id: the same order in every process of the host
+    for (int d : ranks_ ? std::vector<int>{o_.devices.front()} : o_.devices)
+      if (d >= 0) gpus.push_back(physical_gpu(d));
+    std::sort(gpus.begin(), gpus.end());
     std::vector<std::unique_ptr<gpu_use_lock>> held;
-    for (int d : mine)
-      if (d >= 0) held.push_back(std::make_unique<gpu_use_lock>(physical_gpu(d), false));
+    for (const auto& g : gpus) held.push_back(std::make_unique<gpu_use_lock>(g, false));
     return held;
   }
 

@@ -31,12 +31,20 @@ result<eval_by_task> parse_eval_verdicts(const std::string& text, const std::str
       return error{where + "no \"task\" string"};
     if (status == v.end() || !status->is_string())
       return error{where + "no \"status\" string"};
+    const auto st = status->get<std::string>();
+    if (st == "compiled")
+      return error{where + "a compile-only verdict (status \"compiled\": nothing was run), so there "
+                           "is no pass rate to compare; eval on a GPU"};
     auto& t = out[task->get<std::string>()];
+    if (st == "infra_error") {
+      ++t.infra_errors;
+      continue;
+    }
     ++t.samples;
-    if (status->get<std::string>() != "ok") continue;
+    if (st != "ok") continue;
     ++t.correct;
     const auto s = v.find("speedup");
-    if (s == v.end()) continue;  // a compile-only eval: correct, not timed
+    if (s == v.end()) continue;  // correct, but not timed: counts as passing, adds no speedup
     if (!s->is_number() || !std::isfinite(s->get<double>()) || s->get<double>() < 0)
       return error{where + "\"speedup\" is not a finite number >= 0"};
     t.speedup_sum += s->get<double>();
@@ -79,12 +87,13 @@ double sd(const std::vector<double>& v) {
 }
 
 json side(const eval_by_task& e) {
-  int samples = 0, correct = 0, any = 0, half = 0, fast = 0;
+  int samples = 0, correct = 0, any = 0, half = 0, fast = 0, infra = 0;
   std::vector<double> pass, speed, timed;
   double log_sum = 0;
   for (const auto& [task, t] : e) {
     samples += t.samples;
     correct += t.correct;
+    infra += t.infra_errors;
     any += t.correct > 0;
     half += 2 * t.correct >= t.samples && t.correct > 0;
     pass.push_back(t.pass_rate());
@@ -100,6 +109,7 @@ json side(const eval_by_task& e) {
       {"tasks", e.size()},
       {"samples", samples},
       {"correct", correct},
+      {"infra_errors_left_out", infra},
       {"tasks_with_a_correct_sample", any},
       {"tasks_half_or_more_correct", half},
       {"pass_rate", {{"mean", mean(pass)}, {"sd", sd(pass)}}},
@@ -150,6 +160,14 @@ result<json> compare_evals(const eval_by_task& before, const eval_by_task& after
                  std::to_string(only_before.size()) + " only before (" + some(only_before) +
                  "), " + std::to_string(only_after.size()) + " only after (" + some(only_after) +
                  ")"};
+  if (before.size() < 2)
+    return error{"a comparison needs at least 2 tasks (the interval is over tasks), got " +
+                 std::to_string(before.size())};
+  for (const auto& [name, side] : {std::pair{"before", &before}, std::pair{"after", &after}})
+    for (const auto& [task, t] : *side)
+      if (t.samples == 0)
+        return error{std::string(name) + ", task " + task + ": every verdict is an infra_error "
+                     "(the sandbox failed, not the kernel): nothing to compare"};
 
   std::vector<double> d_pass, d_speed;
   json rose = json::array(), fell = json::array();
@@ -198,6 +216,9 @@ std::string format_comparison(const json& c) {
   };
   row("", "before", "after");
   row("correct samples", count(b, "correct", "samples"), count(a, "correct", "samples"));
+  if (b.at("infra_errors_left_out").get<int>() + a.at("infra_errors_left_out").get<int>() > 0)
+    row("infra_error verdicts (left out)", std::to_string(b.at("infra_errors_left_out").get<int>()),
+        std::to_string(a.at("infra_errors_left_out").get<int>()));
   row("tasks with >= 1 correct", count(b, "tasks_with_a_correct_sample", "tasks"),
       count(a, "tasks_with_a_correct_sample", "tasks"));
   row("tasks with >= half correct", count(b, "tasks_half_or_more_correct", "tasks"),

@@ -21,10 +21,12 @@
 
 namespace kforge::sandbox {
 
-/// One task's samples in a verdict file.
+/// One task's samples in a verdict file. An `infra_error` verdict is the sandbox's failure, not
+/// the kernel's: it is counted apart and left out of `samples`.
 struct task_samples {
   int samples = 0;
   int correct = 0;
+  int infra_errors = 0;
   double speedup_sum = 0;               ///< over all samples, a failing one adding 0
   std::vector<double> correct_speedups;  ///< the correct samples' speedups (those with a timing)
 
@@ -36,7 +38,8 @@ struct task_samples {
 using eval_by_task = std::map<std::string, task_samples>;
 
 /// Parses `kforge eval` verdict lines (each an object with "task" and "status"; "speedup" when
-/// "ok"). `name` is used in errors, which name the line: NAME:LINE: what is wrong.
+/// "ok"). `name` is used in errors, which name the line: NAME:LINE: what is wrong. A compile-only
+/// eval's lines (status "compiled": nothing ran) are refused: they have no pass rate.
 result<eval_by_task> parse_eval_verdicts(const std::string& text, const std::string& name);
 
 /// Reads and parses a verdict file.
@@ -51,7 +54,8 @@ struct compare_options {
 
 /// The comparison as JSON: "before" and "after" (per-side figures), "difference" (after - before
 /// with its interval and a word: "higher", "lower" or "not shown different"), and the tasks whose
-/// pass rate rose, fell or stayed. An error when the two files do not hold the same tasks.
+/// pass rate rose, fell or stayed. An error when the two files do not hold the same tasks, or hold
+/// fewer than 2 (an interval over one task says nothing).
 result<nlohmann::json> compare_evals(const eval_by_task& before, const eval_by_task& after,
                                      int resamples, std::uint64_t seed);
 

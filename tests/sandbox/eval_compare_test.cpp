@@ -37,7 +37,7 @@ TEST_CASE("verdict lines are counted per task; a failing sample adds 0 to the sp
   CHECK(e.at("a").correct == 2);
   CHECK(e.at("a").pass_rate() == doctest::Approx(0.5));
   CHECK(e.at("a").mean_speedup() == doctest::Approx((2.0 + 0.5) / 4));
-  CHECK(e.at("b").correct == 1);          // correct without a timing (compile-only eval)
+  CHECK(e.at("b").correct == 1);          // an ok verdict without a timing: passing, no speedup
   CHECK(e.at("b").correct_speedups.empty());
 }
 
@@ -51,6 +51,9 @@ TEST_CASE("bad verdict files are refused with the file and line") {
   auto bad_speed = parse_eval_verdicts(R"({"task":"a","status":"ok","speedup":"fast"})" "\n", "v.jsonl");
   REQUIRE_FALSE(bad_speed.ok());
   CHECK(bad_speed.message().find("\"speedup\" is not a finite number") != std::string::npos);
+  auto compiled = parse_eval_verdicts(R"({"task":"a","status":"compiled"})" "\n", "v.jsonl");
+  REQUIRE_FALSE(compiled.ok());
+  CHECK(compiled.message().find("v.jsonl:1: a compile-only verdict") != std::string::npos);
   auto empty = parse_eval_verdicts("\n\n", "v.jsonl");
   REQUIRE_FALSE(empty.ok());
   CHECK(empty.message().find("no verdict lines") != std::string::npos);
@@ -111,6 +114,27 @@ TEST_CASE("a difference every task shows is 'higher'; none at all is 'not shown 
   CHECK((*flat)["difference"]["pass_rate"]["word"] == "not shown different");
 }
 
+TEST_CASE("infra_error verdicts are the sandbox's failures: left out of the pass rate, counted") {
+  const auto before = parse(line("a", "ok", 1.0) + line("a", "infra_error") + line("b", "wrong_answer") +
+                            line("b", "ok", 1.0));
+  CHECK(before.at("a").samples == 1);
+  CHECK(before.at("a").infra_errors == 1);
+  auto c = compare_evals(before, before, 500, 1);
+  REQUIRE(c.ok());
+  CHECK((*c)["before"]["infra_errors_left_out"] == 1);
+  CHECK((*c)["before"]["pass_rate"]["mean"].get<double>() == doctest::Approx(0.75));
+  CHECK(format_comparison(*c).find("infra_error verdicts (left out)") != std::string::npos);
+  auto only_infra = compare_evals(before, parse(line("a", "infra_error") + line("b", "ok", 1.0)), 500, 1);
+  REQUIRE_FALSE(only_infra.ok());
+  CHECK(only_infra.message().find("after, task a: every verdict is an infra_error") != std::string::npos);
+}
+
+TEST_CASE("one task is refused: an interval over tasks needs at least two") {
+  auto c = compare_evals(parse(line("a", "ok", 1.0)), parse(line("a", "wrong_answer")), 500, 1);
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.message().find("at least 2 tasks") != std::string::npos);
+}
+
 TEST_CASE("files of different tasks are refused, naming the tasks") {
   auto c = compare_evals(parse(line("a", "ok", 1.0) + line("b", "ok", 1.0)),
                          parse(line("a", "ok", 1.0) + line("z", "ok", 1.0)), 500, 1);
@@ -130,8 +154,8 @@ TEST_CASE("the command prints the table, writes JSON, and exits 2 on a bad file"
 
   const auto dir = std::filesystem::temp_directory_path() / ("kf-compare-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  std::ofstream(dir / "b.jsonl") << line("a", "ok", 0.5) << line("a", "wrong_answer");
-  std::ofstream(dir / "a.jsonl") << line("a", "ok", 0.5) << line("a", "ok", 1.5);
+  std::ofstream(dir / "b.jsonl") << line("a", "ok", 0.5) << line("a", "wrong_answer") << line("b", "ok", 1.0);
+  std::ofstream(dir / "a.jsonl") << line("a", "ok", 0.5) << line("a", "ok", 1.5) << line("b", "ok", 1.0);
   o.before = (dir / "b.jsonl").string();
   o.after = (dir / "a.jsonl").string();
   o.json = (dir / "c.json").string();
@@ -143,7 +167,7 @@ TEST_CASE("the command prints the table, writes JSON, and exits 2 on a bad file"
   CHECK(out.str().find("rose a: 1/2 -> 2/2") != std::string::npos);
   const auto j = nlohmann::json::parse(std::ifstream(dir / "c.json"));
   CHECK(j["after"]["file"] == o.after);
-  CHECK(j["after"]["mean_speedup"]["mean"].get<double>() == doctest::Approx(1.0));
+  CHECK(j["after"]["mean_speedup"]["mean"].get<double>() == doctest::Approx(1.0));  // (1.0 + 1.0) / 2
   CHECK(j["after"]["correct_speedup"]["median"].get<double>() == doctest::Approx(1.0));
   std::filesystem::remove_all(dir);
 }
