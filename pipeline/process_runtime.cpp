@@ -3,13 +3,16 @@
 #include <unistd.h>
 
 #include <caf/actor_cast.hpp>
+#include <caf/after.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <future>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "actors/actor_types.hpp"
@@ -113,6 +116,9 @@ struct process_runtime::impl {
   std::optional<messages::recording_writer> candidates_recording;  ///< broker's thread only
   std::vector<std::unique_ptr<worker_slot>> workers;
   std::optional<step_driver> driver;
+  /// report_metrics' asker (made on the pump's thread) and the stages it awaits an answer from.
+  std::optional<caf::scoped_actor> metrics_ask;
+  std::set<caf::actor_addr> metrics_asked;
   std::uint64_t broker_failed_sent = 0;
   /// This process's samplers, told of new weights the moment they arrive (weights_arrived).
   std::vector<std::shared_ptr<actors::sampler_logic>> weights_listeners;
@@ -474,12 +480,29 @@ struct process_runtime::impl {
     (void)metrics_out->send(messages::pack(h, w), 100ms);
   }
 
-  void report_metrics() {
-    caf::scoped_actor ask{*sys};
+  /// The stages' metrics, asked for without blocking the pump: each stage is sent one ask at a
+  /// time and answers when it is free; answers are sent on as they are collected, here and on later
+  /// rounds. A stage inside a long logic call (a sampler generating, a trainer stepping) keeps its
+  /// last report meanwhile. (Asking each in turn and waiting up to 500 ms for each held the pump,
+  /// and every link it serves, for a second a round while a sampler and a trainer were busy.) The
+  /// last round, before the process ends, waits up to 500 ms for every answer.
+  void report_metrics(bool last = false) {
+    if (!metrics_ask) metrics_ask.emplace(*sys);
+    auto& ask = *metrics_ask;
     for (const auto& [name, actor] : stages)
-      ask->request(actor, std::chrono::milliseconds(500), actors::metrics_atom_v)
-          .receive([&](const actors::stage_metrics& s) { send_metric(actors::to_wire(s)); },
-                   [&](const caf::error&) {});
+      if (metrics_asked.insert(caf::actor_cast<caf::actor_addr>(actor)).second)
+        ask->send(actor, actors::metrics_atom_v);
+    const auto deadline = std::chrono::steady_clock::now() + (last ? 500ms : 0ms);
+    for (bool more = !metrics_asked.empty(); more && !metrics_asked.empty();) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      ask->receive(
+          [&](const actors::stage_metrics& s) {
+            metrics_asked.erase(caf::actor_cast<caf::actor_addr>(ask->current_sender()));
+            send_metric(actors::to_wire(s));
+          },
+          caf::after(std::max(left, 0ms)) >> [&] { more = false; });
+    }
     for (auto& w : workers) {
       std::lock_guard<std::mutex> g(w->mu);
       send_metric(actors::to_wire(w->core.snapshot(w->held)));
@@ -567,7 +590,7 @@ struct process_runtime::impl {
         break;
       }
     }
-    report_metrics();  // the final counts reach the head before this process goes
+    report_metrics(true);  // the final counts reach the head before this process goes
     return result;
   }
 
@@ -581,6 +604,8 @@ struct process_runtime::impl {
     // waiting now, so that the actor system below is not held up by it.
     for (const auto& l : weights_listeners) l->shutting_down();
     weights_listeners.clear();
+    metrics_asked.clear();
+    metrics_ask.reset();  // an actor too: the system below waits for it
     if (sys) {
       for (const auto& [name, actor] : stages) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
       stages.clear();
