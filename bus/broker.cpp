@@ -79,6 +79,7 @@ struct broker::impl {
 
   std::thread thread;
   std::atomic<bool> stopping{false};
+  std::atomic<bool> frozen{false};  ///< freeze(): no dispatch, no results taken
   mutable std::mutex error_mutex;
   std::string last_error;
 
@@ -194,6 +195,7 @@ struct broker::impl {
         if (n != 5) break;
         const auto wid = read_u64(frames[3]);
         if (!wid) break;
+        if (frozen.load()) return;  // the item stays in flight: left unjudged at the run's end
         if (it == workers.end()) {
           bump(c.stale);
           send_reconnect(id);
@@ -298,6 +300,7 @@ struct broker::impl {
   }
 
   status dispatch() {
+    if (frozen.load()) return status::success();
     std::vector<std::string> skip;  // workers whose pipe was full this round
     // Results waiting for the sink hold back new work: the sink is the pool's real speed.
     while (!queue.empty() && outbox.size() < opts.max_queued) {
@@ -460,6 +463,8 @@ status broker::poll_once(milliseconds timeout) {
   if (impl_->thread.joinable()) return error{"bus: poll_once on a started broker"};
   return impl_->poll(timeout);
 }
+
+void broker::freeze() { impl_->frozen = true; }
 
 broker_counters broker::counters() const {
   const auto& c = impl_->c;

@@ -101,6 +101,12 @@ class broker {
   /// the broker themselves. An error when started.
   status poll_once(std::chrono::milliseconds timeout);
 
+  /// For a run's last counts: from the next loop iteration on, no work goes to workers and no
+  /// result is taken from them, so what the broker holds stays counted as queued or in flight
+  /// (left unjudged) and its completed count stops; new work is still read into the queue, so what
+  /// a sampler sends at the end is counted as received. Thread-safe; stop() ends it as usual.
+  void freeze();
+
   broker_counters counters() const;
   /// Resolved endpoints (tcp://HOST:* shows the chosen port).
   const std::string& frontend_endpoint() const noexcept;

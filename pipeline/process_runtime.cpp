@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <future>
 #include <mutex>
+#include <map>
 #include <optional>
-#include <set>
 #include <thread>
 
 #include "actors/actor_types.hpp"
@@ -116,9 +116,9 @@ struct process_runtime::impl {
   std::optional<messages::recording_writer> candidates_recording;  ///< broker's thread only
   std::vector<std::unique_ptr<worker_slot>> workers;
   std::optional<step_driver> driver;
-  /// report_metrics' asker (made on the pump's thread) and the stages it awaits an answer from.
+  /// report_metrics' asker (made on the pump's thread) and, per stage, its asks not yet answered.
   std::optional<caf::scoped_actor> metrics_ask;
-  std::set<caf::actor_addr> metrics_asked;
+  std::map<caf::actor_addr, unsigned> metrics_pending;
   std::uint64_t broker_failed_sent = 0;
   /// This process's samplers, told of new weights the moment they arrive (weights_arrived).
   std::vector<std::shared_ptr<actors::sampler_logic>> weights_listeners;
@@ -480,28 +480,41 @@ struct process_runtime::impl {
     (void)metrics_out->send(messages::pack(h, w), 100ms);
   }
 
-  /// The stages' metrics, asked for without blocking the pump: each stage is sent one ask at a
-  /// time and answers when it is free; answers are sent on as they are collected, here and on later
-  /// rounds. A stage inside a long logic call (a sampler generating, a trainer stepping) keeps its
-  /// last report meanwhile. (Asking each in turn and waiting up to 500 ms for each held the pump,
-  /// and every link it serves, for a second a round while a sampler and a trainer were busy.) The
-  /// last round, before the process ends, waits up to 500 ms for every answer.
+  /// The stages' metrics, asked for without blocking the pump: each round first sends on the
+  /// answers that came in since the last one, then asks every stage that has none outstanding. A
+  /// stage inside a long logic call (a sampler generating, a trainer stepping) answers when it is
+  /// free and keeps its last report meanwhile. (Asking each in turn and waiting up to 500 ms for
+  /// each held the pump, and every link it serves, 500 ms a round per busy stage.) The last round,
+  /// before the process ends, asks every stage afresh and waits up to 2 s for all the answers:
+  /// a stage answers in order, so its last answer counts all it did (the head's balance checks).
   void report_metrics(bool last = false) {
     if (!metrics_ask) metrics_ask.emplace(*sys);
     auto& ask = *metrics_ask;
-    for (const auto& [name, actor] : stages)
-      if (metrics_asked.insert(caf::actor_cast<caf::actor_addr>(actor)).second)
-        ask->send(actor, actors::metrics_atom_v);
-    const auto deadline = std::chrono::steady_clock::now() + (last ? 500ms : 0ms);
-    for (bool more = !metrics_asked.empty(); more && !metrics_asked.empty();) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
+    auto take = [&](std::chrono::milliseconds wait) {
+      bool got = false;
       ask->receive(
           [&](const actors::stage_metrics& s) {
-            metrics_asked.erase(caf::actor_cast<caf::actor_addr>(ask->current_sender()));
+            const auto it = metrics_pending.find(caf::actor_cast<caf::actor_addr>(ask->current_sender()));
+            if (it != metrics_pending.end() && --it->second == 0) metrics_pending.erase(it);
             send_metric(actors::to_wire(s));
+            got = true;
           },
-          caf::after(std::max(left, 0ms)) >> [&] { more = false; });
+          caf::after(wait) >> [] {});
+      return got;
+    };
+    while (!metrics_pending.empty() && take(0ms)) {
+    }
+    for (const auto& [name, actor] : stages) {
+      auto& n = metrics_pending[caf::actor_cast<caf::actor_addr>(actor)];
+      if (n > 0 && !last) continue;
+      ++n;
+      ask->send(actor, actors::metrics_atom_v);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + 2s;
+    while (last && !metrics_pending.empty()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left <= 0ms || !take(left)) break;
     }
     for (auto& w : workers) {
       std::lock_guard<std::mutex> g(w->mu);
@@ -547,6 +560,34 @@ struct process_runtime::impl {
     send_metric(std::move(bus));
   }
 
+  /// Takes what waits on the inputs (up to 256 envelopes a link per pass, so one busy link cannot
+  /// starve the others), waiting up to `wait` for any. True when something arrived.
+  bool pump(std::vector<zmq::pollitem_t>& items, std::chrono::milliseconds wait,
+            std::chrono::steady_clock::time_point& last_control) {
+    zmq::poll(items.data(), items.size(), wait);
+    bool got = false;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (!(items[i].revents & ZMQ_POLLIN)) continue;
+      auto& in = inputs[i];
+      for (int n = 0; n < 256; ++n) {
+        if (in.sub) {
+          auto r = in.sub->receive(0ms);
+          if (!r.ok()) continue;  // counted by the subscriber as rejected
+          if (!r->has_value()) break;
+          if (in.id == link::control) last_control = std::chrono::steady_clock::now();
+          dispatch(in, (*r)->env);
+        } else {
+          auto r = in.pull->receive(0ms);
+          if (!r.ok()) continue;  // counted by the receiver as rejected
+          if (!r->has_value()) break;
+          dispatch(in, **r);
+        }
+        got = true;
+      }
+    }
+    return got;
+  }
+
   status run() {
     auto next_metrics = std::chrono::steady_clock::now();
     auto last_control = std::chrono::steady_clock::now();
@@ -555,29 +596,11 @@ struct process_runtime::impl {
     status result;
     while (!stop_requested.load()) {
       try {
-        zmq::poll(items.data(), items.size(), 50ms);
+        pump(items, 50ms, last_control);
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;
         result = error{std::string("bus poll failed: ") + e.what()};
         break;
-      }
-      for (std::size_t i = 0; i < items.size(); ++i) {
-        if (!(items[i].revents & ZMQ_POLLIN)) continue;
-        auto& in = inputs[i];
-        for (int n = 0; n < 256; ++n) {  // bounded, so one busy link cannot starve the others
-          if (in.sub) {
-            auto r = in.sub->receive(0ms);
-            if (!r.ok()) continue;  // counted by the subscriber as rejected
-            if (!r->has_value()) break;
-            if (in.id == link::control) last_control = std::chrono::steady_clock::now();
-            dispatch(in, (*r)->env);
-          } else {
-            auto r = in.pull->receive(0ms);
-            if (!r.ok()) continue;  // counted by the receiver as rejected
-            if (!r->has_value()) break;
-            dispatch(in, **r);
-          }
-        }
       }
       const auto now = std::chrono::steady_clock::now();
       if (now >= next_metrics) {
@@ -590,8 +613,26 @@ struct process_runtime::impl {
         break;
       }
     }
+    settle(items, last_control);
     report_metrics(true);  // the final counts reach the head before this process goes
     return result;
+  }
+
+  /// Before the last counts: the sandbox pool freezes (bus::broker::freeze: what it holds, queued
+  /// or in a worker's hands, is counted as left unjudged; candidates a sampler still sends are
+  /// counted as received), then the links are pumped until
+  /// nothing has arrived for 200 ms (at most 3 s), so what was in transit between stages (a verdict
+  /// on its way to the reward, a scored sample to the buffer) is counted on both sides. Without
+  /// it a run stopped while the pool was still judging could end unbalanced by one in-transit
+  /// envelope (test_run's time-limited run did, now and then).
+  void settle(std::vector<zmq::pollitem_t>& items, std::chrono::steady_clock::time_point& last_control) {
+    if (broker) broker->freeze();
+    const auto until = std::chrono::steady_clock::now() + 3s;
+    try {
+      while (std::chrono::steady_clock::now() < until && pump(items, 200ms, last_control)) {
+      }
+    } catch (const zmq::error_t&) {  // the end of the run either way; the counts say what arrived
+    }
   }
 
   void shutdown() {
@@ -604,7 +645,7 @@ struct process_runtime::impl {
     // waiting now, so that the actor system below is not held up by it.
     for (const auto& l : weights_listeners) l->shutting_down();
     weights_listeners.clear();
-    metrics_asked.clear();
+    metrics_pending.clear();
     metrics_ask.reset();  // an actor too: the system below waits for it
     if (sys) {
       for (const auto& [name, actor] : stages) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);

@@ -191,6 +191,37 @@ TEST_CASE("three workers share the work and every result comes back exactly once
   p.b.stop();
 }
 
+TEST_CASE("a frozen broker hands out nothing and takes no result; new work is still counted") {
+  broker_options o;
+  o.heartbeat_interval = hb;
+  o.liveness = 25;
+  auto p = pool::make(o);
+  REQUIRE(p.b.start().ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  auto w = worker_thread(p.b.backend_endpoint(), "w1", stop, errors);
+  for (std::uint64_t i = 1; i <= 50; ++i) REQUIRE(p.producer.send(blob(i, 64), 5000ms).ok());
+  std::map<std::uint64_t, int> per_sample;
+  std::map<std::string, int> per_worker;
+  p.collect(50, per_sample, per_worker);
+
+  p.b.freeze();
+  for (std::uint64_t i = 51; i <= 80; ++i) REQUIRE(p.producer.send(blob(i, 64), 5000ms).ok());
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (p.b.counters().received < 80 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);  // polling the broker's own thread's counters
+  std::this_thread::sleep_for(200ms);   // room for a dispatch that must not happen
+  const auto c = p.b.counters();
+  CHECK(c.received == 80);
+  CHECK(c.completed == 50);
+  CHECK(c.queued + c.in_flight == 30);  // the invariant the run's balance check reads
+  CHECK(c.dispatched == 50 + c.in_flight);
+  stop = true;
+  w.join();
+  CHECK(errors == 0);
+  p.b.stop();
+}
+
 TEST_CASE("a worker that dies holding work: its items are re-queued and finished by the others") {
   broker_options o;
   o.heartbeat_interval = hb;
