@@ -386,8 +386,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   int code = 0;
   // Refills (step_driver, process_runtime.cpp): a loop that ran dry short of its steps because
   // the buffer dropped groups gets one more step of requests once the counts have held still.
-  refill_policy refills(static_cast<std::uint64_t>(m.buffer.groups_per_batch),
-                        m.run.mode == run_mode::sync ? 1 : 1 + static_cast<std::uint64_t>(m.buffer.max_staleness),
+  refill_policy refills(static_cast<std::uint64_t>(m.buffer.groups_per_batch), step_lookahead(m),
                         version, static_cast<std::uint64_t>(m.run.steps));
   const auto refill_quiet = std::chrono::duration<double>(std::min(1.0, m.run.stall_timeout_s / 4));
 

@@ -195,4 +195,8 @@ status check_sampler_gpu(const manifest& m) {
                "deploy/manifests/stand_in.toml"};
 }
 
+std::uint64_t step_lookahead(const manifest& m) {
+  return m.run.mode == run_mode::sync ? 1 : 1 + static_cast<std::uint64_t>(m.buffer.max_staleness);
+}
+
 }  // namespace kforge::pipeline

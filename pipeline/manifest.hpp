@@ -164,4 +164,9 @@ result<std::vector<int>> stage_gpus(const manifest& m, actor_kind k);
 /// openai samplers, which need no GPU of their own).
 status check_sampler_gpu(const manifest& m);
 
+/// How many steps of requests run ahead of the policy version: 1 in sync mode (step s waits for
+/// the weights of step s - 1), 1 + buffer.max_staleness in async mode. The step driver releases by
+/// it and the head's refill_policy counts what was released by it.
+std::uint64_t step_lookahead(const manifest& m);
+
 }  // namespace kforge::pipeline

@@ -253,8 +253,7 @@ struct process_runtime::impl {
       driver.emplace();
       driver->generator = *g;
       driver->steps = static_cast<std::uint64_t>(m.run.steps);
-      driver->lookahead =
-          m.run.mode == run_mode::sync ? 1 : 1 + static_cast<std::uint64_t>(m.buffer.max_staleness);
+      driver->lookahead = step_lookahead(m);
     }
     if (sampler) {
       auto out = open_outlet(link::candidates, false);
@@ -620,11 +619,11 @@ struct process_runtime::impl {
 
   /// Before the last counts: the sandbox pool freezes (bus::broker::freeze: what it holds, queued
   /// or in a worker's hands, is counted as left unjudged; candidates a sampler still sends are
-  /// counted as received), then the links are pumped until
-  /// nothing has arrived for 200 ms (at most 3 s), so what was in transit between stages (a verdict
-  /// on its way to the reward, a scored sample to the buffer) is counted on both sides. Without
-  /// it a run stopped while the pool was still judging could end unbalanced by one in-transit
-  /// envelope (test_run's time-limited run did, now and then).
+  /// counted as received), then the links are pumped until nothing has arrived for 200 ms (at
+  /// most 3 s), so what was in transit between stages (a verdict on its way to the reward, a
+  /// scored sample to the buffer) is counted on both sides. Without it a run stopped while the
+  /// pool was still judging could end unbalanced by one in-transit envelope (test_run's
+  /// time-limited run did, now and then).
   void settle(std::vector<zmq::pollitem_t>& items, std::chrono::steady_clock::time_point& last_control) {
     if (broker) broker->freeze();
     const auto until = std::chrono::steady_clock::now() + 3s;
