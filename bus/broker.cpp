@@ -74,7 +74,7 @@ struct broker::impl {
 
   struct {
     std::atomic<std::uint64_t> received{0}, rejected{0}, queued{0}, in_flight{0}, pending{0},
-        dispatched{0}, completed{0}, requeued{0}, failed{0}, stale{0}, alive{0}, dead{0};
+        dispatched{0}, completed{0}, requeued{0}, failed{0}, stale{0}, alive{0}, dead{0}, left{0};
   } c;
 
   std::thread thread;
@@ -125,8 +125,10 @@ struct broker::impl {
     }
   }
 
-  // Declares a worker gone: every item it held goes back to the queue front or fails.
-  void lose_worker(const std::string& id, const std::string& why) {
+  // Declares a worker gone: every item it held goes back to the queue front or fails. `died`:
+  // lost (silent, unroutable, a new session), counted dead; false: it said DISCONNECT, counted as
+  // left (a worker leaving at the end of a run is not a failure).
+  void lose_worker(const std::string& id, const std::string& why, bool died = true) {
     auto it = workers.find(id);
     if (it == workers.end()) return;
     const worker_state& w = it->second;
@@ -148,7 +150,7 @@ struct broker::impl {
       }
     }
     workers.erase(it);
-    bump(c.dead);
+    bump(died ? c.dead : c.left);
   }
 
   void send_reconnect(const std::string& id) {
@@ -220,7 +222,7 @@ struct broker::impl {
       }
       case proto::command::disconnect:
         if (n != 3) break;
-        lose_worker(id, "disconnected");
+        lose_worker(id, "disconnected", false);
         return;
       default:
         break;
@@ -481,6 +483,7 @@ broker_counters broker::counters() const {
   out.stale_results = c.stale;
   out.workers_alive = c.alive;
   out.workers_dead = c.dead;
+  out.workers_left = c.left;
   return out;
 }
 

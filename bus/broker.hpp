@@ -16,9 +16,10 @@
 //
 // A work item is identified by its envelope's message_id; results should carry the work's
 // sample_id (the trace id) so a consumer can match them. A worker that is silent for `liveness`
-// heartbeat intervals, disconnects or becomes unroutable is declared dead; each item it held is
-// re-queued at the front, at most `max_requeues` times; after that the item is failed and handed to
-// `on_failed`. So at any moment:
+// heartbeat intervals or becomes unroutable is declared dead (workers_dead); one that says
+// DISCONNECT has left (workers_left). Either way each item it held is re-queued at the front, at
+// most `max_requeues` times; after that the item is failed and handed to `on_failed`. So at any
+// moment:
 //   received == queued + in_flight + pending_results + completed + failed.
 //
 // Threads: the broker's sockets are created by create() and then used by exactly one thread: the
@@ -81,7 +82,8 @@ struct broker_counters {
   std::uint64_t failed = 0;           ///< items given up on (see on_failed)
   std::uint64_t stale_results = 0;    ///< results from a worker that no longer held the item
   std::uint64_t workers_alive = 0;    ///< now
-  std::uint64_t workers_dead = 0;     ///< declared dead or disconnected, in total
+  std::uint64_t workers_dead = 0;     ///< declared dead (silent, unroutable), in total
+  std::uint64_t workers_left = 0;     ///< said DISCONNECT (their held items re-queued), in total
 };
 
 class broker {

@@ -545,6 +545,7 @@ struct process_runtime::impl {
       add("stale_results", c.stale_results);
       add("workers_alive", c.workers_alive);
       add("workers_dead", c.workers_dead);
+      add("workers_left", c.workers_left);
       send_metric(std::move(w));
     }
     std::uint64_t rejected = 0;

@@ -9,6 +9,15 @@ bool sample_buffer::is_stale(std::uint64_t version) const noexcept {
          policy_version_ - version > static_cast<std::uint64_t>(opt_.max_staleness);
 }
 
+bool sample_buffer::is_duplicate(group& g, std::uint64_t prompt_hash, std::uint64_t code_hash) {
+  switch (opt_.dedup) {
+    case dedup_scope::group: return !g.codes.insert(code_hash).second;  // one group, one prompt
+    case dedup_scope::run: return !seen_.emplace(prompt_hash, code_hash).second;
+    case dedup_scope::off: return false;
+  }
+  return false;
+}
+
 std::vector<wire::TrainBatchT> sample_buffer::add(const wire::Scored& s, std::uint64_t version) {
   ++counters_.received;
   const auto* v = s.verdict();
@@ -25,7 +34,7 @@ std::vector<wire::TrainBatchT> sample_buffer::add(const wire::Scored& s, std::ui
 
   if (s.excluded() && s.excluded()->size() > 0) {
     ++counters_.excluded;
-  } else if (c && !seen_.emplace(c->prompt_hash(), c->code_hash()).second) {
+  } else if (c && is_duplicate(g, c->prompt_hash(), c->code_hash())) {
     ++counters_.duplicate;
   } else if (is_stale(version)) {
     ++counters_.stale;

@@ -3,6 +3,7 @@
 // whole GRPO groups out.
 //
 // - A sample whose (prompt_hash, code_hash) was seen before is a duplicate: dropped and counted.
+//   buffer.dedup says where "before" looks: its own group (default), the whole run, or nowhere.
 // - A sample more than max_staleness policy versions older than the newest weights is stale.
 // - Excluded samples (infra_error) count towards their group's arrival but are never trained on.
 // - A group is complete when all group_size members arrived; it is served if at least two members
@@ -62,13 +63,15 @@ class sample_buffer {
     std::uint32_t arrived = 0;
     std::uint64_t oldest_version = UINT64_MAX;
     std::unique_ptr<wire::SampleGroupT> kept;
+    std::set<std::uint64_t> codes;  ///< code hashes seen in this group (dedup_scope::group)
   };
   bool is_stale(std::uint64_t version) const noexcept;
+  bool is_duplicate(group& g, std::uint64_t prompt_hash, std::uint64_t code_hash);
   std::vector<wire::TrainBatchT> take_batches();
 
   buffer_options opt_;
   std::uint64_t policy_version_ = 0;
-  std::set<std::pair<std::uint64_t, std::uint64_t>> seen_;
+  std::set<std::pair<std::uint64_t, std::uint64_t>> seen_;  ///< dedup_scope::run only
   std::map<std::uint64_t, group> open_;  ///< by group_id
   std::deque<group> ready_;
   buffer_counters counters_;

@@ -3,12 +3,25 @@
 
 namespace kforge {
 
+/// Where a sample whose (prompt hash, code hash) was seen before counts as a duplicate.
+enum class dedup_scope {
+  /// Within its GRPO group: a group keeps one of each kernel, and a kernel the policy wrote for
+  /// the prompt at an earlier step is trained on again (it is still what the policy writes).
+  group,
+  /// Across the whole run: a kernel is trained on once per prompt. Later groups lose every kernel
+  /// the policy wrote before, so a task the policy has learned stops giving signal.
+  run,
+  /// Never: every sample is kept (a repeated kernel is an independent draw of the policy).
+  off,
+};
+
 struct buffer_options {
   /// Samples generated more than this many policy versions ago are dropped. >= 0; 0 trains only on
   /// samples from the current policy.
   int max_staleness = 2;
   /// Whole GRPO groups per training batch (batch size = groups_per_batch * sampler.group_size). >= 1.
   int groups_per_batch = 8;
+  dedup_scope dedup = dedup_scope::group;
 };
 
 }  // namespace kforge

@@ -333,6 +333,32 @@ TEST_CASE("a silent worker is declared dead; an item lost twice is failed and re
   CHECK_FALSE(nothing->has_value());
 }
 
+TEST_CASE("a worker that says DISCONNECT has left, not died; its items are re-queued") {
+  broker_options o;
+  o.heartbeat_interval = hb;
+  o.liveness = 50;
+  auto p = pool::make(o);  // driven by this thread through poll_once
+
+  REQUIRE(p.producer.send(blob(7, 32), 1000ms).ok());
+  auto a = raw_worker::connect(p.b.backend_endpoint());
+  a.ready(1, "leaver");
+  CHECK(a.await_work(p.b)->message_id() == 7);
+  {
+    std::vector<zmq::message_t> f;
+    f.emplace_back(proto::tag.data(), proto::tag.size());
+    f.emplace_back("\x04", 1);
+    a.send(std::move(f));
+  }
+  REQUIRE(eventually([&] { return p.b.counters().requeued == 1; },
+                     [&] { REQUIRE(p.b.poll_once(5ms).ok()); }));
+  const auto c = p.b.counters();
+  CHECK(c.workers_left == 1);
+  CHECK(c.workers_dead == 0);
+  CHECK(c.workers_alive == 0);
+  CHECK(c.queued == 1);
+  CHECK(c.received == c.queued + c.in_flight + c.pending_results + c.completed + c.failed);
+}
+
 TEST_CASE("the broker rejects protocol garbage, duplicates and bad results, and keeps working") {
   std::vector<failed_item> failures;
   broker_options o;

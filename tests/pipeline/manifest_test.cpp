@@ -271,6 +271,12 @@ TEST_CASE("out-of-range values name the key, the bound and the value") {
   CHECK(has(rejected(minimal + "[sandbox]\ntimeout_s = 0\n"), "sandbox.timeout_s: must be > 0"));
   CHECK(has(rejected(minimal + "[buffer]\nmax_staleness = -1\n"), "buffer.max_staleness"));
   CHECK(has(rejected(minimal + "[buffer]\ngroups_per_batch = 0\n"), "buffer.groups_per_batch"));
+  CHECK(has(rejected(minimal + "[buffer]\ndedup = \"prompt\"\n"), "buffer.dedup"));
+  {
+    auto off = parse_manifest(minimal + "[buffer]\ndedup = \"off\"\n", "t.toml");
+    REQUIRE_MESSAGE(off.ok(), off.message());
+    CHECK(off->buffer.dedup == dedup_scope::off);
+  }
   CHECK(has(rejected(minimal + "[reward]\ncorrectness_weight = 0\nspeed_weight = 0\n"),
             "both 0"));
   CHECK(has(rejected(minimal + "[reward]\nbaseline_switch_speedup = 0.5\n"),
@@ -685,4 +691,7 @@ TEST_CASE("the embedded default is the demonstration: the shipped model, RL on i
   CHECK(left_out->trainer.lr == doctest::Approx(3e-6));
   CHECK(left_out->trainer.checkpoint_every == 50);
   CHECK(left_out->sandbox.compile_jobs == 2);
+  // The demonstration was measured with run-wide dedup (bench/RESULTS.md, session 14).
+  CHECK(m->buffer.dedup == dedup_scope::run);
+  CHECK(left_out->buffer.dedup == dedup_scope::group);
 }

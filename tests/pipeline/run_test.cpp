@@ -48,6 +48,17 @@ const json* stage(const json& summary, const std::string& name) {
   return nullptr;
 }
 
+/// The sandbox pool's one worker, in a run where nothing failed: still there or gone with the run
+/// (DISCONNECT), never counted dead — workers_dead is for workers lost mid-run.
+void check_worker_not_dead(const json& summary) {
+  const auto* pool = stage(summary, "sandbox_pool");
+  REQUIRE(pool != nullptr);
+  const auto& x = (*pool)["extra"];
+  INFO(x.dump());
+  CHECK(x["workers_dead"] == 0);
+  CHECK(x["workers_alive"] == 1 - x.value("workers_left", 0));
+}
+
 /// summary.json's time per step and GPU groups (issue 7): every group of the manifest, in its
 /// order, each with the stages on it and an idle fraction in [0, 1].
 void check_loop_use(const json& summary, const std::vector<std::string>& groups) {
@@ -259,6 +270,7 @@ TEST_CASE("--time-limit ends a run as its steps would: drained, balanced, exit 0
   CHECK(summary["versions"].get<std::int64_t>() >= 1);
   CHECK(summary["versions"].get<std::int64_t>() < 100000000);
   CHECK(summary["elapsed_s"].get<double>() < 60.0);
+  check_worker_not_dead(summary);  // it left as the run stopped, idle: no death
 
   auto bad = run_manifest(stand_in_manifest, dir / "bad", 30s, {"--time-limit", "-1"});
   CHECK(bad->exit_code == 2);
@@ -284,6 +296,7 @@ TEST_CASE("a run that stops with the sandbox behind counts what it left unjudged
   REQUIRE(pool != nullptr);
   CHECK((*pool)["received"].get<std::uint64_t>() ==
         (*pool)["extra"]["completed"].get<std::uint64_t>() + left);
+  check_worker_not_dead(summary);
 }
 
 // The buffer drops groups (here: a stand-in sampler repeating one kernel in every third group, so

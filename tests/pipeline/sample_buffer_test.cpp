@@ -15,10 +15,12 @@ std::vector<wire::TrainBatchT> add(pipeline::sample_buffer& b, const messages::e
                                    std::uint64_t version = 0) {
   return b.add(*e.as<wire::Scored>(), version);
 }
-buffer_options opts(int groups_per_batch, int max_staleness = 2) {
+buffer_options opts(int groups_per_batch, int max_staleness = 2,
+                    dedup_scope dedup = dedup_scope::group) {
   buffer_options o;
   o.groups_per_batch = groups_per_batch;
   o.max_staleness = max_staleness;
+  o.dedup = dedup;
   return o;
 }
 }  // namespace
@@ -55,6 +57,28 @@ TEST_CASE("duplicates by (prompt hash, code hash) are dropped and counted") {
   (void)add(b, scored(1, 0, 2, 42, 1));
   CHECK(b.counters().duplicate == 1);
   CHECK(b.accounted());
+}
+
+TEST_CASE("dedup scope: a kernel written again for the prompt in a later group") {
+  // Group 0 and group 1 share a prompt (two steps of a run); kernel 42 is in both, twice in group 1.
+  const auto run = [](dedup_scope scope) {
+    pipeline::sample_buffer b(opts(1, 2, scope));
+    const std::uint64_t prompt = 7;
+    (void)add(b, scored(0, 0, 2, 42, 1, "", prompt));
+    (void)add(b, scored(0, 1, 2, 43, 0, "", prompt));
+    (void)add(b, scored(1, 0, 3, 42, 1, "", prompt));
+    (void)add(b, scored(1, 1, 3, 42, 1, "", prompt));
+    auto out = add(b, scored(1, 2, 3, 44, 0, "", prompt));
+    CHECK(b.accounted());
+    return std::make_pair(b.counters().duplicate, out.empty() ? 0 : out[0].groups[0]->samples.size());
+  };
+  // group (the default): only the repeat inside group 1 is dropped; 42 and 44 train.
+  CHECK(buffer_options{}.dedup == dedup_scope::group);
+  CHECK(run(dedup_scope::group) == std::make_pair<std::uint64_t, std::size_t>(1, 2));
+  // run: both 42s of group 1 were seen at group 0; 44 alone is left, too small to train.
+  CHECK(run(dedup_scope::run) == std::make_pair<std::uint64_t, std::size_t>(2, 0));
+  // off: all three train.
+  CHECK(run(dedup_scope::off) == std::make_pair<std::uint64_t, std::size_t>(0, 3));
 }
 
 TEST_CASE("stale samples and groups are dropped as the policy moves on") {

@@ -43,13 +43,15 @@ inline messages::envelope verdict(const std::string& task, wire::VerdictStatus s
   return messages::pack(messages::header{}, v);
 }
 
-/// A packed scored sample of group `group`.
+/// A packed scored sample of group `group`; its prompt hash is 1000 + group unless given (two
+/// groups of one prompt, as at two steps of a run).
 inline messages::envelope scored(std::uint64_t group, std::uint32_t index, std::uint32_t size,
                                  std::uint64_t code_hash, double reward,
-                                 const std::string& excluded = "") {
+                                 const std::string& excluded = "", std::uint64_t prompt_hash = 0) {
   wire::ScoredT s;
   s.verdict = std::make_unique<wire::VerdictT>();
   s.verdict->candidate = candidate("t", group, index, size, code_hash);
+  if (prompt_hash) s.verdict->candidate->prompt_hash = prompt_hash;
   s.reward = reward;
   s.excluded = excluded;
   return messages::pack(messages::header{}, s);
