@@ -343,7 +343,10 @@ struct broker::impl {
       }
       next_heartbeat = now + opts.heartbeat_interval;
     }
+    // Frozen (the run's last counts): nothing is dispatched or taken, so a worker silent now (one
+    // finishing its last verdicts without ticking) is not declared dead and its items stay in flight.
     for (auto& kv : workers) {
+      if (frozen.load()) break;
       if (now > kv.second.expiry)
         lost.emplace_back(kv.first,
                           "silent for " +

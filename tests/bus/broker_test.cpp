@@ -222,6 +222,38 @@ TEST_CASE("a frozen broker hands out nothing and takes no result; new work is st
   p.b.stop();
 }
 
+TEST_CASE("a frozen broker declares no worker dead: a silent worker's items stay in flight") {
+  broker_options o;
+  o.heartbeat_interval = hb;
+  o.liveness = 3;
+  auto p = pool::make(o);
+  REQUIRE(p.b.start().ok());
+  for (std::uint64_t i = 1; i <= 4; ++i) REQUIRE(p.producer.send(blob(i, 64), 5000ms).ok());
+  worker_options wo;
+  wo.name = "finishing";
+  wo.capacity = 4;
+  wo.heartbeat_interval = hb;
+  auto w = worker::connect(p.b.backend_endpoint(), wo);
+  REQUIRE(w.ok());
+  std::set<std::uint64_t> held;
+  REQUIRE(eventually([&] { return held.size() == 4; },
+                     [&] {
+                       auto item = w->next(20ms);
+                       REQUIRE(item.ok());
+                       if (item->has_value()) held.insert((*item)->id);
+                     }));
+  p.b.freeze();
+  // Silent (no next, no tick) for 10 times its liveness: as a worker finishing its last verdicts
+  // at the run's end. Unfrozen, the broker would declare it dead after 3 intervals.
+  std::this_thread::sleep_for(10 * o.liveness * hb);
+  const auto c = p.b.counters();
+  CHECK(c.workers_dead == 0);
+  CHECK(c.workers_alive == 1);
+  CHECK(c.in_flight == 4);
+  CHECK(c.requeued == 0);
+  p.b.stop();
+}
+
 TEST_CASE("a worker that dies holding work: its items are re-queued and finished by the others") {
   broker_options o;
   o.heartbeat_interval = hb;
