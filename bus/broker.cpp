@@ -127,11 +127,17 @@ struct broker::impl {
 
   // Declares a worker gone: every item it held goes back to the queue front or fails. `died`:
   // lost (silent, unroutable, a new session), counted dead; false: it said DISCONNECT, counted as
-  // left (a worker leaving at the end of a run is not a failure).
+  // left (a worker leaving at the end of a run is not a failure). Frozen (the run's last counts),
+  // its items stay in flight: left unjudged, neither re-queued nor failed.
   void lose_worker(const std::string& id, const std::string& why, bool died = true) {
     auto it = workers.find(id);
     if (it == workers.end()) return;
     const worker_state& w = it->second;
+    if (frozen.load()) {
+      workers.erase(it);
+      bump(died ? c.dead : c.left);
+      return;
+    }
     std::vector<std::uint64_t> held(w.held.begin(), w.held.end());
     // Oldest work first, for a stable order at the front of the queue.
     std::sort(held.rbegin(), held.rend());
@@ -343,10 +349,11 @@ struct broker::impl {
       }
       next_heartbeat = now + opts.heartbeat_interval;
     }
-    // Frozen (the run's last counts): nothing is dispatched or taken, so a worker silent now (one
-    // finishing its last verdicts without ticking) is not declared dead and its items stay in flight.
+    // Frozen (the run's last counts): nothing is dispatched or taken, so no worker is declared dead
+    // (one finishing its last verdicts without ticking is silent, one whose process stopped is
+    // unroutable); its items stay in flight, counted as left unjudged.
+    if (frozen.load()) return status::success();
     for (auto& kv : workers) {
-      if (frozen.load()) break;
       if (now > kv.second.expiry)
         lost.emplace_back(kv.first,
                           "silent for " +
@@ -368,8 +375,9 @@ struct broker::impl {
   status poll(milliseconds timeout) {
     auto now = clock::now();
     auto wait = std::min(timeout, std::chrono::ceil<milliseconds>(next_heartbeat - now));
-    for (auto& kv : workers)
-      wait = std::min(wait, std::chrono::ceil<milliseconds>(kv.second.expiry - now));
+    if (!frozen.load())  // frozen, expiry is not checked: a silent worker must not make this spin
+      for (auto& kv : workers)
+        wait = std::min(wait, std::chrono::ceil<milliseconds>(kv.second.expiry - now));
     if (wait.count() < 0) wait = milliseconds(0);
 
     zmq_pollitem_t items[3];

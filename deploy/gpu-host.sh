@@ -70,12 +70,22 @@ build_all() {
     ${KFORGE_CMAKE_ARGS:-} \
     && step build build.log cmake --build "$build" -j "$(nproc)" ${KFORGE_TARGETS:+--target $KFORGE_TARGETS} -- -k 0
 }
-# KFORGE_REUSE_BUILD=1: a later call on the same warm machine uses the build already there. Each
-# call copies the sources afresh, so ninja may see them as new and rebuild everything (~80 s).
-if [[ -n ${KFORGE_REUSE_BUILD:-} && -x $build/kforge ]]; then
-  row build reused "$build"; built=0
+# KFORGE_REUSE_BUILD=1: a later call on the same warm machine uses the build already there when it
+# was built from the same sources (each call copies them afresh, so ninja may see them as new and
+# rebuild everything, ~80 s). The stamp: a hash of every source file's path and content.
+source_stamp() {
+  (cd "$root" && find . -path './build*' -prune -o -path './.git' -prune -o -path './.gpu-deps' -prune \
+    -o -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.fbs' \
+    -o -name '*.toml' -o -name '*.txt' -o -name '*.cmake' \) -print | LC_ALL=C sort |
+    xargs sha256sum | sha256sum | cut -c1-16)
+}
+stamp=$(source_stamp)
+if [[ -n ${KFORGE_REUSE_BUILD:-} && -x $build/kforge && $(cat "$build/.source-stamp" 2>/dev/null) == "$stamp" ]]; then
+  row build reused "$build (sources $stamp)"; built=0
 else
+  rm -f "$build/.source-stamp"
   build_all; built=$?
+  [[ $built == 0 ]] && echo "$stamp" >"$build/.source-stamp"
 fi
 [[ $built == 0 ]] && {
     # The GPU task test writes every built-in reference's eager time here (kforge tasks baseline's seed).

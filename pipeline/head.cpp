@@ -238,7 +238,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   out << "kforge run: manifest " << m.source << "\n" << m.summary() << "\n";
   if (resume)
     out << "resuming at step " << resume->step << " of " << m.run.steps << " from "
-        << resume->checkpoint << "\n\n";
+        << resume->checkpoint << "\n" << dedup_left_out_note(m) << "\n";
   const auto host = probe_host();
   out << readiness_report(m, host) << "\n";
   bool stand_ins = false;

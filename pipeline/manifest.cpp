@@ -195,6 +195,14 @@ status check_sampler_gpu(const manifest& m) {
                "deploy/manifests/stand_in.toml"};
 }
 
+std::string dedup_left_out_note(const manifest& m) {
+  if (m.buffer.dedup_set) return "";
+  return "note: " + m.source +
+         " sets no [buffer] dedup, so the buffer drops a repeated kernel within its group only (the "
+         "built-in value since 2026-12-02); a run made before then dropped it across the whole run: "
+         "add dedup = \"run\" to its [buffer] table to continue or replay it as it ran\n";
+}
+
 std::uint64_t step_lookahead(const manifest& m) {
   return m.run.mode == run_mode::sync ? 1 : 1 + static_cast<std::uint64_t>(m.buffer.max_staleness);
 }

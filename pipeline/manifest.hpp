@@ -169,4 +169,9 @@ status check_sampler_gpu(const manifest& m);
 /// it and the head's refill_policy counts what was released by it.
 std::uint64_t step_lookahead(const manifest& m);
 
+/// Empty when the manifest sets [buffer] dedup; else a note that the buffer deduplicates within
+/// each group, as it has since the key was added, while a run made before then deduplicated across
+/// the whole run (what to add to its manifest.toml to continue or replay it as it ran).
+std::string dedup_left_out_note(const manifest& m);
+
 }  // namespace kforge::pipeline

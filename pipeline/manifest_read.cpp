@@ -308,7 +308,7 @@ void read_reward(table_reader r, reward_options& o) {
 void read_buffer(table_reader r, buffer_options& o) {
   r.read("max_staleness", o.max_staleness, 0);
   r.read("groups_per_batch", o.groups_per_batch, 1);
-  r.read_choice("dedup", o.dedup,
+  o.dedup_set = r.read_choice("dedup", o.dedup,
                 {{"group", dedup_scope::group}, {"run", dedup_scope::run}, {"off", dedup_scope::off}});
   r.finish();
 }

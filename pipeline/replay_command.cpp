@@ -380,6 +380,8 @@ int replay_checked(const replay_options& opt, std::ostream& out, std::ostream& e
     err << tool << m.message() << "\n";
     return exit_differs;
   }
+  if (const auto note = dedup_left_out_note(*m); opt.stage == "buffer" && !note.empty())
+    err << tool << note;
 
   std::string expect_path;
   if (opt.expect) {

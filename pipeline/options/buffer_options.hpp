@@ -22,6 +22,9 @@ struct buffer_options {
   /// Whole GRPO groups per training batch (batch size = groups_per_batch * sampler.group_size). >= 1.
   int groups_per_batch = 8;
   dedup_scope dedup = dedup_scope::group;
+  /// Whether the manifest set dedup. A run directory's manifest.toml from before the key existed
+  /// (2026-12-02) does not, and its run deduplicated across the whole run: --resume and replay say so.
+  bool dedup_set = false;
 };
 
 }  // namespace kforge

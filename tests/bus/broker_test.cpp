@@ -251,6 +251,19 @@ TEST_CASE("a frozen broker declares no worker dead: a silent worker's items stay
   CHECK(c.workers_alive == 1);
   CHECK(c.in_flight == 4);
   CHECK(c.requeued == 0);
+  // It then leaves (DISCONNECT): counted as left, its items still in flight (left unjudged).
+  REQUIRE(w->leave().ok());
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (p.b.counters().workers_alive != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  const auto after = p.b.counters();
+  CHECK(after.workers_alive == 0);
+  CHECK(after.workers_left == 1);
+  CHECK(after.workers_dead == 0);
+  CHECK(after.in_flight == 4);
+  CHECK(after.queued == 0);
+  CHECK(after.requeued == 0);
+  CHECK(after.failed == 0);
   p.b.stop();
 }
 

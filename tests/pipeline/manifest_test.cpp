@@ -276,6 +276,10 @@ TEST_CASE("out-of-range values name the key, the bound and the value") {
     auto off = parse_manifest(minimal + "[buffer]\ndedup = \"off\"\n", "t.toml");
     REQUIRE_MESSAGE(off.ok(), off.message());
     CHECK(off->buffer.dedup == dedup_scope::off);
+    CHECK(dedup_left_out_note(*off).empty());
+    const auto left_out = parse_manifest(minimal, "old-run/manifest.toml");
+    REQUIRE(left_out.ok());
+    CHECK(has(dedup_left_out_note(*left_out), "old-run/manifest.toml sets no [buffer] dedup"));
   }
   CHECK(has(rejected(minimal + "[reward]\ncorrectness_weight = 0\nspeed_weight = 0\n"),
             "both 0"));

@@ -206,6 +206,22 @@ TEST_CASE("the buffer stage reproduces its batches, given the weights it receive
   CHECK(has(res.out, "weights@head.kfrec"));
   CHECK(has(res.out, "(+ 3 weights)"));
   CHECK(has(res.out, ", 0 differ"));
+  CHECK_FALSE(has(res.err, "dedup"));  // the default manifest sets it
+
+  // A manifest.toml from before [buffer] dedup existed: the replay says which dedup it uses.
+  {
+    const auto path = r.dir.path / "manifest.toml";
+    std::stringstream text;
+    text << std::ifstream(path).rdbuf();
+    std::string t = text.str();
+    const std::string key = "\ndedup = \"run\"\n";
+    REQUIRE(t.find(key) != std::string::npos);
+    std::ofstream(path) << t.replace(t.find(key), key.size(), "\n");
+    const auto old = run(opts(r.dir.rec("scored@head.kfrec"), "buffer"));
+    CHECK(has(old.err, "sets no [buffer] dedup"));
+    CHECK(has(old.err, "add dedup = \"run\""));
+    std::ofstream(path) << text.str();
+  }
 
   // Without the weights the batches carry another policy version (and staleness differs): the
   // replay must notice, which shows the weights really are merged in.

@@ -79,6 +79,14 @@ TEST_CASE("dedup scope: a kernel written again for the prompt in a later group")
   CHECK(run(dedup_scope::run) == std::make_pair<std::uint64_t, std::size_t>(2, 0));
   // off: all three train.
   CHECK(run(dedup_scope::off) == std::make_pair<std::uint64_t, std::size_t>(0, 3));
+  // Run-wide, the same kernel for another prompt is still not a duplicate.
+  pipeline::sample_buffer b(opts(1, 2, dedup_scope::run));
+  (void)add(b, scored(0, 0, 2, 42, 1, "", 7));
+  (void)add(b, scored(0, 1, 2, 43, 0, "", 7));
+  (void)add(b, scored(1, 0, 2, 42, 1, "", 8));
+  (void)add(b, scored(1, 1, 2, 43, 0, "", 8));
+  CHECK(b.counters().duplicate == 0);
+  CHECK(b.counters().served == 4);
 }
 
 TEST_CASE("stale samples and groups are dropped as the policy moves on") {
