@@ -32,6 +32,33 @@ envelope result_for(const work_item& w, const std::string& who) {
 }
 
 // A broker, a producer on its frontend and a consumer on its result sink, all over tcp.
+/// Broker options with the tests' fast heartbeat: declared dead after `liveness` silent beats.
+broker_options fast_beat(int liveness) {
+  broker_options o;
+  o.heartbeat_interval = hb;
+  o.liveness = liveness;
+  return o;
+}
+
+/// A raw worker that has taken `n` items (their ids into `held`) and then does nothing by itself:
+/// no result, no heartbeat unless the test asks.
+worker worker_holding(const std::string& endpoint, const std::string& name, std::uint32_t n,
+                      std::set<std::uint64_t>& held) {
+  worker_options wo;
+  wo.name = name;
+  wo.capacity = n;
+  wo.heartbeat_interval = hb;
+  auto w = worker::connect(endpoint, wo);
+  REQUIRE(w.ok());
+  REQUIRE(eventually([&] { return held.size() == n; },
+                     [&] {
+                       auto item = w->next(20ms);
+                       REQUIRE(item.ok());
+                       if (item->has_value()) held.insert((*item)->id);
+                     }));
+  return std::move(w).value();
+}
+
 struct pool {
   receiver sink;
   broker b;
@@ -149,9 +176,7 @@ struct raw_worker {
 }  // namespace
 
 TEST_CASE("three workers share the work and every result comes back exactly once") {
-  broker_options o;
-  o.heartbeat_interval = hb;
-  o.liveness = 25;
+  auto o = fast_beat(25);
   auto p = pool::make(o);
   REQUIRE(p.b.start().ok());
 
@@ -192,9 +217,7 @@ TEST_CASE("three workers share the work and every result comes back exactly once
 }
 
 TEST_CASE("a frozen broker hands out nothing and takes no result; new work is still counted") {
-  broker_options o;
-  o.heartbeat_interval = hb;
-  o.liveness = 25;
+  auto o = fast_beat(25);
   auto p = pool::make(o);
   REQUIRE(p.b.start().ok());
   std::atomic<bool> stop{false};
@@ -223,25 +246,12 @@ TEST_CASE("a frozen broker hands out nothing and takes no result; new work is st
 }
 
 TEST_CASE("a frozen broker declares no worker dead: a silent worker's items stay in flight") {
-  broker_options o;
-  o.heartbeat_interval = hb;
-  o.liveness = 3;
+  auto o = fast_beat(3);
   auto p = pool::make(o);
   REQUIRE(p.b.start().ok());
   for (std::uint64_t i = 1; i <= 4; ++i) REQUIRE(p.producer.send(blob(i, 64), 5000ms).ok());
-  worker_options wo;
-  wo.name = "finishing";
-  wo.capacity = 4;
-  wo.heartbeat_interval = hb;
-  auto w = worker::connect(p.b.backend_endpoint(), wo);
-  REQUIRE(w.ok());
   std::set<std::uint64_t> held;
-  REQUIRE(eventually([&] { return held.size() == 4; },
-                     [&] {
-                       auto item = w->next(20ms);
-                       REQUIRE(item.ok());
-                       if (item->has_value()) held.insert((*item)->id);
-                     }));
+  auto w = worker_holding(p.b.backend_endpoint(), "finishing", 4, held);
   p.b.freeze();
   // Silent (no next, no tick) for 10 times its liveness: as a worker finishing its last verdicts
   // at the run's end. Unfrozen, the broker would declare it dead after 3 intervals.
@@ -252,7 +262,7 @@ TEST_CASE("a frozen broker declares no worker dead: a silent worker's items stay
   CHECK(c.in_flight == 4);
   CHECK(c.requeued == 0);
   // It then leaves (DISCONNECT): counted as left, its items still in flight (left unjudged).
-  REQUIRE(w->leave().ok());
+  REQUIRE(w.leave().ok());
   const auto deadline = std::chrono::steady_clock::now() + 5s;
   while (p.b.counters().workers_alive != 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(10ms);
@@ -268,9 +278,7 @@ TEST_CASE("a frozen broker declares no worker dead: a silent worker's items stay
 }
 
 TEST_CASE("a worker that dies holding work: its items are re-queued and finished by the others") {
-  broker_options o;
-  o.heartbeat_interval = hb;
-  o.liveness = 25;
+  auto o = fast_beat(25);
   auto p = pool::make(o);
   REQUIRE(p.b.start().ok());
 
@@ -279,18 +287,7 @@ TEST_CASE("a worker that dies holding work: its items are re-queued and finished
 
   std::set<std::uint64_t> held_by_doomed;
   {
-    worker_options wo;
-    wo.name = "doomed";
-    wo.capacity = 4;
-    wo.heartbeat_interval = hb;
-    auto doomed = worker::connect(p.b.backend_endpoint(), wo);
-    REQUIRE(doomed.ok());
-    REQUIRE(eventually([&] { return held_by_doomed.size() == 4; },
-                       [&] {
-                         auto item = doomed->next(20ms);
-                         REQUIRE(item.ok());
-                         if (item->has_value()) held_by_doomed.insert((*item)->id);
-                       }));
+    auto doomed = worker_holding(p.b.backend_endpoint(), "doomed", 4, held_by_doomed);
     // Leaves scope without completing, heartbeating or saying goodbye: its socket just closes.
   }
 
@@ -326,9 +323,7 @@ TEST_CASE("a worker that dies holding work: its items are re-queued and finished
 TEST_CASE("a silent worker is declared dead; an item lost twice is failed and reported") {
   std::mutex m;
   std::vector<failed_item> failures;
-  broker_options o;
-  o.heartbeat_interval = hb;
-  o.liveness = 3;
+  auto o = fast_beat(3);
   o.on_failed = [&](const failed_item& f) {
     std::lock_guard<std::mutex> lock(m);
     failures.push_back(f);
@@ -379,9 +374,7 @@ TEST_CASE("a silent worker is declared dead; an item lost twice is failed and re
 }
 
 TEST_CASE("a worker that says DISCONNECT has left, not died; its items are re-queued") {
-  broker_options o;
-  o.heartbeat_interval = hb;
-  o.liveness = 50;
+  auto o = fast_beat(50);
   auto p = pool::make(o);  // driven by this thread through poll_once
 
   REQUIRE(p.producer.send(blob(7, 32), 1000ms).ok());
@@ -406,9 +399,7 @@ TEST_CASE("a worker that says DISCONNECT has left, not died; its items are re-qu
 
 TEST_CASE("the broker rejects protocol garbage, duplicates and bad results, and keeps working") {
   std::vector<failed_item> failures;
-  broker_options o;
-  o.heartbeat_interval = hb;
-  o.liveness = 50;
+  auto o = fast_beat(50);
   o.on_failed = [&](const failed_item& f) { failures.push_back(f); };  // same thread: poll_once
   auto p = pool::make(o);
   auto step = [&] { REQUIRE(p.b.poll_once(5ms).ok()); };
