@@ -113,7 +113,12 @@ fi
     #      (2 x 390 s: the default's 13 minutes);
     #   4. demoafter: that checkpoint measured the same way, then kforge compare (paired bootstrap
     #      over tasks) and the run's report.
-    demo=$build/demo
+    # KFORGE_DEMO_DIR (default $build/demo) and KFORGE_DEMO_MANIFEST (default: the embedded one; a
+    # variant made from `kforge manifest --print-default`, e.g. with [buffer] dedup = "group", for an
+    # A/B against the recorded demonstration; a resumed leg uses the run's own snapshot).
+    demo=${KFORGE_DEMO_DIR:-$build/demo}
+    demo_manifest=()
+    [[ -n ${KFORGE_DEMO_MANIFEST:-} ]] && demo_manifest=(--manifest "$KFORGE_DEMO_MANIFEST")
     # The newest complete checkpoint of the demonstration's run (what kforge run --resume loads).
     demo_checkpoint() {
       local best= n=-1 d k
@@ -136,7 +141,8 @@ fi
         step "demo: kforge run --resume (${secs} s more)" demo-run.log demo_run --resume "$demo/run" --time-limit "$secs"
       else
         rm -rf "$demo/run"  # an earlier leg that left no complete checkpoint: start afresh
-        step "demo: kforge run (${secs} s)" demo-run.log demo_run --run-dir "$demo/run" --time-limit "$secs"
+        step "demo: kforge run (${secs} s)" demo-run.log demo_run "${demo_manifest[@]}" --run-dir "$demo/run" \
+          --time-limit "$secs"
       fi
       for f in summary.json train.jsonl; do cp "$demo/run/$f" "$out/demo_run_$f" 2>/dev/null; done
     fi
