@@ -349,10 +349,14 @@ struct broker::impl {
       }
       next_heartbeat = now + opts.heartbeat_interval;
     }
-    // Frozen (the run's last counts): nothing is dispatched or taken, so no worker is declared dead
-    // (one finishing its last verdicts without ticking is silent, one whose process stopped is
-    // unroutable); its items stay in flight, counted as left unjudged.
-    if (frozen.load()) return status::success();
+    // Frozen (the run's last counts): nothing is dispatched or taken, so no worker is declared dead.
+    // One finishing its last verdicts without ticking is silent: it stays. One whose connection is
+    // gone (its process stopped, or its DISCONNECT was dropped) has left. Items stay in flight,
+    // counted as left unjudged.
+    if (frozen.load()) {
+      for (auto& [id, why] : lost) lose_worker(id, why, /*died=*/false);
+      return status::success();
+    }
     for (auto& kv : workers) {
       if (now > kv.second.expiry)
         lost.emplace_back(kv.first,

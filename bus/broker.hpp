@@ -18,8 +18,9 @@
 // sample_id (the trace id) so a consumer can match them. A worker that is silent for `liveness`
 // heartbeat intervals or becomes unroutable is declared dead (workers_dead); one that says
 // DISCONNECT has left (workers_left). Either way each item it held is re-queued at the front, at
-// most `max_requeues` times; after that the item is failed and handed to `on_failed`. So at any
-// moment:
+// most `max_requeues` times; after that the item is failed and handed to `on_failed`. After
+// freeze() (a run's last counts) no worker is declared dead: a silent one stays, an unroutable or
+// disconnecting one has left, and their items stay in flight. So at any moment:
 //   received == queued + in_flight + pending_results + completed + failed.
 //
 // Threads: the broker's sockets are created by create() and then used by exactly one thread: the
@@ -83,7 +84,7 @@ struct broker_counters {
   std::uint64_t stale_results = 0;    ///< results from a worker that no longer held the item
   std::uint64_t workers_alive = 0;    ///< now
   std::uint64_t workers_dead = 0;     ///< declared dead (silent, unroutable), in total
-  std::uint64_t workers_left = 0;     ///< said DISCONNECT (their held items re-queued), in total
+  std::uint64_t workers_left = 0;     ///< said DISCONNECT, or gone while frozen, in total
 };
 
 class broker {

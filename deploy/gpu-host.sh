@@ -71,13 +71,18 @@ build_all() {
     && step build build.log cmake --build "$build" -j "$(nproc)" ${KFORGE_TARGETS:+--target $KFORGE_TARGETS} -- -k 0
 }
 # KFORGE_REUSE_BUILD=1: a later call on the same warm machine uses the build already there when it
-# was built from the same sources (each call copies them afresh, so ninja may see them as new and
-# rebuild everything, ~80 s). The stamp: a hash of every source file's path and content.
+# was built from the same sources with the same KFORGE_CMAKE_ARGS and KFORGE_TARGETS (each call
+# copies the sources afresh, so ninja may see them as new and rebuild everything, ~80 s). The stamp:
+# a hash of those and of every file the build reads (sources, schemas, embedded tasks and tables).
 source_stamp() {
-  (cd "$root" && find . -path './build*' -prune -o -path './.git' -prune -o -path './.gpu-deps' -prune \
-    -o -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.fbs' \
-    -o -name '*.toml' -o -name '*.txt' -o -name '*.cmake' \) -print | LC_ALL=C sort |
-    xargs sha256sum | sha256sum | cut -c1-16)
+  {
+    echo "${KFORGE_CMAKE_ARGS:-}|${KFORGE_TARGETS:-}"
+    (cd "$root" && find . \( -path './build*' -o -path './.git' -o -path './.gpu-deps' -o -path './models' \
+      -o -path './bench' -o -path './gpu-out' \) -prune -o -type f \( -name '*.cpp' -o -name '*.hpp' \
+      -o -name '*.h' -o -name '*.cu' -o -name '*.fbs' -o -name '*.toml' -o -name '*.txt' \
+      -o -name '*.cmake' -o -name '*.jsonl' -o -name '*.inc' -o -name '*.in' \) -print0 |
+      LC_ALL=C sort -z | xargs -0 -r sha256sum)
+  } | sha256sum | cut -c1-16
 }
 stamp=$(source_stamp)
 if [[ -n ${KFORGE_REUSE_BUILD:-} && -x $build/kforge && $(cat "$build/.source-stamp" 2>/dev/null) == "$stamp" ]]; then
@@ -115,7 +120,8 @@ fi
     #      over tasks) and the run's report.
     # KFORGE_DEMO_DIR (default $build/demo) and KFORGE_DEMO_MANIFEST (default: the embedded one; a
     # variant made from `kforge manifest --print-default`, e.g. with [buffer] dedup = "group", for an
-    # A/B against the recorded demonstration; a resumed leg uses the run's own snapshot).
+    # A/B against the recorded demonstration; a relative path is read from the repository root; a
+    # resumed leg uses the run's own snapshot).
     demo=${KFORGE_DEMO_DIR:-$build/demo}
     demo_manifest=()
     [[ -n ${KFORGE_DEMO_MANIFEST:-} ]] && demo_manifest=(--manifest "$KFORGE_DEMO_MANIFEST")

@@ -31,7 +31,6 @@ envelope result_for(const work_item& w, const std::string& who) {
   return kforge::messages::make_blob({w.id + 1'000'000, w.work->sample_id(), who, 0, 0}, "ok", 2);
 }
 
-// A broker, a producer on its frontend and a consumer on its result sink, all over tcp.
 /// Broker options with the tests' fast heartbeat: declared dead after `liveness` silent beats.
 broker_options fast_beat(int liveness) {
   broker_options o;
@@ -59,6 +58,7 @@ worker worker_holding(const std::string& endpoint, const std::string& name, std:
   return std::move(w).value();
 }
 
+// A broker, a producer on its frontend and a consumer on its result sink, all over tcp.
 struct pool {
   receiver sink;
   broker b;
