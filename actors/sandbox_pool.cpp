@@ -16,6 +16,7 @@ void evaluate(self_ptr self, const candidate_msg& m) {
   auto& st = self->state;
   const auto info = envelope_info::of(m.header());
   auto out = st.core.call([&] { return st.logic->evaluate(m.payload(), info); });
+  for (const auto& [name, n] : st.logic->take_counters()) st.core.count_extra(name, n);
   if (!out.ok()) {
     st.core.count_error(error{"sample " + std::to_string(info.sample_id) + ": " + out.message()});
     return;

@@ -104,6 +104,10 @@ class sandbox_logic {
   /// error; an error here means the candidate could not be handled at all.
   virtual result<wire::VerdictT> evaluate(const wire::Candidate& candidate,
                                           const envelope_info& info) = 0;
+  /// Where the sandbox's time went since the last call (deltas, as reward_logic::take_counters),
+  /// added to the stage's extra metrics after every verdict. Thread-safe: one logic may serve
+  /// several worker threads, each taking what accrued since any of them last asked.
+  virtual std::vector<std::pair<std::string, std::uint64_t>> take_counters() { return {}; }
 };
 
 /// Reward: a verdict to a scalar.

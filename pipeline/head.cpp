@@ -653,6 +653,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
                             {"time_limit_s", m.run.time_limit_s},
                             {"unjudged_at_stop", unjudged},
                             {"refill_steps", refills.sent()},
+                            {"sandbox_time_per_candidate", to_json(sandbox_time_of(board))},
                             {"resumed_from",
                              resume ? nlohmann::json(resume->step) : nlohmann::json()}};
   if (checkpoint.is_null()) summary["checkpoint_note"] = checkpoint_note;
@@ -703,6 +704,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
       out << "\n";
     }
   }
+  if (const auto line = describe(sandbox_time_of(board)); !line.empty()) out << line << "\n";
   out << "counts in = counts out:\n";
   for (const auto& c : checks)
     out << "  " << (c.ok() ? "ok  " : "FAIL") << " " << c.what << " (" << c.left << " vs "

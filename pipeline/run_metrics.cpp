@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "actors/stage_metrics.hpp"
 
@@ -35,6 +36,43 @@ std::uint64_t metrics_board::extra(const std::string& kind, const std::string& n
       for (const auto& c : m.extra)
         if (c->name == name) n += c->value;
   return n;
+}
+
+sandbox_time sandbox_time_of(const metrics_board& b) {
+  // Workers of a broker pool report as sandbox_worker; a sandbox judging inside its actor as
+  // sandbox_pool (the broker's own sandbox_pool row has none of these counters).
+  const auto us = [&](const char* name) {
+    return static_cast<double>(b.extra("sandbox_worker", name) + b.extra("sandbox_pool", name)) / 1e6;
+  };
+  sandbox_time t;
+  t.compile_s = us("compile_us");
+  t.gpu_wait_s = us("gpu_wait_us");
+  t.verify_s = us("prepare_us") + us("load_us") + us("check_us") + us("compare_us");
+  t.timing_s = us("trials_us") + us("baseline_us");
+  t.other_s = us("start_us") + us("unload_us");
+  if (t.compile_s + t.gpu_wait_s + t.verify_s + t.timing_s + t.other_s <= 0) return {};
+  t.judged = b.sum("sandbox_worker", &wire::StageMetricsT::logic_calls) +
+             b.sum("sandbox_pool", &wire::StageMetricsT::logic_calls);
+  if (t.judged == 0) return {};
+  const double n = static_cast<double>(t.judged);
+  for (double* x : {&t.compile_s, &t.gpu_wait_s, &t.verify_s, &t.timing_s, &t.other_s}) *x /= n;
+  return t;
+}
+
+nlohmann::json to_json(const sandbox_time& t) {
+  return {{"judged", t.judged},       {"compile_s", t.compile_s}, {"gpu_wait_s", t.gpu_wait_s},
+          {"verify_s", t.verify_s},   {"timing_s", t.timing_s},   {"other_s", t.other_s}};
+}
+
+std::string describe(const sandbox_time& t) {
+  if (t.judged == 0) return "";
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "sandbox per judged candidate (%llu): nvcc %.2f s, waiting for the GPU %.2f s, "
+                "verifying %.2f s, timing %.2f s, other %.2f s",
+                static_cast<unsigned long long>(t.judged), t.compile_s, t.gpu_wait_s, t.verify_s,
+                t.timing_s, t.other_s);
+  return line;
 }
 
 std::uint64_t metrics_board::activity() const {

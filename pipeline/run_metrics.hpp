@@ -120,6 +120,23 @@ std::vector<gpu_group_use> gpu_groups_use(const manifest& m,
                                           const metrics_board& b, double elapsed_s);
 nlohmann::json to_json(const gpu_group_use& g);
 
+/// Where a judged candidate's time went in the sandbox, on average (the nvcc sandbox's counters,
+/// pipeline/sandbox_stage.cpp; candidates are judged side by side, so these add up to a
+/// candidate's latency, not to the run's wall time). Zero judged: nothing to say (stand-ins).
+struct sandbox_time {
+  std::uint64_t judged = 0;
+  double compile_s = 0;   ///< nvcc (a cache hit costs ~0)
+  double gpu_wait_s = 0;  ///< waiting for the GPU: behind other runners, a timed trial, or a
+                          ///< sampler or trainer holding it
+  double verify_s = 0;    ///< expected outputs, loading, running the input sets, comparing
+  double timing_s = 0;    ///< the candidate's timed trials and the baseline's
+  double other_s = 0;     ///< starting candidate children, unloading
+};
+sandbox_time sandbox_time_of(const metrics_board& b);
+nlohmann::json to_json(const sandbox_time& t);
+/// "sandbox per judged candidate: nvcc 1.20 s, ..." or "" when nothing was judged by the nvcc sandbox.
+std::string describe(const sandbox_time& t);
+
 /// The live progress line: redrawn in place on a terminal, one line every 5 s otherwise.
 class progress_line {
  public:

@@ -63,6 +63,7 @@ void serve_items(bus::worker& w, const std::shared_ptr<actors::sandbox_logic>& l
       {
         std::lock_guard<std::mutex> g(slot.mu);
         slot.core.record_call(j.took_ns);  // busy_us: the worker's time inside the sandbox
+        for (const auto& [name, n] : logic->take_counters()) slot.core.count_extra(name, n);
       }
       wire::VerdictT v;
       if (r) {

@@ -1,7 +1,11 @@
 #include "pipeline/sandbox_stage.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/hash.hpp"
 #include "sandbox/pool.hpp"
@@ -37,12 +41,40 @@ class nvcc_sandbox final : public actors::sandbox_logic {
     auto verdict = pool_->evaluate(*t, std::string_view(c.source()->c_str(), c.source()->size()),
                                   fnv1a64(parts, sizeof parts));
     verdict.candidate = std::move(v.candidate);
+    {
+      std::lock_guard lock(mu_);
+      compile_ms_ += verdict.compile_ms;
+    }
     return verdict;
+  }
+
+  /// nvcc time (compile_us; a cache hit adds ~0) and the runners' phases (sandbox/runner.hpp,
+  /// run_phases: gpu_wait_us is the wait for the GPU, shared for verifying and exclusive for
+  /// timing, so a sampler or trainer holding it shows there), in microseconds, since the last call.
+  std::vector<std::pair<std::string, std::uint64_t>> take_counters() override {
+    const auto now = pool_->phases();
+    std::lock_guard lock(mu_);
+    const auto d = now - reported_;
+    reported_ = now;
+    const auto us = [](double ms) { return static_cast<std::uint64_t>(ms > 0 ? ms * 1000 : 0); };
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    out.emplace_back("compile_us", us(compile_ms_));
+    compile_ms_ = 0;
+    for (const auto& [name, f] : sandbox::run_phases::fields()) {
+      std::string key(name);
+      out.emplace_back(key.substr(0, key.size() - 3) + "_us", us(d.*f));  // "gpu_wait_ms" -> "gpu_wait_us"
+    }
+    for (const auto& [name, c] : sandbox::run_phases::counts())
+      out.emplace_back(name, static_cast<std::uint64_t>(std::max(d.*c, 0)));
+    return out;
   }
 
  private:
   std::unique_ptr<sandbox::sandbox_pool> pool_;
   std::uint64_t seed_;
+  std::mutex mu_;
+  double compile_ms_ = 0;           ///< since the last take_counters
+  sandbox::run_phases reported_;    ///< the pool's phases at the last take_counters
 };
 
 }  // namespace

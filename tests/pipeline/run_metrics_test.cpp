@@ -100,3 +100,43 @@ TEST_CASE("refills: what the driver released, a new drop each time, and a limit 
   CHECK(p.in_a_row() == 1);
   CHECK(p.sent() == refill_policy::max_in_a_row + 1);
 }
+
+TEST_CASE("sandbox time per judged candidate: summed over worker rows, averaged, grouped by phase") {
+  using kforge::pipeline::sandbox_time_of;
+  const auto worker = [](const std::string& name, std::uint64_t calls,
+                         std::vector<std::pair<std::string, std::uint64_t>> extra) {
+    wire::StageMetricsT m;
+    m.stage = name;
+    m.kind = "sandbox_worker";
+    m.logic_calls = calls;
+    for (auto& [k, v] : extra) {
+      auto c = std::make_unique<wire::CounterT>();
+      c->name = k;
+      c->value = v;
+      m.extra.push_back(std::move(c));
+    }
+    return m;
+  };
+  metrics_board b;
+  // No sandbox counters (stand-ins): nothing to say.
+  b.latest["w0"] = worker("w0", 4, {{"busy_us", 1000}});
+  CHECK(sandbox_time_of(b).judged == 0);
+  CHECK(kforge::pipeline::describe(sandbox_time_of(b)).empty());
+  // Two worker threads of one sandbox: 4 candidates in all.
+  b.latest["w0"] = worker("w0", 3, {{"compile_us", 6'000'000}, {"gpu_wait_us", 2'000'000},
+                                    {"prepare_us", 400'000}, {"check_us", 400'000},
+                                    {"trials_us", 1'000'000}, {"start_us", 200'000}});
+  b.latest["w1"] = worker("w1", 1, {{"compile_us", 2'000'000}, {"load_us", 200'000},
+                                    {"compare_us", 200'000}, {"baseline_us", 1'000'000},
+                                    {"unload_us", 200'000}});
+  const auto t = sandbox_time_of(b);
+  CHECK(t.judged == 4);
+  CHECK(t.compile_s == doctest::Approx(2.0));
+  CHECK(t.gpu_wait_s == doctest::Approx(0.5));
+  CHECK(t.verify_s == doctest::Approx(0.3));
+  CHECK(t.timing_s == doctest::Approx(0.5));
+  CHECK(t.other_s == doctest::Approx(0.1));
+  CHECK(kforge::pipeline::describe(t) ==
+        "sandbox per judged candidate (4): nvcc 2.00 s, waiting for the GPU 0.50 s, verifying "
+        "0.30 s, timing 0.50 s, other 0.10 s");
+}

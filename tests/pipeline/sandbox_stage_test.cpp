@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <thread>
@@ -119,6 +120,15 @@ TEST_CASE("sandbox.backend = \"nvcc\": candidates get real verdicts through the 
                 v->reason);
   REQUIRE(v->candidate);
   CHECK(v->candidate->group_id == 7);
+  // Where its time went, once: nvcc's time (a fresh cache: it compiled), then nothing new.
+  std::map<std::string, std::uint64_t> took;
+  for (const auto& [name, n] : (*logic)->take_counters()) took[name] = n;
+  CHECK(took.at("compile_us") > 0);
+  CHECK(took.at("compile_us") == static_cast<std::uint64_t>(v->compile_ms * 1000));
+  CHECK(took.count("gpu_wait_us") == 1);
+  CHECK(took.count("trials_us") == 1);
+  CHECK((gpu || took.at("trials_us") == 0));  // compile-only: nothing ran
+  for (const auto& [name, n] : (*logic)->take_counters()) CHECK_MESSAGE(n == 0, name);
 
   const auto bad = candidate_for(*relu, "#include <unistd.h>\n" + std::string(sandbox::known_good_candidate()));
   v = (*logic)->evaluate(*flatbuffers::GetRoot<wire::Candidate>(bad.data()), {});
