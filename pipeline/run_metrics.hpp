@@ -124,7 +124,7 @@ nlohmann::json to_json(const gpu_group_use& g);
 /// pipeline/sandbox_stage.cpp; candidates are judged side by side, so these add up to a
 /// candidate's latency, not to the run's wall time). Zero judged: nothing to say (stand-ins).
 struct sandbox_time {
-  std::uint64_t judged = 0;
+  std::uint64_t judged = 0;  ///< the sandbox's logic calls: every candidate, infra_error included
   double compile_s = 0;   ///< nvcc (a cache hit costs ~0)
   double gpu_wait_s = 0;  ///< waiting for the GPU: behind other runners, a timed trial, or a
                           ///< sampler or trainer holding it

@@ -52,8 +52,10 @@ class nvcc_sandbox final : public actors::sandbox_logic {
   /// run_phases: gpu_wait_us is the wait for the GPU, shared for verifying and exclusive for
   /// timing, so a sampler or trainer holding it shows there), in microseconds, since the last call.
   std::vector<std::pair<std::string, std::uint64_t>> take_counters() override {
-    const auto now = pool_->phases();
+    // Read under mu_: worker threads sharing this logic then take strictly later readings, so
+    // no stretch is reported twice (phases() takes only the runners' leaf locks).
     std::lock_guard lock(mu_);
+    const auto now = pool_->phases();
     const auto d = now - reported_;
     reported_ = now;
     const auto us = [](double ms) { return static_cast<std::uint64_t>(ms > 0 ? ms * 1000 : 0); };
