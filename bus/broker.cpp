@@ -133,12 +133,8 @@ struct broker::impl {
     auto it = workers.find(id);
     if (it == workers.end()) return;
     const worker_state& w = it->second;
-    if (frozen.load()) {
-      workers.erase(it);
-      bump(died ? c.dead : c.left);
-      return;
-    }
-    std::vector<std::uint64_t> held(w.held.begin(), w.held.end());
+    std::vector<std::uint64_t> held;  // frozen: none taken back, all stay in flight
+    if (!frozen.load()) held.assign(w.held.begin(), w.held.end());
     // Oldest work first, for a stable order at the front of the queue.
     std::sort(held.rbegin(), held.rend());
     for (auto wid : held) {
