@@ -230,7 +230,10 @@ std::string dense_host(const tasks::task& t, const plan& p) {
 result<rows_code> rows_parts(const tasks::task& t, const plan& p) {
   rows_code c;
   c.types = p.dense ? dense_row_types(t, p) : row_types(t, p);
-  std::set<std::string> ops;
+  // The sum and max helpers in every such kernel, whatever it reduces: a policy that learnt them
+  // per program wrote calls to kf_warp_max or kf_block_sum in kernels that never defined them
+  // (session 14, losses and norms); a fixed pair is one thing to learn. Others as they are used.
+  std::set<std::string> ops{"sum", "max"};
   for (int r : p.reductions) ops.insert(p.g.nodes[static_cast<std::size_t>(r)].op);
   // Rows longer than this get no thread-per-row variant (one thread walking millions of elements
   // runs for seconds) and accumulate sums in double in the others (each thread's float partial

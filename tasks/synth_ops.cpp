@@ -157,10 +157,34 @@ struct form {
   std::string params, expr, phrase;
 };
 
-void add_unary(ops& v, std::string_view op, int weight, std::vector<form> forms) {
+// Ops whose values are > 0 (sigmoid's also < 1): the only ones a log, rsqrt, reciprocal or logit
+// may follow, so a chain never feeds a function values outside its domain (NaN or inf outputs
+// would be dropped as degenerate anyway, at the cost of the draw).
+bool positive_values(std::string_view op) {
+  return op == "sigmoid" || op == "exp" || op == "softplus";
+}
+bool non_negative_values(std::string_view op) {
+  return positive_values(op) || op == "relu" || op == "abs" || op == "square";
+}
+
+// Which values an op's input must hold.
+enum class domain { any, non_negative, positive, unit_interval };
+
+bool in_domain(domain d, std::string_view prev) {
+  switch (d) {
+    case domain::any: return true;
+    case domain::non_negative: return non_negative_values(prev);
+    case domain::positive: return positive_values(prev);
+    case domain::unit_interval: return prev == "sigmoid";
+  }
+  return false;
+}
+
+void add_unary(ops& v, std::string_view op, int weight, std::vector<form> forms,
+               domain needs = domain::any) {
   v.push_back({op, category::elementwise, weight,
-               [op, forms = std::move(forms)](chain_state& s, rng& r) -> std::optional<step> {
-                 if (s.prev_op == op) return std::nullopt;
+               [op, needs, forms = std::move(forms)](chain_state& s, rng& r) -> std::optional<step> {
+                 if (s.prev_op == op || !in_domain(needs, s.prev_op)) return std::nullopt;
                  const auto& f = r.pick(forms);
                  step st;
                  st.op = std::string(op);
@@ -203,27 +227,90 @@ void add_elementwise(ops& v) {
              {"-2,2", "torch.clamp($, -2.0, 2.0)", "clamp to [-2, 2]"}});
   add_unary(v, "scale", 2,
             {{"0.5", "torch.mul($, 0.5)", "multiply by 0.5"},
+             {"0.5", "$ * 0.5", "multiply by 0.5"},
              {"2", "torch.mul($, 2.0)", "multiply by 2"},
              {"-1.5", "torch.mul($, -1.5)", "multiply by -1.5"},
              {"0.125", "torch.mul($, 0.125)", "multiply by 0.125"}});
   add_unary(v, "shift", 1,
-            {{"1", "torch.add($, 1.0)", "add 1"}, {"-0.5", "torch.sub($, 0.5)", "subtract 0.5"}});
+            {{"1", "torch.add($, 1.0)", "add 1"},
+             {"-0.5", "torch.sub($, 0.5)", "subtract 0.5"},
+             {"1", "$ + 1.0", "add 1"},
+             {"1-", "1.0 - $", "subtract from 1"}});
+
+  // The rest of the elementwise functions the corpus writer lowers (corpus/torch_lowering.cpp),
+  // in the spellings references use, operators included: a policy trained on synthesized tasks
+  // otherwise never sees expm1 or `x / (1 + torch.abs(x))` written out.
+  add_unary(v, "expm1", 1, {{"", "torch.expm1($)", "exp(v) - 1"}});
+  add_unary(v, "softsign", 1,
+            {{"", "$ / (1 + torch.abs($))", "softsign"},
+             {"", "torch.div($, torch.add(torch.abs($), 1.0))", "softsign"}});
+  add_unary(v, "threshold", 1,
+            {{"0,-1", "torch.threshold($, 0.0, -1.0)", "threshold at 0 (else -1)"},
+             {"0.5,0", "torch.threshold($, 0.5, 0.0)", "threshold at 0.5 (else 0)"},
+             {"-0.2,2", "torch.threshold($, -0.2, 2.0)", "threshold at -0.2 (else 2)"}});
+  add_unary(v, "hardshrink", 1,
+            {{"", "torch.hardshrink($)", "hard shrink (0.5)"},
+             {"0.25", "torch.hardshrink($, 0.25)", "hard shrink (0.25)"}});
+  add_unary(v, "softshrink", 1,
+            {{"", "torch.softshrink($)", "soft shrink (0.5)"},
+             {"0.2", "torch.softshrink($, 0.2)", "soft shrink (0.2)"}});
+  add_unary(v, "celu", 1,
+            {{"", "torch.celu($)", "CELU"}, {"0.5", "torch.celu($, 0.5)", "CELU (alpha 0.5)"}});
+  add_unary(v, "pow", 1,
+            {{"2", "torch.pow($, 2.0)", "square (pow 2)"},
+             {"3", "torch.pow($, 3.0)", "cube"},
+             {"sq", "$ * $", "square"}});
+  add_unary(v, "neg", 1, {{"", "torch.neg($)", "negate"}, {"", "-$", "negate"}});
+  add_unary(v, "cos", 1, {{"", "torch.cos($)", "cosine"}});
+  add_unary(v, "atan", 1, {{"", "torch.atan($)", "arctangent"}});
+  // Offered more often than they apply: most values are not in their domain.
+  add_unary(v, "sqrt", 2, {{"", "torch.sqrt($)", "square root"}}, domain::non_negative);
+  add_unary(v, "rsqrt", 3, {{"", "torch.rsqrt($)", "reciprocal square root"}}, domain::positive);
+  add_unary(v, "log", 3, {{"", "torch.log($)", "natural log"}}, domain::positive);
+  add_unary(v, "log1p", 3, {{"", "torch.log1p($)", "log(1 + v)"}}, domain::non_negative);
+  add_unary(v, "reciprocal", 3,
+            {{"", "torch.reciprocal($)", "reciprocal"}, {"", "1.0 / $", "reciprocal"}},
+            domain::positive);
+  // The same functions on any value, made safe the way references do it.
+  add_unary(v, "sqrt_abs", 1, {{"", "torch.sqrt(torch.abs($))", "sqrt(|v|)"}});
+  add_unary(v, "rsqrt_abs1", 1, {{"", "torch.rsqrt(torch.abs($) + 1.0)", "1 / sqrt(|v| + 1)"}});
+  add_unary(v, "log_abs1", 1, {{"", "torch.log(torch.abs($) + 1.0)", "log(|v| + 1)"}});
+  add_unary(v, "recip_abs1", 1, {{"", "1.0 / (torch.abs($) + 1.0)", "1 / (|v| + 1)"}});
+  add_unary(v, "logit", 6, {{"", "torch.logit($)", "logit"}}, domain::unit_interval);
 
   // A second operand of the current shape, joined elementwise.
   struct join {
     std::string_view op, fn, phrase;
   };
-  for (const auto& j : {join{"add", "add", "add"}, join{"sub", "sub", "subtract"},
-                        join{"mul", "mul", "multiply by"},
-                        join{"maximum", "maximum", "elementwise maximum with"}}) {
-    v.push_back({j.op, category::elementwise, 2,
-                 [j](chain_state& s, rng&) -> std::optional<step> {
+  // `fn` is the call with `$` and `@` (the second input), or an operator expression.
+  for (const auto& j : {join{"add", "torch.add($, @)|$ + @", "add"},
+                        join{"sub", "torch.sub($, @)|$ - @", "subtract"},
+                        join{"mul", "torch.mul($, @)|$ * @", "multiply by"},
+                        join{"maximum", "torch.maximum($, @)", "elementwise maximum with"},
+                        join{"minimum", "torch.minimum($, @)", "elementwise minimum with"},
+                        join{"atan2", "torch.atan2($, @)|torch.atan2(@, $)", "atan2 with"},
+                        join{"sqdiff", "($ - @) * ($ - @)|torch.square($ - @)",
+                             "squared difference with"},
+                        join{"mse", "torch.mse_loss($, @, 0)", "squared error (no reduction) against"},
+                        join{"smooth_l1", "torch.smooth_l1_loss($, @, 0, 1.0)|torch.smooth_l1_loss($, @, 0, 0.5)",
+                             "smooth L1 loss (no reduction) against"}}) {
+    const bool common = j.op == "add" || j.op == "sub" || j.op == "mul" || j.op == "maximum";
+    v.push_back({j.op, category::elementwise, common ? 2 : 1,
+                 [j](chain_state& s, rng& r) -> std::optional<step> {
                    if (s.data_inputs >= 3) return std::nullopt;
+                   std::vector<std::string> spellings;
+                   for (std::string_view rest = j.fn; !rest.empty();) {
+                     const auto bar = rest.find('|');
+                     spellings.emplace_back(rest.substr(0, bar));
+                     rest = bar == std::string_view::npos ? "" : rest.substr(bar + 1);
+                   }
                    step st;
                    st.op = std::string(j.op);
                    st.signature = st.op + "(z)";
                    const auto z = name("z", s);
-                   st.expr = "torch." + std::string(j.fn) + "($, " + z + ")";
+                   st.expr = r.pick(spellings);
+                   for (auto at = st.expr.find('@'); at != std::string::npos; at = st.expr.find('@'))
+                     st.expr.replace(at, 1, z);
                    st.phrase = std::string(j.phrase) + " a second input " + z;
                    st.cat = category::elementwise;
                    st.params.push_back({z, s.cur, normal(1.0), true});
@@ -231,6 +318,48 @@ void add_elementwise(ops& v) {
                    return st;
                  }});
   }
+
+  // Two more inputs: the end point z and the weight w of a linear interpolation.
+  v.push_back({"lerp", category::elementwise, 1,
+               [](chain_state& s, rng&) -> std::optional<step> {
+                 if (s.data_inputs >= 2) return std::nullopt;
+                 step st;
+                 st.op = "lerp";
+                 st.signature = "lerp(z,w)";
+                 const auto z = name("z", s), w = name("w", s);
+                 st.expr = "torch.lerp($, " + z + ", " + w + ")";
+                 st.phrase = "interpolate toward a second input " + z + " by weights " + w;
+                 st.cat = category::elementwise;
+                 st.params.push_back({z, s.cur, normal(1.0), true});
+                 st.params.push_back({w, s.cur, uniform(0.0, 1.0), true});
+                 st.out = s.cur;
+                 return st;
+               }});
+
+  // A mask input m in [0, 1): values where m passes a cut are replaced by a constant.
+  v.push_back({"masked_fill", category::elementwise, 1,
+               [](chain_state& s, rng& r) -> std::optional<step> {
+                 if (s.data_inputs >= 3) return std::nullopt;
+                 struct cut {
+                   std::string_view test, fill, phrase, sig;  // sig: no '>' (it joins steps)
+                 };
+                 static const std::vector<cut> cuts{
+                     {"> 0.5", "0.0", "set to 0 where m > 0.5", "gt0.5,0"},
+                     {"< 0.25", "-1.0", "set to -1 where m < 0.25", "lt0.25,-1"},
+                     {"> 0.9", "1.0", "set to 1 where m > 0.9", "gt0.9,1"}};
+                 const auto& c = r.pick(cuts);
+                 step st;
+                 st.op = "masked_fill";
+                 const auto m = name("m", s);
+                 st.signature = "masked_fill(" + std::string(c.sig) + ")";
+                 st.expr = "torch.masked_fill($, " + m + " " + std::string(c.test) + ", " +
+                           std::string(c.fill) + ")";
+                 st.phrase = std::string(c.phrase).replace(c.phrase.find(" m "), 3, " " + m + " ");
+                 st.cat = category::elementwise;
+                 st.params.push_back({m, s.cur, uniform(0.0, 1.0), true});
+                 st.out = s.cur;
+                 return st;
+               }});
 
   v.push_back({"residual", category::elementwise, 3,
                [](chain_state& s, rng&) -> std::optional<step> {
@@ -265,6 +394,26 @@ void add_elementwise(ops& v) {
                    st.params.push_back({b, {s.cur.back()}, uniform(-0.5, 0.5)});
                  }
                  st.expr = "torch.add($, " + b + ")";
+                 st.out = s.cur;
+                 return st;
+               }});
+
+  // A scale per row: one value per position of every dimension but the last, broadcast along it.
+  v.push_back({"scale_rows", category::elementwise, 1,
+               [](chain_state& s, rng&) -> std::optional<step> {
+                 if (s.cur.size() < 2 || !is_data_dim(*s.dims, s.cur.back()) ||
+                     s.prev_op == "scale_rows")
+                   return std::nullopt;
+                 step st;
+                 st.op = "scale_rows";
+                 st.signature = "mul(rows)";
+                 const auto sc = name("s", s);
+                 st.expr = "$ * " + sc;
+                 st.phrase = "multiply each row by its scale " + sc;
+                 st.cat = category::elementwise;
+                 sym_shape dims = s.cur;
+                 dims.back() = s.dims->one();
+                 st.params.push_back({sc, dims, normal(1.0)});
                  st.out = s.cur;
                  return st;
                }});

@@ -179,6 +179,23 @@ TEST_CASE("row programs say per output whether it holds one value per row or per
   }
 }
 
+TEST_CASE("row kernels that reduce across threads define the sum and max helpers, whatever they reduce") {
+  // Session 14's policy called kf_warp_max or kf_block_sum in kernels that never defined them; a
+  // fixed pair is one thing to learn. amin_last_keepdim reduces with min only.
+  const auto lib = testing::builtin_by_id();
+  int cooperative = 0;
+  for (const auto& v : written(lib.at("l1/amin_last_keepdim"))) {
+    INFO(v.name << "\n" << v.source);
+    for (const std::string prefix : {"kf_warp_", "kf_block_"}) {
+      if (v.source.find(prefix + "min(") == std::string::npos) continue;
+      ++cooperative;
+      CHECK(v.source.find("float " + prefix + "sum(") != std::string::npos);
+      CHECK(v.source.find("float " + prefix + "max(") != std::string::npos);
+    }
+  }
+  CHECK(cooperative >= 2);
+}
+
 TEST_CASE("what the writer cannot do is an unsupported error") {
   const auto lib = testing::builtin_by_id();
   for (const char* id : {"l1/conv2d_3x3", "l1/relu_bf16", "l1/topk_values", "l1/argmax_rows",

@@ -95,6 +95,36 @@ TEST_CASE("every op of the catalogue occurs in generated chains") {
     CHECK_MESSAGE(used.count(std::string(op.name)), op.name);
 }
 
+TEST_CASE("functions with a domain follow only ops whose values are in it; operators occur") {
+  // log, rsqrt, reciprocal and logit on a normal input give NaN or inf: they may follow only ops
+  // with positive values (logit: sigmoid's, in (0, 1)); and references written with operators
+  // (`y * z1`, `y / (1 + torch.abs(y))`), as the built-ins are, occur.
+  const std::set<std::string> positive{"sigmoid", "exp", "softplus"};
+  const std::set<std::string> non_negative{"sigmoid", "exp", "softplus", "relu", "abs", "square"};
+  int restricted = 0, operators = 0;
+  for (std::uint64_t seed = 0; seed < 5000; ++seed) {
+    const auto p = synth::generate(seed);
+    for (std::size_t i = 0; i < p.steps.size(); ++i) {
+      const auto& op = p.steps[i].op;
+      const std::string prev = i ? p.steps[i - 1].op : "";
+      INFO(p.signature());
+      if (op == "log" || op == "rsqrt" || op == "reciprocal") {
+        CHECK(positive.count(prev));
+        ++restricted;
+      } else if (op == "logit") {
+        CHECK(prev == "sigmoid");
+        ++restricted;
+      } else if (op == "sqrt" || op == "log1p") {
+        CHECK(non_negative.count(prev));
+        ++restricted;
+      }
+      if (p.steps[i].expr.find("torch.") == std::string::npos) ++operators;
+    }
+  }
+  CHECK(restricted > 10);
+  CHECK(operators > 50);
+}
+
 TEST_CASE("reductions are spelled three ways, as references are written; the signature ignores it") {
   // [1] with keepdim by position, an int dim with keepdim=True by keyword, and a dim from the end:
   // the built-ins use the last two, which a policy trained on the first alone misread.
