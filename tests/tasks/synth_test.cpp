@@ -202,7 +202,9 @@ TEST_CASE("size bound: a program whose estimated time is outside the window is r
     CHECK(r.estimate_ms() >= q.estimate_ms());
     larger += r.estimate_ms() > q.estimate_ms();
   }
-  CHECK(larger > 100);
+  // Not all: a batch at its cap (or at the memory bound) cannot grow; maps, most of the catalogue
+  // since it covers the writer's elementwise functions, reach it soonest.
+  CHECK(larger > 80);
 }
 
 // ---- contamination -------------------------------------------------------------------------
