@@ -197,6 +197,28 @@ void add_unary(ops& v, std::string_view op, int weight, std::vector<form> forms,
                }});
 }
 
+// A scale input `s<i>` multiplied into a value of rank >= 2 whose last dimension holds data; its
+// shape (`dims`) says along which dimensions it broadcasts.
+void add_scale(ops& v, std::string_view op, int weight, std::string signature, std::string phrase,
+               std::string (*expr)(const std::string&), sym_shape (*dims)(chain_state&),
+               init_spec init) {
+  v.push_back({op, category::elementwise, weight,
+               [=](chain_state& s, rng&) -> std::optional<step> {
+                 if (s.cur.size() < 2 || !is_data_dim(*s.dims, s.cur.back()) || s.prev_op == op)
+                   return std::nullopt;
+                 step st;
+                 st.op = std::string(op);
+                 st.signature = signature;
+                 const auto sc = name("s", s);
+                 st.expr = expr(sc);
+                 st.phrase = phrase + sc;
+                 st.cat = category::elementwise;
+                 st.params.push_back({sc, dims(s), init});
+                 st.out = s.cur;
+                 return st;
+               }});
+}
+
 void add_elementwise(ops& v) {
   add_unary(v, "relu", 3, {{"", "torch.relu($)", "ReLU"}});
   add_unary(v, "leaky_relu", 2,
@@ -281,29 +303,29 @@ void add_elementwise(ops& v) {
   // A second operand of the current shape, joined elementwise.
   struct join {
     std::string_view op, fn, phrase;
+    int weight;
   };
   // `fn` is the call with `$` and `@` (the second input), or an operator expression.
-  for (const auto& j : {join{"add", "torch.add($, @)|$ + @", "add"},
-                        join{"sub", "torch.sub($, @)|$ - @", "subtract"},
-                        join{"mul", "torch.mul($, @)|$ * @", "multiply by"},
-                        join{"maximum", "torch.maximum($, @)", "elementwise maximum with"},
-                        join{"minimum", "torch.minimum($, @)", "elementwise minimum with"},
-                        join{"atan2", "torch.atan2($, @)|torch.atan2(@, $)", "atan2 with"},
+  for (const auto& j : {join{"add", "torch.add($, @)|$ + @", "add", 2},
+                        join{"sub", "torch.sub($, @)|$ - @", "subtract", 2},
+                        join{"mul", "torch.mul($, @)|$ * @", "multiply by", 2},
+                        join{"maximum", "torch.maximum($, @)", "elementwise maximum with", 2},
+                        join{"minimum", "torch.minimum($, @)", "elementwise minimum with", 1},
+                        join{"atan2", "torch.atan2($, @)|torch.atan2(@, $)", "atan2 with", 1},
                         join{"sqdiff", "($ - @) * ($ - @)|torch.square($ - @)",
-                             "squared difference with"},
-                        join{"mse", "torch.mse_loss($, @, 0)", "squared error (no reduction) against"},
+                             "squared difference with", 1},
+                        join{"mse", "torch.mse_loss($, @, 0)", "squared error (no reduction) against", 1},
                         join{"smooth_l1", "torch.smooth_l1_loss($, @, 0, 1.0)|torch.smooth_l1_loss($, @, 0, 0.5)",
-                             "smooth L1 loss (no reduction) against"}}) {
-    const bool common = j.op == "add" || j.op == "sub" || j.op == "mul" || j.op == "maximum";
-    v.push_back({j.op, category::elementwise, common ? 2 : 1,
-                 [j](chain_state& s, rng& r) -> std::optional<step> {
+                             "smooth L1 loss (no reduction) against", 1}}) {
+    std::vector<std::string> spellings;  // fn split at '|', once
+    for (std::string_view rest = j.fn; !rest.empty();) {
+      const auto bar = rest.find('|');
+      spellings.emplace_back(rest.substr(0, bar));
+      rest = bar == std::string_view::npos ? "" : rest.substr(bar + 1);
+    }
+    v.push_back({j.op, category::elementwise, j.weight,
+                 [j, spellings](chain_state& s, rng& r) -> std::optional<step> {
                    if (s.data_inputs >= 3) return std::nullopt;
-                   std::vector<std::string> spellings;
-                   for (std::string_view rest = j.fn; !rest.empty();) {
-                     const auto bar = rest.find('|');
-                     spellings.emplace_back(rest.substr(0, bar));
-                     rest = bar == std::string_view::npos ? "" : rest.substr(bar + 1);
-                   }
                    step st;
                    st.op = std::string(j.op);
                    st.signature = st.op + "(z)";
@@ -399,41 +421,17 @@ void add_elementwise(ops& v) {
                }});
 
   // A scale per row: one value per position of every dimension but the last, broadcast along it.
-  v.push_back({"scale_rows", category::elementwise, 1,
-               [](chain_state& s, rng&) -> std::optional<step> {
-                 if (s.cur.size() < 2 || !is_data_dim(*s.dims, s.cur.back()) ||
-                     s.prev_op == "scale_rows")
-                   return std::nullopt;
-                 step st;
-                 st.op = "scale_rows";
-                 st.signature = "mul(rows)";
-                 const auto sc = name("s", s);
-                 st.expr = "$ * " + sc;
-                 st.phrase = "multiply each row by its scale " + sc;
-                 st.cat = category::elementwise;
-                 sym_shape dims = s.cur;
-                 dims.back() = s.dims->one();
-                 st.params.push_back({sc, dims, normal(1.0)});
-                 st.out = s.cur;
-                 return st;
-               }});
-
-  v.push_back({"scale_features", category::elementwise, 2,
-               [](chain_state& s, rng&) -> std::optional<step> {
-                 if (s.cur.size() < 2 || !is_data_dim(*s.dims, s.cur.back()) ||
-                     s.prev_op == "scale_features")
-                   return std::nullopt;
-                 step st;
-                 st.op = "scale_features";
-                 st.signature = "mul(s)";
-                 const auto sc = name("s", s);
-                 st.expr = "torch.mul($, " + sc + ")";
-                 st.phrase = "multiply by a per-feature scale " + sc;
-                 st.cat = category::elementwise;
-                 st.params.push_back({sc, {s.cur.back()}, uniform(0.5, 1.5)});
-                 st.out = s.cur;
-                 return st;
-               }});
+  add_scale(v, "scale_rows", 1, "mul(rows)", "multiply each row by its scale ",
+            [](const std::string& sc) { return "$ * " + sc; },
+            [](chain_state& s) {
+              sym_shape dims = s.cur;
+              dims.back() = s.dims->one();
+              return dims;
+            },
+            normal(1.0));
+  add_scale(v, "scale_features", 2, "mul(s)", "multiply by a per-feature scale ",
+            [](const std::string& sc) { return "torch.mul($, " + sc + ")"; },
+            [](chain_state& s) { return sym_shape{s.cur.back()}; }, uniform(0.5, 1.5));
 }
 
 // ---- reductions, scans, softmax ------------------------------------------------------------
