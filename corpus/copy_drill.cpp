@@ -34,9 +34,9 @@ std::string random_name(std::mt19937_64& rng) {
   return s;
 }
 
-// A number of the same kind as `old`: an integer for an integer, a decimal (or an exponent form
-// for an exponent form) otherwise.
-std::string random_number(const std::string& old, std::mt19937_64& rng) {
+}  // namespace
+
+std::string random_number_like(const std::string& old, std::mt19937_64& rng) {
   char buf[32];
   // One draw per statement: the order of draws within one expression is unspecified, and the same
   // seed must give the same drills whatever the compiler.
@@ -59,6 +59,19 @@ std::string random_number(const std::string& old, std::mt19937_64& rng) {
 
 bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
+std::size_t number_end(const std::string& s, std::size_t i) {
+  std::size_t j = i;
+  while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '.' ||
+                          ((s[j] == 'e' || s[j] == 'E') && j + 1 < s.size() &&
+                           (s[j + 1] == '-' || s[j + 1] == '+' ||
+                            std::isdigit(static_cast<unsigned char>(s[j + 1])))) ||
+                          ((s[j] == '-' || s[j] == '+') && (s[j - 1] == 'e' || s[j - 1] == 'E'))))
+    ++j;
+  return j;
+}
+
+namespace {
+
 std::string scramble_body(const std::string& s, std::mt19937_64& rng) {
   static constexpr std::array<char, 4> kOps = {'+', '-', '*', '/'};
   std::string out;
@@ -72,14 +85,8 @@ std::string scramble_body(const std::string& s, std::mt19937_64& rng) {
       out += called ? random_name(rng) : s.substr(i, j - i);
       i = j;
     } else if (std::isdigit(static_cast<unsigned char>(c)) && !word_char(prev) && prev != '.') {
-      std::size_t j = i;
-      while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '.' ||
-                              ((s[j] == 'e' || s[j] == 'E') && j + 1 < s.size() &&
-                               (s[j + 1] == '-' || s[j + 1] == '+' ||
-                                std::isdigit(static_cast<unsigned char>(s[j + 1])))) ||
-                              ((s[j] == '-' || s[j] == '+') && (s[j - 1] == 'e' || s[j - 1] == 'E'))))
-        ++j;
-      out += random_number(s.substr(i, j - i), rng);
+      const std::size_t j = number_end(s, i);
+      out += random_number_like(s.substr(i, j - i), rng);
       i = j;
     } else if (prev == ' ' && i + 1 < s.size() && s[i + 1] == ' ' &&
                (c == '+' || c == '-' || c == '*' || c == '/')) {

@@ -25,6 +25,16 @@ namespace kforge::corpus {
 /// and every binary operator written between spaces (" + ", " - ", " * ", " / ") by a random one.
 std::string scramble_reference(const std::string& reference, std::mt19937_64& rng);
 
+/// A number of the same kind as `old`: an integer for an integer, a decimal (or an exponent form
+/// for an exponent form) otherwise. One draw sequence per call, whatever the compiler.
+std::string random_number_like(const std::string& old, std::mt19937_64& rng);
+
+/// A letter, digit or '_'.
+bool word_char(char c);
+
+/// Where the number starting at s[i] ends ("2", "0.5", "1e-6", "3.0E+2").
+std::size_t number_end(const std::string& s, std::size_t i);
+
 struct drill_record {
   std::string task_id;     ///< "drill/<n>/<source task id>"
   /// The rendered prompt from its "## Task" heading on, the task named "drill/<n>" with a neutral

@@ -30,7 +30,12 @@ inline CLI::App* add_corpus_subcommand(CLI::App& app, corpus_options& opt) {
   build->add_option("--copy-drills", opt.copy_drills,
                     "Also write N copy drills: the restatement alone, of scrambled references (default 0)")
       ->check(CLI::NonNegativeNumber);
-  build->add_option("--drill-seed", opt.drill_seed, "Seed of the copy drills (default 1)");
+  build->add_option("--lowering-drills", opt.lowering_drills,
+                    "Also write N lowering drills: scrambled elementwise tasks, cut after kf_op (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  build->add_option("--exclude", opt.exclude,
+                    "Task files (or builtin) no lowering drill may repeat: the held-out tasks");
+  build->add_option("--drill-seed", opt.drill_seed, "Seed of the drills (default 1)");
   return cmd;
 }
 

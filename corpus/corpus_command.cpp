@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "corpus/copy_drill.hpp"
+#include "corpus/lowering_drill.hpp"
 #include "corpus/kernel_writer.hpp"
 #include "sandbox/pool.hpp"
 #include "tasks/prompt.hpp"
@@ -165,7 +166,14 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
   std::map<std::string, tally> per_cat;
   std::map<std::string, int> reasons;
   int seen = 0, supported = 0, variants = 0, kept = 0, dropped = 0;
+  tasks::synth::exclusion_list exclude;
+  for (const auto& f : opt.exclude)
+    if (auto st = exclude.add_file(f); !st) {
+      err << "kforge corpus build: --exclude " << f << ": " << st.message() << "\n";
+      return 2;
+    }
   std::vector<tasks::task> written;  // the supported tasks, for the copy drills
+  std::vector<tasks::task> maps;     // those written through kf_op, for the lowering drills
   for (const auto& t : *all) {
     const std::string cat(tasks::to_string(t.category));
     ++seen;
@@ -178,6 +186,9 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     ++supported;
     ++per_cat[cat].supported;
     if (opt.copy_drills > 0) written.push_back(t);
+    if (opt.lowering_drills > 0 &&
+        std::any_of(ks->begin(), ks->end(), [](const auto& v) { return v.source.find("kf_op(") != std::string::npos; }))
+      maps.push_back(t);
     tasks_file << tasks::to_json_line(t) << "\n";
     const std::string prompt = tmpl->render(t, *hw);
     for (const auto& v : *ks) {
@@ -206,6 +217,12 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     sft << json{{"task_id", d.task_id}, {"variant", "copy_drill"}, {"prompt", d.prompt},
                 {"completion", d.completion}, {"prefix_only", true}}.dump()
         << "\n";
+  lowering_drill_tally lowered;
+  for (const auto& d : lowering_drills(maps, *tmpl, *hw, exclude, opt.lowering_drills,
+                                       opt.drill_seed + 1, &lowered))
+    sft << json{{"task_id", d.task_id}, {"variant", "lowering_drill"}, {"prompt", d.prompt},
+                {"completion", d.completion}, {"prefix_only", true}}.dump()
+        << "\n";
   if (!sft) {
     err << "kforge corpus build: cannot write " << (dir / "sft.jsonl").string() << "\n";
     return 2;
@@ -214,6 +231,9 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
       << variants << " variants written";
   if (!opt.verdicts.empty()) out << ", " << kept << " kept by the verdicts (" << dropped << " not ok)";
   if (opt.copy_drills > 0) out << ", " << drills.size() << " copy drills";
+  if (opt.lowering_drills > 0)
+    out << ", " << lowered.written << " lowering drills (of " << opt.lowering_drills << " drawn: "
+        << lowered.excluded << " excluded, " << lowered.unsupported << " not lowered)";
   out << "\n";
   out << "  category        seen  supported  variants\n";
   for (const auto& [c, n] : per_cat) {

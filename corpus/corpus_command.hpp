@@ -5,6 +5,7 @@
 //   kforge corpus build --tasks builtin|FILE.jsonl|synth:COUNT:SEED --out DIR
 //                       [--category elementwise,reduction,...] [--gpu-facts FILE.toml]
 //                       [--verdicts FILE.jsonl] [--prompt-template FILE]
+//                       [--copy-drills N] [--lowering-drills N --exclude FILE ...] [--drill-seed S]
 //
 // DIR/tasks.jsonl        the supported tasks (what `kforge eval --tasks` reads)
 // DIR/kernels/<id>/<variant>.cu   one file per variant (what `kforge eval --candidates` reads)
@@ -40,6 +41,13 @@ struct corpus_options {
   /// is only the restated reference of a scrambled task, marked "prefix_only"; 0: none.
   int copy_drills = 0;
   std::uint64_t drill_seed = 1;
+  /// Lowering drills appended to sft.jsonl (corpus/lowering_drill.hpp): map tasks with scrambled
+  /// elementwise references, their completions cut after kf_op, "prefix_only"; 0: none. Seeded
+  /// by drill_seed + 1.
+  int lowering_drills = 0;
+  /// Task files (or "builtin") whose tasks no lowering drill may repeat (reference or op
+  /// skeleton), as `kforge tasks synth --exclude`.
+  std::vector<std::string> exclude;
 };
 
 /// 0 success; 2 bad arguments or unreadable input; 3 not available in this build.

@@ -49,7 +49,7 @@
 # reductions pass (v10, models/kforge-tiny).
 #
 # Usage: deploy/make_tiny.sh --kforge BIN --work DIR --model DIR [--gpu N] [--synth N]
-#          [--inputs DIR] [--copy-drills N] [--vocab N] [--heldout N] [--samples G] [--max-new-tokens N] [--no-builtin-split]
+#          [--inputs DIR] [--copy-drills N] [--lowering-drills N] [--vocab N] [--heldout N] [--samples G] [--max-new-tokens N] [--no-builtin-split]
 #          [--steps step1,step2,...] [-- PRETRAIN ARGS...]
 # --inputs DIR: the split's and synth's outputs made elsewhere (builtin_train.jsonl,
 # builtin_heldout.jsonl, synth.jsonl or synth.jsonl.gz), copied into --work first: synthesis runs
@@ -60,7 +60,7 @@
 # (the training flags without the shape flags, which --init takes from OLD_MODEL, and OLD_MODEL's
 # tokenizer). models/kforge-tiny/README.md trained that way, over two calls.
 set -euo pipefail
-inputs= kforge= work= model= gpu=0 synth=10000 drills=40000 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 steps=split,synth,corpus,tokenizer,pretrain,heldout
+inputs= kforge= work= model= gpu=0 synth=10000 drills=40000 lowering=40000 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 steps=split,synth,corpus,tokenizer,pretrain,heldout
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kforge) kforge=$2; shift 2 ;;
@@ -69,6 +69,7 @@ while [[ $# -gt 0 ]]; do
     --gpu) gpu=$2; shift 2 ;;
     --synth) synth=$2; shift 2 ;;
     --copy-drills) drills=$2; shift 2 ;;
+    --lowering-drills) lowering=$2; shift 2 ;;
     --inputs) inputs=$2; shift 2 ;;
     --vocab) vocab=$2; shift 2 ;;
     --heldout) heldout=$2; shift 2 ;;
@@ -122,7 +123,7 @@ if want corpus; then
   rm -rf "$work/corpus" "$work/corpus-builtin"
   cat "$work/synth.jsonl" "$work/builtin_train.jsonl" >"$work/train_tasks.jsonl"
   t "$kforge" corpus build --tasks "$work/train_tasks.jsonl" --out "$work/corpus" "${gpu_args[@]}" \
-    --copy-drills "$drills"
+    --copy-drills "$drills" --lowering-drills "$lowering" --exclude "$work/builtin_heldout.jsonl"
   cp "$work/corpus/sft.jsonl" "$work/sft.jsonl"
   echo "make_tiny: $(grep -c . "$work/sft.jsonl") training records; $(grep -c . "$work/builtin_heldout.jsonl") held-out built-ins"
 fi
@@ -130,7 +131,7 @@ if want tokenizer; then
   rm -rf "$work/tokenizer"
   # On the kernel records only: the drills' made-up names and numbers would take merges that no
   # real prompt uses (session 10: 8192 ids with them, ~2,600 without).
-  grep -v '"variant":"copy_drill"' "$work/sft.jsonl" >"$work/tokenizer_input.jsonl" || true
+  grep -v '"variant":"copy_drill"\|"variant":"lowering_drill"' "$work/sft.jsonl" >"$work/tokenizer_input.jsonl" || true
   t "$kforge" tokenizer train --input "$work/tokenizer_input.jsonl" --vocab "$vocab" --out "$work/tokenizer"
 fi
 if want pretrain; then

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "corpus/corpus_command.hpp"
@@ -202,6 +203,61 @@ TEST_CASE("corpus build --copy-drills appends prefix-only restatements of scramb
   CHECK(kernels > 40);
   CHECK(drills == 40);
   CHECK(scrambled == 40);
+}
+
+TEST_CASE("corpus build --lowering-drills appends map kernels of scrambled tasks, cut after kf_op") {
+  temp_dir d("lowering");
+  const auto heldout = d.p / "heldout.jsonl";
+  {
+    // The held-out list: `relu` and `x * y` alone, as the built-in library writes them.
+    corpus::corpus_options all;
+    all.tasks = "builtin";
+    all.categories = {"elementwise"};
+    all.out = (d.p / "all").string();
+    REQUIRE(run(all, nullptr, nullptr) == 0);
+    std::ofstream h(heldout);
+    for (const auto& r : lines(d.p / "all" / "tasks.jsonl"))
+      if (r["id"] == "l1/relu" || r["id"] == "l1/mul") h << r.dump() << "\n";
+  }
+  corpus::corpus_options o;
+  o.tasks = "builtin";
+  o.categories = {"elementwise"};
+  o.out = (d.p / "c").string();
+  o.lowering_drills = 300;
+  o.exclude = {heldout.string()};
+  std::string out, err;
+  REQUIRE_MESSAGE(run(o, &out, &err) == 0, err);
+  INFO(out);
+  CHECK(out.find("lowering drills (of 300 drawn: ") != std::string::npos);
+  int drills = 0;
+  std::set<std::string> bodies;
+  for (const auto& r : lines(d.p / "c" / "sft.jsonl")) {
+    if (r["variant"] != "lowering_drill") continue;
+    ++drills;
+    const auto prompt = r["prompt"].get<std::string>();
+    const auto completion = r["completion"].get<std::string>();
+    INFO(prompt << "\n---\n" << completion);
+    CHECK(r["prefix_only"] == true);
+    CHECK(prompt.rfind("## Task lowering/", 0) == 0);
+    REQUIRE(completion.rfind("The reference computes `", 0) == 0);
+    // The kernel record of the scrambled task up to kf_op's end, which restates the reference.
+    const auto op = completion.find("__device__ __forceinline__ void kf_op(");
+    REQUIRE(op != std::string::npos);
+    CHECK(completion.substr(completion.size() - 3) == "\n}\n");
+    CHECK(completion.find("\n}\n", op) == completion.size() - 3);
+    const auto restated = completion.substr(24, completion.find("`.") - 24);
+    CHECK(completion.find("// One element of the reference: " + restated + "\n") != std::string::npos);
+    // Neither held-out reference comes back, in any spelling of its op skeleton.
+    CHECK(restated != "return torch.relu(x)");
+    CHECK(restated != "return x * y");
+    CHECK(restated != "return torch.mul(x, y)");
+    bodies.insert(restated);
+  }
+  CHECK(drills > 150);
+  CHECK(bodies.size() > 100);
+  o.exclude = {(d.p / "missing.jsonl").string()};
+  CHECK(run(o, nullptr, &err) == 2);
+  CHECK(err.find("missing.jsonl") != std::string::npos);
 }
 #endif
 

@@ -1,0 +1,179 @@
+#include "corpus/lowering_drill.hpp"
+
+#include <array>
+#include <cctype>
+#include <cstdio>
+
+#include "corpus/kernel_writer.hpp"
+
+namespace kforge::corpus {
+namespace {
+
+// TorchScript spellings the writer lowers, by the arguments they take. A call is renamed only
+// within its group, so the scrambled reference still compiles and lowers (most of the time: a
+// draw the writer rejects is counted and skipped).
+constexpr std::array<const char*, 31> kOneTensor = {
+    "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "atan",
+    "erf", "expm1", "log1p", "neg", "reciprocal", "square", "floor", "ceil", "round", "trunc",
+    "sign", "silu", "mish", "selu", "hardsigmoid", "gelu", "softplus", "elu", "celu", "logit"};
+constexpr std::array<const char*, 7> kTensorNumber = {
+    "leaky_relu", "hardshrink", "softshrink", "clamp_min", "clamp_max", "pow", "celu"};
+constexpr std::array<const char*, 2> kTensorTwoNumbers = {"clamp", "threshold"};
+constexpr std::array<const char*, 7> kTwoTensors = {"maximum", "minimum", "atan2", "mul",
+                                                    "add",     "sub",     "div"};
+
+template <std::size_t N>
+bool contains(const std::array<const char*, N>& names, const std::string& name) {
+  for (const char* n : names)
+    if (name == n) return true;
+  return false;
+}
+
+template <std::size_t N>
+std::string pick(const std::array<const char*, N>& names, std::mt19937_64& rng) {
+  return names[rng() % N];
+}
+
+bool is_number(std::string s) {
+  while (!s.empty() && s.front() == ' ') s.erase(0, 1);
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  if (!s.empty() && s.front() == '-') s.erase(0, 1);
+  return !s.empty() && std::isdigit(static_cast<unsigned char>(s.front())) &&
+         number_end(s, 0) == s.size();
+}
+
+// The top-level arguments of the call whose '(' is at s[open], or nothing when it is unclosed.
+std::vector<std::string> call_arguments(const std::string& s, std::size_t open) {
+  std::vector<std::string> args(1);
+  int depth = 0;
+  for (std::size_t i = open + 1; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '(' || c == '[') ++depth;
+    if (c == ')' || c == ']') {
+      if (depth == 0) return c == ')' ? args : std::vector<std::string>{};
+      --depth;
+    }
+    if (c == ',' && depth == 0)
+      args.emplace_back();
+    else
+      args.back() += c;
+  }
+  return {};
+}
+
+// The name a call becomes: one of its group, or itself when its name or arguments fit no group
+// (reductions, keyword arguments, lerp, where).
+std::string renamed(const std::string& name, const std::vector<std::string>& args,
+                    std::mt19937_64& rng) {
+  for (const auto& a : args)
+    if (a.find('=') != std::string::npos) return name;
+  const bool known = contains(kOneTensor, name) || contains(kTensorNumber, name) ||
+                     contains(kTensorTwoNumbers, name) || contains(kTwoTensors, name);
+  if (!known) return name;
+  if (args.size() == 1) return pick(kOneTensor, rng);
+  if (args.size() == 2) return is_number(args[1]) ? pick(kTensorNumber, rng) : pick(kTwoTensors, rng);
+  if (args.size() == 3 && is_number(args[1]) && is_number(args[2]))
+    return pick(kTensorTwoNumbers, rng);
+  return name;
+}
+
+// A float of the same form: copy drills' decimals stay below 10; references also write 20.0 or
+// 12.5 (threshold's value, softplus's threshold), which v11 copied as 2.0.
+std::string random_float_like(const std::string& old, std::mt19937_64& rng) {
+  if (old.find_first_of("eE") != std::string::npos || rng() % 2 == 0)
+    return random_number_like(old, rng);
+  const int whole = 10 + static_cast<int>(rng() % 90);
+  const int tenth = static_cast<int>(rng() % 10);
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%d.%d", whole, tenth);
+  return buf;
+}
+
+std::string scramble_map_body(const std::string& s, std::mt19937_64& rng) {
+  static constexpr std::array<char, 4> kOps = {'+', '-', '*', '/'};
+  std::string out;
+  for (std::size_t i = 0; i < s.size();) {
+    const char c = s[i];
+    const char prev = i > 0 ? s[i - 1] : ' ';
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      std::size_t j = i;
+      while (j < s.size() && word_char(s[j])) ++j;
+      const std::string word = s.substr(i, j - i);
+      const bool called = prev == '.' && j < s.size() && s[j] == '(' &&
+                          i >= 6 && s.compare(i - 6, 6, "torch.") == 0;
+      out += called ? renamed(word, call_arguments(s, j), rng) : word;
+      i = j;
+    } else if (std::isdigit(static_cast<unsigned char>(c)) && !word_char(prev) && prev != '.') {
+      const std::size_t j = number_end(s, i);
+      const std::string number = s.substr(i, j - i);
+      // Integers stay: they may be dims (`x.size(-1)`) or exponents the writer expands.
+      out += number.find_first_of(".eE") == std::string::npos ? number : random_float_like(number, rng);
+      i = j;
+    } else if (prev == ' ' && i + 1 < s.size() && s[i + 1] == ' ' &&
+               (c == '+' || c == '-' || c == '*' || c == '/')) {
+      out += kOps[rng() % kOps.size()];
+      ++i;
+    } else {
+      out += c;
+      ++i;
+    }
+  }
+  return out;
+}
+
+// The completion up to the end of kf_op, or empty when the variant has none.
+std::string cut_after_op(const std::string& completion) {
+  const auto op = completion.find("__device__ __forceinline__ void kf_op(");
+  if (op == std::string::npos) return {};
+  const auto end = completion.find("\n}\n", op);
+  return end == std::string::npos ? std::string() : completion.substr(0, end + 3);
+}
+
+}  // namespace
+
+std::string scramble_map_reference(const std::string& reference, std::mt19937_64& rng) {
+  const auto def = reference.find("def forward(");
+  if (def == std::string::npos) return reference;
+  const auto body = reference.find('\n', def);
+  if (body == std::string::npos) return reference;
+  return reference.substr(0, body) + scramble_map_body(reference.substr(body), rng);
+}
+
+std::vector<drill_record> lowering_drills(const std::vector<tasks::task>& pool,
+                                          const tasks::prompt_template& tmpl,
+                                          const tasks::hardware_context& hw,
+                                          const tasks::synth::exclusion_list& exclude, int count,
+                                          std::uint64_t seed, lowering_drill_tally* tally) {
+  std::vector<drill_record> out;
+  lowering_drill_tally local;
+  lowering_drill_tally& n = tally ? *tally : local;
+  if (pool.empty()) return out;
+  std::mt19937_64 rng(seed);
+  for (int k = 0; k < count; ++k) {
+    tasks::task t = pool[rng() % pool.size()];
+    t.reference = scramble_map_reference(t.reference, rng);
+    const std::string source_id = t.id;
+    t.id = "lowering/" + std::to_string(k);
+    t.description = "A task to restate.";  // its own would name the ops it no longer has
+    if (exclude.match(t, "lowering drill")) {
+      ++n.excluded;
+      continue;
+    }
+    auto ks = write_kernels(t);
+    std::vector<std::string> cuts;  // one per variant: their explanations differ, kf_op does not
+    if (ks)
+      for (const auto& v : *ks)
+        if (auto cut = cut_after_op(completion_text(v)); !cut.empty()) cuts.push_back(std::move(cut));
+    if (cuts.empty()) {
+      ++n.unsupported;
+      continue;
+    }
+    auto prompt = tmpl.render(t, hw);
+    if (const auto at = prompt.find("## Task"); at != std::string::npos) prompt.erase(0, at);
+    out.push_back({t.id + "/" + source_id, std::move(prompt), cuts[rng() % cuts.size()]});
+    ++n.written;
+  }
+  return out;
+}
+
+}  // namespace kforge::corpus

@@ -1,0 +1,74 @@
+// Lowering drills: scrambled map references stay lowerable (calls renamed within their argument
+// kind, floats redrawn, integers kept). The records `kforge corpus build --lowering-drills N`
+// writes: corpus_command_test.cpp.
+#include <doctest/doctest.h>
+
+#include <random>
+#include <set>
+#include <string>
+
+#include "corpus/lowering_drill.hpp"
+
+using kforge::corpus::scramble_map_reference;
+
+namespace {
+
+// The name of the first `torch.` call at or after `from`, or empty.
+std::string called_name(const std::string& s, std::size_t from = 0) {
+  const auto at = s.find("torch.", from);
+  if (at == std::string::npos) return {};
+  const auto open = s.find('(', at);
+  return s.substr(at + 6, open - at - 6);
+}
+
+}  // namespace
+
+TEST_CASE("scramble_map_reference renames calls only within their kind of arguments") {
+  const std::set<std::string> one_tensor = {
+      "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "atan",
+      "erf", "expm1", "log1p", "neg", "reciprocal", "square", "floor", "ceil", "round", "trunc",
+      "sign", "silu", "mish", "selu", "hardsigmoid", "gelu", "softplus", "elu", "celu", "logit"};
+  const std::set<std::string> two_numbers = {"clamp", "threshold"};
+  const std::set<std::string> two_tensors = {"maximum", "minimum", "atan2", "mul", "add", "sub", "div"};
+  const std::string ref =
+      "def forward(x, y):\n    z = torch.threshold(torch.log1p(x), 0.1, 20.0)\n"
+      "    return torch.sum(torch.maximum(z, y) * 2, 1)\n";
+  std::set<std::string> firsts;
+  int moved_numbers = 0;
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    std::mt19937_64 rng(seed);
+    const auto s = scramble_map_reference(ref, rng);
+    INFO(s);
+    REQUIRE(s.rfind("def forward(x, y):\n    z = torch.", 0) == 0);
+    const auto first = called_name(s);
+    const auto inner = called_name(s, s.find("torch.") + 1);
+    CHECK(two_numbers.count(first) == 1);
+    CHECK(one_tensor.count(inner) == 1);
+    firsts.insert(inner);
+    // A reduction is no elementwise call: its name and its integer dim stay, as does the integer
+    // operand 2 (an exponent or a count the writer reads as written).
+    const auto ret = s.find("    return torch.sum(torch.");
+    REQUIRE(ret != std::string::npos);
+    CHECK(two_tensors.count(called_name(s, ret + 20)) == 1);
+    CHECK(s.find(" 2, 1)\n") != std::string::npos);
+    moved_numbers += s.find("0.1, 20.0)") == std::string::npos;
+    std::mt19937_64 again(seed);
+    CHECK(scramble_map_reference(ref, again) == s);  // the same seed, the same text
+  }
+  CHECK(firsts.size() >= 15);
+  CHECK(moved_numbers >= 35);
+}
+
+TEST_CASE("scramble_map_reference keeps calls with keyword arguments and unknown calls") {
+  const std::string ref =
+      "def forward(x):\n    return torch.gelu(x, approximate='tanh') + torch.lerp(x, x, x)\n";
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    std::mt19937_64 rng(seed);
+    const auto s = scramble_map_reference(ref, rng);
+    INFO(s);
+    CHECK(s.find("torch.gelu(x, approximate='tanh')") != std::string::npos);
+    CHECK(s.find("torch.lerp(x, x, x)") != std::string::npos);
+  }
+  std::mt19937_64 rng(1);
+  CHECK(scramble_map_reference("no forward here", rng) == "no forward here");
+}
