@@ -173,7 +173,7 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
       return 2;
     }
   std::vector<tasks::task> written;  // the supported tasks, for the copy drills
-  std::vector<tasks::task> maps;     // those written through kf_op, for the lowering drills
+  std::vector<tasks::task> maps;     // maps and fused-epilogue products, for the lowering drills
   for (const auto& t : *all) {
     const std::string cat(tasks::to_string(t.category));
     ++seen;
@@ -187,7 +187,9 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     ++per_cat[cat].supported;
     if (opt.copy_drills > 0) written.push_back(t);
     if (opt.lowering_drills > 0 &&
-        std::any_of(ks->begin(), ks->end(), [](const auto& v) { return v.source.find("kf_op(") != std::string::npos; }))
+        std::any_of(ks->begin(), ks->end(), [](const auto& v) {
+          return v.source.find("kf_op(") != std::string::npos || v.source.find("e.p.out[") != std::string::npos;
+        }))
       maps.push_back(t);
     tasks_file << tasks::to_json_line(t) << "\n";
     const std::string prompt = tmpl->render(t, *hw);

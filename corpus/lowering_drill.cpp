@@ -3,6 +3,8 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <map>
+#include <set>
 
 #include "corpus/kernel_writer.hpp"
 
@@ -121,12 +123,73 @@ std::string scramble_map_body(const std::string& s, std::mt19937_64& rng) {
   return out;
 }
 
-// The completion up to the end of kf_op, or empty when the variant has none.
+// The completion up to the end of the function that holds the task's math: a map's kf_op, or a
+// matrix product's fused epilogue kf_store (whose layout code comes before it); empty when the
+// variant has neither (a product staged into a row program stores to the workspace only).
 std::string cut_after_op(const std::string& completion) {
-  const auto op = completion.find("__device__ __forceinline__ void kf_op(");
-  if (op == std::string::npos) return {};
-  const auto end = completion.find("\n}\n", op);
-  return end == std::string::npos ? std::string() : completion.substr(0, end + 3);
+  for (const char* head : {"__device__ __forceinline__ void kf_op(",
+                           "__device__ __forceinline__ void kf_store(const kf_epi_args& e, int64_t i, float acc) {\n"}) {
+    const auto op = completion.find(head);
+    if (op == std::string::npos) continue;
+    const auto end = completion.find("\n}\n", op);
+    return end == std::string::npos ? std::string() : completion.substr(0, end + 3);
+  }
+  return {};
+}
+
+// Names an input may take. v12 wrote `torch.matmul(a, b)`'s B as read transposed, the layout of
+// the corpus's `torch.linear(x, w)`, and v11 read `y` as x0: with the names redrawn, which operand
+// is which and how it is laid out can only come from the reference.
+constexpr std::array<const char*, 28> kInputNames = {
+    "a", "b", "c", "x", "w", "z", "q", "k", "v", "m", "p", "s", "t", "u",
+    "h", "g", "x1", "x2", "in0", "in1", "lhs", "rhs", "mat", "bias", "scale", "weight", "inp", "src"};
+
+bool has_word(const std::string& s, const std::string& w) {
+  for (auto at = s.find(w); at != std::string::npos; at = s.find(w, at + 1)) {
+    const bool start = at == 0 || !word_char(s[at - 1]);
+    const bool end = at + w.size() >= s.size() || !word_char(s[at + w.size()]);
+    if (start && end) return true;
+  }
+  return false;
+}
+
+// `t` with every input renamed (signature, body, input specs, variants); names already in the
+// reference are not drawn. Words after a '.' (attributes such as `x.t()`) are not names.
+tasks::task rename_inputs(tasks::task t, std::mt19937_64& rng) {
+  std::map<std::string, std::string> to;
+  std::set<std::string> taken;
+  for (const auto& in : t.inputs) {
+    std::string name;
+    for (int tries = 0; tries < 20 && name.empty(); ++tries) {
+      const std::string n = kInputNames[rng() % kInputNames.size()];
+      if (!taken.count(n) && !has_word(t.reference, n)) name = n;
+    }
+    if (name.empty()) return t;  // no free name: the task as it was
+    taken.insert(name);
+    to[in.name] = name;
+  }
+  std::string ref;
+  for (std::size_t i = 0; i < t.reference.size();) {
+    if (!word_char(t.reference[i])) {
+      ref += t.reference[i++];
+      continue;
+    }
+    std::size_t j = i;
+    while (j < t.reference.size() && word_char(t.reference[j])) ++j;
+    const std::string word = t.reference.substr(i, j - i);
+    const auto it = to.find(word);
+    const bool attribute = i > 0 && t.reference[i - 1] == '.';
+    ref += it != to.end() && !attribute ? it->second : word;
+    i = j;
+  }
+  t.reference = std::move(ref);
+  for (auto& in : t.inputs) in.name = to[in.name];
+  for (auto& v : t.variants) {
+    std::map<std::string, tasks::shape> shapes;
+    for (auto& [name, shape] : v.shapes) shapes[to.count(name) ? to[name] : name] = shape;
+    v.shapes = std::move(shapes);
+  }
+  return t;
 }
 
 }  // namespace
@@ -151,6 +214,7 @@ std::vector<drill_record> lowering_drills(const std::vector<tasks::task>& pool,
   std::mt19937_64 rng(seed);
   for (int k = 0; k < count; ++k) {
     tasks::task t = pool[rng() % pool.size()];
+    if (rng() % 2 == 0) t = rename_inputs(std::move(t), rng);
     t.reference = scramble_map_reference(t.reference, rng);
     const std::string source_id = t.id;
     t.id = "lowering/" + std::to_string(k);

@@ -10,7 +10,12 @@
 // takes a map task of the corpus, replaces each torch call by another the writer lowers with the
 // same kind of arguments (one tensor; a tensor and numbers; two tensors), each float by a random
 // one and each spaced binary operator by a random one, lowers it with the writer, and keeps the
-// completion up to the end of kf_op ("prefix_only": no end of turn is learnt there).
+// completion up to the end of kf_op ("prefix_only": no end of turn is learnt there). v12 (which
+// these drills made, session 16) passed those maps; its matrix products still took the layout of
+// `torch.linear`'s weight for `torch.matmul(a, b)` and added an epilogue the reference does not
+// have. So matrix products with a fused epilogue are drilled too, cut after kf_store (the layout
+// code comes before it), and half the drills rename the task's inputs first, so that operand
+// order and layout are read from the reference rather than recalled from the names.
 //
 // Drills whose reference or op skeleton matches a task of the exclusion list (the held-out
 // tasks) are dropped, as synthesis drops them: a drill may not teach a held-out kernel.
@@ -39,8 +44,9 @@ struct lowering_drill_tally {
   int unsupported = 0;  ///< the writer could not lower the scrambled reference
 };
 
-/// Up to `count` drills from the map tasks of `pool` (tasks the writer lowers through kf_op),
-/// seeded; `count` draws are made, so fewer records come back where draws fail.
+/// Up to `count` drills from `pool`: tasks the writer lowers through kf_op (maps) or a matrix
+/// product's fused kf_store; seeded; `count` draws are made, so fewer records come back where draws
+/// fail (a product staged into a row program has no epilogue to cut after).
 std::vector<drill_record> lowering_drills(const std::vector<tasks::task>& pool,
                                           const tasks::prompt_template& tmpl,
                                           const tasks::hardware_context& hw,

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "corpus/lowering_drill.hpp"
+#include "tasks/builtin.hpp"
 
 using kforge::corpus::scramble_map_reference;
 
@@ -72,3 +73,47 @@ TEST_CASE("scramble_map_reference keeps calls with keyword arguments and unknown
   std::mt19937_64 rng(1);
   CHECK(scramble_map_reference("no forward here", rng) == "no forward here");
 }
+
+#ifdef KFORGE_TASKS_WITH_TORCH
+TEST_CASE("lowering drills of matrix products end with the fused epilogue and read renamed inputs") {
+  auto all = kforge::tasks::builtin_tasks();
+  REQUIRE(all);
+  std::vector<kforge::tasks::task> pool;
+  for (const auto& t : *all)
+    if (t.category == kforge::tasks::category::gemm) pool.push_back(t);
+  REQUIRE(!pool.empty());
+  kforge::tasks::synth::exclusion_list none;
+  kforge::corpus::lowering_drill_tally tally;
+  const auto drills = kforge::corpus::lowering_drills(
+      pool, kforge::tasks::prompt_template::embedded(), {}, none, 200, 7, &tally);
+  INFO("written " << tally.written << ", unsupported " << tally.unsupported);
+  int epilogues = 0, renamed = 0;
+  for (const auto& d : drills) {
+    INFO(d.prompt << "\n---\n" << d.completion);
+    const auto& c = d.completion;
+    REQUIRE(c.size() > 3);
+    CHECK(c.substr(c.size() - 3) == "\n}\n");
+    const auto store = c.find("void kf_store(const kf_epi_args& e, int64_t i, float acc) {\n");
+    if (store == std::string::npos) continue;  // a product staged into a row program: no drill
+    ++epilogues;
+    CHECK(c.find("\n}\n", store) == c.size() - 3);
+    CHECK(c.find("e.p.out[0][w0] = ") != std::string::npos);
+    // The layout comments name the product's operands as the prompt declares them.
+    const auto a = c.find("// A is `");
+    REQUIRE(a != std::string::npos);
+    const auto name = c.substr(a + 9, c.find('`', a + 9) - a - 9);
+    CHECK(d.prompt.find("] `" + name + "`: float32") != std::string::npos);
+    const auto source = d.task_id.substr(d.task_id.find('/', 9) + 1);  // "lowering/N/<source>"
+    for (const auto& t : pool) {
+      if (t.id != source) continue;
+      bool kept = false;
+      for (const auto& in : t.inputs) kept = kept || in.name == name;
+      renamed += !kept;
+    }
+  }
+  CHECK(epilogues == tally.written);
+  CHECK(epilogues > 50);
+  CHECK(renamed > 20);
+  CHECK(renamed < epilogues);
+}
+#endif
