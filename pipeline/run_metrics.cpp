@@ -53,6 +53,7 @@ sandbox_time sandbox_time_of(const metrics_board& b) {
   if (t.compile_s + t.gpu_wait_s + t.verify_s + t.timing_s + t.other_s <= 0) return {};
   t.judged = b.sum("sandbox_worker", &wire::StageMetricsT::logic_calls) +
              b.sum("sandbox_pool", &wire::StageMetricsT::logic_calls);
+  t.reused = b.extra("sandbox_worker", "reused_verdicts") + b.extra("sandbox_pool", "reused_verdicts");
   if (t.judged == 0) return {};
   const double n = static_cast<double>(t.judged);
   for (double* x : {&t.compile_s, &t.gpu_wait_s, &t.verify_s, &t.timing_s, &t.other_s}) *x /= n;
@@ -61,7 +62,8 @@ sandbox_time sandbox_time_of(const metrics_board& b) {
 
 nlohmann::json to_json(const sandbox_time& t) {
   return {{"judged", t.judged},       {"compile_s", t.compile_s}, {"gpu_wait_s", t.gpu_wait_s},
-          {"verify_s", t.verify_s},   {"timing_s", t.timing_s},   {"other_s", t.other_s}};
+          {"verify_s", t.verify_s},   {"timing_s", t.timing_s},   {"other_s", t.other_s},
+          {"reused", t.reused}};
 }
 
 std::string describe(const sandbox_time& t) {
@@ -72,7 +74,10 @@ std::string describe(const sandbox_time& t) {
                 "verifying %.2f s, timing %.2f s, other %.2f s",
                 static_cast<unsigned long long>(t.judged), t.compile_s, t.gpu_wait_s, t.verify_s,
                 t.timing_s, t.other_s);
-  return line;
+  std::string s = line;
+  if (t.reused > 0)
+    s += "; " + std::to_string(t.reused) + " of them repeated a kernel of their group (verdict reused)";
+  return s;
 }
 
 std::uint64_t metrics_board::activity() const {

@@ -131,6 +131,7 @@ struct sandbox_time {
   double verify_s = 0;    ///< expected outputs, loading, running the input sets, comparing
   double timing_s = 0;    ///< the candidate's timed trials and the baseline's
   double other_s = 0;     ///< starting candidate children, unloading
+  std::uint64_t reused = 0;  ///< of the judged, verdicts copied from a repeat in the same group
 };
 sandbox_time sandbox_time_of(const metrics_board& b);
 nlohmann::json to_json(const sandbox_time& t);

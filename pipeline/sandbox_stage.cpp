@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/hash.hpp"
+#include "pipeline/verdict_reuse.hpp"
 #include "sandbox/pool.hpp"
 #include "tasks/task_wire.hpp"
 
@@ -108,8 +109,9 @@ result<std::shared_ptr<actors::sandbox_logic>> shared_nvcc_sandbox(const manifes
   // A worker lives for the whole run: its children start now, together, not one by one under
   // the first groups.
   if (auto st = (*pool)->start_all(); !st) return error{"sandbox: " + st.err().message};
-  std::shared_ptr<actors::sandbox_logic> s =
-      std::make_shared<nvcc_sandbox>(std::move(*pool), static_cast<std::uint64_t>(m.run.seed));
+  // A group's repeated kernels are judged once (pipeline/verdict_reuse.hpp).
+  std::shared_ptr<actors::sandbox_logic> s = std::make_shared<group_verdict_reuse>(
+      std::make_shared<nvcc_sandbox>(std::move(*pool), static_cast<std::uint64_t>(m.run.seed)));
   shared = s;
   return s;
 }

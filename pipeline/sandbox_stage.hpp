@@ -2,7 +2,8 @@
 // The real sandbox behind the sandbox_worker actors (manifest: sandbox.backend = "nvcc"): a thin
 // adapter from a Candidate message to sandbox::sandbox_pool (static checks, nvcc, and on the
 // worker group's GPUs verification and timing) and back to a Verdict. One pool per process, shared
-// by every worker thread in it, so the GPUs' candidate children and the compile cache are shared.
+// by every worker thread in it, so the GPUs' candidate children and the compile cache are shared,
+// and a GRPO group's repeated kernels are judged once (pipeline/verdict_reuse.hpp).
 #include <memory>
 
 #include "actors/stage_logic.hpp"

@@ -139,4 +139,14 @@ TEST_CASE("sandbox time per judged candidate: summed over worker rows, averaged,
   CHECK(kforge::pipeline::describe(t) ==
         "sandbox per judged candidate (4): nvcc 2.00 s, waiting for the GPU 0.50 s, verifying "
         "0.30 s, timing 0.50 s, other 0.10 s");
+  CHECK(t.reused == 0);
+  // Verdicts copied to a group's repeated kernels (pipeline/verdict_reuse.hpp) are said.
+  b.latest["w1"] = worker("w1", 1, {{"compile_us", 2'000'000}, {"load_us", 200'000},
+                                    {"compare_us", 200'000}, {"baseline_us", 1'000'000},
+                                    {"unload_us", 200'000}, {"reused_verdicts", 2}});
+  const auto r = sandbox_time_of(b);
+  CHECK(r.reused == 2);
+  CHECK(to_json(r)["reused"] == 2);
+  CHECK(kforge::pipeline::describe(r).find("; 2 of them repeated a kernel of their group (verdict reused)") !=
+        std::string::npos);
 }

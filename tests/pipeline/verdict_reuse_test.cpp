@@ -1,0 +1,158 @@
+// A GRPO group's repeated kernels are judged once: the repeat gets a copy of the verdict (its own
+// candidate, reused, no milliseconds); other groups, other sources and sandbox faults are judged.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "messages/rollout_generated.h"
+#include "pipeline/verdict_reuse.hpp"
+
+using namespace kforge;
+
+namespace {
+
+// Judges by the source's first word ("ok ...", "wrong ...", "infra ..."); counts its calls and,
+// with `hold`, blocks each call until released.
+class fake_sandbox final : public actors::sandbox_logic {
+ public:
+  std::atomic<int> calls{0};
+  bool hold = false;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  std::atomic<int> waiting{0};
+
+  result<wire::VerdictT> evaluate(const wire::Candidate& c, const actors::envelope_info&) override {
+    ++calls;
+    if (hold) {
+      std::unique_lock lock(mu);
+      ++waiting;
+      cv.wait(lock, [&] { return released; });
+    }
+    wire::VerdictT v;
+    v.candidate.reset(c.UnPack());
+    const std::string src = c.source()->str();
+    v.status = src.rfind("ok", 0) == 0      ? wire::VerdictStatus::ok
+               : src.rfind("infra", 0) == 0 ? wire::VerdictStatus::infra_error
+                                             : wire::VerdictStatus::wrong_answer;
+    v.reason = "judged " + src;
+    v.compile_ms = 900;
+    v.verify_ms = 300;
+    v.time_ms = 400;
+    v.candidate_timing = std::make_unique<wire::TimingT>();
+    v.candidate_timing->median_ms = 1.5;
+    return v;
+  }
+  void release() {
+    std::lock_guard lock(mu);
+    released = true;
+    cv.notify_all();
+  }
+  std::vector<std::pair<std::string, std::uint64_t>> take_counters() override {
+    return {{"compile_us", 7}};
+  }
+};
+
+// A candidate's wire bytes (kept alive by the caller).
+std::vector<std::uint8_t> candidate(std::uint64_t group, std::uint32_t index, const std::string& source) {
+  wire::CandidateT c;
+  c.group_id = group;
+  c.group_index = index;
+  c.group_size = 8;
+  c.source = source;
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(wire::Candidate::Pack(fbb, &c));
+  return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
+}
+
+result<wire::VerdictT> judge(pipeline::group_verdict_reuse& r, std::uint64_t group, std::uint32_t index,
+                             const std::string& source) {
+  const auto bytes = candidate(group, index, source);
+  return r.evaluate(*flatbuffers::GetRoot<wire::Candidate>(bytes.data()), {});
+}
+
+std::map<std::string, std::uint64_t> counters(pipeline::group_verdict_reuse& r) {
+  std::map<std::string, std::uint64_t> m;
+  for (const auto& [k, v] : r.take_counters()) m[k] += v;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("a repeat within its group gets the first verdict, marked reused, without being judged") {
+  auto inner = std::make_shared<fake_sandbox>();
+  pipeline::group_verdict_reuse reuse(inner);
+  auto a = judge(reuse, 1, 0, "ok kernel A");
+  REQUIRE(a.ok());
+  CHECK_FALSE(a->reused);
+  CHECK(a->compile_ms == 900);
+  auto b = judge(reuse, 1, 5, "ok kernel A");
+  REQUIRE(b.ok());
+  CHECK(inner->calls == 1);
+  CHECK(b->reused);
+  CHECK(b->status == wire::VerdictStatus::ok);
+  CHECK(b->reason == "judged ok kernel A");
+  REQUIRE(b->candidate_timing);
+  CHECK(b->candidate_timing->median_ms == 1.5);  // the speedup the reward reads is the first's
+  CHECK(b->compile_ms == 0);
+  CHECK(b->verify_ms == 0);
+  CHECK(b->time_ms == 0);
+  REQUIRE(b->candidate);
+  CHECK(b->candidate->group_index == 5);  // its own candidate: the buffer matches it to its sample
+  auto c = counters(reuse);
+  CHECK(c["reused_verdicts"] == 1);
+  CHECK(c["compile_us"] == 7);  // the inner logic's counters pass through
+  CHECK(counters(reuse)["reused_verdicts"] == 0);  // deltas
+
+  // Another source in the group, and the same source in another group (other inputs): judged.
+  CHECK_FALSE(judge(reuse, 1, 6, "wrong kernel B")->reused);
+  CHECK_FALSE(judge(reuse, 2, 0, "ok kernel A")->reused);
+  CHECK(inner->calls == 3);
+  // A wrong answer is reused like any verdict of the candidate's own making.
+  CHECK(judge(reuse, 1, 7, "wrong kernel B")->reused);
+  CHECK(inner->calls == 3);
+}
+
+TEST_CASE("a sandbox fault is not reused: the repeat is judged itself") {
+  auto inner = std::make_shared<fake_sandbox>();
+  pipeline::group_verdict_reuse reuse(inner);
+  CHECK(judge(reuse, 1, 0, "infra lost the GPU")->status == wire::VerdictStatus::infra_error);
+  auto again = judge(reuse, 1, 1, "infra lost the GPU");
+  CHECK_FALSE(again->reused);
+  CHECK(inner->calls == 2);
+}
+
+TEST_CASE("a repeat arriving while the first is judged waits for that verdict") {
+  auto inner = std::make_shared<fake_sandbox>();
+  inner->hold = true;
+  pipeline::group_verdict_reuse reuse(inner);
+  auto first = std::async(std::launch::async, [&] { return judge(reuse, 3, 0, "ok kernel C"); });
+  while (inner->waiting.load() == 0) std::this_thread::yield();
+  auto repeat = std::async(std::launch::async, [&] { return judge(reuse, 3, 1, "ok kernel C"); });
+  CHECK(repeat.wait_for(std::chrono::milliseconds(100)) == std::future_status::timeout);
+  inner->release();
+  auto a = first.get();
+  auto b = repeat.get();
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK_FALSE(a->reused);
+  CHECK(b->reused);
+  CHECK(inner->calls == 1);
+}
+
+TEST_CASE("only the last max_groups groups are remembered") {
+  auto inner = std::make_shared<fake_sandbox>();
+  pipeline::group_verdict_reuse reuse(inner, 2);
+  for (std::uint64_t g : {1, 2, 3}) CHECK_FALSE(judge(reuse, g, 0, "ok kernel")->reused);
+  CHECK(judge(reuse, 3, 1, "ok kernel")->reused);
+  CHECK(judge(reuse, 2, 1, "ok kernel")->reused);
+  CHECK_FALSE(judge(reuse, 1, 1, "ok kernel")->reused);  // forgotten: judged again
+  CHECK(inner->calls == 4);
+}
