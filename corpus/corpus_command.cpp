@@ -173,7 +173,7 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
       return 2;
     }
   std::vector<tasks::task> written;  // the supported tasks, for the copy drills
-  std::vector<tasks::task> maps;     // maps and fused-epilogue products, for the lowering drills
+  std::vector<tasks::task> maps;     // maps, fused-epilogue products, row programs: lowering drills
   for (const auto& t : *all) {
     const std::string cat(tasks::to_string(t.category));
     ++seen;
@@ -188,7 +188,8 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     if (opt.copy_drills > 0) written.push_back(t);
     if (opt.lowering_drills > 0 &&
         std::any_of(ks->begin(), ks->end(), [](const auto& v) {
-          return v.source.find("kf_op(") != std::string::npos || v.source.find("e.p.out[") != std::string::npos;
+          return v.source.find("kf_op(") != std::string::npos || v.source.find("e.p.out[") != std::string::npos ||
+                 v.source.find("kf_rows_kernel(") != std::string::npos;
         }))
       maps.push_back(t);
     tasks_file << tasks::to_json_line(t) << "\n";

@@ -23,6 +23,10 @@ constexpr std::array<const char*, 7> kTensorNumber = {
 constexpr std::array<const char*, 2> kTensorTwoNumbers = {"clamp", "threshold"};
 constexpr std::array<const char*, 7> kTwoTensors = {"maximum", "minimum", "atan2", "mul",
                                                     "add",     "sub",     "div"};
+// Reductions over dims, renamed whatever their arguments (dim, keepdim): v12 wrote a sum for
+// `torch.amin(x, -1, keepdim=True)`. prod takes one dim, not a list: such a draw does not compile
+// and is skipped.
+constexpr std::array<const char*, 5> kReductions = {"sum", "mean", "amax", "amin", "prod"};
 
 template <std::size_t N>
 bool contains(const std::array<const char*, N>& names, const std::string& name) {
@@ -67,6 +71,7 @@ std::vector<std::string> call_arguments(const std::string& s, std::size_t open) 
 // (reductions, keyword arguments, lerp, where).
 std::string renamed(const std::string& name, const std::vector<std::string>& args,
                     std::mt19937_64& rng) {
+  if (contains(kReductions, name)) return pick(kReductions, rng);
   for (const auto& a : args)
     if (a.find('=') != std::string::npos) return name;
   const bool known = contains(kOneTensor, name) || contains(kTensorNumber, name) ||
@@ -123,12 +128,14 @@ std::string scramble_map_body(const std::string& s, std::mt19937_64& rng) {
   return out;
 }
 
-// The completion up to the end of the function that holds the task's math: a map's kf_op, or a
-// matrix product's fused epilogue kf_store (whose layout code comes before it); empty when the
-// variant has neither (a product staged into a row program stores to the workspace only).
+// The completion up to the end of the function that holds the task's math: a map's kf_op, a
+// matrix product's fused epilogue kf_store (whose layout code comes before it), or a row
+// program's kernel (reductions, norms, softmax; after the product where one comes first); empty
+// when the variant has none of them.
 std::string cut_after_op(const std::string& completion) {
   for (const char* head : {"__device__ __forceinline__ void kf_op(",
-                           "__device__ __forceinline__ void kf_store(const kf_epi_args& e, int64_t i, float acc) {\n"}) {
+                           "__device__ __forceinline__ void kf_store(const kf_epi_args& e, int64_t i, float acc) {\n",
+                           "__global__ void kf_rows_kernel("}) {
     const auto op = completion.find(head);
     if (op == std::string::npos) continue;
     const auto end = completion.find("\n}\n", op);

@@ -13,9 +13,11 @@
 // completion up to the end of kf_op ("prefix_only": no end of turn is learnt there). v12 (which
 // these drills made, session 16) passed those maps; its matrix products still took the layout of
 // `torch.linear`'s weight for `torch.matmul(a, b)` and added an epilogue the reference does not
-// have. So matrix products with a fused epilogue are drilled too, cut after kf_store (the layout
-// code comes before it), and half the drills rename the task's inputs first, so that operand
-// order and layout are read from the reference rather than recalled from the names.
+// have, and its row programs summed for `amin` or squared a normalized value. So matrix products
+// with a fused epilogue are drilled too, cut after kf_store (the layout code comes before it), and
+// row programs, cut after kf_rows_kernel, with their reductions (sum, mean, amax, amin, prod)
+// redrawn as well; and half the drills rename the task's inputs first, so that operand order and
+// layout are read from the reference rather than recalled from the names.
 //
 // Drills whose reference or op skeleton matches a task of the exclusion list (the held-out
 // tasks) are dropped, as synthesis drops them: a drill may not teach a held-out kernel.
@@ -33,7 +35,8 @@
 namespace kforge::corpus {
 
 /// `reference` with, in forward's body, every `torch.NAME(...)` call of an elementwise function
-/// renamed to a random one with arguments of the same kind, every decimal or exponent-form
+/// renamed to a random one with arguments of the same kind (a reduction over dims to another
+/// reduction, its arguments kept), every decimal or exponent-form
 /// number replaced by a random one of its kind (integers, which may be dims, stay), and every
 /// binary operator between spaces replaced by a random one. Calls it does not know stay.
 std::string scramble_map_reference(const std::string& reference, std::mt19937_64& rng);
@@ -44,8 +47,8 @@ struct lowering_drill_tally {
   int unsupported = 0;  ///< the writer could not lower the scrambled reference
 };
 
-/// Up to `count` drills from `pool`: tasks the writer lowers through kf_op (maps) or a matrix
-/// product's fused kf_store; seeded; `count` draws are made, so fewer records come back where draws
+/// Up to `count` drills from `pool`: tasks the writer lowers through kf_op (maps), a matrix
+/// product's fused kf_store or a row program's kf_rows_kernel; seeded; `count` draws are made, so fewer records come back where draws
 /// fail (a product staged into a row program has no epilogue to cut after).
 std::vector<drill_record> lowering_drills(const std::vector<tasks::task>& pool,
                                           const tasks::prompt_template& tmpl,

@@ -60,7 +60,7 @@
 # (the training flags without the shape flags, which --init takes from OLD_MODEL, and OLD_MODEL's
 # tokenizer). models/kforge-tiny/README.md trained that way, over two calls.
 set -euo pipefail
-inputs= kforge= work= model= gpu=0 synth=10000 drills=40000 lowering=40000 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 steps=split,synth,corpus,tokenizer,pretrain,heldout
+inputs= kforge= work= model= gpu=0 synth=10000 drills=40000 lowering=60000 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 steps=split,synth,corpus,tokenizer,pretrain,heldout
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kforge) kforge=$2; shift 2 ;;

@@ -24,13 +24,15 @@ std::string called_name(const std::string& s, std::size_t from = 0) {
 
 }  // namespace
 
-TEST_CASE("scramble_map_reference renames calls only within their kind of arguments") {
+TEST_CASE("scramble_map_reference renames calls only within their kind of arguments, reductions among reductions") {
   const std::set<std::string> one_tensor = {
       "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "atan",
       "erf", "expm1", "log1p", "neg", "reciprocal", "square", "floor", "ceil", "round", "trunc",
       "sign", "silu", "mish", "selu", "hardsigmoid", "gelu", "softplus", "elu", "celu", "logit"};
   const std::set<std::string> two_numbers = {"clamp", "threshold"};
   const std::set<std::string> two_tensors = {"maximum", "minimum", "atan2", "mul", "add", "sub", "div"};
+  const std::set<std::string> reductions = {"sum", "mean", "amax", "amin", "prod"};
+  std::set<std::string> reduced;
   const std::string ref =
       "def forward(x, y):\n    z = torch.threshold(torch.log1p(x), 0.1, 20.0)\n"
       "    return torch.sum(torch.maximum(z, y) * 2, 1)\n";
@@ -46,17 +48,21 @@ TEST_CASE("scramble_map_reference renames calls only within their kind of argume
     CHECK(two_numbers.count(first) == 1);
     CHECK(one_tensor.count(inner) == 1);
     firsts.insert(inner);
-    // A reduction is no elementwise call: its name and its integer dim stay, as does the integer
-    // operand 2 (an exponent or a count the writer reads as written).
-    const auto ret = s.find("    return torch.sum(torch.");
+    // A reduction becomes another reduction; its integer dim stays, as does the integer operand
+    // 2 (an exponent or a count the writer reads as written).
+    const auto ret = s.find("    return torch.");
     REQUIRE(ret != std::string::npos);
-    CHECK(two_tensors.count(called_name(s, ret + 20)) == 1);
+    const auto reduction = called_name(s, ret);
+    CHECK(reductions.count(reduction) == 1);
+    reduced.insert(reduction);
+    CHECK(two_tensors.count(called_name(s, ret + 11 + reduction.size() + 1)) == 1);
     CHECK(s.find(" 2, 1)\n") != std::string::npos);
     moved_numbers += s.find("0.1, 20.0)") == std::string::npos;
     std::mt19937_64 again(seed);
     CHECK(scramble_map_reference(ref, again) == s);  // the same seed, the same text
   }
   CHECK(firsts.size() >= 15);
+  CHECK(reduced.size() == reductions.size());
   CHECK(moved_numbers >= 35);
 }
 
@@ -115,5 +121,36 @@ TEST_CASE("lowering drills of matrix products end with the fused epilogue and re
   CHECK(epilogues > 50);
   CHECK(renamed > 20);
   CHECK(renamed < epilogues);
+}
+#endif
+
+#ifdef KFORGE_TASKS_WITH_TORCH
+TEST_CASE("lowering drills of row programs end with the row kernel") {
+  auto all = kforge::tasks::builtin_tasks();
+  REQUIRE(all);
+  std::vector<kforge::tasks::task> pool;
+  for (const auto& t : *all)
+    if (t.category == kforge::tasks::category::reduction ||
+        t.category == kforge::tasks::category::normalization)
+      pool.push_back(t);
+  REQUIRE(!pool.empty());
+  kforge::tasks::synth::exclusion_list none;
+  kforge::corpus::lowering_drill_tally tally;
+  const auto drills = kforge::corpus::lowering_drills(
+      pool, kforge::tasks::prompt_template::embedded(), {}, none, 200, 3, &tally);
+  INFO("written " << tally.written << ", unsupported " << tally.unsupported);
+  int rows = 0;
+  for (const auto& d : drills) {
+    INFO(d.prompt << "\n---\n" << d.completion);
+    const auto& c = d.completion;
+    const auto kernel = c.find("__global__ void kf_rows_kernel(");
+    REQUIRE(kernel != std::string::npos);
+    ++rows;
+    CHECK(c.substr(c.size() - 3) == "\n}\n");
+    CHECK(c.find("\n}\n", kernel) == c.size() - 3);  // the kernel's own end, no host code after it
+    CHECK(c.find("kf_forward") == std::string::npos);
+  }
+  CHECK(rows == tally.written);
+  CHECK(rows > 50);
 }
 #endif
