@@ -102,12 +102,24 @@ std::string scramble_body(const std::string& s, std::mt19937_64& rng) {
 
 }  // namespace
 
-std::string scramble_reference(const std::string& reference, std::mt19937_64& rng) {
+std::string with_body_scrambled(const std::string& reference,
+                                const std::function<std::string(const std::string&)>& scramble) {
   const auto def = reference.find("def forward(");
   if (def == std::string::npos) return reference;
   const auto body = reference.find('\n', def);
   if (body == std::string::npos) return reference;
-  return reference.substr(0, body) + scramble_body(reference.substr(body), rng);
+  return reference.substr(0, body) + scramble(reference.substr(body));
+}
+
+std::string task_section(const tasks::prompt_template& tmpl, const tasks::task& t,
+                         const tasks::hardware_context& hw) {
+  auto prompt = tmpl.render(t, hw);
+  if (const auto at = prompt.find("## Task"); at != std::string::npos) prompt.erase(0, at);
+  return prompt;
+}
+
+std::string scramble_reference(const std::string& reference, std::mt19937_64& rng) {
+  return with_body_scrambled(reference, [&](const std::string& b) { return scramble_body(b, rng); });
 }
 
 std::vector<drill_record> copy_drills(const std::vector<tasks::task>& pool,
@@ -127,9 +139,7 @@ std::vector<drill_record> copy_drills(const std::vector<tasks::task>& pool,
     t.description = "A task to restate.";
     auto restated = restated_reference(t);
     if (restated.empty()) continue;
-    auto prompt = tmpl.render(t, hw);
-    if (const auto at = prompt.find("## Task"); at != std::string::npos) prompt.erase(0, at);
-    out.push_back({t.id + "/" + source_id, std::move(prompt), std::move(restated)});
+    out.push_back({t.id + "/" + source_id, task_section(tmpl, t, hw), std::move(restated)});
   }
   return out;
 }

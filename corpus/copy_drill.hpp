@@ -10,6 +10,7 @@
 // "prefix_only" so pretraining learns no end of turn after it.
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,6 +35,16 @@ bool word_char(char c);
 
 /// Where the number starting at s[i] ends ("2", "0.5", "1e-6", "3.0E+2").
 std::size_t number_end(const std::string& s, std::size_t i);
+
+/// `reference` with forward's body (the lines after "def forward(") replaced by
+/// `scramble(body)`; unchanged when it has no such body.
+std::string with_body_scrambled(const std::string& reference,
+                                const std::function<std::string(const std::string&)>& scramble);
+
+/// The rendered prompt of `t` from its "## Task" heading on: what a drill shows (the task, not
+/// the ABI and hardware sections every kernel record already carries).
+std::string task_section(const tasks::prompt_template& tmpl, const tasks::task& t,
+                         const tasks::hardware_context& hw);
 
 struct drill_record {
   std::string task_id;     ///< "drill/<n>/<source task id>"

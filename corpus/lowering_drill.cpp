@@ -202,11 +202,7 @@ tasks::task rename_inputs(tasks::task t, std::mt19937_64& rng) {
 }  // namespace
 
 std::string scramble_map_reference(const std::string& reference, std::mt19937_64& rng) {
-  const auto def = reference.find("def forward(");
-  if (def == std::string::npos) return reference;
-  const auto body = reference.find('\n', def);
-  if (body == std::string::npos) return reference;
-  return reference.substr(0, body) + scramble_map_body(reference.substr(body), rng);
+  return with_body_scrambled(reference, [&](const std::string& b) { return scramble_map_body(b, rng); });
 }
 
 std::vector<drill_record> lowering_drills(const std::vector<tasks::task>& pool,
@@ -239,9 +235,7 @@ std::vector<drill_record> lowering_drills(const std::vector<tasks::task>& pool,
       ++n.unsupported;
       continue;
     }
-    auto prompt = tmpl.render(t, hw);
-    if (const auto at = prompt.find("## Task"); at != std::string::npos) prompt.erase(0, at);
-    out.push_back({t.id + "/" + source_id, std::move(prompt), cuts[rng() % cuts.size()]});
+    out.push_back({t.id + "/" + source_id, task_section(tmpl, t, hw), cuts[rng() % cuts.size()]});
     ++n.written;
   }
   return out;

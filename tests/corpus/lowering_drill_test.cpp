@@ -3,6 +3,7 @@
 // writes: corpus_command_test.cpp.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 #include <string>
@@ -81,17 +82,31 @@ TEST_CASE("scramble_map_reference keeps calls with keyword arguments and unknown
 }
 
 #ifdef KFORGE_TASKS_WITH_TORCH
-TEST_CASE("lowering drills of matrix products end with the fused epilogue and read renamed inputs") {
+namespace {
+
+// Drills from the built-in tasks of `categories`, none excluded.
+std::vector<kforge::corpus::drill_record> builtin_drills(
+    const std::vector<kforge::tasks::category>& categories, int count, std::uint64_t seed,
+    kforge::corpus::lowering_drill_tally& tally) {
   auto all = kforge::tasks::builtin_tasks();
   REQUIRE(all);
   std::vector<kforge::tasks::task> pool;
   for (const auto& t : *all)
-    if (t.category == kforge::tasks::category::gemm) pool.push_back(t);
+    if (std::find(categories.begin(), categories.end(), t.category) != categories.end())
+      pool.push_back(t);
   REQUIRE(!pool.empty());
   kforge::tasks::synth::exclusion_list none;
+  return kforge::corpus::lowering_drills(pool, kforge::tasks::prompt_template::embedded(), {},
+                                         none, count, seed, &tally);
+}
+
+}  // namespace
+
+TEST_CASE("lowering drills of matrix products end with the fused epilogue and read renamed inputs") {
   kforge::corpus::lowering_drill_tally tally;
-  const auto drills = kforge::corpus::lowering_drills(
-      pool, kforge::tasks::prompt_template::embedded(), {}, none, 200, 7, &tally);
+  const auto drills = builtin_drills({kforge::tasks::category::gemm}, 200, 7, tally);
+  const auto builtin = kforge::tasks::builtin_tasks();
+  REQUIRE(builtin);
   INFO("written " << tally.written << ", unsupported " << tally.unsupported);
   int epilogues = 0, renamed = 0;
   for (const auto& d : drills) {
@@ -110,7 +125,7 @@ TEST_CASE("lowering drills of matrix products end with the fused epilogue and re
     const auto name = c.substr(a + 9, c.find('`', a + 9) - a - 9);
     CHECK(d.prompt.find("] `" + name + "`: float32") != std::string::npos);
     const auto source = d.task_id.substr(d.task_id.find('/', 9) + 1);  // "lowering/N/<source>"
-    for (const auto& t : pool) {
+    for (const auto& t : *builtin) {
       if (t.id != source) continue;
       bool kept = false;
       for (const auto& in : t.inputs) kept = kept || in.name == name;
@@ -122,22 +137,11 @@ TEST_CASE("lowering drills of matrix products end with the fused epilogue and re
   CHECK(renamed > 20);
   CHECK(renamed < epilogues);
 }
-#endif
 
-#ifdef KFORGE_TASKS_WITH_TORCH
 TEST_CASE("lowering drills of row programs end with the row kernel") {
-  auto all = kforge::tasks::builtin_tasks();
-  REQUIRE(all);
-  std::vector<kforge::tasks::task> pool;
-  for (const auto& t : *all)
-    if (t.category == kforge::tasks::category::reduction ||
-        t.category == kforge::tasks::category::normalization)
-      pool.push_back(t);
-  REQUIRE(!pool.empty());
-  kforge::tasks::synth::exclusion_list none;
   kforge::corpus::lowering_drill_tally tally;
-  const auto drills = kforge::corpus::lowering_drills(
-      pool, kforge::tasks::prompt_template::embedded(), {}, none, 200, 3, &tally);
+  const auto drills = builtin_drills(
+      {kforge::tasks::category::reduction, kforge::tasks::category::normalization}, 200, 3, tally);
   INFO("written " << tally.written << ", unsupported " << tally.unsupported);
   int rows = 0;
   for (const auto& d : drills) {
