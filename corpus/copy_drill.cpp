@@ -70,9 +70,9 @@ std::size_t number_end(const std::string& s, std::size_t i) {
   return j;
 }
 
-namespace {
-
-std::string scramble_body(const std::string& s, std::mt19937_64& rng) {
+std::string scramble_tokens(const std::string& s, std::mt19937_64& rng,
+                            const std::function<std::string(std::size_t, std::size_t)>& word,
+                            const std::function<std::string(const std::string&)>& number) {
   static constexpr std::array<char, 4> kOps = {'+', '-', '*', '/'};
   std::string out;
   for (std::size_t i = 0; i < s.size();) {
@@ -81,12 +81,11 @@ std::string scramble_body(const std::string& s, std::mt19937_64& rng) {
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       std::size_t j = i;
       while (j < s.size() && word_char(s[j])) ++j;
-      const bool called = prev == '.' && j < s.size() && s[j] == '(';
-      out += called ? random_name(rng) : s.substr(i, j - i);
+      out += word(i, j);
       i = j;
     } else if (std::isdigit(static_cast<unsigned char>(c)) && !word_char(prev) && prev != '.') {
       const std::size_t j = number_end(s, i);
-      out += random_number_like(s.substr(i, j - i), rng);
+      out += number(s.substr(i, j - i));
       i = j;
     } else if (prev == ' ' && i + 1 < s.size() && s[i + 1] == ' ' &&
                (c == '+' || c == '-' || c == '*' || c == '/')) {
@@ -98,6 +97,18 @@ std::string scramble_body(const std::string& s, std::mt19937_64& rng) {
     }
   }
   return out;
+}
+
+namespace {
+
+std::string scramble_body(const std::string& s, std::mt19937_64& rng) {
+  return scramble_tokens(
+      s, rng,
+      [&](std::size_t i, std::size_t j) {
+        const bool called = i > 0 && s[i - 1] == '.' && j < s.size() && s[j] == '(';
+        return called ? random_name(rng) : s.substr(i, j - i);
+      },
+      [&](const std::string& number) { return random_number_like(number, rng); });
 }
 
 }  // namespace

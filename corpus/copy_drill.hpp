@@ -36,6 +36,13 @@ bool word_char(char c);
 /// Where the number starting at s[i] ends ("2", "0.5", "1e-6", "3.0E+2").
 std::size_t number_end(const std::string& s, std::size_t i);
 
+/// `s` (forward's body) token by token: each word s[i, j) becomes `word(i, j)`, each number not
+/// part of a name `number(text)`, each binary operator between spaces a random one of + - * /;
+/// everything else stays.
+std::string scramble_tokens(const std::string& s, std::mt19937_64& rng,
+                            const std::function<std::string(std::size_t, std::size_t)>& word,
+                            const std::function<std::string(const std::string&)>& number);
+
 /// `reference` with forward's body (the lines after "def forward(") replaced by
 /// `scramble(body)`; unchanged when it has no such body.
 std::string with_body_scrambled(const std::string& reference,

@@ -97,35 +97,17 @@ std::string random_float_like(const std::string& old, std::mt19937_64& rng) {
 }
 
 std::string scramble_map_body(const std::string& s, std::mt19937_64& rng) {
-  static constexpr std::array<char, 4> kOps = {'+', '-', '*', '/'};
-  std::string out;
-  for (std::size_t i = 0; i < s.size();) {
-    const char c = s[i];
-    const char prev = i > 0 ? s[i - 1] : ' ';
-    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-      std::size_t j = i;
-      while (j < s.size() && word_char(s[j])) ++j;
-      const std::string word = s.substr(i, j - i);
-      const bool called = prev == '.' && j < s.size() && s[j] == '(' &&
-                          i >= 6 && s.compare(i - 6, 6, "torch.") == 0;
-      out += called ? renamed(word, call_arguments(s, j), rng) : word;
-      i = j;
-    } else if (std::isdigit(static_cast<unsigned char>(c)) && !word_char(prev) && prev != '.') {
-      const std::size_t j = number_end(s, i);
-      const std::string number = s.substr(i, j - i);
-      // Integers stay: they may be dims (`x.size(-1)`) or exponents the writer expands.
-      out += number.find_first_of(".eE") == std::string::npos ? number : random_float_like(number, rng);
-      i = j;
-    } else if (prev == ' ' && i + 1 < s.size() && s[i + 1] == ' ' &&
-               (c == '+' || c == '-' || c == '*' || c == '/')) {
-      out += kOps[rng() % kOps.size()];
-      ++i;
-    } else {
-      out += c;
-      ++i;
-    }
-  }
-  return out;
+  return scramble_tokens(
+      s, rng,
+      [&](std::size_t i, std::size_t j) {
+        const std::string word = s.substr(i, j - i);
+        const bool called = i >= 6 && s.compare(i - 6, 6, "torch.") == 0 && j < s.size() && s[j] == '(';
+        return called ? renamed(word, call_arguments(s, j), rng) : word;
+      },
+      [&](const std::string& number) {
+        // Integers stay: they may be dims (`x.size(-1)`) or exponents the writer expands.
+        return number.find_first_of(".eE") == std::string::npos ? number : random_float_like(number, rng);
+      });
 }
 
 // The completion up to the end of the function that holds the task's math: a map's kf_op, a
