@@ -9,7 +9,11 @@
 # --gpu -1: CPU sampling and a compile-only eval (nothing runs: no pass rate). Writes OUT/samples/,
 # OUT/verdicts.jsonl (one line per sample: compare two with `kforge compare`) and
 # OUT/eval_summary.json. The eval's input seed is fixed (--eval-seed, default 1), so two models
-# measured with it are checked on the same inputs.
+# measured with it are checked on the same inputs. A task's samples share those inputs, so a
+# sample that repeats an earlier one's source gets its verdict ("reused"; kforge eval
+# --reuse-repeats) instead of being compiled, checked and timed again: the same verdict but for
+# timing noise, in about half the eval's time for a model that repeats itself as v12 does (from
+# session 16 on; earlier measures timed every repeat).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 kforge= model= out= tasks=$root/models/kforge-tiny/heldout_tasks.jsonl gpu=0 samples=8 max_new=3072 seed=1
@@ -39,5 +43,5 @@ t0=$SECONDS
 echo "heldout_eval: kforge sample took $((SECONDS - t0)) s" >&2
 t0=$SECONDS
 "$kforge" eval --tasks "$out/samples/tasks.jsonl" --candidates "$out/samples" \
-  --out "$out/verdicts.jsonl" --summary "$out/eval_summary.json" --seed "$seed" "${eval_args[@]}"
+  --out "$out/verdicts.jsonl" --summary "$out/eval_summary.json" --seed "$seed" --reuse-repeats "${eval_args[@]}"
 echo "heldout_eval: kforge eval took $((SECONDS - t0)) s" >&2

@@ -24,6 +24,8 @@ inline CLI::App* add_eval_subcommand(CLI::App& app, eval_options& opt) {
   cmd->add_option("--seed", opt.seed, "Input seed (default: random, printed)");
   cmd->add_option("--cache", opt.cache, "Compile cache (default: ~/.cache/kforge/compile)");
   cmd->add_flag("--no-cache", opt.no_cache, "Compile every candidate afresh");
+  cmd->add_flag("--reuse-repeats", opt.reuse_repeats,
+                "Judge a task's identical sources once (they share inputs); copies say \"reused\"");
   cmd->add_option("--arch", opt.arch, "nvcc -arch (default sm_90a)");
   cmd->add_option("--time-limit-ms", opt.time_limit_ms, "Per-candidate verify + time budget");
   return cmd;

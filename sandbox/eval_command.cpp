@@ -1,4 +1,5 @@
 #include "sandbox/eval_command.hpp"
+#include "sandbox/repeat_verdicts.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -72,6 +73,8 @@ std::string format_summary(const json& s) {
   os << "\nverdicts:";
   for (const auto& [k, v] : s.at("counts").items()) os << " " << k << "=" << v.get<int>();
   os << "\n";
+  if (s.contains("reused"))
+    os << s["reused"].get<std::uint64_t>() << " of the verdicts reused: repeats of a source judged for its task\n";
   return os.str();
 }
 
@@ -163,6 +166,7 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
   std::ostream& lines = opt.out.empty() ? out : file_out;
   std::vector<json> verdicts(items.size());
   std::mutex write_mutex;
+  repeat_verdicts repeats(items.size() + 1);
   const auto started = std::chrono::steady_clock::now();
   parallel_for(items.size(), jobs, [&](std::size_t i) {
     const auto& it = items[i];
@@ -174,9 +178,12 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
       // One seed per task: every candidate of a task is checked on the same inputs, so the
       // reference server computes them once.
       const std::uint64_t parts[2] = {seed, fnv1a64(it.task->id)};
+      const auto judge = [&]() -> result<wire::VerdictT> {
+        return (*pool)->evaluate(*it.task, *source, fnv1a64(parts, sizeof parts));
+      };
       try {
-        const auto v = (*pool)->evaluate(*it.task, *source, fnv1a64(parts, sizeof parts));
-        j = verdict_json(v);
+        const auto v = opt.reuse_repeats ? repeats.verdict(it.task->id + "\n" + *source, judge) : judge();
+        j = v ? verdict_json(*v) : json{{"status", "infra_error"}, {"reason", v.message()}};
       } catch (const std::exception& e) {
         // A sandbox bug must not end the whole eval and lose the other verdicts.
         j = json{{"status", "infra_error"}, {"reason", std::string("sandbox error: ") + e.what()}};
@@ -195,6 +202,7 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
   summary["seconds"] = seconds;
   summary["candidates_per_second"] = seconds > 0 ? items.size() / seconds : 0.0;
   summary["seed"] = seed;
+  if (opt.reuse_repeats) summary["reused"] = repeats.take_reused();
   summary["sandbox"] = (*pool)->describe();
   err << format_summary(summary);
   char buf[128];

@@ -26,6 +26,9 @@ struct eval_options {
   bool no_cache = false;
   std::string arch = "sm_90a";
   int time_limit_ms = 20'000;
+  /// A task's repeated sources are judged once (sandbox/repeat_verdicts.hpp): a task's
+  /// candidates share their inputs, so a repeat's verdict line is the first's, marked "reused".
+  bool reuse_repeats = false;
 };
 
 /// One candidate's line in the verdict file.

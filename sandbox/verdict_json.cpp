@@ -31,6 +31,7 @@ nlohmann::json verdict_json(const wire::VerdictT& v) {
   j["verify_ms"] = v.verify_ms;
   j["time_ms"] = v.time_ms;
   if (!v.audit.empty()) j["audit"] = v.audit;
+  if (v.reused) j["reused"] = true;
   if (!v.output.empty()) j["output"] = v.output;
   json diags = json::array();
   for (const auto& d : v.diagnostics)

@@ -147,7 +147,7 @@ TEST_CASE("a repeat arriving while the first is judged waits for that verdict") 
   CHECK(inner->calls == 1);
 }
 
-TEST_CASE("only the last max_groups groups are remembered") {
+TEST_CASE("only the last max_keys (group, source) pairs are remembered") {
   auto inner = std::make_shared<fake_sandbox>();
   pipeline::group_verdict_reuse reuse(inner, 2);
   for (std::uint64_t g : {1, 2, 3}) CHECK_FALSE(judge(reuse, g, 0, "ok kernel")->reused);
