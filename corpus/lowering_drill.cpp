@@ -67,8 +67,9 @@ std::vector<std::string> call_arguments(const std::string& s, std::size_t open) 
   return {};
 }
 
-// The name a call becomes: one of its group, or itself when its name or arguments fit no group
-// (reductions, keyword arguments, lerp, where).
+// The name a call becomes: one of its group (a reduction another reduction, arguments kept), or
+// itself when its name or arguments fit no group (keyword arguments of an elementwise call, lerp,
+// where, norms, softmax).
 std::string renamed(const std::string& name, const std::vector<std::string>& args,
                     std::mt19937_64& rng) {
   if (contains(kReductions, name)) return pick(kReductions, rng);
