@@ -121,7 +121,10 @@ fi
     # KFORGE_DEMO_DIR (default $build/demo) and KFORGE_DEMO_MANIFEST (default: the embedded one; a
     # variant made from `kforge manifest --print-default`, e.g. with [buffer] dedup = "group", for an
     # A/B against the recorded demonstration; a relative path is read from the repository root; a
-    # resumed leg uses the run's own snapshot).
+    # resumed leg uses the run's own snapshot). KFORGE_DEMO_BEFORE: a recorded before measure of
+    # the shipped model (verdict lines, .jsonl or .jsonl.gz, relative to the root), used when
+    # demobefore did not run on this machine: it saves that step's device time (v12's:
+    # bench/data/s16/v12_heldout_verdicts.jsonl.gz, the same measure and eval seed).
     demo=${KFORGE_DEMO_DIR:-$build/demo}
     demo_manifest=()
     [[ -n ${KFORGE_DEMO_MANIFEST:-} ]] && demo_manifest=(--manifest "$KFORGE_DEMO_MANIFEST")
@@ -155,6 +158,13 @@ fi
     if asked demoafter; then
       last=$(demo_checkpoint)
       rm -rf "$demo/after"
+      if [[ ! -s $demo/before/verdicts.jsonl && -n ${KFORGE_DEMO_BEFORE:-} ]]; then
+        mkdir -p "$demo/before"
+        case $KFORGE_DEMO_BEFORE in
+          *.gz) gunzip -c "$root/$KFORGE_DEMO_BEFORE" >"$demo/before/verdicts.jsonl" ;;
+          *) cp "$root/$KFORGE_DEMO_BEFORE" "$demo/before/verdicts.jsonl" ;;
+        esac
+      fi
       if [[ -z $last ]]; then
         row "demo: held-out after" FAIL "no complete checkpoint under $demo/run/checkpoints"
       else
