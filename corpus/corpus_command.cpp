@@ -187,10 +187,7 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     ++per_cat[cat].supported;
     if (opt.copy_drills > 0) written.push_back(t);
     if (opt.lowering_drills > 0 &&
-        std::any_of(ks->begin(), ks->end(), [](const auto& v) {
-          return v.source.find("kf_op(") != std::string::npos || v.source.find("e.p.out[") != std::string::npos ||
-                 v.source.find("kf_rows_kernel(") != std::string::npos;
-        }))
+        std::any_of(ks->begin(), ks->end(), [](const auto& v) { return has_drill_cut(v.source); }))
       maps.push_back(t);
     tasks_file << tasks::to_json_line(t) << "\n";
     const std::string prompt = tmpl->render(t, *hw);

@@ -184,6 +184,8 @@ tasks::task rename_inputs(tasks::task t, std::mt19937_64& rng) {
 
 }  // namespace
 
+bool has_drill_cut(const std::string& text) { return !cut_after_op(text).empty(); }
+
 std::string scramble_map_reference(const std::string& reference, std::mt19937_64& rng) {
   return with_body_scrambled(reference, [&](const std::string& b) { return scramble_map_body(b, rng); });
 }

@@ -41,6 +41,10 @@ namespace kforge::corpus {
 /// binary operator between spaces replaced by a random one. Calls it does not know stay.
 std::string scramble_map_reference(const std::string& reference, std::mt19937_64& rng);
 
+/// Whether a drill of `text` (a kernel source or a completion) has an end to be cut at: a map's
+/// kf_op, a product's fused kf_store or a row program's kernel. What makes a task a drill's source.
+bool has_drill_cut(const std::string& text);
+
 struct lowering_drill_tally {
   int written = 0;
   int excluded = 0;     ///< matched the exclusion list

@@ -1,5 +1,4 @@
 #include "sandbox/eval_command.hpp"
-#include "sandbox/repeat_verdicts.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +17,7 @@
 #include "common/parallel.hpp"
 #include "common/text_file.hpp"
 #include "sandbox/pool.hpp"
+#include "sandbox/repeat_verdicts.hpp"
 #include "sandbox/verdict_json.hpp"
 #include "tasks/builtin.hpp"
 #include "tasks/task_parser.hpp"
