@@ -361,6 +361,7 @@ void read_sandbox(table_reader r, sandbox_options& o) {
   r.read("timeout_s", o.timeout_s, above(0));
   // ARCHITECTURE.md: the median of at least 30 trials, or the timing is not honest.
   r.read("trials", o.trials, 30);
+  r.read("slow_cutoff", o.slow_cutoff, at_least(0));
   r.read("compile_jobs", o.compile_jobs, 1);
   r.read("stand_in_ms", o.stand_in_ms, 0);
   r.finish();

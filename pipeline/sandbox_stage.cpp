@@ -104,6 +104,7 @@ result<std::shared_ptr<actors::sandbox_logic>> shared_nvcc_sandbox(const manifes
   po.reference_servers = so.reference_servers;
   po.run.time_limit = std::chrono::milliseconds(static_cast<long>(so.timeout_s * 1000));
   po.run.trials_per_round = (so.trials + po.run.rounds - 1) / po.run.rounds;
+  po.run.slow_cutoff = so.slow_cutoff;
   auto pool = sandbox::sandbox_pool::create(po);
   if (!pool) return error{"sandbox: " + pool.message()};
   // A worker lives for the whole run: its children start now, together, not one by one under

@@ -357,10 +357,18 @@ class candidate_child {
     if (auto bad = prepare_frame(timed_inputs_, timed_outputs_, timed_frame_)) return *bad;
     const int warmup = req.value("warmup", 0);
     const int trials = req.at("trials").get<int>();
-    for (int i = 0; i < warmup; ++i)
+    // slow_ms > 0: a kernel slower than that is timed in protocol::slow_trials trials, not all
+    // (runner.hpp, run_options::slow_cutoff); one warm-up call of that length warms it enough.
+    const double slow_ms = req.value("slow_ms", 0.0);
+    for (int i = 0; i < warmup; ++i) {
+      const auto w0 = std::chrono::steady_clock::now();
       if (auto bad = call(timed_frame_)) return *bad;
+      const auto w1 = std::chrono::steady_clock::now();
+      if (slow_ms > 0 && std::chrono::duration<double, std::milli>(w1 - w0).count() > slow_ms) break;
+    }
     json event_ms = json::array(), wall_ms = json::array();
     event_pair ev;
+    int slow = 0;  // trials so far whose event time exceeded slow_ms
     for (int i = 0; i < trials; ++i) {
       flusher_.flush(stream_);
       cudaStreamSynchronize(stream_);
@@ -377,8 +385,10 @@ class candidate_child {
       if (e != cudaSuccess)
         return failure("runtime_error", "CUDA error while timing: " + cuda_text(e), true);
       if (rc != 0) return failure("runtime_error", "kf_forward returned " + std::to_string(rc));
-      event_ms.push_back(ev.elapsed_ms());
+      const double e_ms = ev.elapsed_ms();
+      event_ms.push_back(e_ms);
       wall_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      if (slow_ms > 0 && e_ms > slow_ms && ++slow == i + 1 && slow >= protocol::slow_trials) break;
     }
     return json{{"ok", true}, {"event_ms", event_ms}, {"wall_ms", wall_ms}};
   }

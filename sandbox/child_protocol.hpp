@@ -19,7 +19,10 @@
 //                                             in buffers the child keeps and reuses (the
 //                                             reference server reads them on the GPU), else (or
 //                                             when IPC fails) as files of raw bytes in dir
-//   time    {seed, warmup, trials}         -> event_ms[], wall_ms[] (primary shapes)
+//   time    {seed, warmup, trials, slow_ms (optional)}
+//                                          -> event_ms[], wall_ms[] (primary shapes); with
+//                                             slow_ms, fewer trials when the first slow_trials
+//                                             each took longer than slow_ms
 //   unload                                 -> recycle (true: the child leaked device memory),
 //                                             leak_check (as probe)
 //
@@ -47,6 +50,10 @@ namespace kforge::sandbox::protocol {
 
 /// Variant index on the wire for the primary shapes.
 inline constexpr int primary = -1;
+
+/// Trials a candidate whose every trial exceeds the time request's slow_ms is timed in (runner.hpp:
+/// run_options::slow_cutoff).
+inline constexpr int slow_trials = 3;
 
 /// GPU memory a GPU's reference servers may hold expected outputs in, all of them together: each
 /// gets its share in hello's cache_bytes (a server not told keeps the whole).

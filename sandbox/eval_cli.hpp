@@ -28,6 +28,10 @@ inline CLI::App* add_eval_subcommand(CLI::App& app, eval_options& opt) {
                 "Judge a task's identical sources once (they share inputs); copies say \"reused\"");
   cmd->add_option("--arch", opt.arch, "nvcc -arch (default sm_90a)");
   cmd->add_option("--time-limit-ms", opt.time_limit_ms, "Per-candidate verify + time budget");
+  cmd->add_option("--slow-cutoff", opt.slow_cutoff,
+                  "Time a kernel over this many times the eager baseline in 3 trials, not 30 "
+                  "(default 20; 0: never)")
+      ->check(CLI::NonNegativeNumber);
   return cmd;
 }
 

@@ -29,6 +29,8 @@ struct eval_options {
   /// A task's repeated sources are judged once (sandbox/repeat_verdicts.hpp): a task's
   /// candidates share their inputs, so a repeat's verdict line is the first's, marked "reused".
   bool reuse_repeats = false;
+  /// run_options::slow_cutoff: a kernel over this many times the baseline is timed in 3 trials.
+  double slow_cutoff = 20.0;
 };
 
 /// One candidate's line in the verdict file.

@@ -530,9 +530,12 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
   }
   out.verify_ms = elapsed_ms(verify_start);
 
-  // Timing: candidate and baseline trials alternate in rounds on an otherwise idle GPU.
+  // Timing: baseline and candidate trials alternate in rounds on an otherwise idle GPU. The
+  // baseline goes first, so that a candidate slower than slow_cutoff x its median is known in its
+  // first trials (run_options::slow_cutoff).
   const auto time_start = clock_type::now();
   std::vector<double> event_ms, wall_ms, base_ms;
+  bool cut = false;
   {
     {
       phase_timer t(ph.gpu_wait_ms);
@@ -540,20 +543,8 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
     }
     // Waiting for the GPU is not the candidate's time: its budget starts again here.
     deadline = clock_type::now() + o.time_limit;
-    for (int round = 0; round < o.rounds; ++round) {
+    for (int round = 0; round < o.rounds && !cut; ++round) {
       const int warmup = round == 0 ? o.warmup : 0;
-      {
-        phase_timer t(ph.trials_ms);
-        asked = ask({{"op", "time"},
-                     {"seed", checks[0].seed},
-                     {"warmup", warmup},
-                     {"trials", o.trials_per_round},
-                     {"output_shapes", shapes.at(0)}},
-                    reply);
-      }
-      if (!asked) return finish();
-      for (const auto& v : reply.at("event_ms")) event_ms.push_back(v.get<double>());
-      for (const auto& v : reply.at("wall_ms")) wall_ms.push_back(v.get<double>());
       result<json> base = error{"not timed"};
       {
         phase_timer t(ph.baseline_ms);
@@ -569,6 +560,21 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
         return finish();
       }
       for (const auto& v : base->at("event_ms")) base_ms.push_back(v.get<double>());
+      json req = {{"op", "time"},
+                  {"seed", checks[0].seed},
+                  {"warmup", warmup},
+                  {"trials", o.trials_per_round},
+                  {"output_shapes", shapes.at(0)}};
+      if (round == 0 && o.slow_cutoff > 0)
+        req["slow_ms"] = o.slow_cutoff * summarize_trials(base_ms).median_ms;
+      {
+        phase_timer t(ph.trials_ms);
+        asked = ask(req, reply);
+      }
+      if (!asked) return finish();
+      for (const auto& v : reply.at("event_ms")) event_ms.push_back(v.get<double>());
+      for (const auto& v : reply.at("wall_ms")) wall_ms.push_back(v.get<double>());
+      cut = reply.at("event_ms").size() < static_cast<std::size_t>(o.trials_per_round);
     }
     step_done();
   }
@@ -581,6 +587,14 @@ run_outcome runner::run(const tasks::task& t, const std::string& library, std::u
     return finish();
   }
   out.status = wire::VerdictStatus::ok;
+  if (cut) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "timed in %d trials, not %d: each took over %g x the eager baseline's median "
+                  "(sandbox.slow_cutoff)",
+                  out.candidate.trials, o.rounds * o.trials_per_round, o.slow_cutoff);
+    out.reason = buf;
+  }
   const double speedup =
       out.candidate.median_ms > 0 ? out.baseline.median_ms / out.candidate.median_ms : 0;
   if (speedup > o.audit_speedup) {

@@ -14,8 +14,9 @@
 //
 // For one candidate: the reference server prepares >= 3 input sets (two seeds at the primary
 // shapes, then the task's variants); the child runs each with two differently poisoned calls and
-// shares its outputs with the server, which compares them; then, holding the timing lock, the child's
-// timed trials and the server's baseline trials alternate in rounds. Failures of the candidate's
+// shares its outputs with the server, which compares them; then, holding the timing lock, the
+// server's baseline trials and the child's timed trials alternate in rounds (a candidate far slower
+// than the baseline is cut short: run_options::slow_cutoff). Failures of the candidate's
 // process are the candidate's verdict (timeout, runtime_error); failures of the reference server
 // or of a probe are infra_error.
 #include <chrono>
@@ -62,6 +63,14 @@ struct run_options {
   int rounds = 3;
   int trials_per_round = 10;
   int warmup = 3;
+  /// A candidate whose first protocol::slow_trials trials each take longer than slow_cutoff x the
+  /// baseline's median is timed in those trials alone, against the first round's baseline trials,
+  /// and says so in its reason. The rule is the median of 30 trials; it is bent here for kernels
+  /// so slow that their speed term is zero under any alpha >= 1.06 (reward.hpp) and 30 trials
+  /// of them held the GPU for minutes: in session 16's held-out eval six gemm kernels at ~550 ms
+  /// a call (0.01x of eager) took 141 s of the 181 s of timing, and in a run the sampler and
+  /// every other candidate wait behind them. 0: every candidate gets every trial.
+  double slow_cutoff = 20.0;
   /// A child serves at most this many candidates.
   int recycle_after = 64;
   /// The known-good library (toolchain.hpp) that probes each fresh child.

@@ -25,6 +25,9 @@ struct sandbox_options {
   double timeout_s = 60.0;
   /// Timed trials per kernel; the median is reported. >= 30 (ARCHITECTURE.md: honest measurement).
   int trials = 30;
+  /// A kernel whose first 3 trials each take over this many times the eager baseline's median is
+  /// timed in those 3 (sandbox/runner.hpp: run_options::slow_cutoff). 0: never cut. >= 0.
+  double slow_cutoff = 20.0;
   /// Candidates one sandbox worker judges at once (its bus worker's capacity): each compiles with
   /// its own nvcc, CPU work that overlaps verification and timing on the GPU, so it scales
   /// separately from the number of sandbox_worker actors. >= 1.

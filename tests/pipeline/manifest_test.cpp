@@ -98,6 +98,7 @@ TEST_CASE("the embedded default parses, validates and runs everything in one loc
   CHECK(m->trainer.kl_target_high == doctest::Approx(5e-3));
   CHECK(m->trainer.kl_window == 100);
   CHECK(m->sandbox.trials == 30);
+  CHECK(m->sandbox.slow_cutoff == doctest::Approx(20.0));
 }
 
 TEST_CASE("a multi-process manifest with tcp and ipc endpoints parses with the right counts") {
@@ -268,6 +269,12 @@ TEST_CASE("out-of-range values name the key, the bound and the value") {
     CHECK(default_manifest()->trainer.overlap_grad_reduce);
   }
   CHECK(has(rejected(minimal + "[sandbox]\ntrials = 10\n"), "sandbox.trials: must be >= 30"));
+  CHECK(has(rejected(minimal + "[sandbox]\nslow_cutoff = -1.0\n"), "sandbox.slow_cutoff: must be >= 0"));
+  {
+    auto off = parse_manifest(minimal + "[sandbox]\nslow_cutoff = 0.0\n", "t.toml");
+    REQUIRE_MESSAGE(off.ok(), off.message());
+    CHECK(off->sandbox.slow_cutoff == 0.0);
+  }
   CHECK(has(rejected(minimal + "[sandbox]\ntimeout_s = 0\n"), "sandbox.timeout_s: must be > 0"));
   CHECK(has(rejected(minimal + "[buffer]\nmax_staleness = -1\n"), "buffer.max_staleness"));
   CHECK(has(rejected(minimal + "[buffer]\ngroups_per_batch = 0\n"), "buffer.groups_per_batch"));

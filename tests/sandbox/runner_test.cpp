@@ -27,8 +27,9 @@ kforge::tasks::task fake_task(const std::string& id) {
       id, "fake", "def forward(x, y):\n    return x + y\n", {4}, {2}));
 }
 
-std::shared_ptr<ks::gpu_slot> fake_slot(int time_limit_ms = 3000) {
+std::shared_ptr<ks::gpu_slot> fake_slot(int time_limit_ms = 3000, double slow_cutoff = 20.0) {
   ks::run_options o;
+  o.slow_cutoff = slow_cutoff;
   o.program = std::string(KFORGE_TEST_DATA) + "/fake/fake_sandbox_child.sh";
   o.time_limit = std::chrono::milliseconds(time_limit_ms);
   o.start_time_limit = std::chrono::milliseconds(10'000);
@@ -155,6 +156,33 @@ TEST_CASE("the supervisor maps each kind of child behaviour to its verdict and s
     const auto o = r.run(fake_task("fake/refdie"), "/lib/ok", 1);
     CHECK(o.status == VerdictStatus::infra_error);
     CHECK(r.run(t, "/lib/ok", 1).status == VerdictStatus::ok);
+  }
+}
+
+TEST_CASE("a kernel far slower than the baseline is timed in 3 trials, and its reason says so") {
+  const auto t = fake_task("fake/a");  // the fake baseline: 2 ms a trial; the crawl: 100 ms
+  {
+    ks::runner r(fake_slot());  // cutoff 20: over 40 ms is cut
+    const auto o = r.run(t, "/lib/crawl", 1);
+    CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);
+    CHECK(o.candidate.trials == 3);
+    CHECK(o.baseline.trials == 10);  // the first round's, timed before the candidate's
+    CHECK(o.candidate.median_ms == doctest::Approx(100.0));
+    CHECK(o.reason.find("timed in 3 trials, not 30") != std::string::npos);
+    CHECK(o.reason.find("sandbox.slow_cutoff") != std::string::npos);
+    const auto fast = r.run(t, "/lib/ok", 1);  // 1 ms: every trial
+    CHECK(fast.candidate.trials == 30);
+    CHECK(fast.reason.empty());
+  }
+  {
+    ks::runner r(fake_slot(3000, 100.0));  // over 200 ms: the crawl is not cut
+    CHECK(r.run(t, "/lib/crawl", 1).candidate.trials == 30);
+  }
+  {
+    ks::runner r(fake_slot(3000, 0.0));  // never cut
+    const auto o = r.run(t, "/lib/crawl", 1);
+    CHECK(o.candidate.trials == 30);
+    CHECK(o.baseline.trials == 30);
   }
 }
 

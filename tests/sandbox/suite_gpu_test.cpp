@@ -86,6 +86,16 @@ TEST_CASE("the candidate suite gets its expected verdicts on a GPU, and the sand
   }
   std::printf("%d of %zu candidates got an unexpected verdict\n", mismatches, suite.size());
 
+  // A kernel far slower than eager is timed in 3 trials (run_options::slow_cutoff); one as fast
+  // as eager in all 30.
+  for (std::size_t i = 0; i < suite.size(); ++i) {
+    if (suite[i].file != "relu_few_blocks.cu" && suite[i].file != "relu_grid_stride.cu") continue;
+    const bool slow = suite[i].file == "relu_few_blocks.cu";
+    INFO(suite[i].file << ": " << verdicts[i].dump());
+    CHECK(verdicts[i].value("trials", 0) == (slow ? 3 : 30));
+    CHECK((verdicts[i].value("reason", "").find("sandbox.slow_cutoff") != std::string::npos) == slow);
+  }
+
   // The sandbox survived: every candidate expected ok is still ok after all the hostile ones.
   std::vector<std::size_t> good;
   for (std::size_t i = 0; i < suite.size(); ++i)

@@ -2,8 +2,9 @@
 # A stand-in for `kforge sandbox-child` / `kforge sandbox-ref` in CPU tests of the supervisor
 # (runner_test.cpp): it speaks the line protocol of sandbox/child_protocol.hpp on fd 3 and
 # misbehaves on request. The candidate "library" path names the behaviour: .../ok, hang, crash,
-# garbage, flood, wrong, stale, hidden, mutate, env, refdie, slow (each check takes 0.5 s), forged
-# (names a file not its output),
+# garbage, flood, wrong, stale, hidden, mutate, env, refdie, slow (each check takes 0.5 s), crawl
+# (every timed trial takes 100 ms: cut to 3 trials when the time request's slow_ms is below that),
+# forged (names a file not its output),
 # ipc (hands over an IPC handle the fake server cannot open), ipcbad (no handles at all).
 set -u
 role=${1:-}
@@ -70,7 +71,14 @@ while IFS= read -r line <&3; do
         *) printf '%s' ok >"$out"; reply "{\"ok\":true,\"files\":[\"$out\"]}" ;;
       esac ;;
     time)
-      if [[ $mode == hidden ]]; then
+      slow_ms=$(sed -n 's/.*"slow_ms":\([0-9.e+-]*\).*/\1/p' <<<"$line")
+      if [[ $mode == crawl ]]; then
+        if [[ -n $slow_ms ]] && awk "BEGIN{exit !(100 > $slow_ms)}"; then
+          reply '{"ok":true,"event_ms":[100,100,100],"wall_ms":[100.1,100.1,100.1]}'
+        else
+          reply '{"ok":true,"event_ms":[100,100,100,100,100,100,100,100,100,100],"wall_ms":[100.1,100.1,100.1,100.1,100.1,100.1,100.1,100.1,100.1,100.1]}'
+        fi
+      elif [[ $mode == hidden ]]; then
         reply '{"ok":true,"event_ms":[0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01],"wall_ms":[3,3,3,3,3,3,3,3,3,3]}'
       else
         reply '{"ok":true,"event_ms":[1,1,1,1,1,1,1,1,1,1],"wall_ms":[1.02,1.02,1.02,1.02,1.02,1.02,1.02,1.02,1.02,1.02]}'
