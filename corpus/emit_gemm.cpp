@@ -164,7 +164,12 @@ std::string gemm_explanation(const tasks::task& t, const plan& p, const std::str
       "The core of the task is a matrix product C = A @ B (torch.matmul semantics: leading batch "
       "dims broadcast, and an operand written transposed, like the weight of a linear layer, is "
       "read through swapped strides instead of being copied). ";
-  if (p.staged)
+  // A dense staged program (plan.hpp) says less: its tokens count against kforge-tiny's 3,072.
+  const bool brief = p.staged && p.dense;
+  if (brief)
+    s += "A reduction follows, so C goes to the workspace (kf_workspace_bytes asks for batch*M*N "
+         "floats) and a second kernel on the same stream runs the rest as a row program.";
+  else if (p.staged)
     s += "A reduction follows the product, so the kernel writes C to the workspace "
          "(kf_workspace_bytes asks for batch*M*N floats) and a second kernel, launched on the same "
          "stream, runs the rest as a row program: each row of C is reduced and the elementwise "
@@ -175,7 +180,11 @@ std::string gemm_explanation(const tasks::task& t, const plan& p, const std::str
     s += "The elementwise rest of the task (bias, activation, residual inputs broadcast to C's "
          "shape) is fused as an epilogue: it is applied to each accumulator before the single "
          "store, so C never goes to memory.";
-  if (variant == "naive")
+  if (brief)
+    s += variant == "naive" ? " This version computes one element of C per thread with a loop over K."
+                            : " This version tiles the product: 16x16 tiles of A and B in shared memory "
+                              "(padded by one column), zeros past the edges.";
+  else if (variant == "naive")
     s += " This version computes one output element per thread with a plain loop over K; "
          "consecutive threads take consecutive columns, so B's loads coalesce when its rows are "
          "contiguous.";
@@ -240,11 +249,18 @@ result<std::vector<kernel_variant>> emit_gemm(const tasks::task& t, const plan& 
       "  kf_gemm g;\n"
       "  if (num_inputs != " + std::to_string(t.inputs.size()) + " || kf_gemm_shape(inputs, &g)) return 0;\n"
       "  return (size_t)(g.batch * g.M * g.N) * sizeof(float);\n}\n\n";
-  const std::string host_gemm =
-      "  if (int e = kf_check_args(inputs, num_inputs, outputs, num_outputs)) return e;\n"
+  // A dense row program (plan.hpp) reads the workspace as rows itself: no strided view of it,
+  // and its kf_dense checks cover the row program's tensors, so only the product's operands are
+  // checked here (kf_check_args would take 200 more tokens).
+  const std::string check_args =
+      p.dense ? count_check(t) + "  if (inputs[" + std::to_string(p.a.input) + "].dtype != KF_FLOAT32 || inputs[" +
+                    std::to_string(p.b.input) + "].dtype != KF_FLOAT32) return 2;\n"
+              : std::string("  if (int e = kf_check_args(inputs, num_inputs, outputs, num_outputs)) return e;\n");
+  const std::string host_gemm = check_args +
       "  kf_gemm g;\n  if (int e = kf_gemm_shape(inputs, &g)) return e;\n"
       "  if (g.batch * g.M * g.N == 0) return 0;\n"
-      "  if (workspace == NULL) return 5;\n"
+      "  if (workspace == NULL) return 5;\n" +
+      std::string(p.dense ? "" :
       "  // The product, dense row-major in the workspace, as the row program's operand.\n"
       "  kf_tensor kf_virtual;\n  kf_virtual.data = workspace;\n  kf_virtual.dtype = KF_FLOAT32;\n"
       "  kf_virtual.ndim = g.nb + 2;\n"
@@ -252,7 +268,7 @@ result<std::vector<kernel_variant>> emit_gemm(const tasks::task& t, const plan& 
       "  kf_virtual.shape[g.nb] = g.M;\n  kf_virtual.shape[g.nb + 1] = g.N;\n"
       "  {\n    int64_t s = 1;\n"
       "    for (int d = kf_virtual.ndim - 1; d >= 0; --d) {\n"
-      "      kf_virtual.strides[d] = s;\n      s *= kf_virtual.shape[d];\n    }\n  }\n"
+      "      kf_virtual.strides[d] = s;\n      s *= kf_virtual.shape[d];\n    }\n  }\n") +
       "  kf_epi_args e;\n  e.ws = static_cast<float*>(workspace);\n"
       "  const float* a_ptr = " + a_ptr + ";\n  const float* b_ptr = " + b_ptr + ";\n";
   // Pair each product variant with the row variant of the same rank: naive + thread_per_row,
@@ -261,17 +277,21 @@ result<std::vector<kernel_variant>> emit_gemm(const tasks::task& t, const plan& 
   const std::vector<std::pair<std::size_t, std::string>> pairs{
       {0, "thread_per_row"}, {1, "block_tree"}, {1, "warp_shuffle"}};
   for (const auto& [gk, row_name] : pairs) {
+    // A dense row program after a tiled product: the warp variant alone. With the block tree's
+    // two reducers the file ran past the 3,072 tokens kforge-tiny writes (session 17: ~3,300).
+    if (p.dense && gk == 1 && row_name == "block_tree") continue;
     const auto found = std::find(rows->names.begin(), rows->names.end(), row_name);
     if (found == rows->names.end()) continue;
     const auto rk = static_cast<std::size_t>(found - rows->names.begin());
     kernel_variant v;
     v.name = kinds[gk].first + "_" + rows->names[rk];
     v.source = file_head(t, v.name) + rows->types + types + store + kinds[gk].second.first +
-               rows->kernels[rk] + rows->grid_helper + host_helpers(t) + wsbytes +
+               rows->kernels[rk] + rows->grid_helper +
+               (p.dense ? dense_helper() : host_helpers(t)) + wsbytes +
                forward_head() + host_gemm + kinds[gk].second.second + rows->host + rows->launch[rk] +
                "  return (int)cudaGetLastError();\n}\n";
-    v.explanation = gemm_explanation(t, p, kinds[gk].first) + " For the row program: " +
-                    rows_explanation(p, rows->names[rk]);
+    v.explanation = gemm_explanation(t, p, kinds[gk].first) +
+                    (p.dense ? " " : " For the row program: ") + rows_explanation(p, rows->names[rk]);
     out.push_back(std::move(v));
   }
   return out;

@@ -225,6 +225,39 @@ std::string dense_host(const tasks::task& t, const plan& p) {
   return h;
 }
 
+// Host code of a dense row program over a product staged in the workspace, after the GEMM's
+// launch (`g`, its shape, in scope): one row per (batch, m), the product's N columns along it;
+// the other operands and the outputs are checked dense, as dense_host does.
+std::string dense_staged_host(const tasks::task& t, const plan& p) {
+  std::string h = "  // Rows of C: one per (batch, m), its N columns along it, dense in the workspace.\n"
+                  "  kf_rows a;\n  a.rows = g.batch * g.M;\n  a.red = g.N;\n";
+  bool uses_n = false;  // n, the element count of C, checks full-size operands and outputs
+  for (std::size_t k = 0; k < p.operands.size(); ++k) uses_n = uses_n || (p.operands[k] >= 0 && !p.row_shaped[k]);
+  for (auto l : p.output_levels) uses_n = uses_n || l == level::full;
+  if (uses_n) h += "  const int64_t n = a.rows * a.red;\n";
+  for (std::size_t j = 0; j < t.outputs.size(); ++j)
+    h += "  // Output `" + t.outputs[j].name + "`: " +
+         (p.output_levels[j] == level::full ? "one value per element (n).\n"
+                                            : "one value per row (a.rows).\n");
+  std::string checks;
+  for (std::size_t k = 0; k < p.operands.size(); ++k)
+    if (p.operands[k] >= 0)
+      checks += "!kf_dense(inputs[" + std::to_string(p.operands[k]) + "], " +
+                (p.row_shaped[k] ? "a.red" : "n") + ") ||\n      ";
+  for (std::size_t j = 0; j < t.outputs.size(); ++j)
+    checks += std::string(j ? " ||\n      " : "") + "!kf_dense(outputs[" + std::to_string(j) + "], " +
+              (p.output_levels[j] == level::full ? "n" : "a.rows") + ")";
+  h += "  if (" + checks + ")\n    return 2;\n";
+  h += "  kf_ptrs ptrs;\n" + fill_operand_pointers(p, "ptrs", "  ");
+  for (std::size_t k = 0; k < p.operands.size(); ++k)
+    if (p.operands[k] < 0)
+      h += "  ptrs.in[" + std::to_string(k) + "] = static_cast<const float*>(workspace);\n";
+  for (std::size_t j = 0; j < t.outputs.size(); ++j)
+    h += "  ptrs.out[" + std::to_string(j) + "] = static_cast<float*>(outputs[" + std::to_string(j) +
+         "].data);\n";
+  return h;
+}
+
 }  // namespace
 
 result<rows_code> rows_parts(const tasks::task& t, const plan& p) {
@@ -275,7 +308,7 @@ result<rows_code> rows_parts(const tasks::task& t, const plan& p) {
   }
   c.grid_helper = grid_helper(65535);
   if (p.dense) {
-    c.host = dense_host(t, p);
+    c.host = p.kind == plan_kind::gemm ? dense_staged_host(t, p) : dense_host(t, p);
     return c;
   }
   // Host: F's shape from the operands, the row split, strides, output checks.
@@ -341,6 +374,22 @@ std::string rows_explanation(const plan& p, const std::string& variant) {
   }
   bool any_full = false;
   for (auto l : p.output_levels) any_full = any_full || l == level::full;
+  // After a staged product's explanation, briefly: every token of a GEMM + row program counts
+  // against kforge-tiny's 3,072 (session 17: the strided ones ran to 4,500).
+  if (p.dense && p.kind == plan_kind::gemm) {
+    std::string s = "Each row of C (one per batch and m) is a row of the row program, its N elements "
+                    "dense in the workspace; an operand of one row's shape, like a bias, is read at "
+                    "the position in the row. Each row needs " + passes + " pass" +
+                    (p.reductions.size() > 1 ? "es, in order" : "") +
+                    (any_full ? ", then a pass that writes the outputs" : "") + ".";
+    if (variant == "thread_per_row")
+      s += " One thread takes a row and loops over it (sums accumulate in double).";
+    else if (variant == "block_tree")
+      s += " A block of 256 threads takes a row; a shared-memory tree combines their partial results.";
+    else
+      s += " A warp takes a row; its lanes combine their partial results with __shfl_xor_sync.";
+    return s;
+  }
   std::string s =
       "The task reduces over dims [" + std::to_string(p.d0) + ", " + std::to_string(p.d1) +
       ") of a rank-" + std::to_string(p.iter_rank) +

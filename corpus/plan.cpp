@@ -284,15 +284,22 @@ status plan_map(plan& p, const std::vector<std::vector<shape>>& sets, int leaf_g
 }
 
 // Sets p.dense (and p.row_shaped) when every operand is a task input that has the shape the
-// dense kernels index it with, at the primary shapes and every variant.
+// dense kernels index it with, at the primary shapes and every variant. A product staged into a
+// row program is dense in the workspace: its row program is dense when it reduces the product's
+// last dim alone (rows = batch x M, N along each) and its other operands are dense too (the task's
+// inputs of the product are read through their strides, so they need not be operands); the
+// strided row program around a staged product ran to 11-13 k characters, more than kforge-tiny
+// writes in 3,072 tokens (bench/RESULTS.md, session 17).
 void decide_dense(plan& p, const tasks::task& t, const std::vector<std::vector<shape>>& sets) {
-  if (std::set<int>(p.operands.begin(), p.operands.end()).size() != t.inputs.size() ||
-      p.operands.size() != t.inputs.size())
+  const bool staged = p.kind == plan_kind::gemm;
+  if (staged && p.d0 != p.iter_rank - 1) return;
+  if (!staged && (std::set<int>(p.operands.begin(), p.operands.end()).size() != t.inputs.size() ||
+                  p.operands.size() != t.inputs.size()))
     return;
   const graph& g = p.g;
   std::vector<int> node_of(p.operands.size(), -1);
   for (const auto& [node, k] : p.leaf_operand) node_of[static_cast<std::size_t>(k)] = node;
-  if (p.kind == plan_kind::rows) {
+  if (p.kind == plan_kind::rows || staged) {
     if (p.d1 != p.iter_rank) return;
     const auto f = static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(p.reductions.front())].args[0]);
     p.row_shaped.assign(p.operands.size(), 0);
@@ -304,6 +311,7 @@ void decide_dense(plan& p, const tasks::task& t, const std::vector<std::vector<s
         const shape row(F.begin() + p.d0, F.end());
         const char mode = s == F ? 0 : s == row ? 1 : 2;
         if (mode == 2 || (v > 0 && mode != p.row_shaped[k])) return;
+        if (p.operands[k] < 0 && mode != 0) return;  // the product must be F itself
         p.row_shaped[k] = mode;
       }
       any_full = any_full || !p.row_shaped[k];
@@ -372,6 +380,7 @@ result<plan> make_plan(const tasks::task& t, graph g) {
       for (const auto& s : sets)
         if (s[static_cast<std::size_t>(gr.outputs.front())] != s[static_cast<std::size_t>(p.gemm)])
           return unsupported("an epilogue that changes the product's shape");
+    if (p.staged) decide_dense(p, t, sets);
     return p;
   }
   if (reductions == 0) {

@@ -59,7 +59,9 @@ struct plan {
   /// emits the short dense kernels: an elementwise map whose inputs all have the output's shape,
   /// or a row program over the trailing dims (d1 == iter_rank) whose inputs are F itself or one
   /// row (F's dims [d0, iter_rank), shared by every row, like a layer_norm weight). Every task
-  /// input must be an operand. The kernels check at run time that tensors are contiguous.
+  /// input must be an operand, except for a product staged into a row program, whose row program
+  /// is dense when it reduces the product's last dim alone (decide_dense in plan.cpp). The
+  /// kernels check at run time that tensors are contiguous.
   bool dense = false;
   /// rows + dense, per operand: 1 when it has one row's shape (read at the position in the row).
   std::vector<char> row_shaped;

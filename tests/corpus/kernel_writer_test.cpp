@@ -15,6 +15,7 @@
 #include "corpus/kernel_writer.hpp"
 #include "corpus_tasks.hpp"
 #include "tasks/prompt.hpp"
+#include "tasks/task_parser.hpp"
 
 using namespace kforge;
 using namespace kforge::corpus;
@@ -162,6 +163,45 @@ TEST_CASE("a matrix product names each operand and whether it is read transposed
       INFO(id << " " << v.name << "\n" << v.source);
       for (const auto& want : wants) CHECK(v.source.find(want) != std::string::npos);
     }
+}
+
+TEST_CASE("a product staged into a row program over its last dim reads C as dense rows, short enough to write") {
+  // Session 17: the strided row program behind a GEMM ran to 11-13 k characters (~4,400 tokens),
+  // and kforge-tiny, which writes 3,072, never finished one.
+  const auto lib = testing::builtin_by_id();
+  for (const char* id : {"l2/gemm_softmax", "l2/gemm_sigmoid_sum"}) {
+    const auto vs = written(lib.at(id));
+    std::set<std::string> names;
+    for (const auto& v : vs) {
+      INFO(id << " " << v.name << "\n" << v.source);
+      names.insert(v.name);
+      CHECK(v.source.find("kf_virtual") == std::string::npos);
+      CHECK(v.source.find("kf_part(") == std::string::npos);
+      CHECK(v.source.find("  a.rows = g.batch * g.M;\n  a.red = g.N;\n") != std::string::npos);
+      CHECK(v.source.find("ptrs.in[") != std::string::npos);
+      CHECK(v.source.find("static_cast<const float*>(workspace);\n") != std::string::npos);
+      CHECK(completion_text(v).size() < 9000);  // about 3.1 characters a token
+    }
+    CHECK(names == std::set<std::string>{"naive_thread_per_row", "tiled16_warp_shuffle"});
+  }
+  // A bias of one row's shape is read at the position in the row.
+  const auto softmax = written(lib.at("l2/gemm_softmax"));
+  CHECK(softmax.front().source.find("!kf_dense(inputs[2], a.red)") != std::string::npos);
+  // A reduction over M, not the last dim, keeps the strided view of C (and the block variant).
+  auto cols = tasks::parse_task(
+      R"({"id": "t/gemm_softmax_cols", "category": "fused", "description": "softmax over M", "inputs": [)"
+      R"({"name": "x", "shape": [64, 32], "dtype": "float32", "init": {"dist": "normal", "mean": 0.0, "std": 1.0}},)"
+      R"( {"name": "w", "shape": [48, 32], "dtype": "float32", "init": {"dist": "normal", "mean": 0.0, "std": 1.0}}],)"
+      R"( "outputs": [{"name": "y", "shape": [64, 48], "dtype": "float32"}],)"
+      R"( "reference": "def forward(x, w):\n    return torch.softmax(torch.linear(x, w), 0)\n"})",
+      "test");
+  REQUIRE_MESSAGE(cols.ok(), (cols.ok() ? "" : cols.message()));
+  const auto strided = written(*cols);
+  CHECK(strided.size() == 3);
+  for (const auto& v : strided) {
+    INFO(v.name << "\n" << v.source);
+    CHECK(v.source.find("kf_virtual") != std::string::npos);
+  }
 }
 
 TEST_CASE("row programs say per output whether it holds one value per row or per element before checking it") {
