@@ -1,5 +1,6 @@
 #include "corpus/lowering_drill.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstdio>
@@ -97,7 +98,65 @@ std::string random_float_like(const std::string& old, std::mt19937_64& rng) {
   return buf;
 }
 
-std::string scramble_map_body(const std::string& s, std::mt19937_64& rng) {
+// A bare name: letters, digits and '_', not starting with a digit (an input or a value).
+bool is_name(const std::string& a) {
+  return !a.empty() && !std::isdigit(static_cast<unsigned char>(a.front())) &&
+         std::all_of(a.begin(), a.end(), word_char);
+}
+
+std::string trimmed(std::string a) {
+  while (!a.empty() && a.front() == ' ') a.erase(0, 1);
+  while (!a.empty() && a.back() == ' ') a.pop_back();
+  return a;
+}
+
+std::string swap_operator_operands(const std::string& s, std::mt19937_64& rng) {
+  std::string out;
+  std::size_t i = 0;  // s[0, i) is in out
+  for (std::size_t k = 1; k + 2 < s.size(); ++k) {
+    if (s[k] != ' ' || s[k + 2] != ' ' || std::string("+-*/").find(s[k + 1]) == std::string::npos)
+      continue;
+    std::size_t a = k;
+    while (a > i && word_char(s[a - 1])) --a;
+    std::size_t b = k + 3;
+    while (b < s.size() && word_char(s[b])) ++b;
+    const std::string left = s.substr(a, k - a), right = s.substr(k + 3, b - k - 3);
+    const bool attribute = a > 0 && s[a - 1] == '.';
+    const bool called = b < s.size() && (s[b] == '(' || s[b] == '.' || s[b] == '[');
+    if (!is_name(left) || !is_name(right) || attribute || called || rng() % 2) continue;
+    out += s.substr(i, a - i) + right + s.substr(k, 3) + left;
+    i = b;
+    k = b - 1;
+  }
+  return out + s.substr(i);
+}
+
+std::string swap_call_operands(const std::string& s, std::mt19937_64& rng) {
+  std::string out;
+  std::size_t i = 0;
+  for (std::size_t at = s.find("torch."); at != std::string::npos; at = s.find("torch.", at + 1)) {
+    std::size_t j = at + 6;
+    while (j < s.size() && word_char(s[j])) ++j;
+    if (j >= s.size() || s[j] != '(' || !contains(kTwoTensors, s.substr(at + 6, j - at - 6))) continue;
+    const auto args = call_arguments(s, j);
+    if (args.size() != 2 || !is_name(trimmed(args[0])) || !is_name(trimmed(args[1])) || rng() % 2) continue;
+    out += s.substr(i, j + 1 - i) + trimmed(args[1]) + ", " + trimmed(args[0]) + ")";
+    i = j + 1 + args[0].size() + 1 + args[1].size() + 1;  // past "a, b)"
+    at = i - 1;
+  }
+  return out + s.substr(i);
+}
+
+// `s` with the two operands of each two-tensor call of bare names, and of each operator between
+// spaces with a bare name on either side, swapped with even odds: v13 wrote atan2f(x0, x1) for
+// `torch.atan2(y, x)` of inputs (x, y), and `(x0 - v1)` for `(x - y)`; the order of operands is
+// another thing to read, not recall. (A swap next to an operator that binds tighter changes the
+// math, `a * b + c` to `a * c + b`: the drill is another task, lowered as written.)
+std::string swap_operands(const std::string& s, std::mt19937_64& rng) {
+  return swap_operator_operands(swap_call_operands(s, rng), rng);
+}
+
+std::string scramble_map_body_tokens(const std::string& s, std::mt19937_64& rng) {
   return scramble_tokens(
       s, rng,
       [&](std::size_t i, std::size_t j) {
@@ -109,6 +168,10 @@ std::string scramble_map_body(const std::string& s, std::mt19937_64& rng) {
         // Integers stay: they may be dims (`x.size(-1)`) or exponents the writer expands.
         return number.find_first_of(".eE") == std::string::npos ? number : random_float_like(number, rng);
       });
+}
+
+std::string scramble_map_body(const std::string& s, std::mt19937_64& rng) {
+  return swap_operands(scramble_map_body_tokens(s, rng), rng);
 }
 
 // The completion up to the end of the function that holds the task's math: a map's kf_op, a

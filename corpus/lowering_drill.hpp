@@ -38,7 +38,10 @@ namespace kforge::corpus {
 /// renamed to a random one with arguments of the same kind (a reduction over dims to another
 /// reduction, its arguments kept), every decimal or exponent-form
 /// number replaced by a random one of its kind (integers, which may be dims, stay), and every
-/// binary operator between spaces replaced by a random one. Calls it does not know stay.
+/// binary operator between spaces replaced by a random one; then the two operands of each
+/// two-tensor call of bare names, and of each spaced operator between bare names, swapped with
+/// even odds (operand order is read from the reference, not recalled). Calls it does not know
+/// stay.
 std::string scramble_map_reference(const std::string& reference, std::mt19937_64& rng);
 
 /// Whether a drill of `text` (a kernel source or a completion) has an end to be cut at: a map's

@@ -67,6 +67,41 @@ TEST_CASE("scramble_map_reference renames calls only within their kind of argume
   CHECK(moved_numbers >= 35);
 }
 
+TEST_CASE("scramble_map_reference swaps the operands of two-tensor calls and of operators between names") {
+  // v13 wrote atan2f(x0, x1) for `torch.atan2(y, x)` and (x0 - v1) for (x - y) (session 17).
+  const std::string ref = "def forward(x, y):\n    z = torch.maximum(y, x)\n    return z * (x - y.t())\n";
+  int call_swapped = 0, operator_swapped = 0;
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    std::mt19937_64 rng(seed);
+    const auto s = scramble_map_reference(ref, rng);
+    INFO(s);
+    const auto open = s.find('(', s.find("z = torch."));
+    REQUIRE(open != std::string::npos);
+    const std::string args = s.substr(open, 6);
+    CHECK((args == "(y, x)" || args == "(x, y)"));
+    call_swapped += args == "(x, y)";
+    // `z * (...)`: z and the parenthesis are not both names; `x - y.t()`: y is an attribute's
+    // object, so neither moves.
+    CHECK(s.find("    return z ") != std::string::npos);
+    CHECK(s.find("(x ") != std::string::npos);
+    CHECK(s.find(" y.t())\n") != std::string::npos);
+  }
+  CHECK(call_swapped >= 10);
+  CHECK(call_swapped <= 30);
+  const std::string plain = "def forward(x, y):\n    return torch.relu(x - y)\n";
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    std::mt19937_64 rng(seed);
+    const auto s = scramble_map_reference(plain, rng);
+    INFO(s);
+    const auto open = s.find('(', s.find("return torch."));
+    const std::string inner = s.substr(open + 1, 5);
+    CHECK((inner.rfind("x ", 0) == 0 || inner.rfind("y ", 0) == 0));
+    operator_swapped += inner.rfind("y ", 0) == 0;
+  }
+  CHECK(operator_swapped >= 10);
+  CHECK(operator_swapped <= 30);
+}
+
 TEST_CASE("scramble_map_reference keeps calls with keyword arguments and unknown calls") {
   const std::string ref =
       "def forward(x):\n    return torch.gelu(x, approximate='tanh') + torch.lerp(x, x, x)\n";
