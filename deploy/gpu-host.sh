@@ -25,7 +25,8 @@ declare -a rows=()
 # "--inputs .tiny-in --steps corpus,tokenizer,pretrain,heldout" with .tiny-in carried) on GPU 0,
 # work in $build/tiny, the model in $build/tiny-model. Back in $out: tiny.log, tiny_results.tgz (eval
 # summary, verdicts, samples, the model's small files) and tiny_model.safetensors.part-* (15 MiB
-# pieces, under a device call's 16 MiB a file: cat them back together).
+# pieces, under a device call's 16 MiB a file: cat them back together). With test_corpus_gpu built
+# (KFORGE_TARGETS="kforge test_corpus_gpu") it runs first and a failure stops make_tiny.
 want() { [[ -z ${KFORGE_STEPS:-} || ,${KFORGE_STEPS}, == *,$1,* ]]; }
 # Steps outside the default "all" (they take long): run only when KFORGE_STEPS names them.
 asked() { [[ ,${KFORGE_STEPS:-}, == *,$1,* ]]; }
@@ -216,9 +217,18 @@ fi
         ${KFORGE_LOOPMODES_ARGS:---steps 16 --set sampler.max_new_tokens=64 --set buffer.groups_per_batch=8}
       for m in sync async; do cp "$build/loopmodes/$m/summary.json" "$out/loopmodes_${m}_summary.json" 2>/dev/null; done
     fi
+    # The corpus writer's kernels are checked on a GPU before a model learns from them, when the
+    # build has the test (KFORGE_TARGETS="kforge test_corpus_gpu"): a failing family stops make_tiny
+    # (the writer's kernels are not run when the corpus is built; session 17 changed the GEMM + row
+    # programs on the CPU).
     if asked tiny; then
-      step "make_tiny ${KFORGE_TINY_ARGS:-}" tiny.log "$root/deploy/make_tiny.sh" --kforge "$build/kforge" \
-        --work "$build/tiny" --model "$build/tiny-model" --gpu 0 ${KFORGE_TINY_ARGS:-}
+      if [[ -x $build/tests/corpus/test_corpus_gpu ]] &&
+        ! step "corpus variants through the sandbox (gate)" corpus-gpu.log "$build/tests/corpus/test_corpus_gpu"; then
+        row "make_tiny" FAIL "not run: the writer's kernels failed on the GPU (corpus-gpu.log)"
+      else
+        step "make_tiny ${KFORGE_TINY_ARGS:-}" tiny.log "$root/deploy/make_tiny.sh" --kforge "$build/kforge" \
+          --work "$build/tiny" --model "$build/tiny-model" --gpu 0 ${KFORGE_TINY_ARGS:-}
+      fi
       tar czf "$out/tiny_results.tgz" -C "$build" --ignore-failed-read tiny/eval_summary.json tiny/verdicts.jsonl \
         tiny/samples/samples.jsonl tiny/samples/tasks.jsonl \
         $(cd "$build" && ls tiny-model/* 2>/dev/null | grep -v safetensors) 2>/dev/null
