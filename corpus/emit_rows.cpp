@@ -187,54 +187,13 @@ std::string dense_row_types(const tasks::task& t, const plan& p) {
   return s;
 }
 
-// Host code of a dense row program after forward_head, up to the launch: counts, the row split
-// from the first full-shape operand, every tensor's element count and contiguity, the pointers.
-std::string dense_host(const tasks::task& t, const plan& p) {
-  std::size_t f = 0;
-  while (p.row_shaped[f]) ++f;
-  const auto fi = std::to_string(p.operands[f]);
-  std::string h = count_check(t);
-  h += "  // A row is the last " + std::to_string(p.iter_rank - p.d0) + " dim(s) of inputs[" + fi + "].\n";
-  h += "  const kf_tensor& f = inputs[" + fi + "];\n  if (f.ndim != " + std::to_string(p.iter_rank) +
-       ") return 2;\n";
-  h += "  kf_rows a;\n  a.rows = 1;\n  a.red = 1;\n"
-       "  for (int d = 0; d < f.ndim; ++d) {\n"
-       "    if (d < " + std::to_string(p.d0) + ") a.rows *= f.shape[d];\n"
-       "    else a.red *= f.shape[d];\n  }\n";
-  // Which size each output is checked against, said by name first: v9 checked a reduction's
-  // output as full-size (n) where it holds one value per row (a.rows), the softmax habit.
-  h += "  const int64_t n = a.rows * a.red;\n";
-  for (std::size_t j = 0; j < t.outputs.size(); ++j)
-    h += "  // Output `" + t.outputs[j].name + "`: " +
-         (p.output_levels[j] == level::full ? "one value per element (n).\n"
-                                            : "one value per row (a.rows).\n");
-  h += "  if (";
-  std::string checks;
-  for (std::size_t k = 0; k < p.operands.size(); ++k)
-    checks += "!kf_dense(inputs[" + std::to_string(p.operands[k]) + "], " +
-              (p.row_shaped[k] ? "a.red" : "n") + ") ||\n      ";
-  for (std::size_t j = 0; j < t.outputs.size(); ++j)
-    checks += std::string(j ? " ||\n      " : "") + "!kf_dense(outputs[" + std::to_string(j) + "], " +
-              (p.output_levels[j] == level::full ? "n" : "a.rows") + ")";
-  h += checks + ")\n    return 2;\n";
-  h += "  kf_ptrs ptrs;\n" + fill_operand_pointers(p, "ptrs", "  ");
-  for (std::size_t j = 0; j < t.outputs.size(); ++j)
-    h += "  ptrs.out[" + std::to_string(j) + "] = static_cast<float*>(outputs[" + std::to_string(j) +
-         "].data);\n";
-  h += "  if (a.rows == 0) return 0;\n  if (a.red == 0) return 4;  // an empty reduction\n";
-  return h;
-}
-
-// Host code of a dense row program over a product staged in the workspace, after the GEMM's
-// launch (`g`, its shape, in scope): one row per (batch, m), the product's N columns along it;
-// the other operands and the outputs are checked dense, as dense_host does.
-std::string dense_staged_host(const tasks::task& t, const plan& p) {
-  std::string h = "  // Rows of C: one per (batch, m), its N columns along it, dense in the workspace.\n"
-                  "  kf_rows a;\n  a.rows = g.batch * g.M;\n  a.red = g.N;\n";
-  bool uses_n = false;  // n, the element count of C, checks full-size operands and outputs
-  for (std::size_t k = 0; k < p.operands.size(); ++k) uses_n = uses_n || (p.operands[k] >= 0 && !p.row_shaped[k]);
-  for (auto l : p.output_levels) uses_n = uses_n || l == level::full;
-  if (uses_n) h += "  const int64_t n = a.rows * a.red;\n";
+// The end of a dense row program's host code, once `a` (and `n` where a full-size tensor needs
+// it) is set: per output whether it holds a value per row or per element, said by name before
+// it is checked (v9 checked a reduction's output as full-size (n) where it holds one value per row
+// (a.rows), the softmax habit); every task input the row program reads and every output checked
+// dense; the pointers, a staged product's being the workspace.
+std::string dense_checks_and_pointers(const tasks::task& t, const plan& p) {
+  std::string h;
   for (std::size_t j = 0; j < t.outputs.size(); ++j)
     h += "  // Output `" + t.outputs[j].name + "`: " +
          (p.output_levels[j] == level::full ? "one value per element (n).\n"
@@ -256,6 +215,39 @@ std::string dense_staged_host(const tasks::task& t, const plan& p) {
     h += "  ptrs.out[" + std::to_string(j) + "] = static_cast<float*>(outputs[" + std::to_string(j) +
          "].data);\n";
   return h;
+}
+
+// Host code of a dense row program after forward_head, up to the launch: counts, the row split
+// from the first full-shape operand, every tensor's element count and contiguity, the pointers.
+std::string dense_host(const tasks::task& t, const plan& p) {
+  std::size_t f = 0;
+  while (p.row_shaped[f]) ++f;
+  const auto fi = std::to_string(p.operands[f]);
+  std::string h = count_check(t);
+  h += "  // A row is the last " + std::to_string(p.iter_rank - p.d0) + " dim(s) of inputs[" + fi + "].\n";
+  h += "  const kf_tensor& f = inputs[" + fi + "];\n  if (f.ndim != " + std::to_string(p.iter_rank) +
+       ") return 2;\n";
+  h += "  kf_rows a;\n  a.rows = 1;\n  a.red = 1;\n"
+       "  for (int d = 0; d < f.ndim; ++d) {\n"
+       "    if (d < " + std::to_string(p.d0) + ") a.rows *= f.shape[d];\n"
+       "    else a.red *= f.shape[d];\n  }\n";
+  h += "  const int64_t n = a.rows * a.red;\n";
+  h += dense_checks_and_pointers(t, p);
+  h += "  if (a.rows == 0) return 0;\n  if (a.red == 0) return 4;  // an empty reduction\n";
+  return h;
+}
+
+// Host code of a dense row program over a product staged in the workspace, after the GEMM's
+// launch (`g`, its shape, in scope): one row per (batch, m), the product's N columns along it
+// (the product being non-empty, no row count is 0).
+std::string dense_staged_host(const tasks::task& t, const plan& p) {
+  std::string h = "  // Rows of C: one per (batch, m), its N columns along it, dense in the workspace.\n"
+                  "  kf_rows a;\n  a.rows = g.batch * g.M;\n  a.red = g.N;\n";
+  bool uses_n = false;  // n, the element count of C, checks full-size operands and outputs
+  for (std::size_t k = 0; k < p.operands.size(); ++k) uses_n = uses_n || (p.operands[k] >= 0 && !p.row_shaped[k]);
+  for (auto l : p.output_levels) uses_n = uses_n || l == level::full;
+  if (uses_n) h += "  const int64_t n = a.rows * a.red;\n";
+  return h + dense_checks_and_pointers(t, p);
 }
 
 }  // namespace

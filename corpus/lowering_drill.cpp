@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "corpus/kernel_writer.hpp"
 
@@ -41,9 +42,15 @@ std::string pick(const std::array<const char*, N>& names, std::mt19937_64& rng) 
   return names[rng() % N];
 }
 
+// `a` without its leading and trailing spaces (a call argument as call_arguments gives it).
+std::string trimmed(std::string a) {
+  while (!a.empty() && a.front() == ' ') a.erase(0, 1);
+  while (!a.empty() && a.back() == ' ') a.pop_back();
+  return a;
+}
+
 bool is_number(std::string s) {
-  while (!s.empty() && s.front() == ' ') s.erase(0, 1);
-  while (!s.empty() && s.back() == ' ') s.pop_back();
+  s = trimmed(std::move(s));
   if (!s.empty() && s.front() == '-') s.erase(0, 1);
   return !s.empty() && std::isdigit(static_cast<unsigned char>(s.front())) &&
          number_end(s, 0) == s.size();
@@ -102,12 +109,6 @@ std::string random_float_like(const std::string& old, std::mt19937_64& rng) {
 bool is_name(const std::string& a) {
   return !a.empty() && !std::isdigit(static_cast<unsigned char>(a.front())) &&
          std::all_of(a.begin(), a.end(), word_char);
-}
-
-std::string trimmed(std::string a) {
-  while (!a.empty() && a.front() == ' ') a.erase(0, 1);
-  while (!a.empty() && a.back() == ' ') a.pop_back();
-  return a;
 }
 
 std::string swap_operator_operands(const std::string& s, std::mt19937_64& rng) {
