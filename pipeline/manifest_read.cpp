@@ -325,6 +325,7 @@ void read_trainer(table_reader r, trainer_options& o) {
   r.read("kl_step", o.kl_step, above(1));
   r.read("clip_eps_low", o.clip_eps_low, real_range{0, 1, true, true});
   r.read("clip_eps_high", o.clip_eps_high, above(0));
+  r.read_choice("group_baseline", o.baseline, {{"kept", group_baseline::kept}, {"draws", group_baseline::draws}});
   r.read("micro_batch", o.micro_batch, 1);
   r.read("max_grad_norm", o.max_grad_norm, at_least(0));
   r.read("checkpoint_every", o.checkpoint_every, 0);

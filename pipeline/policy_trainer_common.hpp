@@ -29,6 +29,7 @@ inline trainer::train_batch to_train_batch(const wire::TrainBatch& batch) {
     trainer::sample_group group;
     group.prompt_hash = g->prompt_hash();
     group.group_id = g->group_id();
+    if (g->draw_rewards()) group.draw_rewards.assign(g->draw_rewards()->begin(), g->draw_rewards()->end());
     if (g->samples())
       for (const auto* s : *g->samples()) {
         trainer::train_sample t;
@@ -61,6 +62,7 @@ inline trainer::data_parallel_options dp_options(const policy_trainer_stage_opti
   po.step.overlap_grad_reduce = t.overlap_grad_reduce;
   po.step.grpo.clip_eps_low = t.clip_eps_low;
   po.step.grpo.clip_eps_high = t.clip_eps_high;
+  po.baseline_from_draws = t.baseline == group_baseline::draws;
   po.kl.initial_coef = t.kl_coef;
   po.kl.target_low = t.kl_target_low;
   po.kl.target_high = t.kl_target_high;

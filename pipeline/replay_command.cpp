@@ -263,6 +263,11 @@ std::vector<std::pair<std::string, double>> exact_doubles(const messages::envelo
   if (const auto* b = e.as<wire::TrainBatch>(); b && b->groups())
     for (flatbuffers::uoffset_t g = 0; g < b->groups()->size(); ++g) {
       const auto* group = b->groups()->Get(g);
+      if (group->draw_rewards())
+        for (flatbuffers::uoffset_t i = 0; i < group->draw_rewards()->size(); ++i)
+          out.emplace_back("payload.groups[" + std::to_string(g) + "].draw_rewards[" +
+                               std::to_string(i) + "]",
+                           group->draw_rewards()->Get(i));
       if (!group->samples()) continue;
       for (flatbuffers::uoffset_t i = 0; i < group->samples()->size(); ++i)
         scored_doubles(*group->samples()->Get(i),

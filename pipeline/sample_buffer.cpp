@@ -32,7 +32,10 @@ std::vector<wire::TrainBatchT> sample_buffer::add(const wire::Scored& s, std::ui
     g.kept->prompt_hash = c ? c->prompt_hash() : 0;
   }
 
-  if (s.excluded() && s.excluded()->size() > 0) {
+  const bool excluded = s.excluded() && s.excluded()->size() > 0;
+  // Every draw with a reward, a duplicate too: the trainer's baseline for the group (train.fbs).
+  if (!excluded) g.kept->draw_rewards.push_back(s.reward());
+  if (excluded) {
     ++counters_.excluded;
   } else if (c && is_duplicate(g, c->prompt_hash(), c->code_hash())) {
     ++counters_.duplicate;

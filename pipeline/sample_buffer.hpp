@@ -9,6 +9,9 @@
 // - A group is complete when all group_size members arrived; it is served if at least two members
 //   are kept (GRPO normalises within the group), else dropped as too small.
 // - groups_per_batch complete groups make one TrainBatch.
+// - A served group also carries the reward of every member that got one (draw_rewards), the
+//   duplicates included: with dedup the kept samples are the policy's rarer kernels, so their own
+//   mean is not the group's (trainer.group_baseline).
 // Every sample in is accounted for: kept (and later batched or dropped stale), or dropped by reason.
 
 #include <cstdint>

@@ -144,7 +144,9 @@ std::string logic_description(actor_kind k, const manifest* m) {
         if (!o) return "real, but " + o.message();
         const bool on_gpus = o->devices.front() >= 0;
         const std::size_t ranks = o->devices.size();
-        return "real: GRPO with adaptive KL on " + m->sampler.model + ", data parallel over " +
+        return "real: GRPO with adaptive KL on " + m->sampler.model +
+               (m->trainer.baseline == group_baseline::draws ? " (group baseline: every draw)" : "") +
+               ", data parallel over " +
                std::to_string(ranks) + (on_gpus ? " GPU(s)" : " CPU rank(s)") +
                (ranks > 1 ? std::string(" (gradients summed each step") +
                                 (m->trainer.ranks == trainer_ranks::processes ? ", a process per rank)" : ")")

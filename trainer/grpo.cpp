@@ -31,7 +31,11 @@ double item(const at::Tensor& t) { return t.item<double>(); }
 
 group_advantages compute_advantages(const std::vector<double>& rewards,
                                     const std::vector<std::int64_t>& group_sizes,
-                                    const grpo_options& opt) {
+                                    const grpo_options& opt,
+                                    const std::vector<std::vector<double>>& baselines) {
+  if (!baselines.empty() && baselines.size() != group_sizes.size())
+    throw std::invalid_argument("compute_advantages: " + std::to_string(baselines.size()) +
+                                " baselines for " + std::to_string(group_sizes.size()) + " groups");
   std::int64_t total = 0;
   for (auto n : group_sizes) {
     if (n < 1) throw std::invalid_argument("compute_advantages: a group size is < 1");
@@ -46,22 +50,24 @@ group_advantages compute_advantages(const std::vector<double>& rewards,
   out.keep.assign(rewards.size(), true);
   out.groups = static_cast<std::int64_t>(group_sizes.size());
   std::size_t begin = 0;
-  for (auto size : group_sizes) {
-    const auto n = static_cast<std::size_t>(size);
-    const auto first = rewards.begin() + static_cast<std::ptrdiff_t>(begin);
-    const auto last = first + static_cast<std::ptrdiff_t>(n);
+  for (std::size_t g = 0; g < group_sizes.size(); ++g) {
+    const auto n = static_cast<std::size_t>(group_sizes[g]);
+    const bool own = baselines.empty() || baselines[g].empty();
+    const auto first = own ? rewards.begin() + static_cast<std::ptrdiff_t>(begin) : baselines[g].begin();
+    const auto last = own ? first + static_cast<std::ptrdiff_t>(n) : baselines[g].end();
+    const auto m = static_cast<std::size_t>(last - first);  // rewards the statistics are over
     const auto [lo, hi] = std::minmax_element(first, last);
-    if (n == 1 || *hi - *lo <= opt.equal_reward_tol) {
+    if (m == 1 || *hi - *lo <= opt.equal_reward_tol) {
       ++out.equal_groups;
       if (opt.skip_equal_groups) {
         ++out.skipped_groups;
         std::fill_n(out.keep.begin() + static_cast<std::ptrdiff_t>(begin), n, false);
       }
     } else {
-      const double mean = std::accumulate(first, last, 0.0) / static_cast<double>(n);
+      const double mean = std::accumulate(first, last, 0.0) / static_cast<double>(m);
       double ss = 0;
       for (auto it = first; it != last; ++it) ss += (*it - mean) * (*it - mean);
-      const double sd = std::sqrt(ss / static_cast<double>(opt.unbiased_std ? n - 1 : n));
+      const double sd = std::sqrt(ss / static_cast<double>(opt.unbiased_std ? m - 1 : m));
       const double scale = opt.scale_by_std ? 1.0 / (sd + opt.adv_eps) : 1.0;
       for (std::size_t i = 0; i < n; ++i)
         out.advantages[begin + i] = (rewards[begin + i] - mean) * scale;

@@ -73,10 +73,14 @@ struct group_advantages {
 };
 
 /// Group-normalised advantages. `rewards` holds the groups one after another, `group_sizes` their
-/// sizes (each >= 1, summing to rewards.size()); otherwise throws std::invalid_argument.
+/// sizes (each >= 1, summing to rewards.size()). `baselines`, empty or one per group: where one is
+/// non-empty, the group's mean, std and all-equal test come from it instead of from the group's
+/// rewards (every draw of the policy, of which the rewards are the kept part). Otherwise throws
+/// std::invalid_argument.
 group_advantages compute_advantages(const std::vector<double>& rewards,
                                     const std::vector<std::int64_t>& group_sizes,
-                                    const grpo_options& opt);
+                                    const grpo_options& opt,
+                                    const std::vector<std::vector<double>>& baselines = {});
 
 /// k3 estimator of KL(pi || pi_ref) per token: exp(ref - logp) - (ref - logp) - 1 (>= 0, unbiased
 /// when tokens are sampled from pi, low variance). Differentiable in logp.

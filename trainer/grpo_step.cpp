@@ -320,14 +320,16 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
   std::vector<const grpo_sample*> all;
   std::vector<double> rewards;
   std::vector<std::int64_t> sizes;
+  std::vector<std::vector<double>> baselines;
   for (const auto& g : batch) {
     sizes.push_back(static_cast<std::int64_t>(g.samples.size()));
+    baselines.push_back(g.baseline);
     for (const auto& s : g.samples) {
       all.push_back(&s);
       rewards.push_back(s.reward);
     }
   }
-  out.advantages = compute_advantages(rewards, sizes, st.opt.grpo);
+  out.advantages = compute_advantages(rewards, sizes, st.opt.grpo, baselines);
 
   std::vector<const grpo_sample*> kept;
   std::vector<double> kept_adv;

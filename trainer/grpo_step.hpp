@@ -40,6 +40,10 @@ struct grpo_sample {
 /// The G completions of one prompt.
 struct grpo_group {
   std::vector<grpo_sample> samples;
+  /// The rewards the group's mean and std come from, and its all-equal test: every draw of the
+  /// policy for the prompt, where the samples are only some of them (the buffer dropped
+  /// duplicates). Empty: the samples' own rewards (plain GRPO).
+  std::vector<double> baseline;
 };
 
 /// Per-token log-probs under a model: for samples s_0..s_{B-1}, a [B, T] tensor (T >= the longest

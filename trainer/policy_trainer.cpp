@@ -167,6 +167,7 @@ result<policy_step_stats> policy_trainer::step(const train_batch& batch) {
       gs.policy_version = s.policy_version;
       group.samples.push_back(std::move(gs));
     }
+    if (st.opt.baseline_from_draws) group.baseline = batch.groups[g].draw_rewards;
     // A group left empty by exclusions has nothing to train on (and no group of size 0 exists).
     if (!group.samples.empty()) groups.push_back(std::move(group));
   }

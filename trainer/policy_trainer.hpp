@@ -49,6 +49,9 @@ struct sample_group {
   std::uint64_t prompt_hash = 0;
   std::uint64_t group_id = 0;
   std::vector<train_sample> samples;
+  /// SampleGroup.draw_rewards: every reward the policy's draws for the group got, the duplicates
+  /// the buffer dropped included; empty where the batch does not carry them.
+  std::vector<double> draw_rewards;
 };
 
 /// Mirrors TrainBatch.
@@ -62,6 +65,11 @@ struct policy_trainer_options {
   grpo_step_options step;
   /// The adaptive KL coefficient.
   kl_controller_options kl;
+  /// Take a group's reward mean and std (and whether it is all-equal) from its draw_rewards where
+  /// it has them, instead of from the samples kept for training. With the buffer's dedup the kept
+  /// samples are the policy's rarer kernels: a group whose repeated correct kernel was dropped
+  /// keeps only its wrong ones, all-equal among themselves, and would teach nothing.
+  bool baseline_from_draws = false;
   /// Temperature the samples were drawn at: the trainer's log-probs are log_softmax(logits / T),
   /// as the behaviour log-probs of model/generate.hpp are (0 is read as 1, as there). > 0 or 0.
   double temperature = 1.0;

@@ -13,6 +13,9 @@ enum class weights_publish { automatic, file, nccl };
 /// Where the trainer's data-parallel ranks run: threads of the trainer's process, or a process
 /// each (pipeline/trainer_ranks.hpp), started by the trainer on its host.
 enum class trainer_ranks { threads, processes };
+/// Where a GRPO group's reward mean and std come from: the samples the buffer kept for training,
+/// or every draw of the policy for the group that got a reward (the dropped duplicates included).
+enum class group_baseline { kept, draws };
 
 struct trainer_options {
   /// AdamW learning rate. > 0.
@@ -32,6 +35,8 @@ struct trainer_options {
   /// Policy ratio clipped above at 1 + clip_eps_high; larger than low lets rare good tokens grow
   /// (DAPO's clip-higher). > 0.
   double clip_eps_high = 0.28;
+  /// "kept" or "draws" (trainer/policy_trainer.hpp, baseline_from_draws).
+  group_baseline baseline = group_baseline::kept;
   /// Sequences per forward/backward pass; gradients accumulate across them. >= 1.
   std::int64_t micro_batch = 8;
   /// Global gradient L2 norm is clipped to this; 0 disables clipping. >= 0.

@@ -254,6 +254,8 @@ TEST_CASE("out-of-range values name the key, the bound and the value") {
   CHECK(has(rejected(minimal + "[trainer]\nclip_eps_low = 1.0\n"),
             "trainer.clip_eps_low: must be in (0, 1)"));
   CHECK(has(rejected(minimal + "[trainer]\nranks = \"nodes\"\n"), "trainer.ranks"));
+  CHECK(has(rejected(minimal + "[trainer]\ngroup_baseline = \"mean\"\n"),
+            "trainer.group_baseline: must be one of \"kept\", \"draws\", got \"mean\""));
   CHECK(has(rejected(minimal + "[trainer]\nremote_ranks = 1\nrank_endpoint = \"tcp://10.0.0.1:29500\"\n"),
             "trainer.remote_ranks: ranks on other hosts are processes"));
   CHECK(has(rejected(minimal + "[trainer]\nranks = \"processes\"\nremote_ranks = 1\n"),
@@ -705,4 +707,6 @@ TEST_CASE("the embedded default is the demonstration: the shipped model, RL on i
   // The demonstration was measured with run-wide dedup (bench/RESULTS.md, session 14).
   CHECK(m->buffer.dedup == dedup_scope::run);
   CHECK(left_out->buffer.dedup == dedup_scope::group);
+  CHECK(m->trainer.baseline == group_baseline::draws);
+  CHECK(left_out->trainer.baseline == group_baseline::kept);
 }

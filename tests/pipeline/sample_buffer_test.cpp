@@ -2,6 +2,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "pipeline/sample_buffer.hpp"
 #include "pipeline/stage_logic.hpp"
@@ -53,6 +54,8 @@ TEST_CASE("duplicates by (prompt hash, code hash) are dropped and counted") {
   CHECK(b.counters().duplicate == 1);
   REQUIRE(out.size() == 1);
   CHECK(out[0].groups[0]->samples.size() == 2);
+  // The group's baseline still sees the dropped repeat: the policy drew kernel 42 twice.
+  CHECK(out[0].groups[0]->draw_rewards == std::vector<double>{1, 1, 0});
   // The same code for another prompt is not a duplicate.
   (void)add(b, scored(1, 0, 2, 42, 1));
   CHECK(b.counters().duplicate == 1);
@@ -110,6 +113,7 @@ TEST_CASE("excluded samples complete their group but are never trained on") {
   auto out = add(b, scored(0, 2, 3, 3, 0.5));
   REQUIRE(out.size() == 1);
   CHECK(out[0].groups[0]->samples.size() == 2);
+  CHECK(out[0].groups[0]->draw_rewards == std::vector<double>{1, 0.5});  // no reward: not a draw
   CHECK(b.counters().excluded == 1);
   // A group left with one trainable sample carries no GRPO signal: dropped and counted.
   (void)add(b, scored(1, 0, 2, 4, 1));

@@ -82,6 +82,36 @@ TEST_CASE("advantages: group-normalised, equal groups flagged and skipped") {
   CHECK_THROWS_AS(compute_advantages({1.0}, {0, 1}, o), std::invalid_argument);
 }
 
+TEST_CASE("advantages against the group's draws: the buffer's dropped repeats still set the mean") {
+  // g0 kept {0, 0} of draws {1, 1, 1, 0, 0} (the correct kernel's repeats were dropped): against
+  // the kept ones alone it is all-equal; against the draws, mean .6, unbiased std sqrt(.3).
+  // g1 has no draws (an old batch): its own rewards {0, 1}, mean .5, std sqrt(.5).
+  // g2 kept {1, 1} of draws {1, 1, 1}: all-equal either way.
+  const std::vector<double> r{0, 0, 0, 1, 1, 1};
+  const std::vector<int64_t> g{2, 2, 2};
+  grpo_options o;
+  const auto own = compute_advantages(r, g, o);
+  CHECK(own.equal_groups == 2);
+  CHECK(own.advantages[0] == 0.0);
+
+  const auto a = compute_advantages(r, g, o, {{1, 1, 1, 0, 0}, {}, {1, 1, 1}});
+  const double k0 = -0.6 / (std::sqrt(0.3) + 1e-6), k1 = 0.5 / (std::sqrt(0.5) + 1e-6);
+  CHECK(a.advantages[0] == Approx(k0));
+  CHECK(a.advantages[1] == Approx(k0));
+  CHECK(a.advantages[2] == Approx(-k1));
+  CHECK(a.advantages[3] == Approx(k1));
+  CHECK(a.advantages[4] == 0.0);
+  CHECK(a.equal_groups == 1);
+  CHECK(a.kept_samples == 4);
+  CHECK(a.reward_mean == Approx(0.5));  // over the samples trained on, as before
+
+  // One kept sample has a signal against several draws; one draw is no group to compare with.
+  const auto one = compute_advantages({0.0}, {1}, o, {{0.0, 1.0}});
+  CHECK(one.advantages[0] == Approx(-0.5 / (std::sqrt(0.5) + 1e-6)));
+  CHECK(compute_advantages({1.0}, {1}, o, {{1.0}}).equal_groups == 1);
+  CHECK_THROWS_AS(compute_advantages(r, g, o, {{1.0}}), std::invalid_argument);
+}
+
 TEST_CASE("k3 estimator: exp(d) - d - 1 with d = ref - logp, and its gradient 1 - exp(d)") {
   auto logp = row({-1.0, -2.0, -0.5}).requires_grad_(true);
   const auto ref = logp.detach() + row({std::log(2.0), -std::log(2.0), 0.0});

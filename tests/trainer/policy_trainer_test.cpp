@@ -119,6 +119,34 @@ TEST_CASE("policy trainer: checkpoint -> resume gives bit-identical weights to a
 }
 
 
+TEST_CASE("policy trainer: with baseline_from_draws a group's draws set its mean") {
+  // Every group keeps only samples of reward 0 (its correct kernel, drawn twice, was a repeat the
+  // buffer dropped): all-equal against themselves, pushed down against the draws.
+  policy_trainer source(load_policy(), resume_options());
+  auto batch = sample_batch(source, prompts, 4, 5, 7, -1);
+  for (auto& g : batch.groups) {
+    for (auto& s : g.samples) s.reward = 0;
+    g.draw_rewards = {1, 1, 0, 0, 0, 0, 0};
+  }
+  const auto run = [&](bool from_draws) {
+    auto o = resume_options();
+    o.baseline_from_draws = from_draws;
+    policy_trainer t(load_policy(), o);
+    auto st = t.step(batch);
+    REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.message()));
+    return std::make_pair(*st, same_weights(t.policy(), t.reference()));
+  };
+  const auto [kept, kept_unchanged] = run(false);
+  CHECK(kept.grpo.advantages.equal_groups == 4);
+  CHECK_FALSE(kept.grpo.stepped);
+  CHECK(kept_unchanged);
+  const auto [draws, draws_unchanged] = run(true);
+  CHECK(draws.grpo.advantages.equal_groups == 0);
+  CHECK(draws.grpo.stepped);
+  CHECK(draws.grpo.advantages.adv_max < 0);  // every kept sample is below the draws' mean
+  CHECK_FALSE(draws_unchanged);
+}
+
 TEST_CASE("policy trainer: data-parallel ranks keep identical weights, equal to one rank on the whole batch") {
   // The same three batches for every run, sampled once from the starting policy (16 samples each;
   // from step 2 on they are off-policy, so the importance weights are exercised too).
