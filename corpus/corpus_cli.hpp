@@ -31,7 +31,7 @@ inline CLI::App* add_corpus_subcommand(CLI::App& app, corpus_options& opt) {
                     "Also write N copy drills: the restatement alone, of scrambled references (default 0)")
       ->check(CLI::NonNegativeNumber);
   build->add_option("--lowering-drills", opt.lowering_drills,
-                    "Also write N lowering drills: scrambled elementwise tasks, cut after kf_op (default 0)")
+                    "Also write N lowering drills: scrambled elementwise tasks, cut after kf_op and its map kernel (default 0)")
       ->check(CLI::NonNegativeNumber);
   build->add_option("--exclude", opt.exclude,
                     "Task files (or builtin) no lowering drill may repeat: the held-out tasks");

@@ -175,18 +175,30 @@ std::string scramble_map_body(const std::string& s, std::mt19937_64& rng) {
   return swap_operands(scramble_map_body_tokens(s, rng), rng);
 }
 
-// The completion up to the end of the function that holds the task's math: a map's kf_op, a
-// matrix product's fused epilogue kf_store (whose layout code comes before it), or a row
-// program's kernel (reductions, norms, softmax; after the product where one comes first); empty
-// when the variant has none of them.
+// The completion up to the end of the function that holds the task's math: a map's kf_op and the
+// kernel after it that calls it, a matrix product's fused epilogue kf_store (whose layout code
+// comes before it), or a row program's kernel (reductions, norms, softmax; after the product
+// where one comes first); empty when the variant has none of them. A map's kernel is part of the
+// drill because its parameters follow kf_op's inputs: v14 wrote a one-input kf_map after a
+// correct two-input kf_op for every sample of `torch.maximum(x, y)`.
 std::string cut_after_op(const std::string& completion) {
-  for (const char* head : {"__device__ __forceinline__ void kf_op(",
-                           "__device__ __forceinline__ void kf_store(const kf_epi_args& e, int64_t i, float acc) {\n",
-                           "__global__ void kf_rows_kernel("}) {
-    const auto op = completion.find(head);
+  struct cut {
+    const char* head;
+    bool with_kernel;  ///< also the next __global__ function (a map's kernel)
+  };
+  for (const cut c : {cut{"__device__ __forceinline__ void kf_op(", true},
+                      cut{"__device__ __forceinline__ void kf_store(const kf_epi_args& e, int64_t i, float acc) {\n", false},
+                      cut{"__global__ void kf_rows_kernel(", false}}) {
+    const auto op = completion.find(c.head);
     if (op == std::string::npos) continue;
-    const auto end = completion.find("\n}\n", op);
-    return end == std::string::npos ? std::string() : completion.substr(0, end + 3);
+    auto end = completion.find("\n}\n", op);
+    if (end == std::string::npos) return {};
+    if (const auto kernel = completion.find("__global__ void ", end);
+        c.with_kernel && kernel != std::string::npos) {
+      const auto kernel_end = completion.find("\n}\n", kernel);
+      if (kernel_end != std::string::npos) end = kernel_end;
+    }
+    return completion.substr(0, end + 3);
   }
   return {};
 }

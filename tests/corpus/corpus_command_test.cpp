@@ -205,7 +205,7 @@ TEST_CASE("corpus build --copy-drills appends prefix-only restatements of scramb
   CHECK(scrambled == 40);
 }
 
-TEST_CASE("corpus build --lowering-drills appends map kernels of scrambled tasks, cut after kf_op") {
+TEST_CASE("corpus build --lowering-drills appends map kernels of scrambled tasks, cut after kf_op's kernel") {
   temp_dir d("lowering");
   const auto heldout = d.p / "heldout.jsonl";
   {
@@ -229,7 +229,7 @@ TEST_CASE("corpus build --lowering-drills appends map kernels of scrambled tasks
   REQUIRE_MESSAGE(run(o, &out, &err) == 0, err);
   INFO(out);
   CHECK(out.find("lowering drills (of 300 drawn: ") != std::string::npos);
-  int drills = 0;
+  int drills = 0, dense = 0;
   std::set<std::string> bodies;
   for (const auto& r : lines(d.p / "c" / "sft.jsonl")) {
     if (r["variant"] != "lowering_drill") continue;
@@ -240,11 +240,27 @@ TEST_CASE("corpus build --lowering-drills appends map kernels of scrambled tasks
     CHECK(r["prefix_only"] == true);
     CHECK(prompt.rfind("## Task lowering/", 0) == 0);
     REQUIRE(completion.rfind("The reference computes `", 0) == 0);
-    // The kernel record of the scrambled task up to kf_op's end, which restates the reference.
+    // The kernel record of the scrambled task up to the end of the map kernel after kf_op, which
+    // restates the reference; no host code.
     const auto op = completion.find("__device__ __forceinline__ void kf_op(");
     REQUIRE(op != std::string::npos);
+    const auto kernel = completion.find("__global__ void kf_map", op);
+    REQUIRE(kernel != std::string::npos);
     CHECK(completion.substr(completion.size() - 3) == "\n}\n");
-    CHECK(completion.find("\n}\n", op) == completion.size() - 3);
+    CHECK(completion.find("\n}\n", kernel) == completion.size() - 3);
+    CHECK(completion.find("kf_forward") == std::string::npos);
+    // A dense map's kernel takes one pointer per input of kf_op (v14 wrote one for two).
+    const auto op_head = completion.substr(op, completion.find(')', op) - op);
+    const auto kernel_head = completion.substr(kernel, completion.find(')', kernel) - kernel);
+    if (kernel_head.find("in0") != std::string::npos) {
+      ++dense;
+      const auto count = [](const std::string& h, const std::string& w) {
+        int n = 0;
+        for (auto at = h.find(w); at != std::string::npos; at = h.find(w, at + 1)) ++n;
+        return n;
+      };
+      CHECK(count(kernel_head, "const float* __restrict__ in") == count(op_head, "float x"));
+    }
     const auto restated = completion.substr(24, completion.find("`.") - 24);
     CHECK(completion.find("// One element of the reference: " + restated + "\n") != std::string::npos);
     // Neither held-out reference comes back, in any spelling of its op skeleton.
@@ -254,6 +270,7 @@ TEST_CASE("corpus build --lowering-drills appends map kernels of scrambled tasks
     bodies.insert(restated);
   }
   CHECK(drills > 150);
+  CHECK(dense > 50);
   CHECK(bodies.size() > 100);
   o.exclude = {(d.p / "missing.jsonl").string()};
   CHECK(run(o, nullptr, &err) == 2);
