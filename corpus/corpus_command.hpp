@@ -42,8 +42,8 @@ struct corpus_options {
   int copy_drills = 0;
   std::uint64_t drill_seed = 1;
   /// Lowering drills appended to sft.jsonl (corpus/lowering_drill.hpp): map tasks with scrambled
-  /// elementwise references, their completions cut after kf_op, "prefix_only"; 0: none. Seeded
-  /// by drill_seed + 1.
+  /// elementwise references, their completions cut after kf_op and the map kernel after it,
+  /// "prefix_only"; 0: none. Seeded by drill_seed + 1.
   int lowering_drills = 0;
   /// Task files (or "builtin") whose tasks no lowering drill may repeat (reference or op
   /// skeleton), as `kforge tasks synth --exclude`.

@@ -176,7 +176,7 @@ std::string scramble_map_body(const std::string& s, std::mt19937_64& rng) {
 }
 
 // The completion up to the end of the function that holds the task's math: a map's kf_op and the
-// kernel after it that calls it, a matrix product's fused epilogue kf_store (whose layout code
+// map kernel after it (which calls it, or kf_point that does), a matrix product's fused epilogue kf_store (whose layout code
 // comes before it), or a row program's kernel (reductions, norms, softmax; after the product
 // where one comes first); empty when the variant has none of them. A map's kernel is part of the
 // drill because its parameters follow kf_op's inputs: v14 wrote a one-input kf_map after a

@@ -9,6 +9,11 @@ bool sample_buffer::is_stale(std::uint64_t version) const noexcept {
          policy_version_ - version > static_cast<std::uint64_t>(opt_.max_staleness);
 }
 
+bool sample_buffer::draws_differ(const wire::SampleGroupT& g) {
+  const auto [lo, hi] = std::minmax_element(g.draw_rewards.begin(), g.draw_rewards.end());
+  return lo != g.draw_rewards.end() && *lo != *hi;
+}
+
 bool sample_buffer::is_duplicate(group& g, std::uint64_t prompt_hash, std::uint64_t code_hash) {
   switch (opt_.dedup) {
     case dedup_scope::group: return !g.codes.insert(code_hash).second;  // one group, one prompt
@@ -49,7 +54,11 @@ std::vector<wire::TrainBatchT> sample_buffer::add(const wire::Scored& s, std::ui
   if (g.arrived >= g.expected) {
     auto done = std::move(g);
     open_.erase(group_id);
-    if (done.kept->samples.size() >= 2) {
+    const auto kept = done.kept->samples.size();
+    if (kept > 0 && is_stale(done.oldest_version)) {
+      // The policy moved on while the group was open (set_policy_version checks only ready ones).
+      counters_.stale += kept;
+    } else if (kept >= 2 || (kept == 1 && opt_.serve_single_with_draws && draws_differ(*done.kept))) {
       ready_.push_back(std::move(done));
     } else {
       ++counters_.groups_too_small;

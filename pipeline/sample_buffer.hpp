@@ -7,7 +7,9 @@
 // - A sample more than max_staleness policy versions older than the newest weights is stale.
 // - Excluded samples (infra_error) count towards their group's arrival but are never trained on.
 // - A group is complete when all group_size members arrived; it is served if at least two members
-//   are kept (GRPO normalises within the group), else dropped as too small.
+//   are kept (GRPO normalises within the group), or one whose draws differ where the trainer takes
+//   its baseline from the draws (serve_single_with_draws), else dropped as too small. A group
+//   that went stale while it was open is dropped as stale.
 // - groups_per_batch complete groups make one TrainBatch.
 // - A served group also carries the reward of every member that got one (draw_rewards), the
 //   duplicates included: with dedup the kept samples are the policy's rarer kernels, so their own
@@ -69,6 +71,7 @@ class sample_buffer {
     std::set<std::uint64_t> codes;  ///< code hashes seen in this group (dedup_scope::group)
   };
   bool is_stale(std::uint64_t version) const noexcept;
+  static bool draws_differ(const wire::SampleGroupT& g);
   bool is_duplicate(group& g, std::uint64_t prompt_hash, std::uint64_t code_hash);
   std::vector<wire::TrainBatchT> take_batches();
 

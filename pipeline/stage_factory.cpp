@@ -55,7 +55,9 @@ std::shared_ptr<actors::reward_logic> make_reward_logic(const manifest& m,
   return std::make_shared<reward_stage>(m.reward, run_dir);
 }
 std::shared_ptr<actors::buffer_logic> make_buffer_logic(const manifest& m) {
-  return std::make_shared<buffer_stage>(m.buffer);
+  auto o = m.buffer;
+  o.serve_single_with_draws = m.trainer.baseline == group_baseline::draws;
+  return std::make_shared<buffer_stage>(o);
 }
 result<std::shared_ptr<actors::trainer_logic>> make_trainer_logic(const manifest& m,
                                                                   const std::string& run_dir,

@@ -25,6 +25,10 @@ struct buffer_options {
   /// Whether the manifest set dedup. A run directory's manifest.toml from before the key existed
   /// (2026-12-02) does not, and its run deduplicated across the whole run: --resume and replay say so.
   bool dedup_set = false;
+  /// Serve a group left with one kept sample when its draws' rewards differ (it has a signal
+  /// against them). Not a manifest key: set where the trainer takes its baseline from the draws
+  /// (trainer.group_baseline = "draws"); with "kept", one sample is a group of its own mean.
+  bool serve_single_with_draws = false;
 };
 
 }  // namespace kforge

@@ -104,6 +104,32 @@ TEST_CASE("stale samples and groups are dropped as the policy moves on") {
   CHECK(b.ready_groups() == 0);
   CHECK(b.counters().stale == 3);
   CHECK(b.accounted());
+  // A group that goes stale while still open is dropped when it completes, not served.
+  (void)add(b, scored(2, 0, 2, 4, 1), 7);
+  b.set_policy_version(9);
+  CHECK(add(b, scored(2, 1, 2, 5, 0), 9).empty());
+  CHECK(b.counters().stale == 5);
+  CHECK(b.ready_groups() == 0);
+  CHECK(b.accounted());
+}
+
+TEST_CASE("one kept sample is served where the trainer's baseline is the draws and they differ") {
+  // Run-wide dedup leaves kernel 44 alone beside a repeat of 42 (reward 1): against the draws
+  // {1, 0} it has a signal, against itself none.
+  const auto run = [](bool single, double repeat_reward) {
+    auto o = opts(1, 2, dedup_scope::run);
+    o.serve_single_with_draws = single;
+    pipeline::sample_buffer b(o);
+    (void)add(b, scored(0, 0, 2, 42, repeat_reward, "", 7));
+    (void)add(b, scored(0, 1, 2, 43, 0, "", 7));
+    (void)add(b, scored(1, 0, 2, 42, repeat_reward, "", 7));
+    auto out = add(b, scored(1, 1, 2, 44, 0, "", 7));
+    CHECK(b.accounted());
+    return out.empty() ? std::vector<double>{} : out[0].groups[0]->draw_rewards;
+  };
+  CHECK(run(true, 1) == std::vector<double>{1, 0});
+  CHECK(run(false, 1).empty());  // "kept": too small
+  CHECK(run(true, 0).empty());   // the draws are all equal: no signal either way
 }
 
 TEST_CASE("excluded samples complete their group but are never trained on") {
