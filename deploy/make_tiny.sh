@@ -84,9 +84,12 @@ done
 [[ -n $kforge && -n $work && -n $model ]] || { echo "make_tiny: --kforge, --work and --model are required" >&2; exit 2; }
 pretrain_args=("$@")
 # 2400 steps: ~2.4 epochs of the 62 M-token corpus in ~250 s on an H200, so that corpus, pretraining
-# and the held-out verdicts fit one 10-minute device call with the build.
+# and the held-out verdicts fit one 10-minute device call with the build. --max-completion-tokens
+# 3072, the sampler's max_new_tokens: no kernel the model could not finish there is learnt
+# (session 18; v8 to v14 were trained without it).
 [[ ${#pretrain_args[@]} -gt 0 ]] || pretrain_args=(--hidden 320 --layers 6 --heads 5 --kv-heads 1
-  --intermediate 864 --max-len 8192 --max-positions 8192 --batch-tokens 65536 --steps 2400 --lr 2e-3 --lead-tokens 48 --lead-weight 10
+  --intermediate 864 --max-len 8192 --max-positions 8192 --max-completion-tokens 3072
+  --batch-tokens 65536 --steps 2400 --lr 2e-3 --lead-tokens 48 --lead-weight 10
   --focus-from "// One element of the reference" --focus-to $'\n}\n' --focus-weight 10
   --warmup 0.05 --val-fraction 0.03 --log-every 10 --eval-every 50 --seed 1)
 want() { [[ ,$steps, == *,$1,* ]]; }

@@ -89,6 +89,11 @@ struct pretrain_options {
   std::uint64_t seed = 0;
   /// Longest example, prompt + completion + end token, in tokens; longer ones are dropped.
   std::int64_t max_len = 2048;
+  /// Longest completion (end token included) in tokens; records with longer ones are dropped and
+  /// counted. 0: no limit. Set it to the sampler's max_new_tokens: a kernel the policy cannot
+  /// finish there only teaches it to start programs it will be cut off in (v14 wrote the
+  /// writer's long strided GEMM + row program for held-out tasks and stopped at 3,072 tokens).
+  std::int64_t max_completion_tokens = 0;
   /// Fraction of the examples held out for validation (0: none). At least one example is held out
   /// when > 0, and at least one kept for training.
   double val_fraction = 0.02;
@@ -204,6 +209,8 @@ struct sft_dataset {
   std::int64_t records = 0;           ///< records read (blank lines are not records)
   std::int64_t dropped_too_long = 0;  ///< records longer than max_len tokens
   std::int64_t longest_dropped = 0;   ///< tokens of the longest dropped record
+  std::int64_t dropped_long_completion = 0;  ///< within max_len, but completions over max_completion
+  std::int64_t longest_completion_dropped = 0;  ///< completion tokens of the longest of those
   std::int64_t tokens = 0;            ///< tokens of the kept examples
   std::int64_t target_tokens = 0;     ///< of those, targets (completion + eos)
   std::int64_t focus_tokens = 0;      ///< of those, inside focus spans
@@ -214,10 +221,12 @@ struct sft_dataset {
 
 /// Reads and tokenizes `path`, marking focus spans where focus_from and focus_to are given.
 /// Errors: an unreadable file, a line that is not a JSON object with string "prompt" and
-/// "completion" ("FILE:LINE: ..."), no example left within max_len.
+/// "completion" ("FILE:LINE: ..."), no example left within max_len. `max_completion` > 0 also
+/// drops (and counts) the records whose completion, end of turn included, is longer.
 [[nodiscard]] result<sft_dataset> read_sft_data(const std::string& path, const sft_format& fmt,
                                                 std::int64_t max_len, const std::string& focus_from = "",
-                                                const std::string& focus_to = "");
+                                                const std::string& focus_to = "",
+                                                std::int64_t max_completion = 0);
 
 /// Deterministic shuffles and batches, torch-free so that they are testable on their own.
 /// Held-out examples: the first round(n * fraction) of a seeded permutation of 0..n-1 (at least one

@@ -43,6 +43,8 @@ inline CLI::App* add_pretrain_subcommand(CLI::App& app, pretrain_options& o) {
   cmd->add_option("--focus-to", o.focus_to, "The text that ends a focus span (with --focus-from)");
   cmd->add_option("--focus-weight", o.focus_weight, "Weight of focus-span tokens (default 1)");
   cmd->add_option("--max-len", o.max_len, "Longest example in tokens; longer ones are dropped (default 2048)");
+  cmd->add_option("--max-completion-tokens", o.max_completion_tokens,
+                  "Longest completion in tokens (end of turn included); longer ones are dropped (default 0: no limit)");
   // The model's shape: each flag is also noted, since --init takes the shape from its checkpoint.
   auto shape = [&](const char* flag, auto& field, const char* help) {
     using T = std::decay_t<decltype(field)>;

@@ -17,12 +17,18 @@ int pretrain_command(const pretrain_options& o, std::ostream& out, std::ostream&
   // --init's checkpoint is checked before the data is read (tokenizing it takes a while).
   if (auto shaped = with_init_shape(o, *fmt); !shaped) return bad(shaped.message());
   if (auto s = check_output_dir(o); !s) return bad(s.message());
-  auto data = read_sft_data(o.data, *fmt, o.max_len, o.focus_from, o.focus_to);
+  auto data = read_sft_data(o.data, *fmt, o.max_len, o.focus_from, o.focus_to, o.max_completion_tokens);
   if (!data) return bad(data.message());
   out << "pretrain: " << o.data << ": " << data->records << " records, " << data->examples.size() << " kept ("
       << data->tokens << " tokens, " << data->target_tokens << " trained on), " << data->dropped_too_long
       << " dropped as longer than --max-len " << o.max_len;
   if (data->dropped_too_long > 0) out << " (longest " << data->longest_dropped << ")";
+  if (o.max_completion_tokens > 0)
+    out << ", " << data->dropped_long_completion << " as their completion is longer than --max-completion-tokens "
+        << o.max_completion_tokens
+        << (data->dropped_long_completion > 0
+                ? " (longest " + std::to_string(data->longest_completion_dropped) + ")"
+                : std::string());
   out << "; chat format " << fmt->chat.name() << ", eos " << fmt->eos << "\n";
   if (!o.focus_from.empty())
     out << "pretrain: focus spans in " << data->focus_examples << " of " << data->examples.size() << " examples, "

@@ -89,6 +89,8 @@ status validate(const pretrain_options& o) {
     return error{"--kv-heads " + std::to_string(o.num_kv_heads) + " does not divide --heads " +
                  std::to_string(o.num_heads)};
   if (o.max_len < 2) return error{"--max-len " + std::to_string(o.max_len) + ": must be >= 2"};
+  if (o.max_completion_tokens < 0)
+    return error{"--max-completion-tokens " + std::to_string(o.max_completion_tokens) + ": must be >= 0"};
   // With --init the positions are the checkpoint's, checked against --max-len once it is read.
   if (o.init_from.empty() && o.max_len > o.max_positions)
     return error{"--max-len " + std::to_string(o.max_len) + " exceeds --max-positions " +
@@ -218,7 +220,8 @@ double target_weight(const sft_example& ex, std::int64_t t, const pretrain_optio
 }
 
 result<sft_dataset> read_sft_data(const std::string& path, const sft_format& fmt, std::int64_t max_len,
-                                  const std::string& focus_from, const std::string& focus_to) {
+                                  const std::string& focus_from, const std::string& focus_to,
+                                  std::int64_t max_completion) {
   std::unordered_map<std::int64_t, std::size_t> token_bytes;
   std::error_code ec;
   if (fs::is_directory(path, ec)) return error{path + ": is a directory, expected a JSON-lines file"};
@@ -255,6 +258,11 @@ result<sft_dataset> read_sft_data(const std::string& path, const sft_format& fmt
     if (n > max_len) {
       ++d.dropped_too_long;
       d.longest_dropped = std::max(d.longest_dropped, n);
+      continue;
+    }
+    if (const auto c = n - ex.prompt_tokens; max_completion > 0 && c > max_completion) {
+      ++d.dropped_long_completion;
+      d.longest_completion_dropped = std::max(d.longest_completion_dropped, c);
       continue;
     }
     if (!focus_from.empty() && !focus_to.empty()) {

@@ -182,6 +182,27 @@ TEST_CASE("pretrain: the data file: records, dropped long examples, errors with 
     CHECK(plain->examples.at(0).ids == e.ids);  // marking never changes the tokens
   }
 
+  // --max-completion-tokens: the record whose completion (with its end token) is longer goes,
+  // however short its prompt; a long prompt with a short completion stays.
+  write_text(path, "{\"prompt\": \"a\", \"completion\": \"b c d e f g h\"}\n"
+                   "{\"prompt\": \"a b c d e f g h i j\", \"completion\": \"b\"}\n");
+  {
+    auto all = read_sft_data(path, f, 60);
+    REQUIRE(all.ok());
+    CHECK(all->examples.size() == 2);
+    const auto long_completion = static_cast<std::int64_t>(all->examples[0].ids.size()) - all->examples[0].prompt_tokens;
+    const auto short_completion = static_cast<std::int64_t>(all->examples[1].ids.size()) - all->examples[1].prompt_tokens;
+    REQUIRE(short_completion < long_completion);
+    auto capped = read_sft_data(path, f, 60, "", "", long_completion - 1);
+    REQUIRE(capped.ok());
+    CHECK(capped->examples.size() == 1);
+    CHECK(capped->examples[0].ids == all->examples[1].ids);
+    CHECK(capped->dropped_long_completion == 1);
+    CHECK(capped->longest_completion_dropped == long_completion);
+    CHECK(capped->dropped_too_long == 0);
+    CHECK(read_sft_data(path, f, 60, "", "", long_completion)->examples.size() == 2);
+  }
+
   // A record marked prefix_only (a copy drill) learns its completion and no end of turn.
   write_text(path, "{\"prompt\": \"a\", \"completion\": \"b c\", \"prefix_only\": true}\n"
                    "{\"prompt\": \"a\", \"completion\": \"b c\", \"prefix_only\": false}\n");
@@ -226,6 +247,8 @@ TEST_CASE("pretrain: option checks name the flags") {
   CHECK(message([](pretrain_options& o) { o.num_heads = 64; }).find("must be even") != std::string::npos);
   CHECK(message([](pretrain_options& o) { o.max_len = 512; }) == "--max-len 512 exceeds --max-positions 256");
   CHECK(message([](pretrain_options& o) { o.hidden_size = 0; }) == "--hidden 0: must be >= 1");
+  CHECK(message([](pretrain_options& o) { o.max_completion_tokens = -1; }) ==
+        "--max-completion-tokens -1: must be >= 0");
   CHECK(message([](pretrain_options& o) { o.val_fraction = 1; }).find("--val-fraction") == 0);
   CHECK(message([](pretrain_options& o) { o.device = "gpu"; }).find("--device 'gpu'") == 0);
   CHECK(message([](pretrain_options& o) { o.data.clear(); }).find("--data: missing") == 0);
