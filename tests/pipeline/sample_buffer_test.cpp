@@ -158,3 +158,50 @@ TEST_CASE("the pipeline's buffer serves single samples exactly when the trainer'
   CHECK(batches(group_baseline::draws) == 2);
   CHECK(batches(group_baseline::kept) == 0);
 }
+
+TEST_CASE("excluded samples complete their group but are never trained on") {
+  pipeline::sample_buffer b(opts(1));
+  (void)add(b, scored(0, 0, 3, 1, 1));
+  (void)add(b, scored(0, 1, 3, 2, 0, "infra_error: GPU lost"));
+  auto out = add(b, scored(0, 2, 3, 3, 0.5));
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].groups[0]->samples.size() == 2);
+  CHECK(out[0].groups[0]->draw_rewards == std::vector<double>{1, 0.5});  // no reward: not a draw
+  CHECK(b.counters().excluded == 1);
+  // A group left with one trainable sample carries no GRPO signal: dropped and counted.
+  (void)add(b, scored(1, 0, 2, 4, 1));
+  CHECK(add(b, scored(1, 1, 2, 5, 0, "infra_error: x")).empty());
+  CHECK(b.counters().groups_too_small == 1);
+  CHECK(b.counters().small_group == 1);
+  CHECK(b.open_groups() == 0);
+  CHECK(b.accounted());
+}
+
+TEST_CASE("the buffer stage reports why it dropped samples, as deltas") {
+  pipeline::buffer_stage stage(opts(1, /*max_staleness=*/0));
+  auto push = [&](const messages::envelope& e, std::uint64_t version) {
+    actors::envelope_info info;
+    info.policy_version = version;
+    auto out = stage.push(*e.as<wire::Scored>(), info);
+    REQUIRE(out.ok());
+    return out->dropped;
+  };
+  std::uint64_t dropped = push(scored(0, 0, 3, 42, 1), 0);
+  CHECK(dropped == 0);
+  dropped += push(scored(0, 1, 3, 42, 1), 0);  // a duplicate; the group waits for its third
+  CHECK(dropped == 1);
+  auto c = stage.take_counters();
+  CHECK(std::map<std::string, std::uint64_t>(c.begin(), c.end()) ==
+        std::map<std::string, std::uint64_t>{{"dropped_duplicate", 1}});
+  CHECK(stage.take_counters().empty());  // deltas: nothing new since
+
+  dropped += stage.set_policy_version(1);
+  dropped += push(scored(1, 0, 2, 7, 1), 0);  // a version old: stale on arrival
+  c = stage.take_counters();
+  std::map<std::string, std::uint64_t> n(c.begin(), c.end());
+  CHECK(n.count("dropped_duplicate") == 0);
+  CHECK(n["dropped_stale"] >= 1);
+  std::uint64_t parts = 1;  // the duplicate, reported before
+  for (const auto& [name, k] : n) parts += k;
+  CHECK(parts == dropped);  // the parts add up to the stage's dropped count
+}
