@@ -60,6 +60,7 @@ nlohmann::json to_json(const trainer::policy_step_stats& s) {
           {"excluded_samples", s.excluded_samples},
           {"groups", a.groups},
           {"equal_groups", a.equal_groups},
+          {"draw_signal_groups", a.draw_signal_groups},
           {"completion_tokens", s.completion_tokens},
           {"seconds", s.seconds},
           {"tokens_per_s", s.seconds > 0 ? static_cast<double>(s.completion_tokens) / s.seconds : 0.0}};

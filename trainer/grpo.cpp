@@ -64,6 +64,11 @@ group_advantages compute_advantages(const std::vector<double>& rewards,
         std::fill_n(out.keep.begin() + static_cast<std::ptrdiff_t>(begin), n, false);
       }
     } else {
+      if (!own) {  // a signal the group's own rewards would not have given
+        const auto kept = rewards.begin() + static_cast<std::ptrdiff_t>(begin);
+        const auto [klo, khi] = std::minmax_element(kept, kept + static_cast<std::ptrdiff_t>(n));
+        out.draw_signal_groups += n == 1 || *khi - *klo <= opt.equal_reward_tol;
+      }
       const double mean = std::accumulate(first, last, 0.0) / static_cast<double>(m);
       double ss = 0;
       for (auto it = first; it != last; ++it) ss += (*it - mean) * (*it - mean);

@@ -64,6 +64,8 @@ struct group_advantages {
   std::int64_t groups = 0;         ///< groups seen
   std::int64_t equal_groups = 0;   ///< groups with all rewards equal (no signal)
   std::int64_t skipped_groups = 0; ///< of those, left out of the loss (skip_equal_groups)
+  std::int64_t draw_signal_groups = 0;  ///< not all-equal by their baseline (the draws), but
+                                        ///< all-equal (or one sample) by their own rewards
   std::int64_t kept_samples = 0;   ///< samples with keep == true
   double reward_mean = 0;          ///< over all samples
   double adv_mean = 0;             ///< the four below over kept samples (0 if none)

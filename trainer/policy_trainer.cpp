@@ -94,7 +94,8 @@ std::string format_step_log(const policy_step_stats& s) {
     << " is_w=" << s.grpo.loss.mean_is_weight << " grad_norm=" << s.grpo.grad_norm
     << " samples=" << s.grpo.samples << " stale=" << s.grpo.stale_samples
     << " excluded=" << s.excluded_samples << " groups=" << s.grpo.advantages.groups
-    << " equal_groups=" << s.grpo.advantages.equal_groups << " tokens=" << s.completion_tokens
+    << " equal_groups=" << s.grpo.advantages.equal_groups
+    << " draw_signal_groups=" << s.grpo.advantages.draw_signal_groups << " tokens=" << s.completion_tokens
     << " s=" << s.seconds;
   return o.str();
 }

@@ -92,6 +92,7 @@ TEST_CASE("advantages against the group's draws: the buffer's dropped repeats st
   grpo_options o;
   const auto own = compute_advantages(r, g, o);
   CHECK(own.equal_groups == 2);
+  CHECK(own.draw_signal_groups == 0);
   CHECK(own.advantages[0] == 0.0);
 
   const auto a = compute_advantages(r, g, o, {{1, 1, 1, 0, 0}, {}, {1, 1, 1}});
@@ -102,12 +103,14 @@ TEST_CASE("advantages against the group's draws: the buffer's dropped repeats st
   CHECK(a.advantages[3] == Approx(k1));
   CHECK(a.advantages[4] == 0.0);
   CHECK(a.equal_groups == 1);
+  CHECK(a.draw_signal_groups == 1);  // g0 only: g1 has its own signal, g2 none
   CHECK(a.kept_samples == 4);
   CHECK(a.reward_mean == Approx(0.5));  // over the samples trained on, as before
 
   // One kept sample has a signal against several draws; one draw is no group to compare with.
   const auto one = compute_advantages({0.0}, {1}, o, {{0.0, 1.0}});
   CHECK(one.advantages[0] == Approx(-0.5 / (std::sqrt(0.5) + 1e-6)));
+  CHECK(one.draw_signal_groups == 1);
   CHECK(compute_advantages({1.0}, {1}, o, {{1.0}}).equal_groups == 1);
   CHECK_THROWS_AS(compute_advantages(r, g, o, {{1.0}}), std::invalid_argument);
 }

@@ -142,6 +142,7 @@ TEST_CASE("policy trainer: with baseline_from_draws a group's draws set its mean
   CHECK(kept_unchanged);
   const auto [draws, draws_unchanged] = run(true);
   CHECK(draws.grpo.advantages.equal_groups == 0);
+  CHECK(draws.grpo.advantages.draw_signal_groups == 4);
   CHECK(draws.grpo.stepped);
   CHECK(draws.grpo.advantages.adv_max < 0);  // every kept sample is below the draws' mean
   CHECK_FALSE(draws_unchanged);
