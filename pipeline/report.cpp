@@ -343,6 +343,13 @@ std::string training_section(const run_data& d) {
   clip.percent = true;
   o << chart(clip, {train_series(t, "clip_fraction", "clip_fraction")}, why);
   o << chart({"Gradient norm", "step", "norm"}, {train_series(t, "grad_norm", "grad_norm")}, why);
+  // How much of each batch taught anything: the buffer's dedup shrinks batches, and all-equal
+  // groups are left out of the loss; draw_signal_groups is what group_baseline = "draws" adds.
+  o << chart({"Training batch: samples and groups", "step", "count"},
+             {train_series(t, "samples trained on", "samples"),
+              train_series(t, "all-equal groups (no signal)", "equal_groups"),
+              train_series(t, "groups with a signal only against the draws", "draw_signal_groups")},
+             why);
   return o.str();
 }
 

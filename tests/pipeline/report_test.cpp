@@ -68,9 +68,9 @@ void craft(const run_dir& d, bool with_train) {
   if (with_train)
     d.write(
         "train.jsonl",
-        R"({"step": 1, "policy_version": 1, "loss": 0.5, "kl": 0.001, "kl_coef": 0.05, "reward_mean": 0.25, "tokens_per_s": 900, "clip_fraction": 0.1, "grad_norm": 1.5}
-{"step": 2, "policy_version": 2, "loss": 0.4, "kl": 0.002, "kl_coef": 0.05, "reward_mean": 0.5, "tokens_per_s": 950, "clip_fraction": 0.1, "grad_norm": 1.2}
-{"step": 3, "policy_version": 3, "loss": 0.3, "kl": 0.004, "kl_coef": 0.06, "reward_mean": 0.75, "tokens_per_s": 1000, "clip_fraction": 0.2, "grad_norm": 1.1}
+        R"({"step": 1, "policy_version": 1, "loss": 0.5, "kl": 0.001, "kl_coef": 0.05, "reward_mean": 0.25, "tokens_per_s": 900, "clip_fraction": 0.1, "grad_norm": 1.5, "samples": 40, "equal_groups": 2, "draw_signal_groups": 1}
+{"step": 2, "policy_version": 2, "loss": 0.4, "kl": 0.002, "kl_coef": 0.05, "reward_mean": 0.5, "tokens_per_s": 950, "clip_fraction": 0.1, "grad_norm": 1.2, "samples": 36, "equal_groups": 3, "draw_signal_groups": 2}
+{"step": 3, "policy_version": 3, "loss": 0.3, "kl": 0.004, "kl_coef": 0.06, "reward_mean": 0.75, "tokens_per_s": 1000, "clip_fraction": 0.2, "grad_norm": 1.1, "samples": 30, "equal_groups": 1, "draw_signal_groups": 0}
 )");
   d.write("best/l1__relu.cu", "// the kernel\n");
   d.write("best/l1__relu.json", R"({"task": "l1/relu<x>", "speedup": 4.25, "candidate_ms": 0.5,
@@ -113,6 +113,8 @@ TEST_CASE("the report draws the run's charts and tables, every text escaped") {
   CHECK(charts >= 8);
   CHECK(has(html, "Reward mean per training step"));
   CHECK(has(html, "KL coefficient"));
+  CHECK(has(html, "Training batch: samples and groups"));
+  CHECK(has(html, "groups with a signal only against the draws"));
   CHECK(has(html, "pass (ok)"));
   CHECK(has(html, "Queue depth per stage"));
   CHECK(has(html, "candidates (samplers sent)"));
