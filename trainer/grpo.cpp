@@ -49,26 +49,29 @@ group_advantages compute_advantages(const std::vector<double>& rewards,
   out.advantages.assign(rewards.size(), 0.0);
   out.keep.assign(rewards.size(), true);
   out.groups = static_cast<std::int64_t>(group_sizes.size());
+  // One reward, or all within equal_reward_tol of each other: no signal among them.
+  const auto all_equal = [&](std::vector<double>::const_iterator first,
+                             std::vector<double>::const_iterator last) {
+    const auto [lo, hi] = std::minmax_element(first, last);
+    return last - first == 1 || *hi - *lo <= opt.equal_reward_tol;
+  };
   std::size_t begin = 0;
   for (std::size_t g = 0; g < group_sizes.size(); ++g) {
     const auto n = static_cast<std::size_t>(group_sizes[g]);
+    const auto kept = rewards.begin() + static_cast<std::ptrdiff_t>(begin);
     const bool own = baselines.empty() || baselines[g].empty();
-    const auto first = own ? rewards.begin() + static_cast<std::ptrdiff_t>(begin) : baselines[g].begin();
-    const auto last = own ? first + static_cast<std::ptrdiff_t>(n) : baselines[g].end();
+    const auto first = own ? kept : baselines[g].begin();
+    const auto last = own ? kept + static_cast<std::ptrdiff_t>(n) : baselines[g].end();
     const auto m = static_cast<std::size_t>(last - first);  // rewards the statistics are over
-    const auto [lo, hi] = std::minmax_element(first, last);
-    if (m == 1 || *hi - *lo <= opt.equal_reward_tol) {
+    if (all_equal(first, last)) {
       ++out.equal_groups;
       if (opt.skip_equal_groups) {
         ++out.skipped_groups;
         std::fill_n(out.keep.begin() + static_cast<std::ptrdiff_t>(begin), n, false);
       }
     } else {
-      if (!own) {  // a signal the group's own rewards would not have given
-        const auto kept = rewards.begin() + static_cast<std::ptrdiff_t>(begin);
-        const auto [klo, khi] = std::minmax_element(kept, kept + static_cast<std::ptrdiff_t>(n));
-        out.draw_signal_groups += n == 1 || *khi - *klo <= opt.equal_reward_tol;
-      }
+      // A signal the group's own rewards would not have given.
+      out.draw_signal_groups += !own && all_equal(kept, kept + static_cast<std::ptrdiff_t>(n));
       const double mean = std::accumulate(first, last, 0.0) / static_cast<double>(m);
       double ss = 0;
       for (auto it = first; it != last; ++it) ss += (*it - mean) * (*it - mean);

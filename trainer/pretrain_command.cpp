@@ -23,12 +23,11 @@ int pretrain_command(const pretrain_options& o, std::ostream& out, std::ostream&
       << data->tokens << " tokens, " << data->target_tokens << " trained on), " << data->dropped_too_long
       << " dropped as longer than --max-len " << o.max_len;
   if (data->dropped_too_long > 0) out << " (longest " << data->longest_dropped << ")";
-  if (o.max_completion_tokens > 0)
+  if (o.max_completion_tokens > 0) {
     out << ", " << data->dropped_long_completion << " as their completion is longer than --max-completion-tokens "
-        << o.max_completion_tokens
-        << (data->dropped_long_completion > 0
-                ? " (longest " + std::to_string(data->longest_completion_dropped) + ")"
-                : std::string());
+        << o.max_completion_tokens;
+    if (data->dropped_long_completion > 0) out << " (longest " << data->longest_completion_dropped << ")";
+  }
   out << "; chat format " << fmt->chat.name() << ", eos " << fmt->eos << "\n";
   if (!o.focus_from.empty())
     out << "pretrain: focus spans in " << data->focus_examples << " of " << data->examples.size() << " examples, "
