@@ -286,7 +286,10 @@ struct process_runtime::impl {
     if (buffer) {
       auto out = open_outlet(link::batches, true);
       if (!out) return out.err();
-      auto b = actors::spawn_buffer(*sys, "buffer", make_buffer_logic(m), actors::batch_sink(*out));
+      auto logic = make_run_buffer_logic(
+          m, o.run_dir, o.resume ? std::optional<std::uint64_t>(o.resume->step) : std::nullopt);
+      if (!logic) return logic.err();
+      auto b = actors::spawn_buffer(*sys, "buffer", std::move(*logic), actors::batch_sink(*out));
       if (!b) return b.err();
       add_stage("buffer", *b);
       input(link::scored)->targets.push_back(caf::actor_cast<caf::actor>(*b));

@@ -160,6 +160,15 @@ std::vector<messages::envelope> merge_by_receive_time(const std::vector<messages
   return out;
 }
 
+/// The step a leg resumed at: the head sends its checkpoint's weights first, as sender "resume"
+/// (process_runtime's resume_at).
+std::optional<std::uint64_t> resumed_at(const recording& weights) {
+  for (const auto& r : weights.records)
+    if (r.env->sender() && r.env->sender()->string_view() == "resume")
+      return r.env->policy_version();
+  return std::nullopt;
+}
+
 /// What the stage produced from the inputs.
 struct stage_run {
   std::vector<messages::envelope> outputs;
@@ -188,7 +197,8 @@ result<stage_run> drive(const std::vector<messages::envelope>& inputs, Spawn&& s
 }
 
 result<stage_run> run_stage(const stage_spec& s, const manifest& m,
-                            const std::vector<messages::envelope>& inputs) {
+                            const std::vector<messages::envelope>& inputs,
+                            const std::vector<seen_kernels_journal::pair>& seen) {
   if (s.kind == actor_kind::reward)
     return drive<actors::scored_sink, actors::scored_msg>(
         inputs, [&](caf::actor_system& sys, actors::scored_sink sink) {
@@ -197,7 +207,7 @@ result<stage_run> run_stage(const stage_spec& s, const manifest& m,
         });
   return drive<actors::batch_sink, actors::train_batch_msg>(
       inputs, [&](caf::actor_system& sys, actors::batch_sink sink) {
-        return actors::spawn_buffer(sys, "buffer/replay", make_buffer_logic(m), sink);
+        return actors::spawn_buffer(sys, "buffer/replay", make_buffer_logic(m, seen), sink);
       });
 }
 
@@ -453,7 +463,20 @@ int replay_checked(const replay_options& opt, std::ostream& out, std::ostream& e
   if (weights_path) out << " + weights " << *weights_path;
   out << ", expected " << expect_path << ", manifest " << manifest_used << "\n";
 
-  auto run = run_stage(*spec, *m, merge_by_receive_time(inputs->records, weights.records));
+  // A resumed leg's buffer started out knowing the kernels the legs before it saw (dedup = "run").
+  std::vector<seen_kernels_journal::pair> seen;
+  if (spec->kind == actor_kind::buffer && m->buffer.dedup == dedup_scope::run && place.run_dir)
+    if (const auto step = resumed_at(weights)) {
+      auto before = seen_kernels_journal::read_before(place.run_dir->string(), *step);
+      if (!before) {
+        err << tool << before.message() << "\n";
+        return exit_differs;
+      }
+      seen = std::move(*before);
+      out << "  the leg resumed at step " << *step << ": " << seen.size()
+          << " kernel(s) the run saw before count as seen\n";
+    }
+  auto run = run_stage(*spec, *m, merge_by_receive_time(inputs->records, weights.records), seen);
   if (!run) {
     err << tool << run.message() << "\n";
     return exit_differs;

@@ -49,6 +49,13 @@ class sample_buffer {
   /// Adds one scored sample generated under `version`; returns the batches it completed.
   std::vector<wire::TrainBatchT> add(const wire::Scored& s, std::uint64_t version);
 
+  /// dedup_scope::run: (prompt hash, code hash) pairs seen so far, and one to count as seen before
+  /// any sample (a resumed run's, from seen_kernels_journal).
+  std::size_t seen_kernels() const noexcept { return seen_.size(); }
+  void remember(std::uint64_t prompt_hash, std::uint64_t code_hash) {
+    seen_.emplace(prompt_hash, code_hash);
+  }
+
   /// The newest policy version the trainer published; queued groups now too old are dropped.
   void set_policy_version(std::uint64_t v);
 

@@ -1,5 +1,7 @@
 #include "pipeline/stage_factory.hpp"
 
+#include <iostream>
+
 #if defined(KFORGE_MODEL_WITH_TORCH)
 #include "pipeline/engine_sampler.hpp"
 #include "pipeline/policy_trainer_stage.hpp"
@@ -54,10 +56,30 @@ std::shared_ptr<actors::reward_logic> make_reward_logic(const manifest& m,
                                                         const std::string& run_dir) {
   return std::make_shared<reward_stage>(m.reward, run_dir);
 }
-std::shared_ptr<actors::buffer_logic> make_buffer_logic(const manifest& m) {
+std::shared_ptr<actors::buffer_logic> make_buffer_logic(
+    const manifest& m, const std::vector<seen_kernels_journal::pair>& seen,
+    std::optional<seen_kernels_journal> journal) {
   auto o = m.buffer;
   o.serve_single_with_draws = m.trainer.baseline == group_baseline::draws;
-  return std::make_shared<buffer_stage>(o);
+  auto stage = std::make_shared<buffer_stage>(o, std::move(journal));
+  for (const auto& [prompt, code] : seen) stage->buffer().remember(prompt, code);
+  return stage;
+}
+result<std::shared_ptr<actors::buffer_logic>> make_run_buffer_logic(
+    const manifest& m, const std::string& run_dir, std::optional<std::uint64_t> resumed_at) {
+  if (m.buffer.dedup != dedup_scope::run) return make_buffer_logic(m);
+  // A resumed leg's open moves the last leg's file to its before-step file first.
+  auto j = seen_kernels_journal::open(run_dir, resumed_at);
+  if (!j) return j.err();
+  std::vector<seen_kernels_journal::pair> before;
+  if (resumed_at) {
+    auto b = seen_kernels_journal::read_before(run_dir, *resumed_at);
+    if (!b) return b.err();
+    before = std::move(*b);
+    std::cout << "buffer: " << before.size() << " kernel(s) the run saw before step "
+              << *resumed_at << " count as seen (dedup = \"run\")\n";
+  }
+  return make_buffer_logic(m, before, std::move(*j));
 }
 result<std::shared_ptr<actors::trainer_logic>> make_trainer_logic(const manifest& m,
                                                                   const std::string& run_dir,

@@ -3,11 +3,15 @@
 // for it, else a stand-in that says so (stand_ins.hpp; e.g. tasks.source = "stand-in").
 // `kforge run`, `kforge worker` and `kforge replay` all build stages here, so they agree.
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "actors/stage_logic.hpp"
 #include "pipeline/manifest.hpp"
+#include "pipeline/seen_kernels_journal.hpp"
 
 namespace kforge::pipeline {
 
@@ -26,7 +30,16 @@ result<std::shared_ptr<actors::sandbox_logic>> make_sandbox_logic(const manifest
 /// kept under `run_dir`/best (best_kernels.hpp). An empty `run_dir` writes nothing (replay).
 std::shared_ptr<actors::reward_logic> make_reward_logic(const manifest& m,
                                                         const std::string& run_dir);
-std::shared_ptr<actors::buffer_logic> make_buffer_logic(const manifest& m);
+/// The sample buffer, starting with the kernels in `seen` counted as seen before (dedup = "run";
+/// a replay of a resumed leg) and writing the ones it sees first to `journal`, if given.
+std::shared_ptr<actors::buffer_logic> make_buffer_logic(
+    const manifest& m, const std::vector<seen_kernels_journal::pair>& seen = {},
+    std::optional<seen_kernels_journal> journal = std::nullopt);
+/// A run's buffer: with buffer.dedup = "run", its journal under `run_dir`
+/// (seen_kernels_journal.hpp), and a run resumed at step N starts from what the earlier legs saw,
+/// so it does not train again on a kernel the run trained on before.
+result<std::shared_ptr<actors::buffer_logic>> make_run_buffer_logic(
+    const manifest& m, const std::string& run_dir, std::optional<std::uint64_t> resumed_at);
 /// The stand-in while the sampler is (sampler.model empty); else GRPO on the policy model
 /// (policy_trainer_stage.hpp), writing weights, checkpoints and train.jsonl under `run_dir`.
 /// `resume_from` non-empty: the trainer continues from that checkpoint directory (an error for the

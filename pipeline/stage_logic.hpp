@@ -3,6 +3,7 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "pipeline/best_kernels.hpp"
 #include "pipeline/reward.hpp"
 #include "pipeline/sample_buffer.hpp"
+#include "pipeline/seen_kernels_journal.hpp"
 
 namespace kforge::pipeline {
 
@@ -50,17 +52,30 @@ class reward_stage final : public actors::reward_logic {
   bool told_ = false;
 };
 
+/// The sample buffer, its drop counters, and (with a journal) the kernels it sees for the first
+/// time written down for a resume.
 class buffer_stage final : public actors::buffer_logic {
  public:
-  explicit buffer_stage(buffer_options o) : buffer_(o) {}
+  explicit buffer_stage(buffer_options o, std::optional<seen_kernels_journal> journal = {})
+      : buffer_(o), journal_(std::move(journal)) {}
   result<actors::buffer_output> push(const wire::Scored& s,
                                      const actors::envelope_info& info) override {
     const auto before = dropped();
+    const auto seen_before = buffer_.seen_kernels();
     actors::buffer_output out;
     out.batches = buffer_.add(s, info.policy_version);
     out.dropped = dropped() - before;
+    if (journal_ && buffer_.seen_kernels() > seen_before) {
+      const auto* c = s.verdict()->candidate();
+      // Not writing it down loses nothing now, only the resume's memory of it: said once.
+      if (auto w = journal_->append({c->prompt_hash(), c->code_hash()}); !w && !told_) {
+        std::cerr << "kforge " << w.message() << " (a resumed run may train on it again)\n";
+        told_ = true;
+      }
+    }
     return out;
   }
+  sample_buffer& buffer() noexcept { return buffer_; }
   std::uint64_t set_policy_version(std::uint64_t v) override {
     const auto before = dropped();
     buffer_.set_policy_version(v);
@@ -95,6 +110,8 @@ class buffer_stage final : public actors::buffer_logic {
   }
   sample_buffer buffer_;
   buffer_counters reported_;  // what take_counters has reported
+  std::optional<seen_kernels_journal> journal_;
+  bool told_ = false;
 };
 
 }  // namespace kforge::pipeline

@@ -535,7 +535,8 @@ source = "stand-in"
 // replay reproduces the reward and buffer stages.
 /// The tiny fixture Qwen2 copied to DIR/model, and DIR/tiny.toml: every stage real on the CPU in
 /// one process (compile-only sandbox), sync, `steps` steps of 2 groups of 4. Returns the manifest.
-fs::path tiny_model_manifest(const fs::path& dir, int steps, const std::string& trainer_table = "") {
+fs::path tiny_model_manifest(const fs::path& dir, int steps, const std::string& trainer_table = "",
+                             const std::string& buffer_keys = "") {
   const auto model = dir / "model";
   fs::create_directories(model);
   for (const char* sub : {"qwen2", "tokenizer"})
@@ -575,7 +576,7 @@ model = ")" << model.string() << R"("
 
 [buffer]
 groups_per_batch = 2
-
+)" << buffer_keys << R"(
 [sandbox]
 backend = "nvcc"
 
@@ -781,7 +782,8 @@ TEST_CASE("a real model's trainer takes a rank that joins over tcp") {
 // directory: from the checkpoint's weights and step, appending to its logs, up to the new total.
 TEST_CASE("an interrupted real-model run checkpoints its last step, and --resume continues it") {
   const auto dir = fresh_dir("resume");
-  const auto manifest = tiny_model_manifest(dir, 50);
+  // Run-wide dedup, so the buffer's record of the kernels it saw must carry over (and replay).
+  const auto manifest = tiny_model_manifest(dir, 50, "", "dedup = \"run\"\n");
   const auto run_dir = dir / "run";
   const auto log = dir / "first.log";
   const pid_t head = start_kforge(
@@ -820,6 +822,12 @@ TEST_CASE("an interrupted real-model run checkpoints its last step, and --resume
   const auto published = read_text(run_dir / "weights" / ("policy-v" + ks + ".safetensors"));
   CHECK_FALSE(published.empty());
   CHECK(read_text(ckpt / "model.safetensors") == published);
+  const auto seen_lines = [](const fs::path& f) {
+    std::ifstream in(f);
+    return std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n');
+  };
+  const auto seen_first = seen_lines(run_dir / "buffer" / "seen_kernels.txt");
+  CHECK(seen_first >= 1);
   const auto metrics_lines_before = [&] {
     std::ifstream f(run_dir / "metrics.jsonl");
     return std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n');
@@ -840,7 +848,10 @@ TEST_CASE("an interrupted real-model run checkpoints its last step, and --resume
     INFO(r->output);
     CHECK(r->exit_code == 0);
     CHECK(r->output.find("resuming at step " + ks) != std::string::npos);
+    CHECK(r->output.find("buffer: " + std::to_string(seen_first) +
+                         " kernel(s) the run saw before step " + ks) != std::string::npos);
   }
+  CHECK(seen_lines(run_dir / "buffer" / ("seen_kernels-before-step-" + ks + ".txt")) == seen_first);
   const auto second = read_json(run_dir / "summary.json");
   REQUIRE(second.is_object());
   CHECK(second["outcome"] == "completed");
@@ -854,8 +865,12 @@ TEST_CASE("an interrupted real-model run checkpoints its last step, and --resume
     REQUIRE_MESSAGE(x != nullptr, s);
     CHECK_MESSAGE((*x)["errors"] == 0, s);
   }
-  CHECK((*stage(second, "buffer"))["dropped"] == 0);  // nothing stale: it started at version k
-  CHECK((*stage(second, "sampler@head"))["sent"] == 2 * 2 * 4);  // only the two new steps
+  // Nothing stale: it started at version k (a kernel leg 1 wrote again is a duplicate now).
+  CHECK(stage(second, "buffer")->value("extra", json::object()).value("dropped_stale", 0) == 0);
+  // Only the two new steps, and one more step of requests per refill (groups left too small
+  // when the buffer drops kernels the run saw before).
+  const auto refills = second.value("refill_steps", 0);
+  CHECK((*stage(second, "sampler@head"))["sent"] == (2 + refills) * 2 * 4);
 
   // train.jsonl goes on after the first run's lines: steps 1..total once each, versions with them.
   const auto steps = train_log(run_dir);
@@ -879,6 +894,8 @@ TEST_CASE("an interrupted real-model run checkpoints its last step, and --resume
   std::string out;
   CHECK(replay(run_dir / "recordings" / "scored@head.kfrec", "buffer", &out) == 0);
   CHECK(out.find("0 differ") != std::string::npos);
+  CHECK(out.find("the leg resumed at step " + ks + ": " + std::to_string(seen_first)) !=
+        std::string::npos);
   {
     std::ifstream f(run_dir / "metrics.jsonl");
     CHECK(std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n') >

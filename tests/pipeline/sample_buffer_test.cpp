@@ -1,8 +1,12 @@
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "pipeline/manifest.hpp"
 #include "pipeline/sample_buffer.hpp"
@@ -204,4 +208,83 @@ TEST_CASE("the buffer stage reports why it dropped samples, as deltas") {
   std::uint64_t parts = 1;  // the duplicate, reported before
   for (const auto& [name, k] : n) parts += k;
   CHECK(parts == dropped);  // the parts add up to the stage's dropped count
+}
+
+namespace {
+std::vector<std::string> lines_of(const std::filesystem::path& f) {
+  std::ifstream in(f);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+// Pushes one group of `codes` for prompt 7; returns how many were dropped as duplicates.
+std::uint64_t push_group(actors::buffer_logic& b, std::uint64_t group,
+                         const std::vector<std::uint64_t>& codes) {
+  std::uint64_t dropped = 0;
+  for (std::uint32_t k = 0; k < codes.size(); ++k) {
+    actors::envelope_info info;
+    auto out = b.push(*scored(group, k, static_cast<std::uint32_t>(codes.size()), codes[k],
+                              k % 2 ? 0.0 : 1.0, "", 7)
+                           .as<wire::Scored>(),
+                      info);
+    REQUIRE(out.ok());
+    dropped += out->dropped;
+  }
+  return dropped;
+}
+}  // namespace
+
+TEST_CASE("a resumed run's buffer knows the kernels the run saw before (dedup = run)") {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / ("kforge-seen-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto m = pipeline::default_manifest();
+  REQUIRE(m.ok());
+  REQUIRE(m->buffer.dedup == dedup_scope::run);
+  m->buffer.groups_per_batch = 1;
+  const auto current = fs::path(pipeline::seen_kernels_journal::path_in(dir.string()));
+  const auto before = [&](int step) {
+    return current.parent_path() / ("seen_kernels-before-step-" + std::to_string(step) + ".txt");
+  };
+
+  // Leg 1 sees kernels 42 and 43 and writes both down.
+  auto leg1 = pipeline::make_run_buffer_logic(*m, dir.string(), std::nullopt);
+  REQUIRE(leg1.ok());
+  CHECK(push_group(**leg1, 0, {42, 43}) == 0);
+  CHECK(lines_of(current).size() == 2);
+
+  // Leg 2, resumed at step 1: 42 is a duplicate, as in one uninterrupted run; 44 is new.
+  auto leg2 = pipeline::make_run_buffer_logic(*m, dir.string(), 1);
+  REQUIRE(leg2.ok());
+  CHECK(lines_of(before(1)).size() == 2);
+  CHECK(push_group(**leg2, 1, {42, 44, 45}) == 1);
+  CHECK(lines_of(current).size() == 2);  // 44 and 45: this leg's
+
+  // Leg 3, resumed at step 2, starts from both earlier legs; a replay of leg 2 from leg 1's alone.
+  auto leg3 = pipeline::make_run_buffer_logic(*m, dir.string(), 2);
+  REQUIRE(leg3.ok());
+  CHECK(push_group(**leg3, 2, {42, 44, 46}) == 2);
+  auto seen = pipeline::seen_kernels_journal::read_before(dir.string(), 1);
+  REQUIRE(seen.ok());
+  CHECK(seen->size() == 2);
+  auto replayed = pipeline::make_buffer_logic(*m, *seen);
+  CHECK(push_group(*replayed, 1, {42, 44, 45}) == 1);
+
+  // A new run in the same directory starts with nothing seen and removes the old files.
+  auto fresh = pipeline::make_run_buffer_logic(*m, dir.string(), std::nullopt);
+  REQUIRE(fresh.ok());
+  CHECK_FALSE(fs::exists(before(1)));
+  CHECK(push_group(**fresh, 0, {42, 43}) == 0);
+
+  // A damaged record stops the resume with the file and line; group-wide dedup keeps none.
+  std::ofstream(before(5)) << "0000000000000007 000000000000002a\nnot a pair\n";
+  auto bad = pipeline::make_run_buffer_logic(*m, dir.string(), 5);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.message().find(before(5).string() + ":2: not \"PROMPT_HASH CODE_HASH\"") !=
+        std::string::npos);
+  fs::remove_all(dir);
+  m->buffer.dedup = dedup_scope::group;
+  auto group = pipeline::make_run_buffer_logic(*m, dir.string(), std::nullopt);
+  REQUIRE(group.ok());
+  CHECK_FALSE(fs::exists(current));
 }

@@ -1,0 +1,109 @@
+#include "pipeline/seen_kernels_journal.hpp"
+
+#include <cctype>
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+namespace fs = std::filesystem;
+
+namespace kforge::pipeline {
+
+namespace {
+
+constexpr std::string_view before_prefix = "seen_kernels-before-step-";
+
+// "PROMPT_HASH CODE_HASH": exactly two 16-digit hex numbers, as append writes them.
+bool parse_line(const std::string& line, seen_kernels_journal::pair& p) {
+  if (line.size() != 33 || line[16] != ' ') return false;
+  for (std::size_t i = 0; i < line.size(); ++i)
+    if (i != 16 && !std::isxdigit(static_cast<unsigned char>(line[i]))) return false;
+  p.first = std::stoull(line.substr(0, 16), nullptr, 16);
+  p.second = std::stoull(line.substr(17), nullptr, 16);
+  return true;
+}
+
+status read_file(const fs::path& file, std::vector<seen_kernels_journal::pair>& out) {
+  std::ifstream in(file);
+  if (!in) return error{"buffer: cannot read " + file.string()};
+  std::string line;
+  for (std::size_t n = 1; std::getline(in, line); ++n) {
+    seen_kernels_journal::pair p;
+    if (!parse_line(line, p))
+      return error{"buffer: " + file.string() + ":" + std::to_string(n) +
+                   ": not \"PROMPT_HASH CODE_HASH\" (two 16-digit hex numbers): the run's record "
+                   "of the kernels it saw is damaged (remove the file to go on without it)"};
+    out.push_back(p);
+  }
+  return {};
+}
+
+// The before-step files of `dir`, by step.
+std::map<std::uint64_t, fs::path> before_files(const fs::path& dir) {
+  std::map<std::uint64_t, fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const auto name = e.path().filename().string();
+    if (name.rfind(before_prefix, 0) != 0 || e.path().extension() != ".txt") continue;
+    const auto digits = name.substr(before_prefix.size(), name.size() - before_prefix.size() - 4);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    out.emplace(std::stoull(digits), e.path());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string seen_kernels_journal::path_in(const std::string& run_dir) {
+  return (fs::path(run_dir) / "buffer" / "seen_kernels.txt").string();
+}
+
+result<std::vector<seen_kernels_journal::pair>> seen_kernels_journal::read_before(
+    const std::string& run_dir, std::uint64_t step) {
+  std::vector<pair> out;
+  for (const auto& [m, file] : before_files(fs::path(path_in(run_dir)).parent_path())) {
+    if (m > step) break;
+    if (auto s = read_file(file, out); !s) return s.err();
+  }
+  return out;
+}
+
+result<seen_kernels_journal> seen_kernels_journal::open(const std::string& run_dir,
+                                                        std::optional<std::uint64_t> resumed_at) {
+  seen_kernels_journal j;
+  j.path_ = path_in(run_dir);
+  const auto dir = fs::path(j.path_).parent_path();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return error{"buffer: cannot create " + dir.string() + ": " + ec.message()};
+  if (resumed_at && fs::exists(j.path_, ec)) {
+    const auto before = dir / (std::string(before_prefix) + std::to_string(*resumed_at) + ".txt");
+    if (!fs::exists(before, ec)) {
+      fs::rename(j.path_, before, ec);
+      if (ec)
+        return error{"buffer: cannot move " + j.path_ + " to " + before.string() + ": " +
+                     ec.message()};
+    } else {  // a leg that resumed at this step before and stopped without a new checkpoint
+      std::ofstream to(before, std::ios::app);
+      std::ifstream from(j.path_);
+      to << from.rdbuf();
+      if (!to) return error{"buffer: cannot append " + j.path_ + " to " + before.string()};
+    }
+  } else if (!resumed_at) {
+    for (const auto& [m, file] : before_files(dir)) fs::remove(file, ec);
+  }
+  j.out_.open(j.path_, std::ios::trunc);
+  if (!j.out_) return error{"buffer: cannot write " + j.path_};
+  return j;
+}
+
+status seen_kernels_journal::append(pair p) {
+  char line[40];
+  std::snprintf(line, sizeof line, "%016" PRIx64 " %016" PRIx64 "\n", p.first, p.second);
+  out_ << line << std::flush;
+  if (!out_) return error{"buffer: cannot append to " + path_};
+  return {};
+}
+
+}  // namespace kforge::pipeline
