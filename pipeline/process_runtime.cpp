@@ -243,7 +243,7 @@ struct process_runtime::impl {
     if (generator) {
       auto out = open_outlet(link::tasks, true);
       if (!out) return out.err();
-      auto source = make_task_source(m);
+      auto source = make_task_source(m, o.run_dir, o.resume.has_value());
       if (!source) return source.err();
       auto g = actors::spawn_task_generator(*sys, "task_generator", std::move(source).value(),
                                             {actors::request_sink(*out)});

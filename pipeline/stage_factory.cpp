@@ -1,11 +1,13 @@
 #include "pipeline/stage_factory.hpp"
 
+#include <filesystem>
 #include <iostream>
 
 #if defined(KFORGE_MODEL_WITH_TORCH)
 #include "pipeline/engine_sampler.hpp"
 #include "pipeline/policy_trainer_stage.hpp"
 #endif
+#include "common/text_file.hpp"
 #include "pipeline/sandbox_stage.hpp"
 #include "pipeline/stage_logic.hpp"
 #include "pipeline/stand_ins.hpp"
@@ -27,11 +29,30 @@ stand_in_options stand_ins(const manifest& m) {
 
 }  // namespace
 
-result<std::shared_ptr<actors::task_source>> make_task_source(const manifest& m) {
+result<std::shared_ptr<actors::task_source>> make_task_source(const manifest& m,
+                                                             const std::string& run_dir,
+                                                             bool resuming) {
   if (m.tasks.source == task_source_kind::stand_in) return make_stand_in_tasks(stand_ins(m));
-  auto g = make_task_generator(m);
+  const auto state = run_dir.empty() ? std::string() : curriculum_state_file(run_dir);
+  auto g = make_task_generator(m, state);
   if (!g) return g.err();
+  if (resuming) {
+    std::error_code ec;
+    if (!std::filesystem::exists(state, ec)) {
+      std::cout << "task generator: no curriculum state at " << state
+                << " (a run from before it was kept): every task starts unseen\n";
+    } else {
+      auto text = read_text_file(state);
+      if (!text) return error{"task generator: " + text.message()};
+      if (auto s = (*g)->restore(*text); !s)
+        return error{"task generator: " + state + ": " + s.message()};
+      std::cout << "task generator: the curriculum goes on from " << state << "\n";
+    }
+  }
   return std::shared_ptr<actors::task_source>(std::move(g).value());
+}
+std::string curriculum_state_file(const std::string& run_dir) {
+  return (std::filesystem::path(run_dir) / "curriculum.json").string();
 }
 result<std::shared_ptr<actors::sampler_logic>> make_sampler_logic(const manifest& m, const std::string& process) {
   if (m.sampler.model.empty()) return make_stand_in_sampler(stand_ins(m));

@@ -17,7 +17,14 @@ namespace kforge::pipeline {
 
 /// The real task generator over the built-in library and tasks.files (tasks.source = "builtin"),
 /// over tasks.files alone ("files"), or the stand-in ("stand-in"). An error, never a fallback, when a file or the template is bad.
-result<std::shared_ptr<actors::task_source>> make_task_source(const manifest& m);
+/// With a `run_dir`, the real generator writes its curriculum's state to
+/// curriculum_state_file(run_dir) at every step, and `resuming` it goes on from that state (its
+/// per-task results and generator), so a resumed run does not see every task as new again.
+result<std::shared_ptr<actors::task_source>> make_task_source(const manifest& m,
+                                                             const std::string& run_dir = {},
+                                                             bool resuming = false);
+/// RUN_DIR/curriculum.json.
+std::string curriculum_state_file(const std::string& run_dir);
 /// The engine sampler (pipeline/engine_sampler.hpp) when sampler.backend = "engine" and
 /// sampler.model names a checkpoint; the stand-in while sampler.model is empty. An error when the
 /// model cannot be loaded, when this build has no LibTorch model, or for the openai backend (not

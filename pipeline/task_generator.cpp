@@ -1,8 +1,11 @@
 #include "pipeline/task_generator.hpp"
 
+#include <iostream>
+
 #include <map>
 #include <memory>
 
+#include "common/text_file.hpp"
 #include "sandbox/pool.hpp"
 #include "tasks/builtin.hpp"
 #include "tasks/task_parser.hpp"
@@ -62,10 +65,12 @@ status check_task_generator(const manifest& m) {
   return {};
 }
 
-result<std::shared_ptr<task_generator>> make_task_generator(const manifest& m) {
+result<std::shared_ptr<task_generator>> make_task_generator(const manifest& m,
+                                                            const std::string& state_file) {
   auto pool = task_pool(m.tasks);
   if (!pool) return pool.err();
   auto o = task_generator_options_from(m);
+  o.state_file = state_file;
   // Without [tasks.gpu], the prompts describe the GPU the kernels will be judged on: the real
   // sandbox workers' first GPU, asked once at start-up (the sandbox needs that GPU's children to
   // work anyway). Compile-only or the stand-in sandbox: "unknown".
@@ -131,6 +136,13 @@ result<std::vector<wire::GenerateRequestT>> task_generator::next(std::uint64_t s
     r.step = step;
     out.push_back(std::move(r));
   }
+  // Not saving it loses nothing now, only a resumed run's memory of it: said once.
+  if (!options_.state_file.empty())
+    if (auto s = write_text_file_atomically(options_.state_file, checkpoint()); !s && !told_) {
+      std::cerr << "kforge task generator: curriculum state not saved: " << s.message()
+                << " (a resumed run would start it anew)\n";
+      told_ = true;
+    }
   return out;
 }
 

@@ -39,6 +39,9 @@ struct task_generator_options {
   tasks::hardware_context hardware;
   /// A user's prompt template file; empty: the embedded tasks/prompt_template.txt.
   std::string prompt_template_path;
+  /// Where next() writes the curriculum's state (checkpoint()) after each step's draw, so that a
+  /// resumed run goes on with it (make_task_source); empty: nowhere.
+  std::string state_file;
 };
 
 /// Options from the manifest's [run], [sampler], [buffer] and [tasks] tables.
@@ -100,11 +103,14 @@ class task_generator final : public actors::task_source {
   tasks::curriculum curriculum_;
   std::vector<entry> pool_;
   std::unordered_map<std::string, std::size_t> index_;  ///< task id -> pool_ index
+  bool told_ = false;  ///< a state file that could not be written was said
 };
 
 /// The generator a run uses: task_pool(m.tasks) with task_generator_options_from(m), and without
 /// [tasks.gpu] the real sandbox's first GPU's facts (a short-lived reference server is asked).
-result<std::shared_ptr<task_generator>> make_task_generator(const manifest& m);
+/// `state_file`: task_generator_options::state_file.
+result<std::shared_ptr<task_generator>> make_task_generator(const manifest& m,
+                                                            const std::string& state_file = {});
 
 /// What `kforge run` checks before starting anything: the pool loads and the template renders
 /// every task. No GPU is asked (that is the generator's own start-up, in its process).

@@ -828,6 +828,7 @@ TEST_CASE("an interrupted real-model run checkpoints its last step, and --resume
   };
   const auto seen_first = seen_lines(run_dir / "buffer" / "seen_kernels.txt");
   CHECK(seen_first >= 1);
+  CHECK(fs::exists(run_dir / "curriculum.json"));  // the curriculum as of the last step's draw
   const auto metrics_lines_before = [&] {
     std::ifstream f(run_dir / "metrics.jsonl");
     return std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n');
@@ -848,6 +849,8 @@ TEST_CASE("an interrupted real-model run checkpoints its last step, and --resume
     INFO(r->output);
     CHECK(r->exit_code == 0);
     CHECK(r->output.find("resuming at step " + ks) != std::string::npos);
+    CHECK(r->output.find("task generator: the curriculum goes on from " +
+                         (run_dir / "curriculum.json").string()) != std::string::npos);
     CHECK(r->output.find("buffer: " + std::to_string(seen_first) +
                          " kernel(s) the run saw before step " + ks) != std::string::npos);
   }

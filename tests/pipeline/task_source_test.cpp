@@ -239,3 +239,39 @@ TEST_CASE("source = \"stand-in\" keeps the synthetic tasks, and says so") {
   auto env = messages::pack(messages::header{}, s);
   CHECK((*source)->observe(*env.as<wire::Scored>(), actors::envelope_info{}).ok());
 }
+
+TEST_CASE("a run's curriculum is saved every step, and a resumed run goes on from it") {
+  temp_dir dir;
+  const auto m = with_tasks("");
+  const auto run_dir = dir.path.string();
+  const auto state = curriculum_state_file(run_dir);
+  auto first = make_task_source(m, run_dir, false);
+  REQUIRE_MESSAGE(first.ok(), first.message());
+  auto* g = dynamic_cast<task_generator*>(first->get());
+  REQUIRE(g != nullptr);
+  auto rs = g->next(0);
+  REQUIRE(rs.ok());
+  const auto id = rs->front().task->id;
+  for (int k = 0; k < 3; ++k) REQUIRE(g->observe(id, true, 1.0).ok());
+  REQUIRE(g->next(1).ok());  // each step's draw writes the state
+  REQUIRE(fs::exists(state));
+
+  // Resumed: the same per-task results and generator state, so the same next draw.
+  auto resumed = make_task_source(m, run_dir, true);
+  REQUIRE_MESSAGE(resumed.ok(), resumed.message());
+  auto* r = dynamic_cast<task_generator*>(resumed->get());
+  CHECK(r->checkpoint() == g->checkpoint());
+  const auto idx = r->curriculum().find(id);
+  REQUIRE(idx.has_value());
+  CHECK(r->curriculum().stats(*idx).total == 3);
+  // Not resumed: every task starts unseen.
+  auto fresh = make_task_source(m, run_dir, false);
+  REQUIRE(fresh.ok());
+  CHECK(dynamic_cast<task_generator*>(fresh->get())->curriculum().stats(*idx).total == 0);
+
+  // A damaged state file stops the resume, naming it.
+  dir.write("curriculum.json", "{\"tasks\": 3}");
+  auto bad = make_task_source(m, run_dir, true);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(has(bad.message(), "task generator: " + state + ": "));
+}
