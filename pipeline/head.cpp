@@ -320,8 +320,14 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   for (const auto& p : m.processes) {
     if (p.head) continue;
     if (!p.is_local()) {
+      // The same flags a local child gets: a resumed leg's worker must know it resumes (its
+      // buffer and task generator go on from the run directory; a fresh start clears them).
       out << "waiting for process " << p.name << " on node " << p.node
-          << ": run there `kforge worker --manifest " << snapshot << " --process " << p.name << "`\n";
+          << ": run there `kforge worker --manifest " << snapshot << " --process " << p.name
+          << " --run-dir " << dir << " --steps " << m.run.steps;
+      if (resume)
+        out << " --resume-step " << resume->step << " --resume-checkpoint " << resume->checkpoint;
+      out << "`\n";
       continue;
     }
     auto c = spawn_child(snapshot, p.name, dir, m.run.steps, resume);

@@ -67,9 +67,11 @@ std::string not_replayable_message(const std::string& name) {
   return m;
 }
 
-/// Where FILE sits: RUN_DIR/recordings/LINK@PROCESS.kfrec gives the run directory and process.
+/// Where FILE sits: RUN_DIR/recordings/LINK@PROCESS.kfrec gives the run directory and process;
+/// so does RUN_DIR/recordings-before-step-N/, where a resumed run keeps an earlier leg's.
 struct file_place {
   std::optional<fs::path> run_dir;
+  fs::path recordings;  ///< the folder FILE is in (with run_dir)
   std::string process;  ///< empty when the name is not LINK@PROCESS.kfrec
 };
 
@@ -77,9 +79,11 @@ file_place locate(const std::string& file) {
   file_place p;
   const fs::path path(file);
   const auto dir = path.parent_path();
-  if (dir.filename() == "recordings") {
+  const auto name = dir.filename().string();
+  if (name == "recordings" || name.rfind("recordings-before-step-", 0) == 0) {
     auto run = dir.parent_path();
     p.run_dir = run.empty() ? fs::path(".") : run;
+    p.recordings = *p.run_dir / name;
   }
   const auto stem = path.stem().string();
   if (const auto at = stem.find('@'); at != std::string::npos && path.extension() == ".kfrec")
@@ -95,7 +99,7 @@ result<std::string> find_expected(const file_place& place, link out) {
   if (!place.run_dir)
     return error{"FILE is not in a run's recordings/ directory, so the expected outputs (" +
                  wanted + ") cannot be found: pass --expect FILE"};
-  const auto dir = *place.run_dir / "recordings";
+  const auto dir = place.recordings;
   std::vector<std::string> found;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -107,7 +111,7 @@ result<std::string> find_expected(const file_place& place, link out) {
   if (ec) return error{"cannot list " + dir.string() + ": " + ec.message()};
   std::sort(found.begin(), found.end());
   if (found.empty())
-    return error{"no expected outputs: nothing matches " + (*place.run_dir / wanted).string() +
+    return error{"no expected outputs: nothing matches " + (dir / (prefix + "*.kfrec")).string() +
                  " (was the " + std::string(to_string(out)) +
                  " link recorded?); pass --expect FILE"};
   if (found.size() > 1) {
@@ -413,7 +417,7 @@ int replay_checked(const replay_options& opt, std::ostream& out, std::ostream& e
   std::optional<std::string> weights_path = opt.weights;
   if (spec->takes_weights && !weights_path) {
     if (place.run_dir && !place.process.empty()) {
-      const auto p = (*place.run_dir / "recordings" /
+      const auto p = (place.recordings /
                       (std::string(to_string(link::weights)) + "@" + place.process + ".kfrec"))
                          .string();
       std::error_code ec;
@@ -465,8 +469,14 @@ int replay_checked(const replay_options& opt, std::ostream& out, std::ostream& e
 
   // A resumed leg's buffer started out knowing the kernels the legs before it saw (dedup = "run").
   std::vector<seen_kernels_journal::pair> seen;
-  if (spec->kind == actor_kind::buffer && m->buffer.dedup == dedup_scope::run && place.run_dir)
+  if (spec->kind == actor_kind::buffer && m->buffer.dedup == dedup_scope::run)
     if (const auto step = resumed_at(weights)) {
+      if (!place.run_dir) {
+        err << tool << "the leg resumed at step " << *step << ", so its buffer started from the "
+            << "kernels the run saw before (RUN_DIR/buffer/); this recording is not in a run's "
+            << "recordings folder, so they cannot be found\n";
+        return exit_usage;
+      }
       auto before = seen_kernels_journal::read_before(place.run_dir->string(), *step);
       if (!before) {
         err << tool << before.message() << "\n";

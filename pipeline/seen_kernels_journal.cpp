@@ -1,6 +1,7 @@
 #include "pipeline/seen_kernels_journal.hpp"
 
 #include <cctype>
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
@@ -47,8 +48,10 @@ std::map<std::uint64_t, fs::path> before_files(const fs::path& dir) {
     const auto name = e.path().filename().string();
     if (name.rfind(before_prefix, 0) != 0 || e.path().extension() != ".txt") continue;
     const auto digits = name.substr(before_prefix.size(), name.size() - before_prefix.size() - 4);
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    out.emplace(std::stoull(digits), e.path());
+    std::uint64_t step = 0;
+    const auto [end, why] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+    if (digits.empty() || why != std::errc() || end != digits.data() + digits.size()) continue;
+    out.emplace(step, e.path());
   }
   return out;
 }
@@ -85,10 +88,12 @@ result<seen_kernels_journal> seen_kernels_journal::open(const std::string& run_d
         return error{"buffer: cannot move " + j.path_ + " to " + before.string() + ": " +
                      ec.message()};
     } else {  // a leg that resumed at this step before and stopped without a new checkpoint
-      std::ofstream to(before, std::ios::app);
       std::ifstream from(j.path_);
-      to << from.rdbuf();
-      if (!to) return error{"buffer: cannot append " + j.path_ + " to " + before.string()};
+      if (from.peek() != std::ifstream::traits_type::eof()) {  // copying nothing sets failbit
+        std::ofstream to(before, std::ios::app);
+        to << from.rdbuf();
+        if (!to) return error{"buffer: cannot append " + j.path_ + " to " + before.string()};
+      }
     }
   } else if (!resumed_at) {
     for (const auto& [m, file] : before_files(dir)) fs::remove(file, ec);

@@ -44,9 +44,14 @@ result<std::shared_ptr<actors::task_source>> make_task_source(const manifest& m,
     } else {
       auto text = read_text_file(state);
       if (!text) return error{"task generator: " + text.message()};
-      if (auto s = (*g)->restore(*text); !s)
-        return error{"task generator: " + state + ": " + s.message()};
+      std::vector<std::string> dropped;
+      if (auto s = (*g)->restore(*text, &dropped); !s)
+        return error{state + ": " + s.message()};  // the message starts "task generator: "
       std::cout << "task generator: the curriculum goes on from " << state << "\n";
+      if (!dropped.empty())
+        std::cout << "task generator: " << dropped.size() << " task(s) of the saved curriculum "
+                  << "are not in the pool (they came over the bus), first '" << dropped.front()
+                  << "': left out\n";
     }
   }
   return std::shared_ptr<actors::task_source>(std::move(g).value());

@@ -1,6 +1,7 @@
 #include "pipeline/task_generator.hpp"
 
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include <map>
 #include <memory>
@@ -183,8 +184,26 @@ const std::string* task_generator::prompt_of(std::string_view id) const {
   return it == index_.end() ? nullptr : &pool_[it->second].prompt;
 }
 
-status task_generator::restore(std::string_view checkpoint) {
-  auto c = tasks::curriculum::from_json(checkpoint);
+status task_generator::restore(std::string_view checkpoint, std::vector<std::string>* dropped) {
+  std::string text(checkpoint);
+  if (dropped) {  // leave out the tasks this pool lacks (ones that came over the bus)
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_object() && j.contains("tasks") && j["tasks"].is_array()) {
+      auto kept = nlohmann::json::array();
+      for (auto& t : j["tasks"]) {
+        const auto id = t.is_object() && t.contains("id") && t["id"].is_string()
+                            ? t["id"].get<std::string>()
+                            : std::string();
+        if (!id.empty() && !index_.count(id))
+          dropped->push_back(id);
+        else
+          kept.push_back(std::move(t));
+      }
+      j["tasks"] = std::move(kept);
+      text = j.dump();
+    }
+  }
+  auto c = tasks::curriculum::from_json(text);
   if (!c) return error{"task generator: " + c.message()};
   for (std::size_t i = 0; i < c->size(); ++i)
     if (!index_.count(c->id(i)))

@@ -85,8 +85,10 @@ class task_generator final : public actors::task_source {
   /// The curriculum's state (tasks::curriculum::to_json) for a checkpoint.
   std::string checkpoint() const { return curriculum_.to_json(); }
   /// Restores a checkpoint: the stats, generator state and options saved in it. Pool tasks the
-  /// checkpoint does not know start unseen; a checkpoint task not in the pool is an error.
-  status restore(std::string_view checkpoint);
+  /// checkpoint does not know start unseen; a checkpoint task not in the pool is an error, or
+  /// with `dropped` is left out and its id listed there (a task that came over the bus is not
+  /// in a restarted generator's pool).
+  status restore(std::string_view checkpoint, std::vector<std::string>* dropped = nullptr);
 
  private:
   struct entry {

@@ -851,8 +851,8 @@ TEST_CASE("an interrupted real-model run checkpoints its last step, and --resume
     CHECK(r->output.find("resuming at step " + ks) != std::string::npos);
     CHECK(r->output.find("task generator: the curriculum goes on from " +
                          (run_dir / "curriculum.json").string()) != std::string::npos);
-    CHECK(r->output.find("buffer: " + std::to_string(seen_first) +
-                         " kernel(s) the run saw before step " + ks) != std::string::npos);
+    CHECK(r->output.find("\nbuffer: " + std::to_string(seen_first) +
+                         " kernel(s) the run saw before step " + ks + " ") != std::string::npos);
   }
   CHECK(seen_lines(run_dir / "buffer" / ("seen_kernels-before-step-" + ks + ".txt")) == seen_first);
   const auto second = read_json(run_dir / "summary.json");
@@ -897,8 +897,12 @@ TEST_CASE("an interrupted real-model run checkpoints its last step, and --resume
   std::string out;
   CHECK(replay(run_dir / "recordings" / "scored@head.kfrec", "buffer", &out) == 0);
   CHECK(out.find("0 differ") != std::string::npos);
-  CHECK(out.find("the leg resumed at step " + ks + ": " + std::to_string(seen_first)) !=
-        std::string::npos);
+  CHECK(out.find("the leg resumed at step " + ks + ": " + std::to_string(seen_first) +
+                 " kernel(s)") != std::string::npos);
+  // So does the first leg, from the folder the resume moved its recordings to.
+  CHECK(replay(run_dir / ("recordings-before-step-" + ks) / "scored@head.kfrec", "buffer", &out) ==
+        0);
+  CHECK(out.find("0 differ") != std::string::npos);
   {
     std::ifstream f(run_dir / "metrics.jsonl");
     CHECK(std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n') >

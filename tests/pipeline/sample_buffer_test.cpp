@@ -261,8 +261,12 @@ TEST_CASE("a resumed run's buffer knows the kernels the run saw before (dedup = 
   CHECK(lines_of(current).size() == 2);  // 44 and 45: this leg's
 
   // Leg 3, resumed at step 2, starts from both earlier legs; a replay of leg 2 from leg 1's alone.
+  // It is resumed twice: the first time it stopped before seeing a kernel (an empty file).
+  REQUIRE(pipeline::make_run_buffer_logic(*m, dir.string(), 2).ok());
+  CHECK(lines_of(current).empty());
   auto leg3 = pipeline::make_run_buffer_logic(*m, dir.string(), 2);
-  REQUIRE(leg3.ok());
+  REQUIRE_MESSAGE(leg3.ok(), leg3.message());
+  CHECK(lines_of(before(2)).size() == 2);
   CHECK(push_group(**leg3, 2, {42, 44, 46}) == 2);
   auto seen = pipeline::seen_kernels_journal::read_before(dir.string(), 1);
   REQUIRE(seen.ok());
