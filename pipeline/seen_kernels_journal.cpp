@@ -1,11 +1,11 @@
 #include "pipeline/seen_kernels_journal.hpp"
 
-#include <cctype>
 #include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <string_view>
 
 namespace fs = std::filesystem;
 
@@ -15,14 +15,18 @@ namespace {
 
 constexpr std::string_view before_prefix = "seen_kernels-before-step-";
 
+// The whole of `digits` as an unsigned number in `base`; false for anything else (a sign, a
+// prefix, trailing characters, overflow).
+bool parse_whole(std::string_view digits, int base, std::uint64_t& value) {
+  const auto* end = digits.data() + digits.size();
+  const auto [stop, why] = std::from_chars(digits.data(), end, value, base);
+  return !digits.empty() && why == std::errc() && stop == end;
+}
+
 // "PROMPT_HASH CODE_HASH": exactly two 16-digit hex numbers, as append writes them.
-bool parse_line(const std::string& line, seen_kernels_journal::pair& p) {
-  if (line.size() != 33 || line[16] != ' ') return false;
-  for (std::size_t i = 0; i < line.size(); ++i)
-    if (i != 16 && !std::isxdigit(static_cast<unsigned char>(line[i]))) return false;
-  p.first = std::stoull(line.substr(0, 16), nullptr, 16);
-  p.second = std::stoull(line.substr(17), nullptr, 16);
-  return true;
+bool parse_line(std::string_view line, seen_kernels_journal::pair& p) {
+  return line.size() == 33 && line[16] == ' ' && parse_whole(line.substr(0, 16), 16, p.first) &&
+         parse_whole(line.substr(17), 16, p.second);
 }
 
 status read_file(const fs::path& file, std::vector<seen_kernels_journal::pair>& out) {
@@ -48,10 +52,7 @@ std::map<std::uint64_t, fs::path> before_files(const fs::path& dir) {
     const auto name = e.path().filename().string();
     if (name.rfind(before_prefix, 0) != 0 || e.path().extension() != ".txt") continue;
     const auto digits = name.substr(before_prefix.size(), name.size() - before_prefix.size() - 4);
-    std::uint64_t step = 0;
-    const auto [end, why] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
-    if (digits.empty() || why != std::errc() || end != digits.data() + digits.size()) continue;
-    out.emplace(step, e.path());
+    if (std::uint64_t step = 0; parse_whole(digits, 10, step)) out.emplace(step, e.path());
   }
   return out;
 }

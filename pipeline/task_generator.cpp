@@ -1,10 +1,9 @@
 #include "pipeline/task_generator.hpp"
 
 #include <iostream>
-#include <nlohmann/json.hpp>
-
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "common/text_file.hpp"
 #include "sandbox/pool.hpp"
