@@ -364,6 +364,9 @@ void read_sandbox(table_reader r, sandbox_options& o) {
   r.read("trials", o.trials, 30);
   r.read("slow_cutoff", o.slow_cutoff, at_least(0));
   r.read("compile_jobs", o.compile_jobs, 1);
+  r.read_choice("reuse_verdicts", o.reuse_verdicts,
+                {{"off", verdict_reuse_scope::off}, {"group", verdict_reuse_scope::group},
+                 {"task", verdict_reuse_scope::task}});
   r.read("stand_in_ms", o.stand_in_ms, 0);
   r.finish();
 }

@@ -53,7 +53,11 @@ sandbox_time sandbox_time_of(const metrics_board& b) {
   if (t.compile_s + t.gpu_wait_s + t.verify_s + t.timing_s + t.other_s <= 0) return {};
   t.judged = b.sum("sandbox_worker", &wire::StageMetricsT::logic_calls) +
              b.sum("sandbox_pool", &wire::StageMetricsT::logic_calls);
-  t.reused = b.extra("sandbox_worker", "reused_verdicts") + b.extra("sandbox_pool", "reused_verdicts");
+  const auto count = [&](const char* name) {
+    return b.extra("sandbox_worker", name) + b.extra("sandbox_pool", name);
+  };
+  t.reused = count("reused_verdicts");
+  t.reused_earlier = count("reused_earlier_verdicts");
   if (t.judged == 0) return {};
   const double n = static_cast<double>(t.judged);
   for (double* x : {&t.compile_s, &t.gpu_wait_s, &t.verify_s, &t.timing_s, &t.other_s}) *x /= n;
@@ -63,7 +67,7 @@ sandbox_time sandbox_time_of(const metrics_board& b) {
 nlohmann::json to_json(const sandbox_time& t) {
   return {{"judged", t.judged},       {"compile_s", t.compile_s}, {"gpu_wait_s", t.gpu_wait_s},
           {"verify_s", t.verify_s},   {"timing_s", t.timing_s},   {"other_s", t.other_s},
-          {"reused", t.reused}};
+          {"reused", t.reused},       {"reused_earlier", t.reused_earlier}};
 }
 
 std::string describe(const sandbox_time& t) {
@@ -77,6 +81,9 @@ std::string describe(const sandbox_time& t) {
   std::string s = line;
   if (t.reused > 0)
     s += "; " + std::to_string(t.reused) + " of them repeated a kernel of their group (verdict reused)";
+  if (t.reused_earlier > 0)
+    s += "; " + std::to_string(t.reused_earlier) +
+         " repeated a kernel judged for their prompt in an earlier group (verdict reused)";
   return s;
 }
 

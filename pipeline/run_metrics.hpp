@@ -132,6 +132,8 @@ struct sandbox_time {
   double timing_s = 0;    ///< the candidate's timed trials and the baseline's
   double other_s = 0;     ///< starting candidate children, unloading
   std::uint64_t reused = 0;  ///< of the judged, verdicts copied from a repeat in the same group
+  std::uint64_t reused_earlier = 0;  ///< of the judged, verdicts copied from an earlier group of
+                                    ///< the same prompt (sandbox.reuse_verdicts = "task")
 };
 sandbox_time sandbox_time_of(const metrics_board& b);
 nlohmann::json to_json(const sandbox_time& t);

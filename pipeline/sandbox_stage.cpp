@@ -110,9 +110,11 @@ result<std::shared_ptr<actors::sandbox_logic>> shared_nvcc_sandbox(const manifes
   // A worker lives for the whole run: its children start now, together, not one by one under
   // the first groups.
   if (auto st = (*pool)->start_all(); !st) return error{"sandbox: " + st.err().message};
-  // A group's repeated kernels are judged once (pipeline/verdict_reuse.hpp).
-  std::shared_ptr<actors::sandbox_logic> s = std::make_shared<group_verdict_reuse>(
-      std::make_shared<nvcc_sandbox>(std::move(*pool), static_cast<std::uint64_t>(m.run.seed)));
+  // Repeated kernels judged once (pipeline/verdict_reuse.hpp).
+  std::shared_ptr<actors::sandbox_logic> s =
+      std::make_shared<nvcc_sandbox>(std::move(*pool), static_cast<std::uint64_t>(m.run.seed));
+  if (so.reuse_verdicts != verdict_reuse_scope::off)
+    s = std::make_shared<verdict_reuse>(std::move(s), so.reuse_verdicts);
   shared = s;
   return s;
 }

@@ -3,7 +3,7 @@
 // adapter from a Candidate message to sandbox::sandbox_pool (static checks, nvcc, and on the
 // worker group's GPUs verification and timing) and back to a Verdict. One pool per process, shared
 // by every worker thread in it, so the GPUs' candidate children and the compile cache are shared,
-// and a GRPO group's repeated kernels are judged once (pipeline/verdict_reuse.hpp).
+// and repeated kernels are judged once (sandbox.reuse_verdicts, pipeline/verdict_reuse.hpp).
 #include <memory>
 
 #include "actors/stage_logic.hpp"

@@ -176,9 +176,14 @@ std::string logic_description(actor_kind k, const manifest* m) {
       if (m && m->sandbox.backend == sandbox_backend::nvcc) {
         const auto gpus = stage_gpus(*m, actor_kind::sandbox_worker);
         if (!gpus) return "real, but its GPUs: " + gpus.message();
-        return gpus->empty() ? "real: static checks + nvcc, COMPILE-ONLY (no GPU in the group): "
-                               "verdict `compiled` at best"
-                             : "real: static checks, nvcc, verification and timing on GPU(s)";
+        const char* reuse = m->sandbox.reuse_verdicts == verdict_reuse_scope::off ? ""
+                            : m->sandbox.reuse_verdicts == verdict_reuse_scope::group
+                                ? "; a group's repeated kernels judged once"
+                                : "; a kernel judged once per prompt in the run";
+        const std::string what = gpus->empty() ? "real: static checks + nvcc, COMPILE-ONLY (no GPU in the "
+                                                 "group): verdict `compiled` at best"
+                                               : "real: static checks, nvcc, verification and timing on GPU(s)";
+        return what + reuse;
       }
       return "stand-in: synthetic verdicts, nothing compiled or run (sandbox.backend = "
              "\"stand-in\"; \"nvcc\" runs the real sandbox)";

@@ -1,36 +1,47 @@
 #pragma once
-// A GRPO group's repeated kernels are judged once (sandbox/repeat_verdicts.hpp): every member of
-// a group is checked on the same input sets (sandbox_stage.hpp), so a repeat's compile,
-// verification and timing would only measure the same code on the same inputs again; session 16's
-// run spent 177 s of its 265 s loop in timed trials. The buffer drops such repeats anyway
-// (buffer.dedup). The copy carries the repeat's own candidate; candidates of other groups are
-// always judged on their own, fresh inputs.
+// Repeated kernels judged once (sandbox/repeat_verdicts.hpp), sandbox.reuse_verdicts:
+//  - "group": a repeat within its GRPO group. Every member of a group is checked on the same
+//    input sets (sandbox_stage.hpp), so judging it again would only measure the same code on the
+//    same inputs; session 16's run spent 177 s of its 265 s loop in timed trials.
+//  - "task": also a kernel judged earlier in the run for the same prompt (another group, other
+//    inputs). A small policy rewrites its kernels: in session 20's default run about 575 of the 1,240
+//    candidates the sandbox really judged repeated a kernel judged before for their prompt, and
+//    with buffer.dedup = "run" the buffer drops them all; they count only in their group's
+//    baseline. The price: such a kernel is verified on one group's inputs, not on each group's,
+//    so a kernel that is right only by luck (a race, an uninitialised read) has one chance to be
+//    caught instead of several, and its time is measured once.
+// The buffer drops such repeats anyway (buffer.dedup). A copy carries the repeat's own candidate.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "actors/stage_logic.hpp"
+#include "pipeline/options/sandbox_options.hpp"
 #include "sandbox/repeat_verdicts.hpp"
 
 namespace kforge::pipeline {
 
-class group_verdict_reuse final : public actors::sandbox_logic {
+class verdict_reuse final : public actors::sandbox_logic {
  public:
-  /// Remembers the last `max_keys` (group, source) pairs: a group's members arrive within one
-  /// generate call.
-  explicit group_verdict_reuse(std::shared_ptr<actors::sandbox_logic> inner,
-                               std::size_t max_keys = 4096);
+  /// `scope` group or task (off: use the inner logic itself). Remembers the last `max_keys`
+  /// (group, source) pairs, and with task the last `max_task_keys` (prompt, source) pairs.
+  verdict_reuse(std::shared_ptr<actors::sandbox_logic> inner, verdict_reuse_scope scope,
+                std::size_t max_keys = 4096, std::size_t max_task_keys = 16384);
 
   result<wire::VerdictT> evaluate(const wire::Candidate& c,
                                   const actors::envelope_info& info) override;
-  /// The inner logic's counters, and reused_verdicts: verdicts copied since the last call.
+  /// The inner logic's counters, reused_verdicts (copied from a repeat in the same group) and,
+  /// with task, reused_earlier_verdicts (from an earlier group of the same prompt), since the
+  /// last call.
   std::vector<std::pair<std::string, std::uint64_t>> take_counters() override;
 
  private:
   std::shared_ptr<actors::sandbox_logic> inner_;
-  sandbox::repeat_verdicts repeats_;
+  sandbox::repeat_verdicts group_repeats_;
+  std::optional<sandbox::repeat_verdicts> task_repeats_;
 };
 
 }  // namespace kforge::pipeline

@@ -5,9 +5,13 @@
 namespace kforge::sandbox {
 namespace {
 
-result<wire::VerdictT> copy_of(const result<wire::VerdictT>& r) {
+// What is kept for the repeats: the verdict without its candidate (the completion, its tokens and
+// log-probs: most of a verdict's bytes), which a repeat's copy replaces with its own anyway.
+result<wire::VerdictT> kept_copy(const result<wire::VerdictT>& r) {
   if (!r) return r.err();
-  return copy_verdict(*r);
+  auto v = copy_verdict(*r);
+  v.candidate.reset();
+  return v;
 }
 
 bool shareable(const result<wire::VerdictT>& r) {
@@ -52,7 +56,7 @@ result<wire::VerdictT> repeat_verdicts::verdict(const std::string& key,
     try {
       auto r = judge();
       if (!shareable(r)) forget(key);
-      mine.set_value(copy_of(r));
+      mine.set_value(kept_copy(r));
       return r;
     } catch (...) {
       forget(key);

@@ -9,7 +9,8 @@
 //
 // The first candidate with a key is judged; one arriving while it is judged waits for that
 // verdict; later ones get it at once. A copy is marked reused = true with zero compile, verify
-// and time milliseconds (no time was spent on it). A sandbox fault (infra_error) or a failed
+// and time milliseconds (no time was spent on it), and carries no candidate: the caller sets the
+// repeat's own. A sandbox fault (infra_error) or a failed
 // judgment is not shared: the next candidate with the key is judged itself.
 #include <cstdint>
 #include <deque>

@@ -11,6 +11,14 @@ enum class sandbox_backend {
   nvcc,      ///< the real sandbox: static checks, nvcc, and on a GPU verification and timing
 };
 
+/// Which repeated kernels get a copy of an earlier verdict instead of being judged again
+/// (pipeline/verdict_reuse.hpp).
+enum class verdict_reuse_scope {
+  off,    ///< every candidate is judged
+  group,  ///< a repeat within its GRPO group, checked on the same input sets
+  task,   ///< also a kernel judged earlier in the run for the same prompt
+};
+
 struct sandbox_options {
   /// "stand-in" (the built-in value; the embedded default manifest sets "nvcc") or "nvcc".
   sandbox_backend backend = sandbox_backend::stand_in;
@@ -32,6 +40,8 @@ struct sandbox_options {
   /// its own nvcc, CPU work that overlaps verification and timing on the GPU, so it scales
   /// separately from the number of sandbox_worker actors. >= 1.
   int compile_jobs = 2;
+  /// Which repeats are not judged again (the nvcc sandbox; the stand-in judges nothing anyway).
+  verdict_reuse_scope reuse_verdicts = verdict_reuse_scope::group;
   /// Milliseconds the stand-in sandbox (used until the real one is built) spends per candidate. It
   /// compiles and runs nothing; the delay only keeps work in flight, as real workers would. >= 0.
   int stand_in_ms = 0;

@@ -278,6 +278,15 @@ TEST_CASE("out-of-range values name the key, the bound and the value") {
     CHECK(off->sandbox.slow_cutoff == 0.0);
   }
   CHECK(has(rejected(minimal + "[sandbox]\ntimeout_s = 0\n"), "sandbox.timeout_s: must be > 0"));
+  CHECK(has(rejected(minimal + "[sandbox]\nreuse_verdicts = \"run\"\n"), "sandbox.reuse_verdicts"));
+  {
+    auto task = parse_manifest(minimal + "[sandbox]\nreuse_verdicts = \"task\"\n", "t.toml");
+    REQUIRE_MESSAGE(task.ok(), task.message());
+    CHECK(task->sandbox.reuse_verdicts == verdict_reuse_scope::task);
+    auto off = parse_manifest(minimal + "[sandbox]\nreuse_verdicts = \"off\"\n", "t.toml");
+    REQUIRE_MESSAGE(off.ok(), off.message());
+    CHECK(off->sandbox.reuse_verdicts == verdict_reuse_scope::off);
+  }
   CHECK(has(rejected(minimal + "[buffer]\nmax_staleness = -1\n"), "buffer.max_staleness"));
   CHECK(has(rejected(minimal + "[buffer]\ngroups_per_batch = 0\n"), "buffer.groups_per_batch"));
   CHECK(has(rejected(minimal + "[buffer]\ndedup = \"prompt\"\n"), "buffer.dedup"));
@@ -704,6 +713,9 @@ TEST_CASE("the embedded default is the demonstration: the shipped model, RL on i
   CHECK(left_out->trainer.lr == doctest::Approx(3e-6));
   CHECK(left_out->trainer.checkpoint_every == 50);
   CHECK(left_out->sandbox.compile_jobs == 2);
+  // The demonstrations so far were measured with a group's repeats judged once (session 20).
+  CHECK(m->sandbox.reuse_verdicts == verdict_reuse_scope::group);
+  CHECK(left_out->sandbox.reuse_verdicts == verdict_reuse_scope::group);
   // The demonstration was measured with run-wide dedup (bench/RESULTS.md, session 14).
   CHECK(m->buffer.dedup == dedup_scope::run);
   CHECK(left_out->buffer.dedup == dedup_scope::group);

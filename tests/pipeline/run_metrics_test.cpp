@@ -143,10 +143,14 @@ TEST_CASE("sandbox time per judged candidate: summed over worker rows, averaged,
   // Verdicts copied to a group's repeated kernels (pipeline/verdict_reuse.hpp) are said.
   b.latest["w1"] = worker("w1", 1, {{"compile_us", 2'000'000}, {"load_us", 200'000},
                                     {"compare_us", 200'000}, {"baseline_us", 1'000'000},
-                                    {"unload_us", 200'000}, {"reused_verdicts", 2}});
+                                    {"unload_us", 200'000}, {"reused_verdicts", 2},
+                                    {"reused_earlier_verdicts", 3}});
   const auto r = sandbox_time_of(b);
   CHECK(r.reused == 2);
+  CHECK(r.reused_earlier == 3);
   CHECK(to_json(r)["reused"] == 2);
-  CHECK(kforge::pipeline::describe(r).find("; 2 of them repeated a kernel of their group (verdict reused)") !=
+  CHECK(to_json(r)["reused_earlier"] == 3);
+  CHECK(kforge::pipeline::describe(r).find("; 2 of them repeated a kernel of their group (verdict reused); 3 "
+                                           "repeated a kernel judged for their prompt in an earlier group") !=
         std::string::npos);
 }

@@ -1,5 +1,6 @@
-// A GRPO group's repeated kernels are judged once: the repeat gets a copy of the verdict (its own
-// candidate, reused, no milliseconds); other groups, other sources and sandbox faults are judged.
+// Repeated kernels are judged once: the repeat gets a copy of the verdict (its own candidate,
+// reused, no milliseconds). With scope group, other groups, other sources and sandbox faults are
+// judged; with scope task, an earlier group's verdict for the same prompt and source is copied too.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -61,8 +62,12 @@ class fake_sandbox final : public actors::sandbox_logic {
 };
 
 // A candidate's wire bytes (kept alive by the caller).
-std::vector<std::uint8_t> candidate(std::uint64_t group, std::uint32_t index, const std::string& source) {
+std::vector<std::uint8_t> candidate(std::uint64_t group, std::uint32_t index, const std::string& source,
+                                    std::uint64_t prompt_hash = 77) {
   wire::CandidateT c;
+  c.task = std::make_unique<wire::TaskT>();
+  c.task->id = "l1/relu";
+  c.prompt_hash = prompt_hash;
   c.group_id = group;
   c.group_index = index;
   c.group_size = 8;
@@ -72,13 +77,13 @@ std::vector<std::uint8_t> candidate(std::uint64_t group, std::uint32_t index, co
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
 }
 
-result<wire::VerdictT> judge(pipeline::group_verdict_reuse& r, std::uint64_t group, std::uint32_t index,
-                             const std::string& source) {
-  const auto bytes = candidate(group, index, source);
+result<wire::VerdictT> judge(pipeline::verdict_reuse& r, std::uint64_t group, std::uint32_t index,
+                             const std::string& source, std::uint64_t prompt_hash = 77) {
+  const auto bytes = candidate(group, index, source, prompt_hash);
   return r.evaluate(*flatbuffers::GetRoot<wire::Candidate>(bytes.data()), {});
 }
 
-std::map<std::string, std::uint64_t> counters(pipeline::group_verdict_reuse& r) {
+std::map<std::string, std::uint64_t> counters(pipeline::verdict_reuse& r) {
   std::map<std::string, std::uint64_t> m;
   for (const auto& [k, v] : r.take_counters()) m[k] += v;
   return m;
@@ -88,7 +93,7 @@ std::map<std::string, std::uint64_t> counters(pipeline::group_verdict_reuse& r) 
 
 TEST_CASE("a repeat within its group gets the first verdict, marked reused, without being judged") {
   auto inner = std::make_shared<fake_sandbox>();
-  pipeline::group_verdict_reuse reuse(inner);
+  pipeline::verdict_reuse reuse(inner, verdict_reuse_scope::group);
   auto a = judge(reuse, 1, 0, "ok kernel A");
   REQUIRE(a.ok());
   CHECK_FALSE(a->reused);
@@ -122,7 +127,7 @@ TEST_CASE("a repeat within its group gets the first verdict, marked reused, with
 
 TEST_CASE("a sandbox fault is not reused: the repeat is judged itself") {
   auto inner = std::make_shared<fake_sandbox>();
-  pipeline::group_verdict_reuse reuse(inner);
+  pipeline::verdict_reuse reuse(inner, verdict_reuse_scope::group);
   CHECK(judge(reuse, 1, 0, "infra lost the GPU")->status == wire::VerdictStatus::infra_error);
   auto again = judge(reuse, 1, 1, "infra lost the GPU");
   CHECK_FALSE(again->reused);
@@ -132,7 +137,7 @@ TEST_CASE("a sandbox fault is not reused: the repeat is judged itself") {
 TEST_CASE("a repeat arriving while the first is judged waits for that verdict") {
   auto inner = std::make_shared<fake_sandbox>();
   inner->hold = true;
-  pipeline::group_verdict_reuse reuse(inner);
+  pipeline::verdict_reuse reuse(inner, verdict_reuse_scope::group);
   auto first = std::async(std::launch::async, [&] { return judge(reuse, 3, 0, "ok kernel C"); });
   while (inner->waiting.load() == 0) std::this_thread::yield();
   auto repeat = std::async(std::launch::async, [&] { return judge(reuse, 3, 1, "ok kernel C"); });
@@ -149,10 +154,50 @@ TEST_CASE("a repeat arriving while the first is judged waits for that verdict") 
 
 TEST_CASE("only the last max_keys (group, source) pairs are remembered") {
   auto inner = std::make_shared<fake_sandbox>();
-  pipeline::group_verdict_reuse reuse(inner, 2);
+  pipeline::verdict_reuse reuse(inner, verdict_reuse_scope::group, 2);
   for (std::uint64_t g : {1, 2, 3}) CHECK_FALSE(judge(reuse, g, 0, "ok kernel")->reused);
   CHECK(judge(reuse, 3, 1, "ok kernel")->reused);
   CHECK(judge(reuse, 2, 1, "ok kernel")->reused);
   CHECK_FALSE(judge(reuse, 1, 1, "ok kernel")->reused);  // forgotten: judged again
   CHECK(inner->calls == 4);
+}
+
+TEST_CASE("scope task: a kernel judged for its prompt in an earlier group is copied, not judged") {
+  auto inner = std::make_shared<fake_sandbox>();
+  pipeline::verdict_reuse reuse(inner, verdict_reuse_scope::task);
+  CHECK_FALSE(judge(reuse, 1, 0, "ok kernel A")->reused);
+  CHECK(judge(reuse, 1, 3, "ok kernel A")->reused);  // its group's repeat
+  auto later = judge(reuse, 2, 4, "ok kernel A");    // a later group of the same prompt
+  REQUIRE(later.ok());
+  CHECK(later->reused);
+  CHECK(later->status == wire::VerdictStatus::ok);
+  REQUIRE(later->candidate_timing);
+  CHECK(later->candidate_timing->median_ms == 1.5);
+  CHECK(later->compile_ms == 0);
+  REQUIRE(later->candidate);
+  CHECK(later->candidate->group_id == 2);  // its own candidate, not the first's
+  CHECK(later->candidate->group_index == 4);
+  CHECK(judge(reuse, 2, 5, "ok kernel A")->reused);  // and that group's own repeat
+  CHECK(inner->calls == 1);
+  auto c = counters(reuse);
+  CHECK(c["reused_verdicts"] == 2);          // within a group
+  CHECK(c["reused_earlier_verdicts"] == 1);  // from an earlier group: one per later group
+
+  // Another prompt with the same source, and another source: judged.
+  CHECK_FALSE(judge(reuse, 3, 0, "ok kernel A", 78)->reused);
+  CHECK_FALSE(judge(reuse, 2, 6, "wrong kernel B")->reused);
+  CHECK(inner->calls == 3);
+  // A sandbox fault is not handed to a later group either.
+  CHECK(judge(reuse, 4, 0, "infra lost the GPU")->status == wire::VerdictStatus::infra_error);
+  CHECK_FALSE(judge(reuse, 5, 0, "infra lost the GPU")->reused);
+  CHECK(inner->calls == 5);
+}
+
+TEST_CASE("scope group: a kernel of an earlier group is judged again, on its own group's inputs") {
+  auto inner = std::make_shared<fake_sandbox>();
+  pipeline::verdict_reuse reuse(inner, verdict_reuse_scope::group);
+  CHECK_FALSE(judge(reuse, 1, 0, "ok kernel A")->reused);
+  CHECK_FALSE(judge(reuse, 2, 0, "ok kernel A")->reused);
+  CHECK(inner->calls == 2);
+  CHECK(counters(reuse).count("reused_earlier_verdicts") == 0);
 }
