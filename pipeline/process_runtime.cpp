@@ -277,8 +277,11 @@ struct process_runtime::impl {
       if (!out) return out.err();
       auto feedback = open_outlet(link::feedback, false);
       if (!feedback) return feedback.err();
-      auto r = actors::spawn_reward(*sys, "reward", make_reward_logic(m, o.run_dir),
-                                    actors::scored_sink(*out), actors::scored_sink(*feedback));
+      auto logic = make_run_reward_logic(
+          m, o.run_dir, o.resume ? std::optional<std::uint64_t>(o.resume->step) : std::nullopt);
+      if (!logic) return logic.err();
+      auto r = actors::spawn_reward(*sys, "reward", std::move(*logic), actors::scored_sink(*out),
+                                    actors::scored_sink(*feedback));
       if (!r) return r.err();
       add_stage("reward", *r);
       input(link::verdicts)->targets.push_back(caf::actor_cast<caf::actor>(*r));

@@ -19,6 +19,7 @@
 #include "messages/recording.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/replay_harness.hpp"
+#include "pipeline/reward_state_file.hpp"
 #include "pipeline/stage_factory.hpp"
 
 namespace kforge::pipeline {
@@ -173,6 +174,30 @@ std::optional<std::uint64_t> resumed_at(const recording& weights) {
   return std::nullopt;
 }
 
+/// The step the leg of a run's recordings folder resumed at (nothing: a leg that started the
+/// run), told by the "resume" message of a weights recording in that folder (any process's: the
+/// trainer publishes it to every subscriber). An error (the caller's note) when the folder holds
+/// no weights recording but the run kept reward states of resumed legs: which, if any, is this
+/// leg's cannot be told.
+result<std::optional<std::uint64_t>> leg_resumed_at(const file_place& place) {
+  std::error_code ec;
+  const std::string prefix = std::string(to_string(link::weights)) + "@";
+  for (fs::directory_iterator it(place.recordings, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || it->path().extension() != ".kfrec") continue;
+    auto w = read_all(it->path().string());
+    if (!w) return w.err();
+    return resumed_at(*w);
+  }
+  const auto dir = fs::path(reward_state_file::path_in(place.run_dir->string())).parent_path();
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind("state-before-step-", 0) == 0)
+      return error{"the run was resumed (" + it->path().string() + "), but " +
+                   place.recordings.string() + " holds no weights recording to tell whether this "
+                   "leg was (add \"weights\" to [record] links)"};
+  return std::optional<std::uint64_t>();
+}
+
 /// What the stage produced from the inputs.
 struct stage_run {
   std::vector<messages::envelope> outputs;
@@ -200,18 +225,26 @@ result<stage_run> drive(const std::vector<messages::envelope>& inputs, Spawn&& s
   return stage_run{std::move(*collected), std::move(*metrics)};
 }
 
+/// Where a resumed leg's stage started: the kernels its buffer knew, its reward's state.
+struct leg_start {
+  std::vector<seen_kernels_journal::pair> seen;
+  std::optional<std::string> reward_state;
+};
+
 result<stage_run> run_stage(const stage_spec& s, const manifest& m,
-                            const std::vector<messages::envelope>& inputs,
-                            const std::vector<seen_kernels_journal::pair>& seen) {
-  if (s.kind == actor_kind::reward)
+                            const std::vector<messages::envelope>& inputs, const leg_start& start) {
+  if (s.kind == actor_kind::reward) {
+    // No run directory: a replay re-scores, it writes neither best kernels nor state.
+    auto logic = make_replay_reward_logic(m, start.reward_state);
+    if (!logic) return error{"the leg's saved reward state: " + logic.message()};
     return drive<actors::scored_sink, actors::scored_msg>(
         inputs, [&](caf::actor_system& sys, actors::scored_sink sink) {
-          // No run directory: a replay re-scores, it does not write best kernels.
-          return actors::spawn_reward(sys, "reward/replay", make_reward_logic(m, ""), sink);
+          return actors::spawn_reward(sys, "reward/replay", *logic, sink);
         });
+  }
   return drive<actors::batch_sink, actors::train_batch_msg>(
       inputs, [&](caf::actor_system& sys, actors::batch_sink sink) {
-        return actors::spawn_buffer(sys, "buffer/replay", make_buffer_logic(m, seen), sink);
+        return actors::spawn_buffer(sys, "buffer/replay", make_buffer_logic(m, start.seen), sink);
       });
 }
 
@@ -467,8 +500,27 @@ int replay_checked(const replay_options& opt, std::ostream& out, std::ostream& e
   if (weights_path) out << " + weights " << *weights_path;
   out << ", expected " << expect_path << ", manifest " << manifest_used << "\n";
 
+  // A resumed leg's reward started from the state the leg before it left (reward_state_file.hpp).
+  leg_start start;
+  if (spec->kind == actor_kind::reward && place.run_dir) {
+    const auto step = leg_resumed_at(place);
+    if (!step) {
+      err << tool << "note: " << step.message() << ": replaying from a fresh reward state\n";
+    } else if (*step) {
+      auto state = reward_state_file::read_before(place.run_dir->string(), **step);
+      if (!state) {
+        err << tool << state.message() << "\n";
+        return exit_differs;
+      }
+      start.reward_state = std::move(*state);
+      out << "  the leg resumed at step " << **step << ": its reward "
+          << (start.reward_state ? "starts from " + reward_state_file::before_path(place.run_dir->string(), **step)
+                                 : std::string("had no saved state to start from"))
+          << "\n";
+    }
+  }
   // A resumed leg's buffer started out knowing the kernels the legs before it saw (dedup = "run").
-  std::vector<seen_kernels_journal::pair> seen;
+  std::vector<seen_kernels_journal::pair>& seen = start.seen;
   if (spec->kind == actor_kind::buffer && m->buffer.dedup == dedup_scope::run)
     if (const auto step = resumed_at(weights)) {
       if (!place.run_dir) {
@@ -486,7 +538,7 @@ int replay_checked(const replay_options& opt, std::ostream& out, std::ostream& e
       out << "  the leg resumed at step " << *step << ": " << seen.size()
           << " kernel(s) the run saw before count as seen\n";
     }
-  auto run = run_stage(*spec, *m, merge_by_receive_time(inputs->records, weights.records), seen);
+  auto run = run_stage(*spec, *m, merge_by_receive_time(inputs->records, weights.records), start);
   if (!run) {
     err << tool << run.message() << "\n";
     return exit_differs;

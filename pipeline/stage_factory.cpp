@@ -8,6 +8,7 @@
 #include "pipeline/policy_trainer_stage.hpp"
 #endif
 #include "common/text_file.hpp"
+#include "pipeline/reward_state_file.hpp"
 #include "pipeline/sandbox_stage.hpp"
 #include "pipeline/stage_logic.hpp"
 #include "pipeline/stand_ins.hpp"
@@ -81,6 +82,36 @@ result<std::shared_ptr<actors::sandbox_logic>> make_sandbox_logic(const manifest
 std::shared_ptr<actors::reward_logic> make_reward_logic(const manifest& m,
                                                         const std::string& run_dir) {
   return std::make_shared<reward_stage>(m.reward, run_dir);
+}
+result<std::shared_ptr<actors::reward_logic>> make_run_reward_logic(
+    const manifest& m, const std::string& run_dir, std::optional<std::uint64_t> resumed_at) {
+  if (run_dir.empty()) return make_reward_logic(m, run_dir);
+  // A resumed leg's begin_leg moves the last leg's state to its before-step file first.
+  if (auto s = reward_state_file::begin_leg(run_dir, resumed_at); !s) return s.err();
+  auto stage = std::make_shared<reward_stage>(m.reward, run_dir, reward_state_file::path_in(run_dir));
+  if (resumed_at) {
+    auto state = reward_state_file::read_before(run_dir, *resumed_at);
+    if (!state) return state.err();
+    if (!*state) {
+      std::cout << "reward: no saved state before step " << *resumed_at
+                << " (a run from before it was kept): every task's baseline starts from eager\n";
+    } else {
+      if (auto s = stage->restore(**state); !s)
+        return error{reward_state_file::before_path(run_dir, *resumed_at) + ": " + s.message() +
+                     " (remove the file to start every task's baseline anew)"};
+      std::cout << "reward: goes on from " << reward_state_file::before_path(run_dir, *resumed_at)
+                << " (" << stage->model().switched_tasks() << " task(s) against their best kernel)\n";
+    }
+  }
+  return std::shared_ptr<actors::reward_logic>(std::move(stage));
+}
+result<std::shared_ptr<actors::reward_logic>> make_replay_reward_logic(
+    const manifest& m, const std::optional<std::string>& state) {
+  // No run directory: a replay re-scores, it writes neither best kernels nor state.
+  auto stage = std::make_shared<reward_stage>(m.reward);
+  if (state)
+    if (auto s = stage->restore(*state); !s) return s.err();
+  return std::shared_ptr<actors::reward_logic>(std::move(stage));
 }
 std::shared_ptr<actors::buffer_logic> make_buffer_logic(
     const manifest& m, const std::vector<seen_kernels_journal::pair>& seen,

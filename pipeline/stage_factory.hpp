@@ -37,6 +37,14 @@ result<std::shared_ptr<actors::sandbox_logic>> make_sandbox_logic(const manifest
 /// kept under `run_dir`/best (best_kernels.hpp). An empty `run_dir` writes nothing (replay).
 std::shared_ptr<actors::reward_logic> make_reward_logic(const manifest& m,
                                                         const std::string& run_dir);
+/// A run's reward: best kernels and its state under `run_dir` (reward_state_file.hpp); a run
+/// resumed at step N goes on from the state the last leg left, so a task whose baseline switched
+/// to its best kernel stays switched. A state that cannot be read is an error naming the file.
+result<std::shared_ptr<actors::reward_logic>> make_run_reward_logic(
+    const manifest& m, const std::string& run_dir, std::optional<std::uint64_t> resumed_at);
+/// The reward of a replay: nothing written; `state`, if given, is where the leg's reward started.
+result<std::shared_ptr<actors::reward_logic>> make_replay_reward_logic(
+    const manifest& m, const std::optional<std::string>& state);
 /// The sample buffer, starting with the kernels in `seen` counted as seen before (dedup = "run";
 /// a replay of a resumed leg) and writing the ones it sees first to `journal`, if given.
 std::shared_ptr<actors::buffer_logic> make_buffer_logic(

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/stage_logic.hpp"
+#include "common/text_file.hpp"
 #include "pipeline/best_kernels.hpp"
 #include "pipeline/reward.hpp"
 #include "pipeline/sample_buffer.hpp"
@@ -17,15 +18,27 @@
 namespace kforge::pipeline {
 
 /// The reward formula, its counters (reported as the stage's extra metrics) and the best kernel
-/// per task (written under run_dir/best; an empty run_dir writes nothing).
+/// per task (written under run_dir/best; an empty run_dir writes nothing). With a `state_file`
+/// the model's state is written there whenever the policy version of the samples moves on, and
+/// when the stage ends (reward_state_file.hpp).
 class reward_stage final : public actors::reward_logic {
  public:
-  explicit reward_stage(reward_options o, std::string run_dir = {})
-      : model_(o), best_(std::move(run_dir)) {}
+  explicit reward_stage(reward_options o, std::string run_dir = {}, std::string state_file = {})
+      : model_(o), best_(std::move(run_dir)), state_file_(std::move(state_file)) {}
+  ~reward_stage() override { save_state(); }
+  reward_stage(const reward_stage&) = delete;
+  reward_stage& operator=(const reward_stage&) = delete;
+
   result<std::optional<wire::ScoredT>> score(const wire::Verdict& v,
                                              const actors::envelope_info& info) override {
+    // Saved before the first sample of a newer version: what the earlier versions made of it.
+    if (info.policy_version != saved_version_) {
+      save_state();
+      saved_version_ = info.policy_version;
+    }
     auto s = model_.score(v, info.policy_version);
     counters_.add(v, s);
+    unsaved_ = true;
     // A kernel that cannot be saved must not cost the sample its reward: counted, said once.
     if (auto b = best_.offer(v, info.policy_version); !b) {
       ++counters_.best_write_errors;
@@ -44,12 +57,29 @@ class reward_stage final : public actors::reward_logic {
     return out;
   }
   const reward_model& model() const noexcept { return model_; }
+  /// Goes on from a saved state (reward_model::to_json); an error says what was wrong with it.
+  status restore(const std::string& state) { return model_.from_json(state); }
 
  private:
+  // Not saving it loses nothing now, only a resumed run's memory of it: said once.
+  void save_state() {
+    if (state_file_.empty() || !unsaved_) return;
+    unsaved_ = false;
+    if (auto s = write_text_file_atomically(state_file_, model_.to_json()); !s && !state_told_) {
+      std::cerr << "kforge reward: state not saved: " << s.message()
+                << " (a resumed run would start every task's baseline anew)\n";
+      state_told_ = true;
+    }
+  }
+
   reward_model model_;
   reward_counters counters_;  ///< since the last take_counters
   best_kernels best_;
+  std::string state_file_;
+  std::uint64_t saved_version_ = 0;
+  bool unsaved_ = false;
   bool told_ = false;
+  bool state_told_ = false;
 };
 
 /// The sample buffer, its drop counters, and (with a journal) the kernels it sees for the first

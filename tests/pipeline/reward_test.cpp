@@ -9,7 +9,10 @@
 #include <sstream>
 
 #include "pipeline/best_kernels.hpp"
+#include "pipeline/manifest.hpp"
 #include "pipeline/reward.hpp"
+#include "pipeline/reward_state_file.hpp"
+#include "pipeline/stage_factory.hpp"
 #include "pipeline/stage_logic.hpp"
 #include "stage_fixtures.hpp"
 
@@ -219,4 +222,90 @@ TEST_CASE("best kernel file names are plain, never hidden") {
   CHECK(best_kernels::file_stem("l2/conv relu+bias") == "l2__conv_relu_bias");
   CHECK(best_kernels::file_stem("../x") == "_..__x");
   CHECK(best_kernels::file_stem("") == "_");
+}
+
+TEST_CASE("a resumed run's reward goes on from the state the last leg left") {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / ("kforge-reward-state-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto m = pipeline::default_manifest();
+  REQUIRE(m.ok());
+  m->reward.baseline_check_every = 1;
+  const auto current = fs::path(pipeline::reward_state_file::path_in(dir.string()));
+  const auto before = [&](std::uint64_t step) {
+    return fs::path(pipeline::reward_state_file::before_path(dir.string(), step));
+  };
+  const auto score_at = [](actors::reward_logic& r, std::uint64_t version, double gen_ms) {
+    actors::envelope_info info;
+    info.policy_version = version;
+    auto e = verdict("t", VerdictStatus::ok, gen_ms, 10);
+    auto s = r.score(*e.as<wire::Verdict>(), info);
+    REQUIRE(s.ok());
+    REQUIRE(s->has_value());
+    return std::move(**s);
+  };
+
+  // Leg 1: kernels at 4x and 5x; at version 1 the median (4.5x) is past 2x, so the baseline is
+  // the best kernel (2 ms) from then on. The state is written when the version moves on.
+  {
+    auto leg1 = pipeline::make_run_reward_logic(*m, dir.string(), std::nullopt);
+    REQUIRE(leg1.ok());
+    (void)score_at(**leg1, 0, 2.5);
+    (void)score_at(**leg1, 0, 2.0);
+    CHECK_FALSE(fs::exists(current));
+    CHECK(score_at(**leg1, 1, 2.0).baseline_kind == wire::BaselineKind::best_kernel);
+    REQUIRE(fs::exists(current));
+    pipeline::reward_model saved(m->reward);
+    REQUIRE(saved.from_json(slurp(current)).ok());
+    CHECK(saved.scored() == 2);  // what versions before 1 made of it
+  }  // the stage ends: its last sample is written too
+  {
+    pipeline::reward_model saved(m->reward);
+    REQUIRE(saved.from_json(slurp(current)).ok());
+    CHECK(saved.scored() == 3);
+    CHECK(saved.switched_tasks() == 1);
+  }
+
+  // Leg 2, resumed at step 1: the task is still judged against its best kernel, not eager.
+  auto leg2 = pipeline::make_run_reward_logic(*m, dir.string(), 1);
+  REQUIRE_MESSAGE(leg2.ok(), leg2.message());
+  CHECK(fs::exists(before(1)));
+  CHECK_FALSE(fs::exists(current));
+  auto s = score_at(**leg2, 1, 4.0);
+  CHECK(s.baseline_kind == wire::BaselineKind::best_kernel);
+  CHECK(s.baseline_ms == doctest::Approx(2.0));
+  // Without the state the same sample would be judged against eager (10 ms): 2.5x.
+  auto fresh_stage = pipeline::make_replay_reward_logic(*m, std::nullopt);
+  REQUIRE(fresh_stage.ok());
+  CHECK(score_at(**fresh_stage, 1, 4.0).baseline_kind == wire::BaselineKind::reference_eager);
+  // A replay of leg 2 starts where leg 2 started.
+  auto state = pipeline::reward_state_file::read_before(dir.string(), 1);
+  REQUIRE(state.ok());
+  REQUIRE(state->has_value());
+  auto replayed = pipeline::make_replay_reward_logic(*m, *state);
+  REQUIRE(replayed.ok());
+  CHECK(score_at(**replayed, 1, 4.0).reward == s.reward);
+  leg2->reset();
+
+  // Leg 2 wrote what it scored when it ended; a leg resumed at step 3 would start from that.
+  REQUIRE(fs::exists(current));
+  fs::remove(current);
+  // A damaged state stops the resume, naming the file; a missing one starts afresh, said.
+  std::ofstream(before(3)) << "{\"tasks\": 3}";
+  auto bad = pipeline::make_run_reward_logic(*m, dir.string(), 3);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.message().find(before(3).string() + ": reward state") != std::string::npos);
+  CHECK(bad.message().find("remove the file") != std::string::npos);
+  auto none = pipeline::make_run_reward_logic(*m, dir.string(), 7);
+  REQUIRE(none.ok());
+  CHECK(score_at(**none, 7, 4.0).baseline_kind == wire::BaselineKind::reference_eager);
+  none->reset();
+
+  // A new run in the same directory removes the earlier run's states.
+  auto fresh = pipeline::make_run_reward_logic(*m, dir.string(), std::nullopt);
+  REQUIRE(fresh.ok());
+  CHECK_FALSE(fs::exists(before(1)));
+  CHECK_FALSE(fs::exists(current));
+  fresh->reset();
+  fs::remove_all(dir);
 }

@@ -829,6 +829,9 @@ TEST_CASE("an interrupted real-model run checkpoints its last step, and --resume
   const auto seen_first = seen_lines(run_dir / "buffer" / "seen_kernels.txt");
   CHECK(seen_first >= 1);
   CHECK(fs::exists(run_dir / "curriculum.json"));  // the curriculum as of the last step's draw
+  REQUIRE(fs::exists(run_dir / "reward" / "state.json"));  // written when the leg ended
+  const auto reward_scored_first = read_json(run_dir / "reward" / "state.json")["scored"].get<std::uint64_t>();
+  CHECK(reward_scored_first == (*stage(first, "reward"))["received"].get<std::uint64_t>());
   const auto metrics_lines_before = [&] {
     std::ifstream f(run_dir / "metrics.jsonl");
     return std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n');
@@ -855,6 +858,11 @@ TEST_CASE("an interrupted real-model run checkpoints its last step, and --resume
                          " kernel(s) the run saw before step " + ks + " ") != std::string::npos);
   }
   CHECK(seen_lines(run_dir / "buffer" / ("seen_kernels-before-step-" + ks + ".txt")) == seen_first);
+  const auto reward_before = run_dir / "reward" / ("state-before-step-" + ks + ".json");
+  CHECK(r->output.find("reward: goes on from " + reward_before.string()) != std::string::npos);
+  CHECK(read_json(reward_before)["scored"] == reward_scored_first);
+  // The resumed leg's reward counts on from the first leg's.
+  CHECK(read_json(run_dir / "reward" / "state.json")["scored"].get<std::uint64_t>() > reward_scored_first);
   const auto second = read_json(run_dir / "summary.json");
   REQUIRE(second.is_object());
   CHECK(second["outcome"] == "completed");
@@ -899,6 +907,11 @@ TEST_CASE("an interrupted real-model run checkpoints its last step, and --resume
   CHECK(out.find("0 differ") != std::string::npos);
   CHECK(out.find("the leg resumed at step " + ks + ": " + std::to_string(seen_first) +
                  " kernel(s)") != std::string::npos);
+  // Its reward replays from the state it started from.
+  CHECK(replay(run_dir / "recordings" / "verdicts@head.kfrec", "reward", &out) == 0);
+  CHECK(out.find("0 differ") != std::string::npos);
+  CHECK(out.find("the leg resumed at step " + ks + ": its reward starts from " + reward_before.string()) !=
+        std::string::npos);
   // So does the first leg, from the folder the resume moved its recordings to.
   CHECK(replay(run_dir / ("recordings-before-step-" + ks) / "scored@head.kfrec", "buffer", &out) ==
         0);
