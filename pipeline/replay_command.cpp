@@ -176,9 +176,9 @@ std::optional<std::uint64_t> resumed_at(const recording& weights) {
 
 /// The step the leg of a run's recordings folder resumed at (nothing: a leg that started the
 /// run), told by the "resume" message of a weights recording in that folder (any process's: the
-/// trainer publishes it to every subscriber). An error (the caller's note) when the folder holds
-/// no weights recording but the run kept reward states of resumed legs: which, if any, is this
-/// leg's cannot be told.
+/// trainer publishes it to every subscriber). An error starting "cannot tell: " (the caller's
+/// note) when the folder holds no weights recording but the run kept reward states of resumed
+/// legs: which, if any, is this leg's cannot be told; any other error: a recording unreadable.
 result<std::optional<std::uint64_t>> leg_resumed_at(const file_place& place) {
   std::error_code ec;
   const std::string prefix = std::string(to_string(link::weights)) + "@";
@@ -192,7 +192,7 @@ result<std::optional<std::uint64_t>> leg_resumed_at(const file_place& place) {
   const auto dir = fs::path(reward_state_file::path_in(place.run_dir->string())).parent_path();
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
     if (it->path().filename().string().rfind("state-before-step-", 0) == 0)
-      return error{"the run was resumed (" + it->path().string() + "), but " +
+      return error{"cannot tell: the run was resumed (" + it->path().string() + "), but " +
                    place.recordings.string() + " holds no weights recording to tell whether this "
                    "leg was (add \"weights\" to [record] links)"};
   return std::optional<std::uint64_t>();
@@ -504,6 +504,10 @@ int replay_checked(const replay_options& opt, std::ostream& out, std::ostream& e
   leg_start start;
   if (spec->kind == actor_kind::reward && place.run_dir) {
     const auto step = leg_resumed_at(place);
+    if (!step && step.err().message.rfind("cannot tell: ", 0) != 0) {
+      err << tool << step.message() << "\n";
+      return exit_differs;
+    }
     if (!step) {
       err << tool << "note: " << step.message() << ": replaying from a fresh reward state\n";
     } else if (*step) {

@@ -94,7 +94,8 @@ result<std::shared_ptr<actors::reward_logic>> make_run_reward_logic(
     if (!state) return state.err();
     if (!*state) {
       std::cout << "reward: no saved state before step " << *resumed_at
-                << " (a run from before it was kept): every task's baseline starts from eager\n";
+                << " (a run from before it was kept, or a leg that scored nothing or could not "
+                   "save it): every task's baseline starts from eager\n";
     } else {
       if (auto s = stage->restore(**state); !s)
         return error{reward_state_file::before_path(run_dir, *resumed_at) + ": " + s.message() +

@@ -20,19 +20,25 @@ namespace kforge::pipeline {
 /// The reward formula, its counters (reported as the stage's extra metrics) and the best kernel
 /// per task (written under run_dir/best; an empty run_dir writes nothing). With a `state_file`
 /// the model's state is written there whenever the policy version of the samples moves on, and
-/// when the stage ends (reward_state_file.hpp).
+/// when the stage ends at the process's shutdown (reward_state_file.hpp).
 class reward_stage final : public actors::reward_logic {
  public:
   explicit reward_stage(reward_options o, std::string run_dir = {}, std::string state_file = {})
       : model_(o), best_(std::move(run_dir)), state_file_(std::move(state_file)) {}
-  ~reward_stage() override { save_state(); }
+  ~reward_stage() override {
+    try {
+      save_state();
+    } catch (...) {  // a destructor must not throw: the state stays as last saved
+    }
+  }
   reward_stage(const reward_stage&) = delete;
   reward_stage& operator=(const reward_stage&) = delete;
 
   result<std::optional<wire::ScoredT>> score(const wire::Verdict& v,
                                              const actors::envelope_info& info) override {
     // Saved before the first sample of a newer version: what the earlier versions made of it.
-    if (info.policy_version != saved_version_) {
+    // (Samples of older versions still arrive after it, and are saved with the next.)
+    if (info.policy_version > saved_version_) {
       save_state();
       saved_version_ = info.policy_version;
     }
@@ -76,7 +82,7 @@ class reward_stage final : public actors::reward_logic {
   reward_counters counters_;  ///< since the last take_counters
   best_kernels best_;
   std::string state_file_;
-  std::uint64_t saved_version_ = 0;
+  std::uint64_t saved_version_ = 0;  ///< the highest policy version scored
   bool unsaved_ = false;
   bool told_ = false;
   bool state_told_ = false;

@@ -1,5 +1,7 @@
 #include "pipeline/verdict_reuse.hpp"
 
+#include "common/hash.hpp"
+
 namespace kforge::pipeline {
 
 verdict_reuse::verdict_reuse(std::shared_ptr<actors::sandbox_logic> inner, verdict_reuse_scope scope,
@@ -17,7 +19,8 @@ result<wire::VerdictT> verdict_reuse::evaluate(const wire::Candidate& c,
   const auto judge = [&]() -> result<wire::VerdictT> {
     if (!task_repeats_) return inner_->evaluate(c, info);
     const std::string task_id = c.task() && c.task()->id() ? c.task()->id()->str() : "";
-    const std::string key = std::to_string(c.prompt_hash()) + "\n" + task_id + "\n" + source;
+    const std::string key = std::to_string(c.prompt_hash()) + "\n" + task_id + "\n" +
+                            std::to_string(fnv1a64(source)) + ":" + std::to_string(source.size());
     return task_repeats_->verdict(key, [&] { return inner_->evaluate(c, info); });
   };
   auto v = group_repeats_.verdict(std::to_string(c.group_id()) + "\n" + source, judge);

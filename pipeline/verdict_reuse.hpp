@@ -7,10 +7,16 @@
 //    inputs). A small policy rewrites its kernels: in session 20's default run about 575 of the 1,240
 //    candidates the sandbox really judged repeated a kernel judged before for their prompt, and
 //    with buffer.dedup = "run" the buffer drops them all; they count only in their group's
-//    baseline. The price: such a kernel is verified on one group's inputs, not on each group's,
-//    so a kernel that is right only by luck (a race, an uninitialised read) has one chance to be
-//    caught instead of several, and its time is measured once.
+//    baseline. The price: such a kernel is judged on one group's inputs, not on each group's, so
+//    a kernel that is right only by luck (a race, an uninitialised read) has one chance to be
+//    caught instead of several; the other way round, a timeout or a slow timing that one
+//    judgment met (the GPU busy) is copied to every later repeat too.
 // The buffer drops such repeats anyway (buffer.dedup). A copy carries the repeat's own candidate.
+// The caches are in memory: "once" is per process (its sandbox) and per leg of a resumed run.
+// The task level keys a source by its 64-bit FNV-1a hash and length, as the buffer's dedup does,
+// so that 16,384 remembered kernels cost kilobytes, not their sources. After a sandbox fault in a
+// group, its other members are judged through the task key, and a copy among them counts as
+// reused_earlier_verdicts.
 #include <cstdint>
 #include <memory>
 #include <optional>

@@ -33,6 +33,9 @@ repeat_verdicts::repeat_verdicts(std::size_t max_keys) : max_keys_(std::max<std:
 void repeat_verdicts::forget(const std::string& key) {
   std::lock_guard lock(mu_);
   seen_.erase(key);
+  // Rare (a sandbox fault): a linear search keeps a stale entry from evicting the key once it is
+  // added again, and from using up the capacity.
+  if (auto it = std::find(order_.begin(), order_.end(), key); it != order_.end()) order_.erase(it);
 }
 
 result<wire::VerdictT> repeat_verdicts::verdict(const std::string& key,

@@ -3,6 +3,7 @@
 // are checked on the same input sets (the members of a GRPO group in a run; all of a task's
 // samples in `kforge eval`, which seeds inputs per task), judging the second again only re-times
 // the same code on the same inputs: seconds of GPU time, and timing runs one candidate at a time.
+// (A run may also share a verdict across groups, on other inputs: pipeline/verdict_reuse.hpp.)
 // A small policy repeats itself often: 151 of v12's 456 held-out samples repeat an earlier
 // source of their task, and with them judged once its eval took 97 s instead of 181 s, every
 // status the same (bench/RESULTS.md, session 16).
@@ -10,8 +11,8 @@
 // The first candidate with a key is judged; one arriving while it is judged waits for that
 // verdict; later ones get it at once. A copy is marked reused = true with zero compile, verify
 // and time milliseconds (no time was spent on it), and carries no candidate: the caller sets the
-// repeat's own. A sandbox fault (infra_error) or a failed
-// judgment is not shared: the next candidate with the key is judged itself.
+// repeat's own. A sandbox fault (infra_error) or a failed judgment is not shared: the next
+// candidate with the key is judged itself.
 #include <cstdint>
 #include <deque>
 #include <functional>

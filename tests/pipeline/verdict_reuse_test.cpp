@@ -29,6 +29,7 @@ class fake_sandbox final : public actors::sandbox_logic {
   std::condition_variable cv;
   bool released = false;
   std::atomic<int> waiting{0};
+  std::string infra_once;  ///< this source's first judgment is a sandbox fault
 
   result<wire::VerdictT> evaluate(const wire::Candidate& c, const actors::envelope_info&) override {
     ++calls;
@@ -40,7 +41,10 @@ class fake_sandbox final : public actors::sandbox_logic {
     wire::VerdictT v;
     v.candidate.reset(c.UnPack());
     const std::string src = c.source()->str();
-    v.status = src.rfind("ok", 0) == 0      ? wire::VerdictStatus::ok
+    const bool fault = !infra_once.empty() && src == infra_once;
+    if (fault) infra_once.clear();
+    v.status = fault                        ? wire::VerdictStatus::infra_error
+               : src.rfind("ok", 0) == 0    ? wire::VerdictStatus::ok
                : src.rfind("infra", 0) == 0 ? wire::VerdictStatus::infra_error
                                              : wire::VerdictStatus::wrong_answer;
     v.reason = "judged " + src;
@@ -200,4 +204,17 @@ TEST_CASE("scope group: a kernel of an earlier group is judged again, on its own
   CHECK_FALSE(judge(reuse, 2, 0, "ok kernel A")->reused);
   CHECK(inner->calls == 2);
   CHECK(counters(reuse).count("reused_earlier_verdicts") == 0);
+}
+
+TEST_CASE("a key forgotten after a sandbox fault and judged again is remembered like any other") {
+  auto inner = std::make_shared<fake_sandbox>();
+  inner->infra_once = "ok kernel K";
+  pipeline::verdict_reuse reuse(inner, verdict_reuse_scope::group, 2);
+  CHECK(judge(reuse, 1, 0, "ok kernel K")->status == wire::VerdictStatus::infra_error);
+  CHECK(judge(reuse, 1, 1, "ok kernel K")->status == wire::VerdictStatus::ok);  // judged again
+  CHECK(judge(reuse, 2, 0, "ok kernel A")->status == wire::VerdictStatus::ok);
+  // K and A are the last two keys: K's first, forgotten entry must not have evicted K.
+  CHECK(judge(reuse, 1, 2, "ok kernel K")->reused);
+  CHECK(judge(reuse, 2, 1, "ok kernel A")->reused);
+  CHECK(inner->calls == 3);
 }
