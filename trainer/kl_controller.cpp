@@ -71,9 +71,10 @@ kl_update kl_controller::update(double step_kl) {
   const double before = coef_;
   if (enabled_) {
     const bool mult = opt_.mode == kl_step_mode::multiplicative;
-    if (mean > opt_.target_high)
+    // The mean says which way; this step's KL must agree (the header says why).
+    if (mean > opt_.target_high && step_kl > opt_.target_high)
       coef_ = mult ? coef_ * opt_.step : coef_ + opt_.step;
-    else if (mean < opt_.target_low)
+    else if (mean < opt_.target_low && step_kl < opt_.target_low)
       coef_ = mult ? coef_ / opt_.step : coef_ - opt_.step;
     coef_ = std::clamp(coef_, opt_.min_coef, opt_.max_coef);
   }

@@ -5,8 +5,11 @@
 // over a sliding window of the last `window` steps inside [target_low, target_high]: after each step,
 // a window mean above the band raises the coefficient one step, a mean below the band lowers it one
 // step, a mean inside the band leaves it alone; the result is clamped to [min_coef, max_coef].
-// The window mean lags the current KL by up to `window` steps, so the coefficient keeps moving while
-// the mean is outside the band; the bounds are what stops a run-away, so keep them realistic.
+// The window mean lags the current KL by up to `window` steps, so a step moves the coefficient only
+// where its own KL is on the same side of the band as the mean: evidence the KL is still off, not
+// one old spike counted again at every step. Without that rule, session 20's default run (23 steps
+// against a 100-step window) raised the coefficient at 9 steps in a row, 0.018 to 0.68, on one KL
+// of 0.049 at step 3 while every later step's KL was at or below the band (bench/RESULTS.md).
 //
 // Torch-free on purpose: plain numbers in, plain numbers out, state as JSON for checkpoints.
 
@@ -51,7 +54,8 @@ struct kl_controller_options {
 struct kl_update {
   double coef = 0;         ///< coefficient to use for the next step
   double window_mean = 0;  ///< mean KL over the window, this step included
-  int direction = 0;       ///< +1 raised, -1 lowered, 0 unchanged (in band, at a bound, or rejected)
+  int direction = 0;       ///< +1 raised, -1 lowered, 0 unchanged (mean in band, this step's KL
+                           ///< not on the mean's side, at a bound, or rejected)
   bool accepted = true;    ///< false: the KL was not finite and was not recorded
 };
 

@@ -53,6 +53,26 @@ TEST_CASE("kl_controller: the decision uses the mean over the window, not the la
   CHECK(c.coef() == 0.04);
 }
 
+TEST_CASE("kl_controller: a step moves the coefficient only where its own KL agrees with the mean") {
+  // Session 20's default run: one spike at step 3, then KL at or below the band. The window mean
+  // stays above the band for 9 steps; the coefficient used to rise at each (0.018 -> 0.68).
+  kl_controller c(defaults());
+  const double kl[] = {0, 0, 0.0485, 0, 0, 0, 0.0005, 0.0003, 0.0014, 0.0021, 0.0038};
+  int raised = 0;
+  for (double k : kl) raised += c.update(k).direction == 1;
+  CHECK(raised == 1);  // at the spike itself
+  CHECK(c.coef() == doctest::Approx(0.04 / 1.5 / 1.5 * 1.5));
+  CHECK(c.window_mean() > 5e-3);  // the mean alone would still say "raise"
+  // A step above the band while the mean is still below it leaves the coefficient too.
+  kl_controller d(defaults());
+  for (int i = 0; i < 10; ++i) d.update(0.0);
+  const double low = d.coef();
+  const auto u = d.update(6e-3);
+  CHECK(u.window_mean < 1e-3);
+  CHECK(u.direction == 0);
+  CHECK(d.coef() == low);
+}
+
 TEST_CASE("kl_controller: the window holds the last 100 steps") {
   kl_controller_options o = defaults();
   o.min_coef = 1e-6;
