@@ -354,3 +354,62 @@ TEST_CASE("a truncated or foreign input recording is named, with exit code 1") {
   CHECK(has(alien.err, foreign));
   CHECK(has(alien.err, "schema"));
 }
+
+TEST_CASE("a resumed leg's reward replays from the state it started from") {
+  synthetic_run r;
+  auto m = pipeline::parse_manifest(pipeline::default_manifest_text(), "manifest.toml");
+  REQUIRE(m.ok());
+  // Where the leg resumed at step 3 started: task0's baseline already switched to a 0.5 ms kernel,
+  // so its kernels score lower than against the 4 ms reference.
+  const auto state_file = r.dir.path / "reward" / "state-before-step-3.json";
+  fs::create_directories(state_file.parent_path());
+  const std::string state =
+      R"({"last_check":0,"scored":3,"excluded":0,"tasks":{"task0":{"reference_ms":4.0,)"
+      R"("best_ms":0.5,"speedups":[8.0,8.0,8.0],"switched":true}}})";
+  std::ofstream(state_file) << state;
+  // The leg's recordings: its reward's outputs from that state, and the trainer's "resume"
+  // message at version 3 first in its weights.
+  const auto in = make_verdicts();
+  auto reward = pipeline::make_replay_reward_logic(*m, state);
+  REQUIRE(reward.ok());
+  std::vector<timed> scored_out;
+  std::uint64_t id = 0;
+  for (const auto& rec : in) {
+    const auto info = actors::envelope_info::of(rec.env.get());
+    auto s = (*reward)->score(*rec.env.as<wire::Verdict>(), info);
+    REQUIRE(s.ok());
+    scored_out.push_back({rec.t + 500, messages::pack(sent_by("reward/0", ++id, info.sample_id,
+                                                              info.policy_version), **s)});
+  }
+  write(r.dir.rec("scored@head.kfrec"), "scored", scored_out);
+  wire::PolicyWeightsT w;
+  w.version = 3;
+  write(r.dir.rec("weights@head.kfrec"), "weights", {{10, messages::pack(sent_by("resume", 1, 0, 3), w)}});
+
+  const auto res = run(opts(r.dir.rec("verdicts@head.kfrec"), "reward"));
+  INFO(res.out, res.err);
+  CHECK(res.code == 0);
+  CHECK(has(res.out, "the leg resumed at step 3: its reward starts from " + state_file.string()));
+  CHECK(has(res.out, ", 0 differ"));
+
+  // Without the state file the same leg does not replay: the state is what made its rewards.
+  fs::rename(state_file, r.dir.path / "aside.json");
+  const auto bare = run(opts(r.dir.rec("verdicts@head.kfrec"), "reward"));
+  CHECK(bare.code == 1);
+  CHECK(has(bare.out, "its reward had no saved state to start from"));
+  CHECK(has(bare.out, "NOT reproduced"));
+  fs::rename(r.dir.path / "aside.json", state_file);
+
+  // No weights recording to tell the resume step: said, and replayed from a fresh state.
+  fs::remove(r.dir.rec("weights@head.kfrec"));
+  const auto unknown = run(opts(r.dir.rec("verdicts@head.kfrec"), "reward"));
+  CHECK(unknown.code == 1);
+  CHECK(has(unknown.err, "note: cannot tell: the run was resumed"));
+  CHECK(has(unknown.err, "replaying from a fresh reward state"));
+  // A weights recording that cannot be read stops the replay, naming it.
+  std::ofstream(r.dir.rec("weights@head.kfrec")) << "not a recording";
+  const auto broken = run(opts(r.dir.rec("verdicts@head.kfrec"), "reward"));
+  CHECK(broken.code == 1);
+  CHECK(has(broken.err, "weights@head.kfrec"));
+  CHECK_FALSE(has(broken.out, "reward: 32 inputs"));  // stopped before replaying anything
+}
