@@ -13,8 +13,8 @@
 //    judgment met (the GPU busy) is copied to every later repeat too.
 // The buffer drops such repeats anyway (buffer.dedup). A copy carries the repeat's own candidate.
 // The caches are in memory: "once" is per process (its sandbox) and per leg of a resumed run.
-// The task level keys a source by its 64-bit FNV-1a hash and length, as the buffer's dedup does,
-// so that 16,384 remembered kernels cost kilobytes, not their sources. After a sandbox fault in a
+// Both levels key a source by its 64-bit FNV-1a hash and length (the buffer's dedup trusts such
+// a hash too), so that 16,384 remembered kernels cost kilobytes, not their sources. After a sandbox fault in a
 // group, its other members are judged through the task key, and a copy among them counts as
 // reused_earlier_verdicts.
 #include <cstdint>
