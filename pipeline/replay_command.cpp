@@ -174,12 +174,16 @@ std::optional<std::uint64_t> resumed_at(const recording& weights) {
   return std::nullopt;
 }
 
-/// The step the leg of a run's recordings folder resumed at (nothing: a leg that started the
-/// run), told by the "resume" message of a weights recording in that folder (any process's: the
-/// trainer publishes it to every subscriber). An error starting "cannot tell: " (the caller's
-/// note) when the folder holds no weights recording but the run kept reward states of resumed
-/// legs: which, if any, is this leg's cannot be told; any other error: a recording unreadable.
-result<std::optional<std::uint64_t>> leg_resumed_at(const file_place& place) {
+/// Whether the leg of a run's recordings folder resumed, and at which step.
+struct leg_resume {
+  std::optional<std::uint64_t> step;  ///< nothing: a leg that started the run, or not known
+  std::string unknown;                ///< why it is not known, or empty
+};
+
+/// Told by the "resume" message of a weights recording in that folder (any process's: the
+/// trainer publishes it to every subscriber). Not known when the folder holds no weights recording
+/// but the run kept reward states of resumed legs. An error: a weights recording unreadable.
+result<leg_resume> leg_resumed_at(const file_place& place) {
   std::error_code ec;
   const std::string prefix = std::string(to_string(link::weights)) + "@";
   for (fs::directory_iterator it(place.recordings, ec), end; !ec && it != end; it.increment(ec)) {
@@ -187,15 +191,16 @@ result<std::optional<std::uint64_t>> leg_resumed_at(const file_place& place) {
     if (name.rfind(prefix, 0) != 0 || it->path().extension() != ".kfrec") continue;
     auto w = read_all(it->path().string());
     if (!w) return w.err();
-    return resumed_at(*w);
+    return leg_resume{resumed_at(*w), {}};
   }
   const auto dir = fs::path(reward_state_file::path_in(place.run_dir->string())).parent_path();
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
     if (it->path().filename().string().rfind("state-before-step-", 0) == 0)
-      return error{"cannot tell: the run was resumed (" + it->path().string() + "), but " +
-                   place.recordings.string() + " holds no weights recording to tell whether this "
-                   "leg was (add \"weights\" to [record] links)"};
-  return std::optional<std::uint64_t>();
+      return leg_resume{std::nullopt, "cannot tell: the run was resumed (" + it->path().string() +
+                                          "), but " + place.recordings.string() +
+                                          " holds no weights recording to tell whether this leg "
+                                          "was (add \"weights\" to [record] links)"};
+  return leg_resume{};
 }
 
 /// What the stage produced from the inputs.
@@ -503,22 +508,23 @@ int replay_checked(const replay_options& opt, std::ostream& out, std::ostream& e
   // A resumed leg's reward started from the state the leg before it left (reward_state_file.hpp).
   leg_start start;
   if (spec->kind == actor_kind::reward && place.run_dir) {
-    const auto step = leg_resumed_at(place);
-    if (!step && step.err().message.rfind("cannot tell: ", 0) != 0) {
-      err << tool << step.message() << "\n";
+    const auto leg = leg_resumed_at(place);
+    if (!leg) {
+      err << tool << leg.message() << "\n";
       return exit_differs;
     }
-    if (!step) {
-      err << tool << "note: " << step.message() << ": replaying from a fresh reward state\n";
-    } else if (*step) {
-      auto state = reward_state_file::read_before(place.run_dir->string(), **step);
+    if (!leg->unknown.empty()) {
+      err << tool << "note: " << leg->unknown << ": replaying from a fresh reward state\n";
+    } else if (const auto step = leg->step) {
+      const auto run_dir = place.run_dir->string();
+      auto state = reward_state_file::read_before(run_dir, *step);
       if (!state) {
         err << tool << state.message() << "\n";
         return exit_differs;
       }
       start.reward_state = std::move(*state);
-      out << "  the leg resumed at step " << **step << ": its reward "
-          << (start.reward_state ? "starts from " + reward_state_file::before_path(place.run_dir->string(), **step)
+      out << "  the leg resumed at step " << *step << ": its reward "
+          << (start.reward_state ? "starts from " + reward_state_file::before_path(run_dir, *step)
                                  : std::string("had no saved state to start from"))
           << "\n";
     }

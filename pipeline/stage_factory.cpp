@@ -92,16 +92,16 @@ result<std::shared_ptr<actors::reward_logic>> make_run_reward_logic(
   if (resumed_at) {
     auto state = reward_state_file::read_before(run_dir, *resumed_at);
     if (!state) return state.err();
+    const auto file = reward_state_file::before_path(run_dir, *resumed_at);
     if (!*state) {
       std::cout << "reward: no saved state before step " << *resumed_at
                 << " (a run from before it was kept, or a leg that scored nothing or could not "
                    "save it): every task's baseline starts from eager\n";
     } else {
       if (auto s = stage->restore(**state); !s)
-        return error{reward_state_file::before_path(run_dir, *resumed_at) + ": " + s.message() +
-                     " (remove the file to start every task's baseline anew)"};
-      std::cout << "reward: goes on from " << reward_state_file::before_path(run_dir, *resumed_at)
-                << " (" << stage->model().switched_tasks() << " task(s) against their best kernel)\n";
+        return error{file + ": " + s.message() + " (remove the file to start every task's baseline anew)"};
+      std::cout << "reward: goes on from " << file << " (" << stage->model().switched_tasks()
+                << " task(s) against their best kernel)\n";
     }
   }
   return std::shared_ptr<actors::reward_logic>(std::move(stage));
