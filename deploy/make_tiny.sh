@@ -11,6 +11,11 @@
 #                  shares a signature, reference or op skeleton with a held-out task. The CPU is
 #                  fast here (~40 tasks/s) and the GPU's eager-time window only matters for a
 #                  run's task pool, not for a kernel corpus
+#   2b. rlpool:    tasks for RL that neither the corpus nor the held-out split holds: kforge tasks
+#                  synth with another seed (--rl-seed), up to 3 ops as the corpus's, excluding every
+#                  built-in and every corpus task (signature, reference or op skeleton); of those,
+#                  the first --rl-pool that the corpus writer supports (kforge corpus build says
+#                  which), the families the model learnt. Written to WORK/rl_tasks.jsonl
 #   3. corpus:     kforge corpus build                   (the project's kernel writer: several
 #                  variants per supported task; prompts rendered as the run renders them, with the
 #                  GPU facts probed from --gpu as the run's task generator probes them) over the
@@ -50,17 +55,18 @@
 #
 # Usage: deploy/make_tiny.sh --kforge BIN --work DIR --model DIR [--gpu N] [--synth N]
 #          [--inputs DIR] [--copy-drills N] [--lowering-drills N] [--vocab N] [--heldout N] [--samples G] [--max-new-tokens N] [--no-builtin-split]
-#          [--steps step1,step2,...] [-- PRETRAIN ARGS...]
+#          [--rl-pool N] [--rl-seed S] [--steps step1,step2,...] [-- PRETRAIN ARGS...]
 # --inputs DIR: the split's and synth's outputs made elsewhere (builtin_train.jsonl,
 # builtin_heldout.jsonl, synth.jsonl or synth.jsonl.gz), copied into --work first: synthesis runs
 # on a CPU host and a device call starts at the corpus (the GPU's facts go into the prompts).
-# --steps picks steps by name (split,synth,corpus,tokenizer,pretrain,heldout; default all); later
+# --steps picks steps by name (split,synth,rlpool,corpus,tokenizer,pretrain,heldout; default all); later
 # steps read what earlier ones wrote under --work. A recipe longer than one device call goes on in
 # the next from the last model: --steps corpus,pretrain,heldout -- --init OLD_MODEL --steps N ...
 # (the training flags without the shape flags, which --init takes from OLD_MODEL, and OLD_MODEL's
 # tokenizer). models/kforge-tiny/README.md trained that way, over two calls.
 set -euo pipefail
-inputs= kforge= work= model= gpu=0 synth=10000 drills=40000 lowering=60000 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 steps=split,synth,corpus,tokenizer,pretrain,heldout
+inputs= kforge= work= model= gpu=0 synth=10000 drills=40000 lowering=60000 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 rl_pool=96 rl_seed=21
+steps=split,synth,rlpool,corpus,tokenizer,pretrain,heldout
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kforge) kforge=$2; shift 2 ;;
@@ -76,6 +82,8 @@ while [[ $# -gt 0 ]]; do
     --samples) samples=$2; shift 2 ;;
     --max-new-tokens) max_new=$2; shift 2 ;;
     --no-builtin-split) split=0; shift ;;
+    --rl-pool) rl_pool=$2; shift 2 ;;
+    --rl-seed) rl_seed=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "make_tiny: unknown argument $1" >&2; exit 2 ;;
@@ -121,6 +129,20 @@ if want synth; then
     --exclude "$work/builtin_heldout.jsonl" --out "$work/synth.jsonl" --max-seconds 600 \
     >"$work/synth.log" 2>&1 || { tail -20 "$work/synth.log"; exit 1; }
   tail -22 "$work/synth.log"
+fi
+if want rlpool; then
+  [[ -f $work/synth.jsonl ]] || { echo "make_tiny: rlpool needs the synth step's $work/synth.jsonl (the corpus tasks it excludes)" >&2; exit 2; }
+  # 40 candidates per task asked for: about half are dropped as corpus or built-in look-alikes, and
+  # the writer supports about 60 % of the rest (session 21: 600 kept of 2,367 tried, 345 supported).
+  t "$kforge" tasks synth --device cpu --count $((rl_pool * 3)) --seed "$rl_seed" --max-ops 3 \
+    --exclude builtin "$work/synth.jsonl" --out "$work/rl_synth.jsonl" --max-tries $((rl_pool * 40)) \
+    >"$work/rl_synth.log" 2>&1 || { tail -20 "$work/rl_synth.log"; exit 1; }
+  rm -rf "$work/rl_writer"
+  "$kforge" corpus build --tasks "$work/rl_synth.jsonl" --out "$work/rl_writer" >"$work/rl_writer.log"
+  head -n "$rl_pool" "$work/rl_writer/tasks.jsonl" >"$work/rl_tasks.jsonl"
+  n=$(grep -c . "$work/rl_tasks.jsonl" || true)
+  [[ $n -eq $rl_pool ]] || { echo "make_tiny: rlpool found $n tasks the writer supports, not $rl_pool (see $work/rl_writer.log)" >&2; exit 1; }
+  echo "make_tiny: $n synthesized RL tasks (seed $rl_seed) in $work/rl_tasks.jsonl"
 fi
 if want corpus; then
   rm -rf "$work/corpus" "$work/corpus-builtin"
