@@ -3,12 +3,15 @@
 # sample through the sandbox (kforge eval). The measure make_tiny.sh's heldout step and the
 # demonstration's before/after (gpu-host.sh demobefore, demoafter) share.
 #   deploy/heldout_eval.sh --kforge BIN --model DIR --out DIR [--tasks FILE] [--gpu N]
-#                          [--samples 8] [--max-new-tokens 3072] [--eval-seed 1]
+#                          [--samples 8] [--max-new-tokens 3072] [--eval-seed 1] [--sample-seed 0]
 # --model: an HF-style checkpoint directory (models/kforge-tiny, or a run's checkpoints/step-N).
 # --tasks: default models/kforge-tiny/heldout_tasks.jsonl (the 57 held-out built-ins).
 # --gpu -1: CPU sampling and a compile-only eval (nothing runs: no pass rate). Writes OUT/samples/,
 # OUT/verdicts.jsonl (one line per sample: compare two with `kforge compare`) and
-# OUT/eval_summary.json. The eval's input seed is fixed (--eval-seed, default 1), so two models
+# OUT/eval_summary.json. --sample-seed (kforge sample's --seed, default 0) draws another set of G
+# samples: the verdicts of several sets, concatenated, give `kforge compare` more samples a task
+# (its bootstrap is over tasks; each task's pass rate is then over all its samples), for a measure
+# less noisy than one set of 8. The eval's input seed is fixed (--eval-seed, default 1), so two models
 # measured with it are checked on the same inputs. A task's samples share those inputs, so a
 # sample that repeats an earlier one's source gets its verdict ("reused"; kforge eval
 # --reuse-repeats) instead of being compiled, checked and timed again: the same verdict but for
@@ -16,7 +19,7 @@
 # Measures before session 16 timed every repeat.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-kforge= model= out= tasks=$root/models/kforge-tiny/heldout_tasks.jsonl gpu=0 samples=8 max_new=3072 seed=1
+kforge= model= out= tasks=$root/models/kforge-tiny/heldout_tasks.jsonl gpu=0 samples=8 max_new=3072 seed=1 sample_seed=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kforge) kforge=$2; shift 2 ;;
@@ -27,6 +30,7 @@ while [[ $# -gt 0 ]]; do
     --samples) samples=$2; shift 2 ;;
     --max-new-tokens) max_new=$2; shift 2 ;;
     --eval-seed) seed=$2; shift 2 ;;
+    --sample-seed) sample_seed=$2; shift 2 ;;
     *) echo "heldout_eval: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -39,7 +43,7 @@ rm -rf "$out/samples" "$out/verdicts.jsonl" "$out/eval_summary.json"  # nothing 
 mkdir -p "$out"
 t0=$SECONDS
 "$kforge" sample --model "$model" --tasks "$tasks" --out "$out/samples" --samples "$samples" \
-  --max-new-tokens "$max_new" "${gpu_args[@]}"
+  --max-new-tokens "$max_new" --seed "$sample_seed" "${gpu_args[@]}"
 echo "heldout_eval: kforge sample took $((SECONDS - t0)) s" >&2
 t0=$SECONDS
 "$kforge" eval --tasks "$out/samples/tasks.jsonl" --candidates "$out/samples" \
