@@ -3,18 +3,37 @@
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "common/hash.hpp"
 #include "pipeline/verdict_reuse.hpp"
 #include "sandbox/pool.hpp"
+#include "tasks/prompt.hpp"
 #include "tasks/task_wire.hpp"
 
 namespace kforge::pipeline {
 
 namespace {
+
+/// Why a candidate's answer holds no kernel to judge, or nothing. candidate_source
+/// (pipeline/engine_sampler.hpp) hands over the whole completion when it finds no usable fenced
+/// block. Where that completion opened a fence, the answer is malformed, most often cut off at
+/// max_new_tokens inside its block: the verdict says so, instead of what nvcc makes of the prose
+/// before the code (session 21: "line 1: identifier "The" is undefined"). A completion with no
+/// fence at all may be bare code and is compiled as before.
+std::optional<std::string> no_kernel_in_answer(const wire::Candidate& c) {
+  if (!c.completion() || !c.source()) return std::nullopt;
+  const std::string_view completion = c.completion()->string_view();
+  if (completion != c.source()->string_view() || completion.find("```") == std::string_view::npos)
+    return std::nullopt;
+  auto block = tasks::extract_kernel_source(completion);
+  if (block) return std::nullopt;
+  return block.message();
+}
 
 class nvcc_sandbox final : public actors::sandbox_logic {
  public:
@@ -34,6 +53,11 @@ class nvcc_sandbox final : public actors::sandbox_logic {
     if (!t) {
       v.status = wire::VerdictStatus::infra_error;
       v.reason = "the candidate's task is malformed: " + t.message();
+      return v;
+    }
+    if (auto why = no_kernel_in_answer(c)) {
+      v.status = wire::VerdictStatus::rejected;
+      v.reason = "no kernel to judge: " + *why;
       return v;
     }
     // Every member of a GRPO group is checked on the same input sets (one reference run per

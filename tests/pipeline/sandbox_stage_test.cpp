@@ -61,18 +61,21 @@ struct broker_rig {
   }
 };
 
-wire::CandidateT candidate_t(const tasks::task& t, const std::string& source) {
+wire::CandidateT candidate_t(const tasks::task& t, const std::string& source,
+                             const std::string& completion = "") {
   wire::CandidateT c;
   c.task.reset(new wire::TaskT(tasks::to_wire(t)));
   c.source = source;
+  c.completion = completion;
   c.code_hash = fnv1a64(source);
   c.group_id = 7;
   c.group_size = 1;
   return c;
 }
 
-flatbuffers::DetachedBuffer candidate_for(const tasks::task& t, const std::string& source) {
-  const auto c = candidate_t(t, source);
+flatbuffers::DetachedBuffer candidate_for(const tasks::task& t, const std::string& source,
+                                          const std::string& completion = "") {
+  const auto c = candidate_t(t, source, completion);
   flatbuffers::FlatBufferBuilder fbb;
   fbb.Finish(wire::Candidate::Pack(fbb, &c));
   return fbb.Release();
@@ -134,6 +137,22 @@ TEST_CASE("sandbox.backend = \"nvcc\": candidates get real verdicts through the 
   v = (*logic)->evaluate(*flatbuffers::GetRoot<wire::Candidate>(bad.data()), {});
   REQUIRE(v.ok());
   CHECK(v->status == wire::VerdictStatus::rejected);
+
+  // An answer cut off inside its ```cuda block reaches the sandbox whole (candidate_source's
+  // fallback): rejected with the reason, nothing compiled. A bare kernel without any fence is
+  // compiled as before.
+  const std::string good_source(sandbox::known_good_candidate());
+  const std::string cut = "The reference computes relu.\n\n```cuda\n" + good_source.substr(0, good_source.size() / 2);
+  const auto truncated = candidate_for(*relu, cut, cut);
+  v = (*logic)->evaluate(*flatbuffers::GetRoot<wire::Candidate>(truncated.data()), {});
+  REQUIRE(v.ok());
+  CHECK(v->status == wire::VerdictStatus::rejected);
+  CHECK_MESSAGE(v->reason.find("never closed") != std::string::npos, v->reason);
+  CHECK(v->compile_ms == 0);
+  const auto bare = candidate_for(*relu, good_source, good_source);
+  v = (*logic)->evaluate(*flatbuffers::GetRoot<wire::Candidate>(bare.data()), {});
+  REQUIRE(v.ok());
+  CHECK_MESSAGE(v->status == (gpu ? wire::VerdictStatus::ok : wire::VerdictStatus::compiled), v->reason);
   std::filesystem::remove_all(dir);
 }
 
