@@ -134,7 +134,9 @@ if want rlpool; then
   [[ -f $work/synth.jsonl ]] || { echo "make_tiny: rlpool needs the synth step's $work/synth.jsonl (the corpus tasks it excludes)" >&2; exit 2; }
   # 3 synthesized tasks per pool task: the writer supports about 60 % of them (session 21: 345 of
   # 600). Up to 100 tries per pool task: about half are dropped as corpus or built-in look-alikes
-  # (session 21: 600 kept of 2,367 tried), and a --rl-seed equal to the corpus's repeats it first.
+  # (session 21: 600 kept of 2,367 tried). Keep --rl-seed apart from the corpus's seed (1): with
+  # it, the first draws repeat the corpus's --synth tasks and are all dropped, and with the default
+  # 10,000 of them the tries run out (the step then stops, naming the shortfall).
   t "$kforge" tasks synth --device cpu --count $((rl_pool * 3)) --seed "$rl_seed" --max-ops 3 \
     --exclude builtin "$work/synth.jsonl" --out "$work/rl_synth.jsonl" --max-tries $((rl_pool * 100)) \
     >"$work/rl_synth.log" 2>&1 || { tail -20 "$work/rl_synth.log"; exit 1; }

@@ -72,8 +72,9 @@ struct engine_sampler_options {
 /// The kernel source in a completion: the block tasks::extract_kernel_source picks (the last ```cuda,
 /// ```cu, ```cpp, ```c++, ```c or bare ``` block that mentions kf_forward, the rule the prompt
 /// template states); when it finds none (no block, no block with kf_forward, a block never closed)
-/// the whole completion. The nvcc sandbox rejects such a completion with the reason where it
-/// opened a fence (pipeline/sandbox_stage.cpp) and compiles it where it has none (bare code).
+/// the whole completion. The sandbox_worker stage's nvcc backend rejects such a source with the
+/// reason where it opened a fence (tasks::fenced_answer_problem, pipeline/sandbox_stage.cpp) and
+/// compiles it where it has none (bare code); `kforge eval` compiles every source as before.
 std::string candidate_source(std::string_view completion);
 
 /// The sampling seed of the group answering request `sample_id` in a run seeded `run_seed`.

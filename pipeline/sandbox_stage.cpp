@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,22 +17,6 @@ namespace kforge::pipeline {
 
 namespace {
 
-/// Why a candidate's answer holds no kernel to judge, or nothing. candidate_source
-/// (pipeline/engine_sampler.hpp) hands over the whole completion when it finds no usable fenced
-/// block. Where that completion opened a fence, the answer is malformed, most often cut off at
-/// max_new_tokens inside its block: the verdict says so, instead of what nvcc makes of the prose
-/// before the code (session 21: "line 1: identifier "The" is undefined"). A completion with no
-/// fence at all may be bare code and is compiled as before.
-std::optional<std::string> no_kernel_in_answer(const wire::Candidate& c) {
-  if (!c.completion() || !c.source()) return std::nullopt;
-  const std::string_view completion = c.completion()->string_view();
-  if (completion != c.source()->string_view() || completion.find("```") == std::string_view::npos)
-    return std::nullopt;
-  auto block = tasks::extract_kernel_source(completion);
-  if (block) return std::nullopt;
-  return block.message();
-}
-
 class nvcc_sandbox final : public actors::sandbox_logic {
  public:
   nvcc_sandbox(std::unique_ptr<sandbox::sandbox_pool> pool, std::uint64_t seed)
@@ -43,9 +25,17 @@ class nvcc_sandbox final : public actors::sandbox_logic {
   result<wire::VerdictT> evaluate(const wire::Candidate& c, const actors::envelope_info&) override {
     wire::VerdictT v;
     v.candidate.reset(c.UnPack());
-    if (!c.task() || !c.source()) {
+    if (!c.task()) {
       v.status = wire::VerdictStatus::infra_error;
-      v.reason = "candidate without a task or a source";
+      v.reason = "candidate without a task";
+      return v;
+    }
+    // The object API writes an empty string as no string at all: an empty answer (the policy
+    // stopped at once) arrives without a source. It is the policy's answer, scored 0 like any
+    // other without a kernel, not the sandbox's fault (infra_error is never scored).
+    if (!c.source() || c.source()->size() == 0) {
+      v.status = wire::VerdictStatus::rejected;
+      v.reason = "no kernel to judge: the answer is empty";
       return v;
     }
     std::unique_ptr<wire::TaskT> wt(c.task()->UnPack());
@@ -55,7 +45,12 @@ class nvcc_sandbox final : public actors::sandbox_logic {
       v.reason = "the candidate's task is malformed: " + t.message();
       return v;
     }
-    if (auto why = no_kernel_in_answer(c)) {
+    // candidate_source (pipeline/engine_sampler.hpp) hands over the whole completion when it
+    // finds no usable fenced block. Where that answer opened a fence, most often it was cut off at
+    // max_new_tokens inside its block: the verdict says so, instead of what nvcc makes of the
+    // prose before the code (session 21: "line 1: identifier "The" is undefined"). Decided from
+    // the source alone, so that verdict_reuse's key (the source) decides the same way.
+    if (auto why = tasks::fenced_answer_problem(c.source()->string_view())) {
       v.status = wire::VerdictStatus::rejected;
       v.reason = "no kernel to judge: " + *why;
       return v;

@@ -282,6 +282,29 @@ std::string build_prompt(const task& t, const hardware_context& hw) {
 
 std::uint64_t prompt_hash(std::string_view prompt) noexcept { return fnv1a64(prompt); }
 
+namespace {
+
+/// A line as a Markdown fence sees it: the backticks after its leading blanks, and the rest
+/// trimmed (the info string of an opening fence).
+struct fence_line {
+  std::size_t ticks = 0;
+  std::string info;
+  /// Opens a fenced block: three or more backticks, and no backtick after them (that is inline
+  /// code, not a fence).
+  bool opens() const { return ticks >= 3 && info.find('`') == std::string::npos; }
+};
+
+fence_line parse_fence_line(std::string_view line) {
+  std::size_t b = 0;
+  while (b < line.size() && (line[b] == ' ' || line[b] == '\t')) ++b;
+  fence_line f;
+  while (b + f.ticks < line.size() && line[b + f.ticks] == '`') ++f.ticks;
+  f.info = trim(line.substr(b + f.ticks));
+  return f;
+}
+
+}  // namespace
+
 result<std::string> extract_kernel_source(std::string_view completion) {
   struct block {
     std::string lang;
@@ -298,26 +321,21 @@ result<std::string> extract_kernel_source(std::string_view completion) {
     const std::string_view line = completion.substr(pos, end - pos);
     pos = end + 1;
 
-    std::size_t b = 0;
-    while (b < line.size() && (line[b] == ' ' || line[b] == '\t')) ++b;
-    std::size_t ticks = 0;
-    while (b + ticks < line.size() && line[b + ticks] == '`') ++ticks;
+    const fence_line f = parse_fence_line(line);
     if (open) {
-      if (ticks >= fence_len && trim(line.substr(b + ticks)).empty()) {
+      if (f.ticks >= fence_len && f.info.empty()) {
         blocks.back().closed = true;
         open = false;
       } else {
         blocks.back().body.append(line).push_back('\n');
       }
-    } else if (ticks >= 3) {
-      const std::string info = trim(line.substr(b + ticks));
-      if (info.find('`') != std::string::npos) continue;  // inline code, not a fence
-      std::string lang = info.substr(0, info.find_first_of(" \t{"));
+    } else if (f.opens()) {
+      std::string lang = f.info.substr(0, f.info.find_first_of(" \t{"));
       std::transform(lang.begin(), lang.end(), lang.begin(),
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
       blocks.push_back({lang, "", false});
       open = true;
-      fence_len = ticks;
+      fence_len = f.ticks;
     }
     if (nl == std::string_view::npos) break;
   }
@@ -348,6 +366,21 @@ result<std::string> extract_kernel_source(std::string_view completion) {
     msg += " (" + std::to_string(other_with_entry) +
            " block(s) in another language mention it)";
   return error{msg};
+}
+
+std::optional<std::string> fenced_answer_problem(std::string_view text) {
+  bool fenced = false;
+  for (std::size_t pos = 0; pos <= text.size() && !fenced;) {
+    const std::size_t nl = text.find('\n', pos);
+    const std::size_t end = nl == std::string_view::npos ? text.size() : nl;
+    fenced = parse_fence_line(text.substr(pos, end - pos)).opens();
+    if (nl == std::string_view::npos) break;
+    pos = nl + 1;
+  }
+  if (!fenced) return std::nullopt;  // bare code, or prose: for the compiler to judge
+  auto block = extract_kernel_source(text);
+  if (block) return std::nullopt;
+  return block.message();
 }
 
 }  // namespace kforge::tasks

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,5 +84,12 @@ std::uint64_t prompt_hash(std::string_view prompt) noexcept;
 /// three backticks; it closes at a line of at least as many backticks. An error says what was
 /// found instead (no fenced block, blocks without kf_forward, an unterminated fence).
 result<std::string> extract_kernel_source(std::string_view completion);
+
+/// Why `text`, a candidate's source, holds no kernel to judge because it is a malformed fenced
+/// answer: it has a line that opens a fence (the rule extract_kernel_source uses) and no kernel
+/// can be extracted from it (most often a completion cut off inside its block, which the sampler
+/// hands over whole). The extraction's message; nullopt where `text` has no fence line (bare code
+/// or prose, for the compiler to judge) or a kernel can be extracted.
+std::optional<std::string> fenced_answer_problem(std::string_view text);
 
 }  // namespace kforge::tasks

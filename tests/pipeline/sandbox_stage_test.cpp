@@ -139,8 +139,8 @@ TEST_CASE("sandbox.backend = \"nvcc\": candidates get real verdicts through the 
   CHECK(v->status == wire::VerdictStatus::rejected);
 
   // An answer cut off inside its ```cuda block reaches the sandbox whole (candidate_source's
-  // fallback): rejected with the reason, nothing compiled. A bare kernel without any fence is
-  // compiled as before.
+  // fallback): rejected with the reason, nothing compiled (tasks::fenced_answer_problem, tested
+  // without nvcc in test_tasks). A bare kernel without a fence line is compiled as before.
   const std::string good_source(sandbox::known_good_candidate());
   const std::string cut = "The reference computes relu.\n\n```cuda\n" + good_source.substr(0, good_source.size() / 2);
   const auto truncated = candidate_for(*relu, cut, cut);
@@ -149,10 +149,19 @@ TEST_CASE("sandbox.backend = \"nvcc\": candidates get real verdicts through the 
   CHECK(v->status == wire::VerdictStatus::rejected);
   CHECK_MESSAGE(v->reason.find("never closed") != std::string::npos, v->reason);
   CHECK(v->compile_ms == 0);
-  const auto bare = candidate_for(*relu, good_source, good_source);
+  const std::string bare_source = "// ``` in a comment is not a fence\n" + good_source;
+  const auto bare = candidate_for(*relu, bare_source, bare_source);
   v = (*logic)->evaluate(*flatbuffers::GetRoot<wire::Candidate>(bare.data()), {});
   REQUIRE(v.ok());
   CHECK_MESSAGE(v->status == (gpu ? wire::VerdictStatus::ok : wire::VerdictStatus::compiled), v->reason);
+  // An empty answer arrives without a source (the object API writes "" as no string): the
+  // policy's answer, scored 0, not an infra_error the reward would leave unscored.
+  const auto empty = candidate_for(*relu, "", "");
+  REQUIRE(flatbuffers::GetRoot<wire::Candidate>(empty.data())->source() == nullptr);
+  v = (*logic)->evaluate(*flatbuffers::GetRoot<wire::Candidate>(empty.data()), {});
+  REQUIRE(v.ok());
+  CHECK(v->status == wire::VerdictStatus::rejected);
+  CHECK_MESSAGE(v->reason == "no kernel to judge: the answer is empty", v->reason);
   std::filesystem::remove_all(dir);
 }
 

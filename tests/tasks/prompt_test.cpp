@@ -209,3 +209,24 @@ TEST_CASE("the kernel source is the last cuda/cpp/bare fenced block that defines
     CHECK(*r == kernel);
   }
 }
+
+TEST_CASE("a source that opened a fence but holds no kernel is a malformed answer; bare code is not") {
+  const std::string kernel =
+      "#include <kforge/kernel_abi.h>\nextern \"C\" int kf_forward() { return 0; }\n";
+  // What the sampler hands over when extraction fails: the whole completion.
+  const auto cut = fenced_answer_problem("The reference computes relu.\n\n```cuda\n" +
+                                         kernel.substr(0, kernel.size() - 5));
+  REQUIRE(cut.has_value());
+  CHECK(contains(*cut, "never closed"));
+  const auto no_entry = fenced_answer_problem("Sketch:\n```cuda\n__global__ void k() {}\n```\n");
+  REQUIRE(no_entry.has_value());
+  CHECK(contains(*no_entry, "none of its 1 fenced block(s)"));
+  // Bare code and prose go to the compiler, as before: no line opens a fence.
+  CHECK_FALSE(fenced_answer_problem(kernel).has_value());
+  CHECK_FALSE(fenced_answer_problem("// a comment quoting ``` mid-line\n" + kernel).has_value());
+  CHECK_FALSE(
+      fenced_answer_problem("```kf_forward``` is inline code, not a fence\n" + kernel).has_value());
+  CHECK_FALSE(fenced_answer_problem("").has_value());
+  // A source a kernel can be taken from is not malformed (nvcc judges what it is given).
+  CHECK_FALSE(fenced_answer_problem("```cuda\n" + kernel + "```\n").has_value());
+}
