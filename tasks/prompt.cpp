@@ -303,22 +303,23 @@ fence_line parse_fence_line(std::string_view line) {
   return f;
 }
 
-}  // namespace
+/// A fenced block of a completion: its language (lower case), its body, whether it was closed.
+struct fenced_block {
+  std::string lang;
+  std::string body;
+  bool closed = false;
+};
 
-result<std::string> extract_kernel_source(std::string_view completion) {
-  struct block {
-    std::string lang;
-    std::string body;
-    bool closed = false;
-  };
-  std::vector<block> blocks;
+/// Every fenced block of `text`, in order (a fence opens where a line opens one outside a block).
+std::vector<fenced_block> fenced_blocks(std::string_view text) {
+  std::vector<fenced_block> blocks;
   bool open = false;
   std::size_t fence_len = 0;
   std::size_t pos = 0;
-  while (pos <= completion.size()) {
-    const std::size_t nl = completion.find('\n', pos);
-    const std::size_t end = nl == std::string_view::npos ? completion.size() : nl;
-    const std::string_view line = completion.substr(pos, end - pos);
+  while (pos <= text.size()) {
+    const std::size_t nl = text.find('\n', pos);
+    const std::size_t end = nl == std::string_view::npos ? text.size() : nl;
+    const std::string_view line = text.substr(pos, end - pos);
     pos = end + 1;
 
     const fence_line f = parse_fence_line(line);
@@ -339,7 +340,11 @@ result<std::string> extract_kernel_source(std::string_view completion) {
     }
     if (nl == std::string_view::npos) break;
   }
+  return blocks;
+}
 
+/// The kernel among `blocks` (extract_kernel_source's rule), or what was found instead.
+result<std::string> kernel_of(const std::vector<fenced_block>& blocks) {
   static const std::set<std::string> code_langs = {"", "cuda", "cu", "cpp", "c++", "cxx", "c"};
   bool unclosed_candidate = false;
   std::size_t other_with_entry = 0;
@@ -368,19 +373,18 @@ result<std::string> extract_kernel_source(std::string_view completion) {
   return error{msg};
 }
 
+}  // namespace
+
+result<std::string> extract_kernel_source(std::string_view completion) {
+  return kernel_of(fenced_blocks(completion));
+}
+
 std::optional<std::string> fenced_answer_problem(std::string_view text) {
-  bool fenced = false;
-  for (std::size_t pos = 0; pos <= text.size() && !fenced;) {
-    const std::size_t nl = text.find('\n', pos);
-    const std::size_t end = nl == std::string_view::npos ? text.size() : nl;
-    fenced = parse_fence_line(text.substr(pos, end - pos)).opens();
-    if (nl == std::string_view::npos) break;
-    pos = nl + 1;
-  }
-  if (!fenced) return std::nullopt;  // bare code, or prose: for the compiler to judge
-  auto block = extract_kernel_source(text);
-  if (block) return std::nullopt;
-  return block.message();
+  const auto blocks = fenced_blocks(text);
+  if (blocks.empty()) return std::nullopt;  // bare code, or prose: for the compiler to judge
+  auto kernel = kernel_of(blocks);
+  if (kernel) return std::nullopt;
+  return kernel.message();
 }
 
 }  // namespace kforge::tasks
