@@ -4,6 +4,7 @@
 # demonstration's before/after (gpu-host.sh demobefore, demoafter) share.
 #   deploy/heldout_eval.sh --kforge BIN --model DIR --out DIR [--tasks FILE] [--gpu N]
 #                          [--samples 8] [--max-new-tokens 3072] [--eval-seed 1] [--sample-seed 0]
+#                          [--only sample|eval]
 # --model: an HF-style checkpoint directory (models/kforge-tiny, or a run's checkpoints/step-N).
 # --tasks: default models/kforge-tiny/heldout_tasks.jsonl (the 57 held-out built-ins).
 # --gpu -1: CPU sampling and a compile-only eval (nothing runs: no pass rate). Writes OUT/samples/,
@@ -17,9 +18,12 @@
 # --reuse-repeats) instead of being compiled, checked and timed again: the same verdict but for
 # timing noise: v12's eval took 97 s instead of 181 s, every status the same (session 16).
 # Measures before session 16 timed every repeat.
+# --only sample / --only eval: one half, so that several sets can be sampled at once (the sampler
+# leaves most of the GPU idle) and then judged one after another (timing wants the GPU alone):
+# the same commands as the whole measure, so the same protocol.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-kforge= model= out= tasks=$root/models/kforge-tiny/heldout_tasks.jsonl gpu=0 samples=8 max_new=3072 seed=1 sample_seed=0
+kforge= model= out= tasks=$root/models/kforge-tiny/heldout_tasks.jsonl gpu=0 samples=8 max_new=3072 seed=1 sample_seed=0 only=both
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kforge) kforge=$2; shift 2 ;;
@@ -31,20 +35,29 @@ while [[ $# -gt 0 ]]; do
     --max-new-tokens) max_new=$2; shift 2 ;;
     --eval-seed) seed=$2; shift 2 ;;
     --sample-seed) sample_seed=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
     *) echo "heldout_eval: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [[ -n $kforge && -n $model && -n $out ]] ||
   { echo "heldout_eval: --kforge, --model and --out are required" >&2; exit 2; }
 [[ -f $tasks ]] || { echo "heldout_eval: no task file $tasks" >&2; exit 2; }
+[[ $only == both || $only == sample || $only == eval ]] ||
+  { echo "heldout_eval: --only takes sample or eval, not '$only'" >&2; exit 2; }
 gpu_args=() eval_args=()
 if [[ $gpu -ge 0 ]]; then gpu_args=(--gpu "$gpu"); eval_args=(--gpus "$gpu"); else eval_args=(--compile-only); fi
-rm -rf "$out/samples" "$out/verdicts.jsonl" "$out/eval_summary.json"  # nothing left from an earlier measure
-mkdir -p "$out"
-t0=$SECONDS
-"$kforge" sample --model "$model" --tasks "$tasks" --out "$out/samples" --samples "$samples" \
-  --max-new-tokens "$max_new" --seed "$sample_seed" "${gpu_args[@]}"
-echo "heldout_eval: kforge sample took $((SECONDS - t0)) s" >&2
+if [[ $only != eval ]]; then
+  rm -rf "$out/samples" "$out/verdicts.jsonl" "$out/eval_summary.json"  # nothing left from an earlier measure
+  mkdir -p "$out"
+  t0=$SECONDS
+  "$kforge" sample --model "$model" --tasks "$tasks" --out "$out/samples" --samples "$samples" \
+    --max-new-tokens "$max_new" --seed "$sample_seed" "${gpu_args[@]}"
+  echo "heldout_eval: kforge sample took $((SECONDS - t0)) s" >&2
+fi
+[[ $only == sample ]] && exit 0
+[[ -f $out/samples/tasks.jsonl ]] ||
+  { echo "heldout_eval: no samples in $out/samples (run --only sample first)" >&2; exit 2; }
+rm -f "$out/verdicts.jsonl" "$out/eval_summary.json"
 t0=$SECONDS
 "$kforge" eval --tasks "$out/samples/tasks.jsonl" --candidates "$out/samples" \
   --out "$out/verdicts.jsonl" --summary "$out/eval_summary.json" --seed "$seed" --reuse-repeats "${eval_args[@]}"
