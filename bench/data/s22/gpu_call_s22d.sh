@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Session 22, after call 2 found the machine given back (leg 1 and its checkpoints lost with it):
+# one self-contained call. Build, then the default with the unseen pool (pool_manifest.toml) for
+# KFORGE_RUN_SECONDS (default 450), no resume; the last checkpoint's files but optimizer.pt come
+# back as 15 MiB parts (ckpt.tar.part-*) so that call e can measure it on any machine.
+set -u
+start=$SECONDS
+final=${OUT:-$PWD/gpu-out}
+export OUT=$PWD/build-gpu/out-d
+mkdir -p "$OUT" "$final"
+secs=${KFORGE_RUN_SECONDS:-450}
+{
+  sha256sum models/kforge-tiny/model.safetensors bench/data/s21/rl_tasks_seed21.jsonl bench/data/s22/pool_manifest.toml
+  echo "run for $secs s"
+  KFORGE_TARGETS=kforge KFORGE_STEPS=demorun KFORGE_DEMO_SECONDS=$secs \
+    KFORGE_DEMO_MANIFEST=bench/data/s22/pool_manifest.toml deploy/gpu-host.sh
+  ls build-gpu/demo/run/checkpoints
+} >"$final/call_d.log" 2>&1
+last= n=-1  # the newest complete checkpoint (gpu-host.sh's demo_checkpoint)
+for d in build-gpu/demo/run/checkpoints/step-*; do
+  i=${d##*/step-}
+  [[ $i =~ ^[0-9]+$ && -f $d/model.safetensors && -f $d/trainer_state.json ]] && ((i > n)) && { n=$i; last=$d; }
+done
+echo "checkpoint: $last" >>"$final/call_d.log"
+[[ -n $last ]] && tar cf - -C "$(dirname "$last")" --exclude optimizer.pt "$(basename "$last")" |
+  split -b 15m - "$final/ckpt.tar.part-"
+cp "$OUT"/demo-run.log "$final/run.log"
+cp build-gpu/demo/run/summary.json "$final/run_summary.json"
+tar czf "$final/d_more.tar.gz" -C build-gpu out-d demo/run/train.jsonl demo/run/curriculum.json 2>/dev/null
+tail -12 "$final/call_d.log"; echo "call d took $((SECONDS - start)) s"

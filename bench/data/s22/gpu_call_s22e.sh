@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Session 22, call e: the held-out measure (57 tasks x 8, T 0.8, sample seed 0, eval seed 1: the
+# issue's one set) of the checkpoint call d brought back, carried as .s22-ckpt/step-N, against v14's
+# recorded measure. Builds unless the machine still holds call d's build of the same sources.
+set -u
+start=$SECONDS
+final=${OUT:-$PWD/gpu-out}
+mkdir -p "$final"
+ck=$(ls -d .s22-ckpt/step-* | head -1)
+[[ -f $ck/model.safetensors ]] || { echo "call e: no checkpoint under .s22-ckpt" | tee "$final/call_e.log"; exit 3; }
+export OUT=$PWD/build-gpu/out-e
+mkdir -p "$OUT"
+{
+  sha256sum "$ck"/model.safetensors
+  KFORGE_REUSE_BUILD=1 KFORGE_TARGETS=kforge KFORGE_STEPS=none deploy/gpu-host.sh
+  export PATH=$PWD/.gpu-deps/bin:/usr/local/cuda/bin:$PATH
+  export LD_LIBRARY_PATH=$PWD/.gpu-deps/lib:$(python3 -c "import torch,os;print(os.path.dirname(torch.__file__))")/lib
+  deploy/heldout_eval.sh --kforge build-gpu/kforge --model "$ck" --out build-gpu/after
+  gunzip -c bench/data/s18/v14_heldout_verdicts.jsonl.gz >build-gpu/v14-s0.jsonl
+  build-gpu/kforge compare build-gpu/v14-s0.jsonl build-gpu/after/verdicts.jsonl --json "$final/compare.json"
+} >"$final/call_e.log" 2>&1
+gzip -c build-gpu/after/verdicts.jsonl >"$final/after_verdicts.jsonl.gz"
+tar czf "$final/e_more.tar.gz" -C build-gpu out-e after/samples/samples.jsonl after/eval_summary.json 2>/dev/null
+tail -30 "$final/call_e.log"; echo "call e took $((SECONDS - start)) s"
