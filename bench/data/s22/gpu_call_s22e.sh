@@ -7,6 +7,7 @@ start=$SECONDS
 final=${OUT:-$PWD/gpu-out}
 mkdir -p "$final"
 ck=$(ls -d .s22-ckpt/step-* | head -1)
+[[ -f $ck/model.safetensors.gz ]] && gunzip "$ck/model.safetensors.gz"  # gzipped to fit the 64 MiB carry
 [[ -f $ck/model.safetensors ]] || { echo "call e: no checkpoint under .s22-ckpt" | tee "$final/call_e.log"; exit 3; }
 export OUT=$PWD/build-gpu/out-e
 mkdir -p "$OUT"
