@@ -24,6 +24,14 @@ done
 echo "checkpoint: $last" >>"$final/call_d.log"
 [[ -n $last ]] && tar cf - -C "$(dirname "$last")" --exclude optimizer.pt "$(basename "$last")" |
   split -b 15m - "$final/ckpt.tar.part-"
+# Every verdict's task, status and reason (no sources: the recording itself is too large to bring
+# back; a status left out is ok, the schema default), e.g. to read why a verdict was an unscored infra_error (13 and 6 of them in session 22).
+build-gpu/kforge inspect build-gpu/demo/run/recordings/verdicts@head.kfrec 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    p = json.loads(line)["envelope"]["payload"]
+    print(json.dumps({"task": p["candidate"]["task"]["id"], "status": p.get("status", "ok"), "reason": p.get("reason", "")}))
+' | gzip >"$final/verdict_reasons.jsonl.gz"
 cp "$OUT"/demo-run.log "$final/run.log"
 cp build-gpu/demo/run/summary.json "$final/run_summary.json"
 tar czf "$final/d_more.tar.gz" -C build-gpu out-d demo/run/train.jsonl demo/run/curriculum.json 2>/dev/null
