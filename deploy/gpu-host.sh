@@ -57,6 +57,12 @@ loop_run() {
   step "$3" "$4" "$build/kforge" run --manifest "$build/$manifest.toml" --run-dir "$run_dir" --no-progress
 }
 
+# A device call carries 64 MiB in all; .gpu-deps is ~15 MB as a folder, ~3.5 MB as
+# .gpu-deps.tar.xz (`tar cJf .gpu-deps.tar.xz .gpu-deps` here), which leaves room for a checkpoint.
+if [[ ! -d $deps && -f $deps.tar.xz ]]; then
+  tar xJf "$deps.tar.xz" -C "$(dirname "$deps")" ||
+    { echo "gpu-host: $deps.tar.xz does not unpack" >&2; exit 2; }
+fi
 [[ -d $deps ]] || { echo "gpu-host: $deps missing: make it with ../shared/device/pack-deps.sh" >&2; exit 2; }
 export PATH=$deps/bin:/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

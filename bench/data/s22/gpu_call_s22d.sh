@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Session 22, after call 2 found the machine given back (leg 1 and its checkpoints lost with it):
 # one self-contained call. Build, then the default with the unseen pool (pool_manifest.toml) for
-# KFORGE_RUN_SECONDS (default 450), no resume; the last checkpoint's files but optimizer.pt come
-# back as 15 MiB parts (ckpt.tar.part-*) so that call e can measure it on any machine.
+# KFORGE_RUN_SECONDS (default 450), no resume. The last checkpoint comes back in bf16
+# (ckpt_model.safetensors, 15 MB, cast by LibTorch as the GPU sampler's load casts it, so sampling
+# is unchanged) with its small files (ckpt_small.tar.gz; optimizer.pt stays), so that call e can
+# measure it on any machine: carried as .s22-ckpt/step-N with .gpu-deps.tar.xz it fits 64 MiB.
+# (Session 22's own call brought back the fp32 file in parts, ckpt.tar.part-*.)
 set -u
 start=$SECONDS
 final=${OUT:-$PWD/gpu-out}
@@ -22,8 +25,16 @@ for d in build-gpu/demo/run/checkpoints/step-*; do
   [[ $i =~ ^[0-9]+$ && -f $d/model.safetensors && -f $d/trainer_state.json ]] && ((i > n)) && { n=$i; last=$d; }
 done
 echo "checkpoint: $last" >>"$final/call_d.log"
-[[ -n $last ]] && tar cf - -C "$(dirname "$last")" --exclude optimizer.pt "$(basename "$last")" |
-  split -b 15m - "$final/ckpt.tar.part-"
+if [[ -n $last ]]; then
+  python3 - "$last/model.safetensors" "$final/ckpt_model.safetensors" <<'PY'
+import sys, torch
+from safetensors.torch import load_file, save_file
+t = load_file(sys.argv[1])
+save_file({k: v.to(torch.bfloat16).contiguous() for k, v in t.items()}, sys.argv[2], metadata={"format": "pt"})
+PY
+  tar czf "$final/ckpt_small.tar.gz" -C "$(dirname "$last")" --exclude optimizer.pt --exclude model.safetensors \
+    --exclude tokenizer.json "$(basename "$last")"
+fi
 # Every verdict's task, status and reason (no sources: the recording itself is too large to bring
 # back; a status left out is ok, the schema default), e.g. to read why a verdict was an unscored infra_error (13 and 6 of them in session 22).
 build-gpu/kforge inspect build-gpu/demo/run/recordings/verdicts@head.kfrec 2>/dev/null | python3 -c '

@@ -2,12 +2,15 @@
 # Session 22, call e: the held-out measure (57 tasks x 8, T 0.8, sample seed 0, eval seed 1: the
 # issue's one set) of the checkpoint call d brought back, carried as .s22-ckpt/step-N, against v14's
 # recorded measure. Builds unless the machine still holds call d's build of the same sources.
+# Unpack here first: mkdir -p .s22-ckpt && tar xzf ckpt_small.tar.gz -C .s22-ckpt, then
+# ckpt_model.safetensors as .s22-ckpt/step-N/model.safetensors (tokenizer.json: v14's, copied below).
 set -u
 start=$SECONDS
 final=${OUT:-$PWD/gpu-out}
 mkdir -p "$final"
 ck=$(ls -d .s22-ckpt/step-* | head -1)
 [[ -f $ck/model.safetensors.gz ]] && gunzip "$ck/model.safetensors.gz"  # gzipped to fit the 64 MiB carry
+[[ -f $ck/tokenizer.json ]] || cp models/kforge-tiny/tokenizer.json "$ck/"
 [[ -f $ck/model.safetensors ]] || { echo "call e: no checkpoint under .s22-ckpt" | tee "$final/call_e.log"; exit 3; }
 export OUT=$PWD/build-gpu/out-e
 mkdir -p "$OUT"
