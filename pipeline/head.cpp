@@ -25,6 +25,7 @@
 #include "common/subprocess.hpp"
 #include "common/visible_gpus.hpp"
 #include "messages/recording.hpp"
+#include "pipeline/infra_error_log.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/process_runtime.hpp"
 #include "pipeline/readiness.hpp"
@@ -719,6 +720,9 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     out << "refill steps: " << refills.sent() << " (the buffer dropped "
         << board.sum("buffer", &wire::StageMetricsT::dropped)
         << " samples; its dropped_* counters in summary.json say why)\n";
+  if (const auto infra = board.extra("reward", "status_infra_error"); infra > 0)
+    out << infra << " verdict(s) were infra_error, the sandbox's fault, and left unscored; why: "
+        << infra_error_log::path_in(dir) << "\n";
   if (unjudged > 0)
     out << "  " << unjudged << " candidate(s) were left unjudged in the sandbox pool at the stop (the "
         << "sandbox was behind the sampler)\n";

@@ -11,20 +11,22 @@
 #include "actors/stage_logic.hpp"
 #include "common/text_file.hpp"
 #include "pipeline/best_kernels.hpp"
+#include "pipeline/infra_error_log.hpp"
 #include "pipeline/reward.hpp"
 #include "pipeline/sample_buffer.hpp"
 #include "pipeline/seen_kernels_journal.hpp"
 
 namespace kforge::pipeline {
 
-/// The reward formula, its counters (reported as the stage's extra metrics) and the best kernel
-/// per task (written under run_dir/best; an empty run_dir writes nothing). With a `state_file`
+/// The reward formula, its counters (reported as the stage's extra metrics), the best kernel per
+/// task (written under run_dir/best) and the reasons of infra_error verdicts
+/// (run_dir/infra_errors.jsonl, the first one also on stderr); an empty run_dir writes nothing. With a `state_file`
 /// the model's state is written there whenever the policy version of the samples moves on, and
 /// when the stage ends at the process's shutdown (reward_state_file.hpp).
 class reward_stage final : public actors::reward_logic {
  public:
   explicit reward_stage(reward_options o, std::string run_dir = {}, std::string state_file = {})
-      : model_(o), best_(std::move(run_dir)), state_file_(std::move(state_file)) {}
+      : model_(o), best_(run_dir), infra_(std::move(run_dir)), state_file_(std::move(state_file)) {}
   ~reward_stage() override {
     try {
       save_state();
@@ -55,6 +57,7 @@ class reward_stage final : public actors::reward_logic {
     } else if (*b) {
       ++counters_.best_updates;
     }
+    note_infra_error(v, info.policy_version);
     return std::optional<wire::ScoredT>(std::move(s));
   }
   std::vector<std::pair<std::string, std::uint64_t>> take_counters() override {
@@ -78,14 +81,35 @@ class reward_stage final : public actors::reward_logic {
     }
   }
 
+  // An unscored verdict must be explainable after the run: its reason written down, the first
+  // said at once. Not writing it loses no sample: said once.
+  void note_infra_error(const wire::Verdict& v, std::uint64_t version) {
+    auto w = infra_.offer(v, version);
+    if (!w) {
+      if (!infra_write_told_)
+        std::cerr << "kforge reward: infra_error reason not kept: " << w.message() << "\n";
+      infra_write_told_ = true;
+    } else if (*w && !infra_told_) {
+      const auto* c = v.candidate();
+      std::cerr << "kforge reward: an infra_error verdict (the sandbox's fault; the sample is left "
+                << "unscored) for " << (c && c->task() && c->task()->id() ? c->task()->id()->str() : "?")
+                << ": " << (v.reason() ? v.reason()->str() : "no reason") << " (every one: " << infra_.path()
+                << ")\n";
+      infra_told_ = true;
+    }
+  }
+
   reward_model model_;
   reward_counters counters_;  ///< since the last take_counters
   best_kernels best_;
+  infra_error_log infra_;
   std::string state_file_;
   std::uint64_t saved_version_ = 0;  ///< the highest policy version scored
   bool unsaved_ = false;
   bool told_ = false;
   bool state_told_ = false;
+  bool infra_told_ = false;
+  bool infra_write_told_ = false;
 };
 
 /// The sample buffer, its drop counters, and (with a journal) the kernels it sees for the first

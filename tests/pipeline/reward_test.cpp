@@ -7,8 +7,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "pipeline/best_kernels.hpp"
+#include "pipeline/infra_error_log.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/reward.hpp"
 #include "pipeline/reward_state_file.hpp"
@@ -215,6 +217,53 @@ TEST_CASE("the best kernel per task is kept, and only a faster one replaces it")
   }
   CHECK(slurp(dir / "best" / (stem + ".cu")) == "// faster: 4x");
   fs::remove_all(dir);
+}
+
+TEST_CASE("an infra_error verdict's reason is written down, the others' are not") {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / ("kf-infra-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto path = pipeline::infra_error_log::path_in(dir.string());
+  auto feed = [&](pipeline::reward_stage& st, const std::string& task, VerdictStatus status,
+                  std::uint64_t version) {
+    actors::envelope_info info;
+    info.policy_version = version;
+    auto e = verdict(task, status, 1.0, 2.0, 7);
+    REQUIRE(st.score(*e.as<wire::Verdict>(), info).ok());
+  };
+  {
+    pipeline::reward_stage st(reward_options{}, dir.string());
+    feed(st, "l1/relu", VerdictStatus::ok, 1);
+    CHECK_FALSE(fs::exists(path));  // nothing to say: no file
+    feed(st, "synth/abc", VerdictStatus::infra_error, 2);
+    feed(st, "l1/relu", VerdictStatus::wrong_answer, 2);
+  }
+  {  // a resumed leg appends
+    pipeline::reward_stage st(reward_options{}, dir.string());
+    feed(st, "l1/gelu", VerdictStatus::infra_error, 3);
+  }
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(nlohmann::json::parse(l));
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0]["task"] == "synth/abc");
+  CHECK(lines[0]["reason"] == "GPU lost");
+  CHECK(lines[0]["policy_version"] == 2);
+  CHECK(lines[0]["group_id"] == 7);
+  CHECK(lines[1]["task"] == "l1/gelu");
+  CHECK(lines[1]["policy_version"] == 3);
+
+  // A directory it cannot write to costs no sample its score.
+  fs::remove_all(dir);
+  {
+    pipeline::reward_stage st(reward_options{}, (dir / "missing").string());
+    feed(st, "a", VerdictStatus::infra_error, 1);
+    CHECK(as_map(st.take_counters()).at("status_infra_error") == 1);
+  }
+  pipeline::infra_error_log none("");  // no run directory: nothing written, nothing said
+  auto e = verdict("a", VerdictStatus::infra_error, 0, 0);
+  CHECK_FALSE(*none.offer(*e.as<wire::Verdict>(), 1));
 }
 
 TEST_CASE("best kernel file names are plain, never hidden") {

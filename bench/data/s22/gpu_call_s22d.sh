@@ -45,5 +45,5 @@ for line in sys.stdin:
 ' | gzip >"$final/verdict_reasons.jsonl.gz"
 cp "$OUT"/demo-run.log "$final/run.log"
 cp build-gpu/demo/run/summary.json "$final/run_summary.json"
-tar czf "$final/d_more.tar.gz" -C build-gpu out-d demo/run/train.jsonl demo/run/curriculum.json 2>/dev/null
+tar czf "$final/d_more.tar.gz" -C build-gpu out-d demo/run/train.jsonl demo/run/curriculum.json demo/run/infra_errors.jsonl 2>/dev/null
 tail -12 "$final/call_d.log"; echo "call d took $((SECONDS - start)) s"

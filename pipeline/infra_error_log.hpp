@@ -1,0 +1,41 @@
+#pragma once
+// Why verdicts were infra_error, kept where a person can read it: RUN_DIR/infra_errors.jsonl, one
+// JSON line per such verdict ({"task", "reason", "worker", "group_id", "policy_version"}),
+// appended and flushed as they come, across the legs of a resumed run (and runs into the same
+// directory, as best/ is kept).
+//
+// An infra_error is the sandbox's fault, not the policy's, so the reward leaves the sample unscored
+// and the run summary only counts it (status_infra_error). Without the reasons a run that had some
+// cannot say why unless its verdict recording is at hand: session 22's two runs on the GPU had 13
+// and 6, and their reasons went with the device machine.
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "common/result.hpp"
+#include "messages/envelope.hpp"
+
+namespace kforge::pipeline {
+
+class infra_error_log {
+ public:
+  /// Appends to path_in(run_dir); an empty `run_dir` writes nothing (replay, tests).
+  explicit infra_error_log(std::string run_dir);
+
+  /// RUN_DIR/infra_errors.jsonl.
+  static std::string path_in(const std::string& run_dir);
+
+  /// Writes `v`'s line when it is an infra_error verdict of policy version `version`: true when a
+  /// line was written, false for any other verdict (or no run directory), an error naming the file
+  /// when it cannot be written.
+  result<bool> offer(const wire::Verdict& v, std::uint64_t version);
+
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;  ///< empty: disabled
+  std::ofstream out_;  ///< opened at the first line
+};
+
+}  // namespace kforge::pipeline
