@@ -59,9 +59,13 @@ loop_run() {
 
 # A device call carries 64 MiB in all; .gpu-deps is ~15 MB as a folder, ~3.5 MB as
 # .gpu-deps.tar.xz (`tar cJf .gpu-deps.tar.xz .gpu-deps` here), which leaves room for a checkpoint.
-if [[ ! -d $deps && -f $deps.tar.xz ]]; then
-  tar xJf "$deps.tar.xz" -C "$(dirname "$deps")" ||
-    { echo "gpu-host: $deps.tar.xz does not unpack" >&2; exit 2; }
+# Unpacked when the folder is missing or older than the archive (a warm machine keeps the last
+# call's), into a temporary folder first, so a failed unpack leaves no half folder.
+if [[ -f $deps.tar.xz && ( ! -d $deps || $deps.tar.xz -nt $deps ) ]]; then
+  rm -rf "$deps.unpack" && mkdir -p "$deps.unpack" && tar xJf "$deps.tar.xz" -C "$deps.unpack" &&
+    [[ -d $deps.unpack/$(basename "$deps") ]] && rm -rf "$deps" &&
+    mv "$deps.unpack/$(basename "$deps")" "$deps" && touch "$deps" && rm -rf "$deps.unpack" ||
+    { echo "gpu-host: $deps.tar.xz does not unpack into $(basename "$deps")/" >&2; exit 2; }
 fi
 [[ -d $deps ]] || { echo "gpu-host: $deps missing: make it with ../shared/device/pack-deps.sh" >&2; exit 2; }
 export PATH=$deps/bin:/usr/local/cuda/bin:$PATH

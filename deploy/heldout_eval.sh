@@ -47,16 +47,18 @@ done
 gpu_args=() eval_args=()
 if [[ $gpu -ge 0 ]]; then gpu_args=(--gpu "$gpu"); eval_args=(--gpus "$gpu"); else eval_args=(--compile-only); fi
 if [[ $only != eval ]]; then
-  rm -rf "$out/samples" "$out/verdicts.jsonl" "$out/eval_summary.json"  # nothing left from an earlier measure
+  rm -rf "$out/samples" "$out/sampled.ok" "$out/verdicts.jsonl" "$out/eval_summary.json"  # nothing left from an earlier measure
   mkdir -p "$out"
   t0=$SECONDS
   "$kforge" sample --model "$model" --tasks "$tasks" --out "$out/samples" --samples "$samples" \
     --max-new-tokens "$max_new" --seed "$sample_seed" "${gpu_args[@]}"
   echo "heldout_eval: kforge sample took $((SECONDS - t0)) s" >&2
+  # kforge sample writes tasks.jsonl first: only this says every sample was written.
+  touch "$out/sampled.ok"
 fi
 [[ $only == sample ]] && exit 0
-[[ -f $out/samples/tasks.jsonl ]] ||
-  { echo "heldout_eval: no samples in $out/samples (run --only sample first)" >&2; exit 2; }
+[[ -f $out/sampled.ok ]] ||
+  { echo "heldout_eval: no complete samples in $out/samples (run --only sample first, and see that it succeeds)" >&2; exit 2; }
 rm -f "$out/verdicts.jsonl" "$out/eval_summary.json"
 t0=$SECONDS
 "$kforge" eval --tasks "$out/samples/tasks.jsonl" --candidates "$out/samples" \

@@ -286,6 +286,11 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     }
     fs::rename(fs::path(dir) / "summary.json", fs::path(dir) / ("summary-" + leg + ".json"), ec);
     ec.clear();
+    fs::rename(infra_error_log::path_in(dir), fs::path(dir) / ("infra_errors-" + leg + ".jsonl"), ec);
+    ec.clear();
+  } else {
+    fs::remove(infra_error_log::path_in(dir), ec);  // an earlier run's, into the same directory
+    ec.clear();
   }
   const auto snapshot = (fs::path(dir) / "manifest.toml").string();
   {

@@ -1,8 +1,9 @@
 #pragma once
 // Why verdicts were infra_error, kept where a person can read it: RUN_DIR/infra_errors.jsonl, one
 // JSON line per such verdict ({"task", "reason", "worker", "group_id", "policy_version"}),
-// appended and flushed as they come, across the legs of a resumed run (and runs into the same
-// directory, as best/ is kept).
+// appended and flushed as they come. Each leg's own, as summary.json: the head removes an earlier
+// run's file at a new run's start, and a resumed leg's start moves the last leg's to
+// infra_errors-before-step-N.jsonl.
 //
 // An infra_error is the sandbox's fault, not the policy's, so the reward leaves the sample unscored
 // and the run summary only counts it (status_infra_error). Without the reasons a run that had some

@@ -239,7 +239,7 @@ TEST_CASE("an infra_error verdict's reason is written down, the others' are not"
     feed(st, "synth/abc", VerdictStatus::infra_error, 2);
     feed(st, "l1/relu", VerdictStatus::wrong_answer, 2);
   }
-  {  // a resumed leg appends
+  {  // another stage into the same file (the head moves a finished leg's away: head.cpp) appends
     pipeline::reward_stage st(reward_options{}, dir.string());
     feed(st, "l1/gelu", VerdictStatus::infra_error, 3);
   }
@@ -254,9 +254,14 @@ TEST_CASE("an infra_error verdict's reason is written down, the others' are not"
   CHECK(lines[1]["task"] == "l1/gelu");
   CHECK(lines[1]["policy_version"] == 3);
 
-  // A directory it cannot write to costs no sample its score.
+  // A directory it cannot write to is an error naming the file, and costs no sample its score.
   fs::remove_all(dir);
   {
+    auto e = verdict("a", VerdictStatus::infra_error, 0, 0);
+    pipeline::infra_error_log missing((dir / "missing").string());
+    auto w = missing.offer(*e.as<wire::Verdict>(), 1);
+    REQUIRE_FALSE(w.ok());
+    CHECK(w.message().find("missing/infra_errors.jsonl") != std::string::npos);
     pipeline::reward_stage st(reward_options{}, (dir / "missing").string());
     feed(st, "a", VerdictStatus::infra_error, 1);
     CHECK(as_map(st.take_counters()).at("status_infra_error") == 1);

@@ -36,7 +36,8 @@ PY
     --exclude tokenizer.json "$(basename "$last")"
 fi
 # Every verdict's task, status and reason (no sources: the recording itself is too large to bring
-# back; a status left out is ok, the schema default), e.g. to read why a verdict was an unscored infra_error (13 and 6 of them in session 22).
+# back; a status left out is ok, the schema default). kforge inspect stops at a reason that is not
+# valid UTF-8, so the file may end early; infra_error reasons are also in the run's infra_errors.jsonl.
 build-gpu/kforge inspect build-gpu/demo/run/recordings/verdicts@head.kfrec 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:

@@ -8,7 +8,8 @@ set -u
 start=$SECONDS
 final=${OUT:-$PWD/gpu-out}
 mkdir -p "$final"
-ck=$(ls -d .s22-ckpt/step-* | head -1)
+ck=$(ls -d .s22-ckpt/step-* 2>/dev/null | head -1)
+[[ -n $ck && -d $ck ]] || { echo "call e: no checkpoint under .s22-ckpt" | tee "$final/call_e.log"; exit 3; }
 [[ -f $ck/model.safetensors.gz ]] && gunzip "$ck/model.safetensors.gz"  # gzipped to fit the 64 MiB carry
 [[ -f $ck/tokenizer.json ]] || cp models/kforge-tiny/tokenizer.json "$ck/"
 [[ -f $ck/model.safetensors ]] || { echo "call e: no checkpoint under .s22-ckpt" | tee "$final/call_e.log"; exit 3; }

@@ -7,8 +7,8 @@
 #                  450 s run, bf16: the GPU sampler loads weights in bf16, so sampling is unchanged)
 #   KFORGE_AFTER0  its seed-0 verdicts (default bench/data/s22/after_step22_verdicts.jsonl.gz)
 #   KFORGE_SEEDS   sample seeds to add (default "1 2")
-#   KFORGE_SETS_UNTIL  seconds into the call after which no set is judged (default 560; a set's
-#                  eval takes ~115 s)
+#   KFORGE_SETS_UNTIL  seconds into the call by which the judging must end (default 560): a seed's
+#                  pair is judged only when both sets' ~115 s each fit (a lone set cannot be pooled)
 # Every set is sampled at once (a 7.6 M model leaves the GPU mostly idle), then judged one after
 # another (timing wants the GPU alone). Only seeds judged for both models are pooled.
 set -u
@@ -22,17 +22,21 @@ k=build-gpu/kforge sets=build-gpu/sets
 {
   sha256sum "$after"/model.safetensors models/kforge-tiny/model.safetensors
   OUT=$PWD/build-gpu/out-sets KFORGE_REUSE_BUILD=1 KFORGE_TARGETS=kforge KFORGE_STEPS=none deploy/gpu-host.sh
+  [[ -x $k ]] || { echo "sets: no kforge build"; exit 3; }
   export PATH=$PWD/.gpu-deps/bin:/usr/local/cuda/bin:$PATH
   export LD_LIBRARY_PATH=$PWD/.gpu-deps/lib:$(python3 -c "import torch,os;print(os.path.dirname(torch.__file__))")/lib
+  pids=()
   for s in $seeds; do
     deploy/heldout_eval.sh --kforge $k --model "$after" --out $sets/after-s$s --sample-seed $s --only sample &
+    pids+=($!)
     deploy/heldout_eval.sh --kforge $k --model models/kforge-tiny --out $sets/v14-s$s --sample-seed $s --only sample &
+    pids+=($!)
   done
-  wait
+  for p in "${pids[@]}"; do wait "$p" || echo "a sampler failed (exit $?): its seed is not judged"; done
   echo "sampled at $((SECONDS - start)) s"
   for s in $seeds; do
+    if ((SECONDS - start > ${KFORGE_SETS_UNTIL:-560} - 2 * 115)); then echo "no time left to judge seed $s"; continue; fi
     for m in after v14; do
-      if ((SECONDS - start > ${KFORGE_SETS_UNTIL:-560} - 115)); then echo "no time left to judge $m-s$s"; continue; fi
       model=$after; [[ $m == v14 ]] && model=models/kforge-tiny
       deploy/heldout_eval.sh --kforge $k --model "$model" --out $sets/$m-s$s --sample-seed $s --only eval
       echo "$m-s$s judged at $((SECONDS - start)) s"
@@ -52,6 +56,5 @@ k=build-gpu/kforge sets=build-gpu/sets
   echo "== pooled seeds: $pooled"; $k compare $sets/v14-pooled.jsonl $sets/after-pooled.jsonl --json $sets/compare_pooled.json
 } >"$final/sets.log" 2>&1
 cp $sets/compare_pooled.json "$final/" 2>/dev/null
-tar czf "$final/sets.tar.gz" -C build-gpu sets/compare_s1.json sets/compare_s2.json sets/after-s1.jsonl sets/after-s2.jsonl \
-  sets/v14-s1.jsonl sets/v14-s2.jsonl 2>/dev/null
+(cd build-gpu && tar czf "$final/sets.tar.gz" sets/compare_s*.json sets/after-s*.jsonl sets/v14-s*.jsonl 2>/dev/null)
 tail -45 "$final/sets.log"; echo "sets call took $((SECONDS - start)) s"
