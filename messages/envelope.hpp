@@ -24,6 +24,10 @@ namespace kforge::messages {
 
 namespace wire = ::kforge::wire;
 
+/// A message's optional string field as a string, "" where it is absent (the object API writes an
+/// empty string as absent, so the two read alike).
+inline std::string text_of(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
 /// Largest envelope accepted from the wire or a file; bigger buffers are rejected unread.
 inline constexpr std::size_t max_envelope_bytes = std::size_t{1} << 30;
 

@@ -13,8 +13,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
-
 nlohmann::json describe(const wire::Verdict& v, const std::string& task, double speedup,
                         std::uint64_t version, const std::string& stem) {
   const auto* c = v.candidate();
@@ -23,7 +21,7 @@ nlohmann::json describe(const wire::Verdict& v, const std::string& task, double 
   nlohmann::json resources = nlohmann::json::array();
   if (v.resources())
     for (const auto* r : *v.resources())
-      resources.push_back({{"kernel", str(r->kernel())},
+      resources.push_back({{"kernel", messages::text_of(r->kernel())},
                            {"registers", r->registers()},
                            {"shared_bytes", r->shared_bytes()},
                            {"spill_store_bytes", r->spill_store_bytes()},
@@ -44,10 +42,10 @@ nlohmann::json describe(const wire::Verdict& v, const std::string& task, double 
           {"written_unix_s", std::chrono::duration<double>(now).count()},
           {"verdict",
            {{"status", wire::EnumNameVerdictStatus(v.status())},
-            {"reason", str(v.reason())},
+            {"reason", messages::text_of(v.reason())},
             {"checks", v.checks()},
-            {"audit", str(v.audit())},
-            {"worker", str(v.worker())},
+            {"audit", messages::text_of(v.audit())},
+            {"worker", messages::text_of(v.worker())},
             {"compile_ms", v.compile_ms()},
             {"verify_ms", v.verify_ms()},
             {"time_ms", v.time_ms()},
@@ -98,7 +96,7 @@ result<bool> best_kernels::offer(const wire::Verdict& v, std::uint64_t version) 
   const auto stem = file_stem(task);
   // The source first: a .json always names a .cu at least as new as itself.
   const fs::path dir(dir_);
-  if (auto s = write_text_file_atomically((dir / (stem + ".cu")).string(), str(c->source())); !s)
+  if (auto s = write_text_file_atomically((dir / (stem + ".cu")).string(), messages::text_of(c->source())); !s)
     return s.err();
   if (auto s = write_text_file_atomically((dir / (stem + ".json")).string(),
                                 describe(v, task, speedup, version, stem).dump(2) + "\n");

@@ -8,10 +8,12 @@
 // An infra_error is the sandbox's fault, not the policy's, so the reward leaves the sample unscored
 // and the run summary only counts it (status_infra_error). Without the reasons a run that had some
 // cannot say why unless its verdict recording is at hand: session 22's two runs on the GPU had 13
-// and 6, and their reasons went with the device machine.
+// and 6, and their reasons went with the device machine. So the first one is also said at once, as
+// is the first line that could not be written (that loses no sample: the reward scores alike).
 
 #include <cstdint>
 #include <fstream>
+#include <iostream>
 #include <string>
 
 #include "common/result.hpp"
@@ -21,8 +23,9 @@ namespace kforge::pipeline {
 
 class infra_error_log {
  public:
-  /// Appends to path_in(run_dir); an empty `run_dir` writes nothing (replay, tests).
-  explicit infra_error_log(std::string run_dir);
+  /// Appends to path_in(run_dir); an empty `run_dir` writes nothing (replay, tests). The first
+  /// line written, and the first that could not be, are said on `say`.
+  explicit infra_error_log(std::string run_dir, std::ostream& say = std::cerr);
 
   /// RUN_DIR/infra_errors.jsonl.
   static std::string path_in(const std::string& run_dir);
@@ -32,11 +35,14 @@ class infra_error_log {
   /// when it cannot be written.
   result<bool> offer(const wire::Verdict& v, std::uint64_t version);
 
-  const std::string& path() const noexcept { return path_; }
-
  private:
+  result<bool> write(const wire::Verdict& v, std::uint64_t version);
+
   std::string path_;  ///< empty: disabled
+  std::ostream& say_;
   std::ofstream out_;  ///< opened at the first line
+  bool told_ = false;
+  bool write_told_ = false;
 };
 
 }  // namespace kforge::pipeline

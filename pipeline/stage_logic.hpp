@@ -57,7 +57,8 @@ class reward_stage final : public actors::reward_logic {
     } else if (*b) {
       ++counters_.best_updates;
     }
-    note_infra_error(v, info.policy_version);
+    // Its reason kept for after the run; a failure to keep it is said once, and scores alike.
+    (void)infra_.offer(v, info.policy_version);
     return std::optional<wire::ScoredT>(std::move(s));
   }
   std::vector<std::pair<std::string, std::uint64_t>> take_counters() override {
@@ -81,24 +82,6 @@ class reward_stage final : public actors::reward_logic {
     }
   }
 
-  // An unscored verdict must be explainable after the run: its reason written down, the first
-  // said at once. Not writing it loses no sample: said once.
-  void note_infra_error(const wire::Verdict& v, std::uint64_t version) {
-    auto w = infra_.offer(v, version);
-    if (!w) {
-      if (!infra_write_told_)
-        std::cerr << "kforge reward: infra_error reason not kept: " << w.message() << "\n";
-      infra_write_told_ = true;
-    } else if (*w && !infra_told_) {
-      const auto* c = v.candidate();
-      std::cerr << "kforge reward: an infra_error verdict (the sandbox's fault; the sample is left "
-                << "unscored) for " << (c && c->task() && c->task()->id() ? c->task()->id()->str() : "?")
-                << ": " << (v.reason() ? v.reason()->str() : "no reason") << " (every one: " << infra_.path()
-                << ")\n";
-      infra_told_ = true;
-    }
-  }
-
   reward_model model_;
   reward_counters counters_;  ///< since the last take_counters
   best_kernels best_;
@@ -108,8 +91,6 @@ class reward_stage final : public actors::reward_logic {
   bool unsaved_ = false;
   bool told_ = false;
   bool state_told_ = false;
-  bool infra_told_ = false;
-  bool infra_write_told_ = false;
 };
 
 /// The sample buffer, its drop counters, and (with a journal) the kernels it sees for the first

@@ -253,15 +253,27 @@ TEST_CASE("an infra_error verdict's reason is written down, the others' are not"
   CHECK(lines[0]["group_id"] == 7);
   CHECK(lines[1]["task"] == "l1/gelu");
   CHECK(lines[1]["policy_version"] == 3);
+  {  // the first line written is said at once, the later ones only written
+    std::ostringstream said;
+    pipeline::infra_error_log log(dir.string(), said);
+    auto e = verdict("l1/tanh", VerdictStatus::infra_error, 0, 0);
+    CHECK(*log.offer(*e.as<wire::Verdict>(), 4));
+    CHECK(*log.offer(*e.as<wire::Verdict>(), 5));
+    CHECK(said.str() == "kforge reward: an infra_error verdict (the sandbox's fault; the sample is left "
+                        "unscored) for l1/tanh: GPU lost (every one: " + path + ")\n");
+  }
 
   // A directory it cannot write to is an error naming the file, and costs no sample its score.
   fs::remove_all(dir);
   {
     auto e = verdict("a", VerdictStatus::infra_error, 0, 0);
-    pipeline::infra_error_log missing((dir / "missing").string());
+    std::ostringstream said;
+    pipeline::infra_error_log missing((dir / "missing").string(), said);
     auto w = missing.offer(*e.as<wire::Verdict>(), 1);
     REQUIRE_FALSE(w.ok());
     CHECK(w.message().find("missing/infra_errors.jsonl") != std::string::npos);
+    CHECK_FALSE(missing.offer(*e.as<wire::Verdict>(), 2).ok());
+    CHECK(said.str() == "kforge reward: infra_error reason not kept: " + w.message() + "\n");  // once
     pipeline::reward_stage st(reward_options{}, (dir / "missing").string());
     feed(st, "a", VerdictStatus::infra_error, 1);
     CHECK(as_map(st.take_counters()).at("status_infra_error") == 1);
