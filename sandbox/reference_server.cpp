@@ -9,6 +9,11 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
+#if __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)
+#include <c10/cuda/CUDACachingAllocator.h>
+#define KFORGE_HAVE_C10_CUDA 1
+#endif
+
 #include <fstream>
 #include <list>
 #include <map>
@@ -35,6 +40,14 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::size_t task_budget = 512;
+/// After a prepare or compare that touched an input set of at least this many bytes (inputs and
+/// expected outputs), torch's cached free blocks go back to the driver. Why: the allocator keeps
+/// every block it ever freed, so a server that computed a few large references held their
+/// intermediates for good; in session 23's run four servers held 20-28 GiB each against a 4 GiB
+/// expected-output share, and 11 candidates ran out of GPU memory (infra_error). Small tasks keep
+/// their blocks: releasing synchronizes the device and the next request would pay cudaMalloc.
+/// Never after a time request, and timing is exclusive, so no release falls between the rounds.
+constexpr std::int64_t release_after_bytes = std::int64_t{256} << 20;
 
 using protocol::failure;
 
@@ -65,8 +78,17 @@ class reference_server {
       if (const auto b = req.value("cache_bytes", std::int64_t{0}); b > 0) expected_budget_ = b;
       return hello();
     }
-    if (op == "prepare") return prepare(req);
-    if (op == "compare") return compare(req);
+    if (op == "prepare" || op == "compare") {
+      large_ = false;
+      try {
+        json reply = op == "prepare" ? prepare(req) : compare(req);
+        if (large_) release_cache();
+        return reply;
+      } catch (...) {  // out of memory, most likely: what it had allocated is free now
+        if (large_) release_cache();
+        throw;
+      }
+    }
     if (op == "time") return time(req);
     return failure("infra_error", "reference server: unknown op '" + op + "'");
   }
@@ -95,13 +117,24 @@ class reference_server {
     return &tasks_.emplace(hash, compiled_task{std::move(*t), std::move(*ref)}).first->second;
   }
 
+  static void release_cache() {
+#ifdef KFORGE_HAVE_C10_CUDA
+    c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+  }
+
+  /// The expected outputs of (task, seed, variant), computed once; marks the request large_ when
+  /// they are (release_after_bytes).
   result<expected_entry*> expected(compiled_task& ct, std::uint64_t hash, std::uint64_t seed,
                                    int variant) {
     const check_key key{hash, seed, variant};
     if (auto it = expected_.find(key); it != expected_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second.second);
+      large_ = large_ || it->second.first.bytes >= release_after_bytes;
       return &it->second.first;
     }
+    const bool earlier = large_;
+    large_ = true;  // until its size is known: a reference that fails midway may have left blocks
     const tasks::shape_choice which =
         variant == protocol::primary ? tasks::shape_choice{} : tasks::shape_choice{variant};
     auto inputs = tasks::make_inputs(ct.spec, seed, which, tasks::device::cuda(0));
@@ -111,6 +144,7 @@ class reference_server {
     expected_entry e{std::move(*inputs), std::move(*outputs), 0};
     for (const auto& t : e.inputs.tensors()) e.bytes += t.numel() * t.element_size();
     for (const auto& t : e.outputs.tensors()) e.bytes += t.numel() * t.element_size();
+    large_ = earlier || e.bytes >= release_after_bytes;
     while (held_ + e.bytes > expected_budget_ && !lru_.empty()) {
       auto victim = expected_.find(lru_.back());
       held_ -= victim->second.first.bytes;
@@ -298,6 +332,7 @@ class reference_server {
   std::list<check_key> lru_;
   std::map<check_key, std::pair<expected_entry, std::list<check_key>::iterator>> expected_;
   std::int64_t held_ = 0;
+  bool large_ = false;  ///< this request touched a large input set (release_after_bytes)
   /// Expected outputs kept on the GPU, least recently used dropped first beyond this; hello's
   /// cache_bytes sets this server's share.
   std::int64_t expected_budget_ = protocol::expected_cache_bytes;

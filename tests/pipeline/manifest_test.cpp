@@ -558,8 +558,9 @@ TEST_CASE("GPU groups keep file order, which decides how auto groups share GPUs 
 TEST_CASE("[tasks]: defaults, every key read, and the feedback link derived like the others") {
   auto d = default_manifest();
   REQUIRE_MESSAGE(d.ok(), d.message());
-  CHECK(d->tasks.source == task_source_kind::files);  // the shipped model's train split
-  CHECK(d->tasks.files == std::vector<std::string>{"models/kforge-tiny/train_tasks.jsonl"});
+  CHECK(d->tasks.source == task_source_kind::files);  // the shipped model's train split + unseen
+  CHECK(d->tasks.files == std::vector<std::string>{"models/kforge-tiny/train_tasks.jsonl",
+                                                   "models/kforge-tiny/rl_tasks.jsonl"});
   CHECK(d->tasks.sampling == task_sampling::curriculum);
   CHECK(d->tasks.window == 32);
   CHECK(d->tasks.floor == doctest::Approx(0.02));
@@ -691,8 +692,8 @@ TEST_CASE("the embedded default is the demonstration: the shipped model, RL on i
   CHECK(std::filesystem::exists(root / m->sampler.model / "config.json"));
   CHECK(std::filesystem::exists(root / m->sampler.model / "model.safetensors"));
   CHECK(m->tasks.source == task_source_kind::files);  // the held-out built-ins stay unseen
-  REQUIRE(m->tasks.files.size() == 1);
-  CHECK(std::filesystem::exists(root / m->tasks.files[0]));
+  REQUIRE(m->tasks.files.size() == 2);  // (test_pipeline checks no held-out task is in them)
+  for (const auto& f : m->tasks.files) CHECK_MESSAGE(std::filesystem::exists(root / f), f);
   CHECK(m->sandbox.backend == sandbox_backend::nvcc);
   CHECK(m->sampler.require_gpu);
   CHECK(m->run.time_limit_s > 0);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 22, device call 1 of 3 (one H200; run from the repository root, .gpu-deps carried):
 # build, then leg 1 of the 780 s default from v14 with [tasks] files = the 58 training built-ins +
-# the 96 unseen tasks of bench/data/s21/rl_tasks_seed21.jsonl (pool_manifest.toml: the default with
+# the 96 unseen tasks of models/kforge-tiny/rl_tasks.jsonl (pool_manifest.toml: the default with
 # that one line changed). Leg 1 ends ~560 s into the call; call 2 resumes it for the rest of 780 s.
 set -u
 start=$SECONDS
@@ -9,7 +9,7 @@ final=${OUT:-$PWD/gpu-out}
 export OUT=$PWD/build-gpu/out-a
 mkdir -p "$OUT" "$final"
 {
-  sha256sum models/kforge-tiny/model.safetensors bench/data/s21/rl_tasks_seed21.jsonl bench/data/s22/pool_manifest.toml
+  sha256sum models/kforge-tiny/model.safetensors models/kforge-tiny/rl_tasks.jsonl bench/data/s22/pool_manifest.toml
   KFORGE_TARGETS=kforge KFORGE_STEPS=none deploy/gpu-host.sh
   secs=$((560 - (SECONDS - start)))
   echo "$secs" >build-gpu/leg1_seconds

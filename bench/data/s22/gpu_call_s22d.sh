@@ -13,7 +13,7 @@ export OUT=$PWD/build-gpu/out-d
 mkdir -p "$OUT" "$final"
 secs=${KFORGE_RUN_SECONDS:-450}
 {
-  sha256sum models/kforge-tiny/model.safetensors bench/data/s21/rl_tasks_seed21.jsonl bench/data/s22/pool_manifest.toml
+  sha256sum models/kforge-tiny/model.safetensors models/kforge-tiny/rl_tasks.jsonl bench/data/s22/pool_manifest.toml
   echo "run for $secs s"
   KFORGE_TARGETS=kforge KFORGE_STEPS=demorun KFORGE_DEMO_SECONDS=$secs \
     KFORGE_DEMO_MANIFEST=bench/data/s22/pool_manifest.toml deploy/gpu-host.sh

@@ -15,7 +15,7 @@ set -u
 start=$SECONDS
 final=${OUT:-$PWD/gpu-out}
 mkdir -p "$final"
-after=${KFORGE_AFTER:-bench/data/s22/checkpoint-step22}
+after=${KFORGE_AFTER:-bench/data/s22/checkpoint-step22}  # out of the tree since session 23: git checkout 2c2c2f0 -- it
 after0=${KFORGE_AFTER0:-bench/data/s22/after_step22_verdicts.jsonl.gz}
 seeds=${KFORGE_SEEDS:-1 2}
 k=build-gpu/kforge sets=build-gpu/sets
