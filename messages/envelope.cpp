@@ -187,16 +187,27 @@ std::string_view payload_name(wire::Payload type) noexcept {
 
 namespace {
 
-/// FlatBuffers writes a non-finite float as a bare inf, -inf or nan, which no JSON reader takes
-/// (a wrong kernel's max_abs_error is often inf). Outside strings they become the strings "inf",
-/// "-inf" and "nan", so every line stays JSON and still says which it was.
-std::string quote_non_finite(const std::string& in) {
+/// FlatBuffers' text is made JSON in one pass over it:
+/// - it writes a non-finite float as a bare inf, -inf or nan, which no JSON reader takes (a wrong
+///   kernel's max_abs_error is often inf). Outside strings they become the strings "inf", "-inf"
+///   and "nan", so every line stays JSON and still says which it was;
+/// - with allow_non_utf8 it writes a byte of a string that is not UTF-8 as \xNN, which JSON does
+///   not have: it becomes \u00NN, the code point of the byte's value. Why: a reason is a
+///   compiler's or a candidate process's output, any bytes; refusing such a message stopped
+///   `kforge inspect` at it, and every message after it was lost to the reader.
+std::string to_strict_json(const std::string& in) {
   std::string out;
   out.reserve(in.size());
   bool in_string = false;
   for (std::size_t i = 0; i < in.size(); ++i) {
     const char c = in[i];
     if (in_string) {
+      if (c == '\\' && i + 3 < in.size() && in[i + 1] == 'x') {
+        out += "\\u00";
+        out.append(in, i + 2, 2);
+        i += 3;
+        continue;
+      }
       out += c;
       if (c == '\\' && i + 1 < in.size()) out += in[++i];
       else if (c == '"') in_string = false;
@@ -226,6 +237,7 @@ result<std::string> to_json(const envelope& e) {
   static const auto parser = [] {
     auto p = std::make_unique<flatbuffers::Parser>();
     p->opts.strict_json = true;
+    p->opts.allow_non_utf8 = true;  // rendered \xNN, made \u00NN by to_strict_json
     p->opts.indent_step = -1;  // one line
     p->opts.output_default_scalars_in_json = false;
     if (!p->Deserialize(detail::schema_bfbs, detail::schema_bfbs_size)) p.reset();
@@ -235,7 +247,7 @@ result<std::string> to_json(const envelope& e) {
   std::string out;
   if (!flatbuffers::GenerateText(*parser, e.data(), &out))
     return error{"envelope could not be rendered as JSON"};
-  return quote_non_finite(out);
+  return to_strict_json(out);
 }
 
 }  // namespace kforge::messages

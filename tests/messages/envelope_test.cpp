@@ -135,6 +135,22 @@ TEST_CASE("JSON rendering writes non-finite floats as strings, so every line is 
   CHECK(p["reason"] == "inf nan \"inf\" -inf");
 }
 
+TEST_CASE("JSON rendering keeps a message whose string is not UTF-8: each bad byte is \\u00NN") {
+  // A reason is a compiler's or candidate's output, any bytes; such a message once stopped
+  // `kforge inspect`, and the messages after it were lost to the reader.
+  wire::VerdictT v;
+  v.status = wire::VerdictStatus::compile_error;
+  v.reason = std::string("bad \xff\xfe byte, caf\xc3\xa9, a \\x41 that was text");
+  v.candidate = std::make_unique<wire::CandidateT>();
+  auto json = to_json(pack(header{1, 2, "sandbox_worker", 0, 1}, v));
+  REQUIRE_MESSAGE(json.ok(), (json.ok() ? "" : json.message()));
+  INFO(*json);
+  const auto j = nlohmann::json::parse(*json, nullptr, false);
+  REQUIRE_FALSE(j.is_discarded());
+  // \xff -> U+00FF, \xfe -> U+00FE (UTF-8 c3 bf, c3 be); valid UTF-8 and a written "\x41" stay.
+  CHECK(j["payload"]["reason"] == "bad \xc3\xbf\xc3\xbe byte, caf\xc3\xa9, a \\x41 that was text");
+}
+
 namespace {
 
 // Bytes in a holder that reports its own destruction, and can present them `skew` bytes into its

@@ -38,7 +38,10 @@ fi
 # Every verdict's task, status and reason (no sources: the recording itself is too large to bring
 # back; a status left out is ok, the schema default). kforge inspect stops at a reason that is not
 # valid UTF-8, so the file may end early; infra_error reasons are also in the run's infra_errors.jsonl.
-build-gpu/kforge inspect build-gpu/demo/run/recordings/verdicts@head.kfrec 2>/dev/null | python3 -c '
+# (gpu-host.sh sets the library path for its own steps only: without it kforge does not start here,
+# and session 23's copy of this file came back empty.)
+export LD_LIBRARY_PATH=$PWD/.gpu-deps/lib:$(python3 -c "import torch,os;print(os.path.dirname(torch.__file__))")/lib
+build-gpu/kforge inspect build-gpu/demo/run/recordings/verdicts@head.kfrec 2>"$final/inspect.err" | python3 -c '
 import json, sys
 for line in sys.stdin:
     p = json.loads(line)["envelope"]["payload"]
