@@ -148,6 +148,7 @@ class reference_server {
     while (held_ + e.bytes > expected_budget_ && !lru_.empty()) {
       auto victim = expected_.find(lru_.back());
       held_ -= victim->second.first.bytes;
+      large_ = large_ || victim->second.first.bytes >= release_after_bytes;  // its blocks go too
       expected_.erase(victim);
       lru_.pop_back();
     }

@@ -683,7 +683,7 @@ TEST_CASE("the manifests in deploy/manifests parse and validate (the loops' @MOD
   }
 }
 
-TEST_CASE("the embedded default is the demonstration: the shipped model, RL on its train split, within 15 minutes") {
+TEST_CASE("the embedded default is the demonstration: the shipped model, RL on its train split and unseen tasks, within 15 minutes") {
   auto m = default_manifest();
   REQUIRE_MESSAGE(m.ok(), m.message());
   // Paths relative to the repository root, where the README runs it.

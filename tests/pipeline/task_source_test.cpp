@@ -295,9 +295,9 @@ TEST_CASE("the default's task files load, and none of their tasks is a held-out 
   // The held-out measure (deploy/heldout_eval.sh) is only honest while RL never sees its tasks.
   const fs::path root(KFORGE_SOURCE_DIR);
   auto m = default_manifest();
-  REQUIRE_MESSAGE(m.ok(), m.message());
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.message()));
   auto heldout = tasks::load_task_file((root / "models/kforge-tiny/heldout_tasks.jsonl").string());
-  REQUIRE_MESSAGE(heldout.ok(), heldout.message());
+  REQUIRE_MESSAGE(heldout.ok(), (heldout.ok() ? "" : heldout.message()));
   REQUIRE(heldout->size() == 57);
   std::set<std::string> heldout_ids, heldout_refs;
   for (const auto& t : *heldout) {
@@ -307,7 +307,7 @@ TEST_CASE("the default's task files load, and none of their tasks is a held-out 
   std::size_t n = 0;
   for (const auto& f : m->tasks.files) {
     auto pool = tasks::load_task_file((root / f).string());
-    REQUIRE_MESSAGE(pool.ok(), pool.message());
+    REQUIRE_MESSAGE(pool.ok(), (pool.ok() ? "" : pool.message()));
     for (const auto& t : *pool) {
       INFO(f << ": " << t.id);
       CHECK_FALSE(heldout_ids.count(t.id));
