@@ -12,11 +12,6 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#if __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)
-#include <c10/cuda/CUDACachingAllocator.h>
-#define KFORGE_HAVE_C10_CUDA 1
-#endif
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -33,6 +28,7 @@
 #include "sandbox/gpu_facts.hpp"
 #include "sandbox/gpu_timing.hpp"
 #include "sandbox/process_memory.hpp"
+#include "sandbox/torch_cache.hpp"
 #include "tasks/aten_convert.hpp"
 #include "tasks/inputs.hpp"
 #include "tasks/task_parser.hpp"
@@ -164,22 +160,16 @@ class candidate_child {
   /// The device memory this process holds, with torch's cache returned first; an error where it
   /// cannot be read.
   result<std::uint64_t> held_bytes() {
-    release_cache();
+    release_torch_cache();
     if (!meter_) return error{"no meter"};
     return meter_->used_by(static_cast<unsigned>(::getpid()));
   }
 
   std::size_t free_bytes() {
-    release_cache();
+    release_torch_cache();
     std::size_t free = 0, total = 0;
     cudaMemGetInfo(&free, &total);
     return free;
-  }
-
-  static void release_cache() {
-#ifdef KFORGE_HAVE_C10_CUDA
-    c10::cuda::CUDACachingAllocator::emptyCache();
-#endif
   }
 
   // The first GPU work of a fresh child (the runner holds the GPU for it): torch's allocator and

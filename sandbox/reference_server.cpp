@@ -9,11 +9,6 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
-#if __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)
-#include <c10/cuda/CUDACachingAllocator.h>
-#define KFORGE_HAVE_C10_CUDA 1
-#endif
-
 #include <fstream>
 #include <list>
 #include <map>
@@ -28,6 +23,7 @@
 #include "sandbox/children.hpp"
 #include "sandbox/gpu_facts.hpp"
 #include "sandbox/gpu_timing.hpp"
+#include "sandbox/torch_cache.hpp"
 #include "tasks/aten_convert.hpp"
 #include "tasks/inputs.hpp"
 #include "tasks/reference.hpp"
@@ -82,10 +78,10 @@ class reference_server {
       large_ = false;
       try {
         json reply = op == "prepare" ? prepare(req) : compare(req);
-        if (large_) release_cache();
+        if (large_) release_torch_cache();
         return reply;
       } catch (...) {  // out of memory, most likely: what it had allocated is free now
-        if (large_) release_cache();
+        if (large_) release_torch_cache();
         throw;
       }
     }
@@ -115,12 +111,6 @@ class reference_server {
     if (!ref) return error{ref.err().message};
     if (tasks_.size() >= task_budget) tasks_.clear();  // rare; recompiling is cheap
     return &tasks_.emplace(hash, compiled_task{std::move(*t), std::move(*ref)}).first->second;
-  }
-
-  static void release_cache() {
-#ifdef KFORGE_HAVE_C10_CUDA
-    c10::cuda::CUDACachingAllocator::emptyCache();
-#endif
   }
 
   /// The expected outputs of (task, seed, variant), computed once; marks the request large_ when
