@@ -72,10 +72,12 @@ struct broker::impl {
   std::uint64_t dispatch_seq = 0;
   std::vector<zmq::message_t> frames;
 
-  struct {
-    std::atomic<std::uint64_t> received{0}, rejected{0}, queued{0}, in_flight{0}, pending{0},
-        dispatched{0}, completed{0}, requeued{0}, failed{0}, stale{0}, alive{0}, dead{0}, left{0};
-  } c;
+  // The counts, kept by the loop's thread alone; a copy is published at the end of each loop
+  // iteration, so a reader never sees an item counted as received before it is counted as queued
+  // (the run's balance check read such a half-way state once: 35 candidates received, none queued).
+  broker_counters c;
+  mutable std::mutex published_mutex;
+  broker_counters published;
 
   std::thread thread;
   std::atomic<bool> stopping{false};
@@ -90,7 +92,7 @@ struct broker::impl {
     if (thread.joinable()) thread.join();
   }
 
-  static void bump(std::atomic<std::uint64_t>& a) { a.fetch_add(1, std::memory_order_relaxed); }
+  static void bump(std::uint64_t& n) { ++n; }
 
   // Sends [routing id, tag, cmd, payload?] to a worker without waiting.
   result<route_outcome> route(const std::string& id, proto::command cmd,
@@ -152,7 +154,7 @@ struct broker::impl {
       }
     }
     workers.erase(it);
-    bump(died ? c.dead : c.left);
+    bump(died ? c.workers_dead : c.workers_left);
   }
 
   void send_reconnect(const std::string& id) {
@@ -201,14 +203,14 @@ struct broker::impl {
         if (!wid) break;
         if (frozen.load()) return;  // the item stays in flight: left unjudged at the run's end
         if (it == workers.end()) {
-          bump(c.stale);
+          bump(c.stale_results);
           send_reconnect(id);
           return;
         }
         worker_state& w = it->second;
         w.expiry = now + opts.liveness * w.interval;
         if (w.held.erase(*wid) == 0) {
-          bump(c.stale);
+          bump(c.stale_results);
           return;
         }
         auto node = in_flight.extract(*wid);
@@ -242,8 +244,12 @@ struct broker::impl {
     return status::success();
   }
 
+  // Back-pressure: the frontend is read while fewer than max_queued items wait. Frozen (the run's
+  // last counts), it is read regardless, so everything a sampler sent is counted as received.
+  bool takes_work() const { return frozen.load() || queue.size() < opts.max_queued; }
+
   status read_frontend() {
-    for (int i = 0; i < read_batch && queue.size() < opts.max_queued; ++i) {
+    for (int i = 0; i < read_batch && takes_work(); ++i) {
       auto n = receive_within(frontend, frames, 1, milliseconds(0));
       if (!n) return error{"bus: broker frontend " + frontend_ep + ": " + n.message()};
       if (*n == 0) break;
@@ -368,8 +374,10 @@ struct broker::impl {
   void publish_gauges() {
     c.queued = queue.size();
     c.in_flight = in_flight.size();
-    c.pending = outbox.size();
-    c.alive = workers.size();
+    c.pending_results = outbox.size();
+    c.workers_alive = workers.size();
+    std::lock_guard<std::mutex> lock(published_mutex);
+    published = c;
   }
 
   status poll(milliseconds timeout) {
@@ -383,7 +391,7 @@ struct broker::impl {
     zmq_pollitem_t items[3];
     int n = 0;
     items[n++] = {backend.handle(), 0, ZMQ_POLLIN, 0};
-    const int fe = queue.size() < opts.max_queued ? n++ : -1;
+    const int fe = takes_work() ? n++ : -1;
     if (fe >= 0) items[fe] = {frontend.handle(), 0, ZMQ_POLLIN, 0};
     const int rs = !outbox.empty() ? n++ : -1;
     if (rs >= 0) items[rs] = {results.handle(), 0, ZMQ_POLLOUT, 0};
@@ -480,22 +488,21 @@ status broker::poll_once(milliseconds timeout) {
 void broker::freeze() { impl_->frozen = true; }
 
 broker_counters broker::counters() const {
-  const auto& c = impl_->c;
-  broker_counters out;
-  out.received = c.received;
-  out.rejected = c.rejected;
-  out.queued = c.queued;
-  out.in_flight = c.in_flight;
-  out.pending_results = c.pending;
-  out.dispatched = c.dispatched;
-  out.completed = c.completed;
-  out.requeued = c.requeued;
-  out.failed = c.failed;
-  out.stale_results = c.stale;
-  out.workers_alive = c.alive;
-  out.workers_dead = c.dead;
-  out.workers_left = c.left;
-  return out;
+  std::lock_guard<std::mutex> lock(impl_->published_mutex);
+  return impl_->published;
+}
+
+broker_counters broker::counters_when_quiet(milliseconds quiet, milliseconds at_most) const {
+  const auto deadline = clock::now() + at_most;
+  auto last = counters();
+  auto changed = clock::now();
+  while (clock::now() < deadline && clock::now() - changed < quiet) {
+    std::this_thread::sleep_for(std::min(quiet, milliseconds(10)));
+    const auto now = counters();
+    if (now.received != last.received) changed = clock::now();
+    last = now;
+  }
+  return last;
 }
 
 const std::string& broker::frontend_endpoint() const noexcept { return impl_->frontend_ep; }

@@ -106,11 +106,17 @@ class broker {
 
   /// For a run's last counts: from the next loop iteration on, no work goes to workers and no
   /// result is taken from them, so what the broker holds stays counted as queued or in flight
-  /// (left unjudged) and its completed count stops; new work is still read into the queue, so what
-  /// a sampler sends at the end is counted as received. Thread-safe; stop() ends it as usual.
+  /// (left unjudged) and its completed count stops; new work is still read into the queue (past
+  /// max_queued), so what a sampler sends at the end is counted as received. Thread-safe; stop()
+  /// ends it as usual.
   void freeze();
 
+  /// The counts as of the end of the loop's last iteration: consistent with each other.
   broker_counters counters() const;
+  /// The counts once nothing new has been received for `quiet` (at most `at_most`): for a run's
+  /// last counts, so that work a sampler sent just before its last report reaches the count.
+  broker_counters counters_when_quiet(std::chrono::milliseconds quiet,
+                                      std::chrono::milliseconds at_most) const;
   /// Resolved endpoints (tcp://HOST:* shows the chosen port).
   const std::string& frontend_endpoint() const noexcept;
   const std::string& backend_endpoint() const noexcept;

@@ -526,7 +526,10 @@ struct process_runtime::impl {
       send_metric(actors::to_wire(w->core.snapshot(w->held)));
     }
     if (broker) {
-      const auto c = broker->counters();
+      // The last count is taken once the pool has been quiet: a sampler whose generate call ended
+      // in the last round sent its candidates just before its answer, and they are still on their
+      // way to the pool (a 240 s GPU run ended unbalanced so: 1024 sent, 995 received).
+      const auto c = last ? broker->counters_when_quiet(200ms, 2s) : broker->counters();
       wire::StageMetricsT w;
       w.stage = "sandbox_pool";
       w.kind = "sandbox_pool";

@@ -12,11 +12,14 @@ final=${OUT:-$PWD/gpu-out}
 export OUT=$PWD/build-gpu/out-d
 mkdir -p "$OUT" "$final"
 secs=${KFORGE_RUN_SECONDS:-450}
+# KFORGE_MANIFEST: the manifest run (default pool_manifest.toml; set empty for the embedded default,
+# which since session 23 has the same task files)
+manifest=${KFORGE_MANIFEST-bench/data/s22/pool_manifest.toml}
 {
-  sha256sum models/kforge-tiny/model.safetensors models/kforge-tiny/rl_tasks.jsonl bench/data/s22/pool_manifest.toml
-  echo "run for $secs s"
+  sha256sum models/kforge-tiny/model.safetensors models/kforge-tiny/rl_tasks.jsonl ${manifest:-pipeline/default_manifest.toml}
+  echo "run ${manifest:-the embedded default} for $secs s"
   KFORGE_TARGETS=kforge KFORGE_STEPS=demorun KFORGE_DEMO_SECONDS=$secs \
-    KFORGE_DEMO_MANIFEST=bench/data/s22/pool_manifest.toml deploy/gpu-host.sh
+    KFORGE_DEMO_MANIFEST=$manifest deploy/gpu-host.sh
   ls build-gpu/demo/run/checkpoints
 } >"$final/call_d.log" 2>&1
 last= n=-1  # the newest complete checkpoint (gpu-host.sh's demo_checkpoint)
@@ -50,4 +53,7 @@ for line in sys.stdin:
 cp "$OUT"/demo-run.log "$final/run.log"
 cp build-gpu/demo/run/summary.json "$final/run_summary.json"
 tar czf "$final/d_more.tar.gz" -C build-gpu out-d demo/run/train.jsonl demo/run/curriculum.json demo/run/infra_errors.jsonl 2>/dev/null
+infra=build-gpu/demo/run/infra_errors.jsonl  # grep -c prints 0 where none match
+echo "infra_error verdicts: $(cat $infra 2>/dev/null | grep -c .), of them CUDA out of memory:" \
+  "$(cat $infra 2>/dev/null | grep -ci 'out of memory')" >>"$final/call_d.log"
 tail -12 "$final/call_d.log"; echo "call d took $((SECONDS - start)) s"
