@@ -124,9 +124,10 @@ fi
     # Issue 8's demonstration, over several device calls (10 minutes each) on one machine kept warm
     # (it is given back after 30 idle seconds or 30 minutes held, and $build/demo with it):
     #   1. demobefore (with the build): the shipped model on the 57 held-out tasks, G = 8;
-    #   2. demorun: the embedded default for KFORGE_DEMO_SECONDS (default 390);
-    #   3. demorun again: resumes the run from its newest complete checkpoint for as long again
-    #      (2 x 390 s: the default's 13 minutes);
+    #   2. demorun: the embedded default for KFORGE_DEMO_SECONDS (default 450, the default's own
+    #      limit since session 24: with the build it fits one call);
+    #   3. (a longer run) demorun again: resumes the run from its newest complete checkpoint for as
+    #      long again;
     #   4. demoafter: that checkpoint measured the same way, then kforge compare (paired bootstrap
     #      over tasks) and the run's report.
     # KFORGE_DEMO_DIR (default $build/demo) and KFORGE_DEMO_MANIFEST (default: the embedded one; a
@@ -156,7 +157,7 @@ fi
       cp "$demo/before/verdicts.jsonl" "$out/demo_before_verdicts.jsonl" 2>/dev/null
     fi
     if asked demorun; then
-      secs=${KFORGE_DEMO_SECONDS:-390}
+      secs=${KFORGE_DEMO_SECONDS:-450}
       if [[ -n $(demo_checkpoint) ]]; then
         step "demo: kforge run --resume (${secs} s more)" demo-run.log demo_run --resume "$demo/run" --time-limit "$secs"
       else
