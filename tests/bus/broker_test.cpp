@@ -75,6 +75,11 @@ struct pool {
     return pool{std::move(sink).value(), std::move(b).value(), std::move(p).value()};
   }
 
+  // Sends work items first..last (64-byte blobs, the item's number as its ids).
+  void send(std::uint64_t first, std::uint64_t last) {
+    for (std::uint64_t i = first; i <= last; ++i) REQUIRE(producer.send(blob(i, 64), 5000ms).ok());
+  }
+
   // Reads results until `n` arrived (or the deadline); counts them per sample id and per worker.
   void collect(std::uint64_t n, std::map<std::uint64_t, int>& per_sample,
                std::map<std::string, int>& per_worker,
@@ -118,6 +123,22 @@ std::thread worker_thread(const std::string& endpoint, const std::string& name,
     (void)w->leave();
   });
 }
+
+// One worker_thread with its own stop flag and error count; finish() stops it and says how many
+// errors it had (the destructor stops it too, should a REQUIRE end the test first).
+struct running_worker {
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  std::thread thread;
+  running_worker(const std::string& endpoint, const std::string& name)
+      : thread(worker_thread(endpoint, name, stop, errors)) {}
+  ~running_worker() { finish(); }
+  int finish() {
+    stop = true;
+    if (thread.joinable()) thread.join();
+    return errors;
+  }
+};
 
 // A hand-driven DEALER that speaks the protocol frame by frame, to misbehave precisely.
 struct raw_worker {
@@ -220,28 +241,20 @@ TEST_CASE("a frozen broker hands out nothing and takes no result; new work is st
   auto o = fast_beat(25);
   auto p = pool::make(o);
   REQUIRE(p.b.start().ok());
-  std::atomic<bool> stop{false};
-  std::atomic<int> errors{0};
-  auto w = worker_thread(p.b.backend_endpoint(), "w1", stop, errors);
-  for (std::uint64_t i = 1; i <= 50; ++i) REQUIRE(p.producer.send(blob(i, 64), 5000ms).ok());
+  running_worker w(p.b.backend_endpoint(), "w1");
+  p.send(1, 50);
   std::map<std::uint64_t, int> per_sample;
   std::map<std::string, int> per_worker;
   p.collect(50, per_sample, per_worker);
 
   p.b.freeze();
-  for (std::uint64_t i = 51; i <= 80; ++i) REQUIRE(p.producer.send(blob(i, 64), 5000ms).ok());
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (p.b.counters().received < 80 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(10ms);  // polling the broker's own thread's counters
-  std::this_thread::sleep_for(200ms);   // room for a dispatch that must not happen
-  const auto c = p.b.counters();
+  p.send(51, 80);
+  const auto c = p.b.counters_when_quiet(200ms, 5s);  // also room for a dispatch that must not happen
   CHECK(c.received == 80);
   CHECK(c.completed == 50);
   CHECK(c.queued + c.in_flight == 30);  // the invariant the run's balance check reads
   CHECK(c.dispatched == 50 + c.in_flight);
-  stop = true;
-  w.join();
-  CHECK(errors == 0);
+  CHECK(w.finish() == 0);
   p.b.stop();
 }
 
@@ -249,9 +262,7 @@ TEST_CASE("a broker's counts agree at every read: each item received is queued, 
   auto o = fast_beat(25);
   auto p = pool::make(o);
   REQUIRE(p.b.start().ok());
-  std::atomic<bool> stop{false};
-  std::atomic<int> errors{0};
-  auto w = worker_thread(p.b.backend_endpoint(), "w1", stop, errors);
+  running_worker w(p.b.backend_endpoint(), "w1");
   constexpr std::uint64_t n = 4000;
   std::thread reader([&] {  // reads while the broker takes work in batches
     int bad = 0, reads = 0;
@@ -264,15 +275,13 @@ TEST_CASE("a broker's counts agree at every read: each item received is queued, 
     CAPTURE(reads);
     CHECK(bad == 0);
   });
-  for (std::uint64_t i = 1; i <= n; ++i) REQUIRE(p.producer.send(blob(i, 64), 5000ms).ok());
+  p.send(1, n);
   std::map<std::uint64_t, int> per_sample;
   std::map<std::string, int> per_worker;
   p.collect(n, per_sample, per_worker);
   reader.join();
-  stop = true;
-  w.join();
+  CHECK(w.finish() == 0);
   CHECK(per_sample.size() == n);
-  CHECK(errors == 0);
   p.b.stop();
 }
 
@@ -284,7 +293,7 @@ TEST_CASE("a frozen broker counts all that was sent to it, past max_queued and s
   p.b.freeze();
   // No wait after the sends: the last ones are still on their way (tcp) when the count is asked
   // for, as a sampler's last candidates are at the run's last report.
-  for (std::uint64_t i = 1; i <= 300; ++i) REQUIRE(p.producer.send(blob(i, 64), 5000ms).ok());
+  p.send(1, 300);
   const auto c = p.b.counters_when_quiet(200ms, 5s);
   CHECK(c.received == 300);
   CHECK(c.queued == 300);
@@ -296,7 +305,7 @@ TEST_CASE("a frozen broker declares no worker dead: a silent worker's items stay
   auto o = fast_beat(3);
   auto p = pool::make(o);
   REQUIRE(p.b.start().ok());
-  for (std::uint64_t i = 1; i <= 4; ++i) REQUIRE(p.producer.send(blob(i, 64), 5000ms).ok());
+  p.send(1, 4);
   std::set<std::uint64_t> held;
   auto w = worker_holding(p.b.backend_endpoint(), "finishing", 4, held);
   p.b.freeze();
