@@ -492,17 +492,14 @@ broker_counters broker::counters() const {
   return impl_->published;
 }
 
-broker_counters broker::counters_when_quiet(milliseconds quiet, milliseconds at_most) const {
+broker_counters broker::counters_once_received(std::uint64_t n, milliseconds at_most) const {
   const auto deadline = clock::now() + at_most;
-  auto last = counters();
-  auto changed = clock::now();
-  while (clock::now() < deadline && clock::now() - changed < quiet) {
-    std::this_thread::sleep_for(std::min(quiet, milliseconds(10)));
-    const auto now = counters();
-    if (now.received != last.received) changed = clock::now();
-    last = now;
+  auto c = counters();
+  while (c.received < n && clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(1));
+    c = counters();
   }
-  return last;
+  return c;
 }
 
 const std::string& broker::frontend_endpoint() const noexcept { return impl_->frontend_ep; }

@@ -113,10 +113,9 @@ class broker {
 
   /// The counts as of the end of the loop's last iteration: consistent with each other.
   broker_counters counters() const;
-  /// The counts once nothing new has been received for `quiet` (at most `at_most`): for a run's
-  /// last counts, so that work a sampler sent just before its last report reaches the count.
-  broker_counters counters_when_quiet(std::chrono::milliseconds quiet,
-                                      std::chrono::milliseconds at_most) const;
+  /// The counts once `received` has reached `n` (waiting at most `at_most`): for a run's last
+  /// counts, so that work a sampler sent just before its last report reaches the count.
+  broker_counters counters_once_received(std::uint64_t n, std::chrono::milliseconds at_most) const;
   /// Resolved endpoints (tcp://HOST:* shows the chosen port).
   const std::string& frontend_endpoint() const noexcept;
   const std::string& backend_endpoint() const noexcept;

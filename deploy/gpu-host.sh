@@ -125,7 +125,8 @@ fi
     # (it is given back after 30 idle seconds or 30 minutes held, and $build/demo with it):
     #   1. demobefore (with the build): the shipped model on the 57 held-out tasks, G = 8;
     #   2. demorun: the embedded default for KFORGE_DEMO_SECONDS (default 450, the default's own
-    #      limit since session 24: with the build it fits one call);
+    #      limit since session 24: one call, 546 s with a fresh build in session 22; the longest
+    #      drain, final checkpoint and shutdown the head allows (85 s) could take it past 600 s);
     #   3. (a longer run) demorun again: resumes the run from its newest complete checkpoint for as
     #      long again;
     #   4. demoafter: that checkpoint measured the same way, then kforge compare (paired bootstrap

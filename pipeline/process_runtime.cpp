@@ -119,7 +119,11 @@ struct process_runtime::impl {
   /// report_metrics' asker (made on the pump's thread) and, per stage, its asks not yet answered.
   std::optional<caf::scoped_actor> metrics_ask;
   std::map<caf::actor_addr, unsigned> metrics_pending;
-  std::uint64_t broker_failed_sent = 0;
+  /// Failure notices the broker's thread (its on_failed) sent on; read by the pump's thread.
+  std::atomic<std::uint64_t> broker_failed_sent{0};
+  /// The candidates each sampler of this process had sent at its latest report: what its sandbox
+  /// pool must have received before the last count is taken.
+  std::map<std::string, std::uint64_t> sampler_sent;
   /// This process's samplers, told of new weights the moment they arrive (weights_arrived).
   std::vector<std::shared_ptr<actors::sampler_logic>> weights_listeners;
 
@@ -501,7 +505,9 @@ struct process_runtime::impl {
           [&](const actors::stage_metrics& s) {
             const auto it = metrics_pending.find(caf::actor_cast<caf::actor_addr>(ask->current_sender()));
             if (it != metrics_pending.end() && --it->second == 0) metrics_pending.erase(it);
-            send_metric(actors::to_wire(s));
+            auto w = actors::to_wire(s);
+            if (w.kind == "sampler") sampler_sent[w.stage] = w.sent;
+            send_metric(std::move(w));
             got = true;
           },
           caf::after(wait) >> [] {});
@@ -526,16 +532,22 @@ struct process_runtime::impl {
       send_metric(actors::to_wire(w->core.snapshot(w->held)));
     }
     if (broker) {
-      // The last count is taken once the pool has been quiet: a sampler whose generate call ended
-      // in the last round sent its candidates just before its answer, and they are still on their
-      // way to the pool (a 240 s GPU run ended unbalanced so: 1024 sent, 995 received).
-      const auto c = last ? broker->counters_when_quiet(200ms, 2s) : broker->counters();
+      // The last count waits (up to 2 s) until the pool has received all that this process's
+      // samplers said they sent: one whose generate call ended in the last round sent its
+      // candidates just before its answer, and they are still on their way to the pool (a 240 s
+      // GPU run ended unbalanced so: 1024 sent, 995 received). No fixed quiet time: candidates of
+      // a sampler that answers after the round would be counted by the pool and not by it.
+      // Samplers of other processes are not waited for (their counts are not known here).
+      std::uint64_t sent = 0;
+      for (const auto& [stage, n] : sampler_sent) sent += n;
+      const auto c = last ? broker->counters_once_received(sent, 2s) : broker->counters();
       wire::StageMetricsT w;
       w.stage = "sandbox_pool";
       w.kind = "sandbox_pool";
       w.received = c.received;
-      w.sent = c.completed + broker_failed_sent;
-      w.dropped = c.failed - std::min(c.failed, broker_failed_sent);
+      const std::uint64_t failed_sent = broker_failed_sent;
+      w.sent = c.completed + failed_sent;
+      w.dropped = c.failed - std::min(c.failed, failed_sent);
       w.errors = c.rejected;
       w.queue_depth = c.queued + c.in_flight + c.pending_results;
       w.last_error = broker->last_error();
