@@ -92,8 +92,6 @@ struct broker::impl {
     if (thread.joinable()) thread.join();
   }
 
-  static void bump(std::uint64_t& n) { ++n; }
-
   // Sends [routing id, tag, cmd, payload?] to a worker without waiting.
   result<route_outcome> route(const std::string& id, proto::command cmd,
                               const messages::envelope* payload) {
@@ -118,7 +116,7 @@ struct broker::impl {
   }
 
   void fail(const work_entry& w, std::string reason) {
-    bump(c.failed);
+    ++c.failed;
     if (!opts.on_failed) return;
     try {
       opts.on_failed(failed_item{w.env, std::move(reason)});
@@ -150,11 +148,11 @@ struct broker::impl {
       } else {
         queued_ids.insert(work.id);
         queue.push_front(std::move(work));
-        bump(c.requeued);
+        ++c.requeued;
       }
     }
     workers.erase(it);
-    bump(died ? c.workers_dead : c.workers_left);
+    ++(died ? c.workers_dead : c.workers_left);
   }
 
   void send_reconnect(const std::string& id) {
@@ -164,7 +162,7 @@ struct broker::impl {
 
   void handle_backend(std::size_t n, clock::time_point now) {
     if (n < 3 || n > 6 || !frame_is(frames[1], proto::tag) || frames[2].size() != 1) {
-      bump(c.rejected);
+      ++c.rejected;
       return;
     }
     const std::string id = frames[0].to_string();
@@ -176,7 +174,7 @@ struct broker::impl {
         const auto credit = n == 6 ? read_u32(frames[3]) : std::nullopt;
         const auto hb = n == 6 ? read_u32(frames[4]) : std::nullopt;
         if (!credit || !hb || *credit == 0) {
-          bump(c.rejected);
+          ++c.rejected;
           return;
         }
         // A second READY on one routing id means the worker restarted its session.
@@ -203,20 +201,20 @@ struct broker::impl {
         if (!wid) break;
         if (frozen.load()) return;  // the item stays in flight: left unjudged at the run's end
         if (it == workers.end()) {
-          bump(c.stale_results);
+          ++c.stale_results;
           send_reconnect(id);
           return;
         }
         worker_state& w = it->second;
         w.expiry = now + opts.liveness * w.interval;
         if (w.held.erase(*wid) == 0) {
-          bump(c.stale_results);
+          ++c.stale_results;
           return;
         }
         auto node = in_flight.extract(*wid);
         auto env = envelope_of(frames[4]);
         if (!env) {
-          bump(c.rejected);
+          ++c.rejected;
           fail(node.mapped().work,
                "worker " + w.name + " returned an invalid result: " + env.message());
           return;
@@ -231,7 +229,7 @@ struct broker::impl {
       default:
         break;
     }
-    bump(c.rejected);
+    ++c.rejected;
   }
 
   status read_backend(clock::time_point now) {
@@ -254,15 +252,15 @@ struct broker::impl {
       if (!n) return error{"bus: broker frontend " + frontend_ep + ": " + n.message()};
       if (*n == 0) break;
       if (*n != 1) {
-        bump(c.rejected);
+        ++c.rejected;
         continue;
       }
       auto env = envelope_of(frames[0]);
       if (!env) {
-        bump(c.rejected);
+        ++c.rejected;
         continue;
       }
-      bump(c.received);
+      ++c.received;
       if (opts.on_received) opts.on_received(*env);
       work_entry w{std::move(env).value(), 0, 0};
       w.id = w.env->message_id();
@@ -283,7 +281,7 @@ struct broker::impl {
         auto f = frame_of(outbox.front());
         if (!results.send(f, zmq::send_flags::dontwait)) break;
         outbox.pop_front();
-        bump(c.completed);
+        ++c.completed;
       }
       return status::success();
     } catch (const zmq::error_t& e) {
@@ -334,7 +332,7 @@ struct broker::impl {
       const auto wid = w.id;
       in_flight.emplace(wid, flight{std::move(w), id});
       queue.pop_front();
-      bump(c.dispatched);
+      ++c.dispatched;
     }
     return status::success();
   }

@@ -538,9 +538,12 @@ struct process_runtime::impl {
       // GPU run ended unbalanced so: 1024 sent, 995 received). No fixed quiet time: candidates of
       // a sampler that answers after the round would be counted by the pool and not by it.
       // Samplers of other processes are not waited for (their counts are not known here).
-      std::uint64_t sent = 0;
-      for (const auto& [stage, n] : sampler_sent) sent += n;
-      const auto c = last ? broker->counters_once_received(sent, 2s) : broker->counters();
+      auto c = broker->counters();
+      if (last) {
+        std::uint64_t sent = 0;
+        for (const auto& [stage, n] : sampler_sent) sent += n;
+        c = broker->counters_once_received(sent, 2s);
+      }
       wire::StageMetricsT w;
       w.stage = "sandbox_pool";
       w.kind = "sandbox_pool";

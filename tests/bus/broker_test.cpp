@@ -97,45 +97,66 @@ struct pool {
   }
 };
 
-// Runs a worker on its own thread until `stop`: take an item, send its result.
-std::thread worker_thread(const std::string& endpoint, const std::string& name,
-                          std::atomic<bool>& stop, std::atomic<int>& errors, int liveness = 25) {
-  return std::thread([endpoint, name, &stop, &errors, liveness] {
-    worker_options wo;
-    wo.name = name;
-    wo.capacity = 2;
-    wo.heartbeat_interval = hb;
-    wo.liveness = liveness;
-    auto w = worker::connect(endpoint, wo);
-    if (!w.ok()) {
+// A worker until `stop`: take an item, send its result.
+void run_worker(const std::string& endpoint, const std::string& name, const std::atomic<bool>& stop,
+                std::atomic<int>& errors, int liveness = 25) {
+  worker_options wo;
+  wo.name = name;
+  wo.capacity = 2;
+  wo.heartbeat_interval = hb;
+  wo.liveness = liveness;
+  auto w = worker::connect(endpoint, wo);
+  if (!w.ok()) {
+    ++errors;
+    return;
+  }
+  while (!stop.load()) {
+    auto item = w->next(20ms);
+    if (!item.ok()) {
       ++errors;
       return;
     }
-    while (!stop.load()) {
-      auto item = w->next(20ms);
-      if (!item.ok()) {
-        ++errors;
-        return;
-      }
-      if (!item->has_value()) continue;
-      if (!w->complete((*item)->id, result_for(**item, name)).ok()) ++errors;
-    }
-    (void)w->leave();
+    if (!item->has_value()) continue;
+    if (!w->complete((*item)->id, result_for(**item, name)).ok()) ++errors;
+  }
+  (void)w->leave();
+}
+
+// run_worker on its own thread, several sharing one stop flag and error count.
+std::thread worker_thread(const std::string& endpoint, const std::string& name,
+                          std::atomic<bool>& stop, std::atomic<int>& errors, int liveness = 25) {
+  return std::thread([endpoint, name, &stop, &errors, liveness] {
+    run_worker(endpoint, name, stop, errors, liveness);
   });
 }
 
-// One worker_thread with its own stop flag and error count; finish() stops it and says how many
-// errors it had (the destructor stops it too, should a REQUIRE end the test first).
+// `body(stop)` on its own thread with its own stop flag; finish() sets it and joins, and so does
+// the destructor, should a REQUIRE end the test first (a joinable std::thread would terminate).
+class background_thread {
+ public:
+  template <class Body>
+  explicit background_thread(Body body) : thread_([this, body] { body(stop_); }) {}
+  ~background_thread() { finish(); }
+  void finish() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// One run_worker on a background_thread; finish() stops it and says how many errors it had.
 struct running_worker {
-  std::atomic<bool> stop{false};
   std::atomic<int> errors{0};
-  std::thread thread;
+  background_thread thread;  // after `errors`: joined before it goes
   running_worker(const std::string& endpoint, const std::string& name)
-      : thread(worker_thread(endpoint, name, stop, errors)) {}
-  ~running_worker() { finish(); }
+      : thread([this, endpoint, name](const std::atomic<bool>& stop) {
+          run_worker(endpoint, name, stop, errors);
+        }) {}
   int finish() {
-    stop = true;
-    if (thread.joinable()) thread.join();
+    thread.finish();
     return errors;
   }
 };
@@ -267,30 +288,20 @@ TEST_CASE("a broker's counts agree at every read: each item received is queued, 
   running_worker w(p.b.backend_endpoint(), "w1");
   constexpr std::uint64_t n = 4000;
   int bad = 0, reads = 0;
-  std::atomic<bool> done{false};
   // Reads while the broker takes work in batches; a short sleep between reads leaves the CPU to
   // the broker, worker and collector on a loaded 2-core machine.
-  std::thread reader([&] {
-    for (; !done.load(); ++reads) {
+  background_thread reader([&](const std::atomic<bool>& stop) {
+    for (; !stop.load(); ++reads) {
       const auto c = p.b.counters();
       bad += c.received != c.queued + c.in_flight + c.pending_results + c.completed + c.failed;
       std::this_thread::sleep_for(20us);
     }
   });
-  struct join_at_exit {  // a failed REQUIRE below must not leave the reader joinable
-    std::thread& t;
-    std::atomic<bool>& done;
-    ~join_at_exit() {
-      done = true;
-      if (t.joinable()) t.join();
-    }
-  } join{reader, done};
   p.send(1, n);
   std::map<std::uint64_t, int> per_sample;
   std::map<std::string, int> per_worker;
   p.collect(n, per_sample, per_worker, 30000ms);
-  done = true;
-  reader.join();
+  reader.finish();
   CAPTURE(reads);
   CHECK(bad == 0);
   CHECK(w.finish() == 0);
