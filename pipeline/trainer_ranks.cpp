@@ -40,7 +40,7 @@ struct rank_processes::remote_link {
   std::vector<int> devices;      ///< its device, from its hello
   std::atomic<bool> abort{false};
 
-  // Binds `endpoint` on every interface and waits for `count` hellos (a rank resends its hello
+  // Binds `endpoint` (the interface it names) and waits for `count` hellos (a rank resends its hello
   // until it hears from rank 0: repeats are dropped) from ranks of rank 0's kind (`cpu`).
   status accept(const std::string& endpoint, int count, bool cpu, std::chrono::milliseconds timeout) {
     try {
@@ -62,7 +62,7 @@ struct rank_processes::remote_link {
                              endpoint + " (start them with kforge trainer-rank --connect " + endpoint + " --device N): " +
                              m.message()};
         const json hello = json::parse(m->second, nullptr, false);
-        // Anything else that reaches the port (it listens on every interface) is not a rank.
+        // Anything else that reaches the port (any program on the network it listens on) is not a rank.
         if (!hello.is_object() || !hello.contains("op") || hello["op"] != "hello" || !hello.contains("device") ||
             !hello["device"].is_number_integer())
           continue;

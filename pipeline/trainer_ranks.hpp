@@ -55,7 +55,7 @@ struct rank_processes_options {
   std::string endpoint;
   std::string nccl_id;
   /// Ranks joining from other hosts (after the local ones) and where rank 0 waits for them
-  /// (tcp://HOST:PORT, bound on every interface).
+  /// (tcp://HOST:PORT, bound on the interface HOST names).
   int remote = 0;
   std::string remote_endpoint;
   /// Joining (loading the model) and one step may each take at most this long.

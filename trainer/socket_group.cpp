@@ -64,7 +64,7 @@ class socket_rank final : public collective {
   status join(const std::string& endpoint) {
     try {
       if (rank_ == 0) {
-        socket_.bind(bind_address(endpoint));  // tcp: every interface, for ranks on other hosts
+        socket_.bind(bind_address(endpoint));  // tcp: the interface the endpoint names
         std::vector<std::optional<message>> hello;
         if (auto s = gather("hello", hello); !s) return s;
         for (int r = 1; r < size_; ++r)

@@ -2,7 +2,7 @@
 // Data-parallel ranks in separate processes without NCCL (trainer/collective.hpp): the CPU ranks
 // of a trainer whose ranks are processes (trainer.ranks = "processes"), or any host without GPUs.
 // Rank 0 binds a ZeroMQ socket at `endpoint` (ipc:// on one host; tcp://HOST:PORT across hosts,
-// bound on every interface) and every other rank connects to it. A sum gathers every rank's
+// bound on HOST's interface) and every other rank connects to it. A sum gathers every rank's
 // tensors at rank 0, which adds them in rank order — the thread group's order, so a run with
 // process ranks gives bit-identical sums to one with thread ranks — and sends the result back; a
 // broadcast goes through rank 0. Dtypes and shapes are checked at rank 0: a mismatch is an error
