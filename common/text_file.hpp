@@ -2,13 +2,11 @@
 // A whole file as a string, or "PATH: cannot read" — for readers of model files, tasks and
 // candidates that then parse and report errors of their own; and the matching writer that never
 // leaves a reader half a file.
-#include <unistd.h>
-
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "common/file_writer.hpp"
 #include "common/result.hpp"
 
 namespace kforge {
@@ -22,27 +20,11 @@ inline result<std::string> read_text_file(const std::string& path) {
   return ss.str();
 }
 
-/// Writes `text` to `path` through a temporary file in the same directory and a rename, so a
-/// reader sees the old file or the whole new one. On error nothing is left behind but the old file.
+/// Writes `text` to `path` through a temporary file in the same directory, synced, and a rename,
+/// so a reader sees the old file or the whole new one. On error nothing is left behind but the old
+/// file; the error names the file and the reason.
 inline status write_text_file_atomically(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  std::error_code ec;
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.flush();
-    if (!f) {
-      fs::remove(tmp, ec);
-      return error{tmp + ": cannot write"};
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return error{path + ": cannot rename the written file into place: " + ec.message()};
-  }
-  return {};
+  return write_file_atomically(path, text);
 }
 
 }  // namespace kforge

@@ -35,10 +35,9 @@ std::string sys_error(const std::string& what, const std::string& path) {
 
 result<recording_writer> recording_writer::create(const std::string& path, const std::string& link,
                                                   std::uint64_t max_bytes) {
-  recording_writer w;
-  w.file_.reset(std::fopen(path.c_str(), "wb"));
-  if (!w.file_) return error{sys_error("cannot create recording", path)};
-  w.path_ = path;
+  auto f = file_writer::open(path, file_writer::mode::truncate);
+  if (!f) return error{"recording: " + f.message()};
+  recording_writer w(std::move(*f));
   w.max_bytes_ = max_bytes;
   const auto meta = nlohmann::json{{"schema_hash", std::string(schema_hash())},
                                    {"link", link},
@@ -47,34 +46,40 @@ result<recording_writer> recording_writer::create(const std::string& path, const
   std::string head(magic, sizeof magic);
   put<std::uint32_t>(head, static_cast<std::uint32_t>(meta.size()));
   head += meta;
-  if (std::fwrite(head.data(), 1, head.size(), w.file_.get()) != head.size())
-    return error{sys_error("cannot write recording header to", path)};
+  if (auto s = w.file_.append(head); !s) return error{"recording header: " + s.message()};
   w.bytes_ = head.size();
   return w;
 }
 
-bool recording_writer::write(const envelope& e, std::int64_t receive_time_ns) {
+status recording_writer::write(const envelope& e, std::int64_t receive_time_ns) {
+  if (!failed_) return failed_;
   const std::uint64_t need = 12 + e.size();
-  if (!file_ || !e.valid() || bytes_ + need > max_bytes_) {
+  if (!e.valid() || bytes_ + need > max_bytes_) {
     ++dropped_;
-    return false;
+    return {};
   }
-  std::string head;
-  put<std::uint32_t>(head, static_cast<std::uint32_t>(e.size()));
-  put<std::int64_t>(head, receive_time_ns);
-  if (std::fwrite(head.data(), 1, head.size(), file_.get()) != head.size() ||
-      std::fwrite(e.data(), 1, e.size(), file_.get()) != e.size()) {
+  // One append for the whole record: a crash leaves whole records and the start of one at most.
+  std::string rec;
+  rec.reserve(need);
+  put<std::uint32_t>(rec, static_cast<std::uint32_t>(e.size()));
+  put<std::int64_t>(rec, receive_time_ns);
+  rec.append(reinterpret_cast<const char*>(e.data()), e.size());
+  if (auto s = file_.append(rec); !s) {
     ++dropped_;
-    return false;
+    failed_ = error{"recording: " + s.message()};
+    return failed_;
   }
   bytes_ += need;
   ++written_;
-  return true;
+  return {};
 }
 
-status recording_writer::flush() {
-  if (file_ && std::fflush(file_.get()) != 0) return error{sys_error("cannot flush", path_)};
-  return {};
+status recording_writer::close() {
+  if (!failed_) return failed_;
+  auto s = file_.sync();
+  if (auto c = file_.close(); s) s = c;
+  if (!s) failed_ = error{"recording: " + s.message()};
+  return failed_;
 }
 
 result<recording_reader> recording_reader::open(const std::string& path) {

@@ -5,7 +5,11 @@
 //   header: "KFREC001" | u32 n | n bytes of JSON {"schema_hash","link","created_ns"}
 //   record: u32 size | i64 receive_time_ns | size bytes of envelope
 // A writer stops adding records once the file would pass its size bound and counts what it drops,
-// so the file is always whole. A reader refuses a file written under another schema.
+// so the file is always whole. Each record is one append (common/file_writer.hpp), so a writer
+// that dies leaves whole records and at most the start of one more; a failed write is cut back to
+// the last whole record and returned as an error naming the file. A reader reads the whole records
+// of such a file and then reports the torn one with its offset. A reader refuses a file written
+// under another schema.
 
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "common/file_writer.hpp"
 #include "common/result.hpp"
 #include "messages/envelope.hpp"
 
@@ -35,23 +40,22 @@ class recording_writer {
   static result<recording_writer> create(const std::string& path, const std::string& link,
                                          std::uint64_t max_bytes = std::uint64_t{1} << 30);
 
-  /// Appends one envelope; returns false when it was dropped because of the size bound.
-  bool write(const envelope& e, std::int64_t receive_time_ns);
-  /// Flushes buffered records to the file (also done on destruction).
-  status flush();
+  /// Appends one envelope as one whole record. An envelope past the size bound (or invalid) is
+  /// dropped and counted, which is no error. A failed write is: it names the file, the file keeps
+  /// its whole records only, and every later write returns the same error.
+  [[nodiscard]] status write(const envelope& e, std::int64_t receive_time_ns);
+  /// Syncs and closes the file (once), with the errors only these calls report; later writes fail.
+  [[nodiscard]] status close();
 
   std::uint64_t written() const noexcept { return written_; }
   std::uint64_t dropped() const noexcept { return dropped_; }
   std::uint64_t bytes() const noexcept { return bytes_; }
-  const std::string& path() const noexcept { return path_; }
+  const std::string& path() const noexcept { return file_.path(); }
 
  private:
-  struct closer {
-    void operator()(std::FILE* f) const noexcept { std::fclose(f); }
-  };
-  recording_writer() = default;
-  std::unique_ptr<std::FILE, closer> file_;
-  std::string path_;
+  explicit recording_writer(file_writer f) : file_(std::move(f)) {}
+  file_writer file_;
+  status failed_;  ///< the first failed write; sticky
   std::uint64_t max_bytes_ = 0;
   std::uint64_t bytes_ = 0;
   std::uint64_t written_ = 0;

@@ -1,6 +1,8 @@
 #include "model/safetensors.hpp"
 #include "model/json_object.hpp"
 
+#include "common/file_writer.hpp"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -325,26 +327,19 @@ status write_safetensors(const std::string& path, const std::vector<tensor_bytes
   }
   std::string header = h.dump();
   header.append((8 - header.size() % 8) % 8, ' ');
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return error{tmp + ": cannot create"};
-    char len[8];
-    std::uint64_t n = header.size();
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-    out.write(len, 8);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const auto& t : tensors)
-      out.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(t.nbytes));
-    out.flush();
-    if (!out) return error{tmp + ": write failed"};
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return error{path + ": cannot rename the temporary file into place"};
-  }
+  // Whole or not at all: a temporary file renamed into place, every write and the close checked.
+  // Not synced: a checkpoint syncs its files as it is committed (trainer/checkpoint.hpp), and a
+  // published weights file is of no use after a crash of the host.
+  auto out = file_replacement::begin(path);
+  if (!out) return out.err();
+  char len[8];
+  std::uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  if (auto s = out->append({len, 8}); !s) return s;
+  if (auto s = out->append(header); !s) return s;
+  for (const auto& t : tensors)
+    if (auto s = out->append({static_cast<const char*>(t.data), t.nbytes}); !s) return s;
+  if (auto s = out->commit(/*sync=*/false); !s) return s;
   return status::success();
 }
 

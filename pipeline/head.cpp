@@ -22,6 +22,7 @@
 #include "bus/channel.hpp"
 #include "bus/pubsub.hpp"
 #include "common/clock.hpp"
+#include "common/file_writer.hpp"
 #include "common/subprocess.hpp"
 #include "common/visible_gpus.hpp"
 #include "messages/recording.hpp"
@@ -33,6 +34,9 @@
 #include "pipeline/run_metrics.hpp"
 #include "pipeline/stage_factory.hpp"
 #include "pipeline/task_generator.hpp"
+#if defined(KFORGE_HAVE_TORCH)
+#include "trainer/checkpoint.hpp"
+#endif
 
 namespace kforge::pipeline {
 
@@ -49,8 +53,28 @@ struct child {
   std::string name;
   pid_t pid = -1;
   bool running = true;
+  bool required = true;  ///< the run cannot go on without it (required_process)
   std::string exit;  ///< how it ended, once it has
 };
+
+/// Whether the run needs process `p` to the end: one hosting only sandbox workers may die (the
+/// pool re-queues what they held and the other workers judge it); the loss of any other stage
+/// stops the loop for good, so the run ends as failed at once rather than as stalled much later.
+bool required_process(const process_spec& p) {
+  for (auto k : all_actor_kinds)
+    if (k != actor_kind::sandbox_worker && p.count(k) > 0) return true;
+  return false;
+}
+
+/// The last non-empty line of the text file `path` ("" when there is none): a worker's log ends
+/// with why it stopped.
+std::string last_line_of(const std::string& path) {
+  std::ifstream in(path);
+  std::string last;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) last = line;
+  return last;
+}
 
 result<child> spawn_child(const std::string& manifest_path, const std::string& process,
                           const std::string& run_dir, std::int64_t steps,
@@ -80,7 +104,7 @@ result<child> spawn_child(const std::string& manifest_path, const std::string& p
     ::execv(exe.c_str(), argv.data());
     ::_exit(127);
   }
-  return child{process, pid, true, ""};
+  return child{process, pid, true, true, ""};
 }
 
 constexpr const char* overrides_marker = "# kforge run overrides:";
@@ -105,6 +129,28 @@ std::optional<resume_point> newest_checkpoint(const fs::path& run_dir) {
     if (whole && (!best || step > best->step)) best = resume_point{step, it->path().string()};
   }
   return best;
+}
+
+/// The checkpoint's own record of its step, read before anything of the run directory is moved:
+/// one whose trainer_state.json is unreadable or holds another step than its name says stops the
+/// resume here, not after the last leg's files were moved aside for a leg that cannot start.
+status check_checkpoint(const resume_point& at) {
+#if defined(KFORGE_HAVE_TORCH)
+  auto st = trainer::read_checkpoint_state(at.checkpoint);
+  if (!st) return st.err();
+  return {};
+#else
+  return error{at.checkpoint + ": this kforge is built without LibTorch, so it has no trainer to "
+               "resume"};
+#endif
+}
+
+/// Moves `from` to `to` unless `to` exists: the files of the leg that ended at a checkpoint stay
+/// under their before-step names when a leg resumed from it stops and is resumed again.
+void move_aside(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  if (fs::exists(to, ec) || ec) return;
+  fs::rename(from, to, ec);  // a file the last leg did not write (ENOENT) leaves nothing to move
 }
 
 /// A run to continue: RUN_DIR's manifest snapshot with the first run's overrides (the line the
@@ -153,6 +199,7 @@ result<resumed_run> open_resumed_run(const std::string& run_dir,
   if (!at)
     return error{"--resume " + run_dir + ": no complete checkpoint under " +
                  (fs::path(run_dir) / "checkpoints").string()};
+  if (auto s = check_checkpoint(*at); !s) return error{"--resume " + run_dir + ": " + s.message()};
   if (at->step >= static_cast<std::uint64_t>(m.run.steps))
     return error{"--resume " + run_dir + ": nothing to do: already at step " +
                  std::to_string(at->step) + " of " + std::to_string(m.run.steps) +
@@ -277,31 +324,32 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     err << "kforge run: cannot create run directory " << dir << ": " << ec.message() << "\n";
     return 2;
   }
-  if (resume) {
-    // The first run's recordings and summary stay, next to this leg's.
-    const auto leg = "before-step-" + std::to_string(resume->step);
-    if (!fs::exists(fs::path(dir) / ("recordings-" + leg), ec)) {
-      fs::rename(fs::path(dir) / "recordings", fs::path(dir) / ("recordings-" + leg), ec);
-      fs::create_directories(fs::path(dir) / "recordings", ec);
-    }
-    fs::rename(fs::path(dir) / "summary.json", fs::path(dir) / ("summary-" + leg + ".json"), ec);
-    ec.clear();
-    fs::rename(infra_error_log::path_in(dir), fs::path(dir) / ("infra_errors-" + leg + ".jsonl"), ec);
-    ec.clear();
-  } else {
-    fs::remove(infra_error_log::path_in(dir), ec);  // an earlier run's, into the same directory
-    ec.clear();
-  }
+  // The snapshot first: a directory it cannot be written to stops the run before anything in it
+  // is moved.
   const auto snapshot = (fs::path(dir) / "manifest.toml").string();
   {
-    std::ofstream f(snapshot);
-    f << m.text;
+    std::string text = m.text;
     // Command-line overrides reach the other processes as worker options, not through this file;
     // --resume reads them back from this line.
     if (opt.steps || opt.run_dir || resume)
-      f << "\n" << overrides_marker << " steps = " << m.run.steps << ", run_dir = \"" << dir
-        << "\"\n";
+      text += "\n" + std::string(overrides_marker) + " steps = " + std::to_string(m.run.steps) +
+              ", run_dir = \"" + dir + "\"\n";
+    if (auto s = write_file_atomically(snapshot, text); !s) {
+      err << "kforge run: " << s.message() << "\n";
+      return 2;
+    }
   }
+  if (resume) {
+    // The first run's recordings and summary stay, next to this leg's.
+    const auto leg = "before-step-" + std::to_string(resume->step);
+    move_aside(fs::path(dir) / "recordings", fs::path(dir) / ("recordings-" + leg));
+    fs::create_directories(fs::path(dir) / "recordings", ec);
+    move_aside(fs::path(dir) / "summary.json", fs::path(dir) / ("summary-" + leg + ".json"));
+    move_aside(infra_error_log::path_in(dir), fs::path(dir) / ("infra_errors-" + leg + ".jsonl"));
+  } else {
+    fs::remove(infra_error_log::path_in(dir), ec);  // an earlier run's, into the same directory
+  }
+  ec.clear();
 
   // The head's own sockets: control out, metrics in, and a weights subscriber for progress.
   if (auto s = prepare_endpoint(m.endpoint(link::control)); !s) { err << s.message() << "\n"; return 2; }
@@ -341,13 +389,20 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
       err << "kforge run: " << c.message() << "\n";
       return 1;
     }
+    c->required = required_process(p);
     children.push_back(*c);
   }
+  // The first file the head fails to write (processes.json, metrics): the loop ends with it, and
+  // a run that cannot keep its results does not report itself completed.
+  status write_failed;
+  auto note_write = [&](status s) {
+    if (write_failed) write_failed = std::move(s);
+  };
   {
     nlohmann::json procs = nlohmann::json::array();
     procs.push_back({{"name", m.head().name}, {"pid", ::getpid()}, {"head", true}});
     for (const auto& c : children) procs.push_back({{"name", c.name}, {"pid", c.pid}, {"head", false}});
-    std::ofstream(fs::path(dir) / "processes.json") << procs.dump(2) << "\n";
+    note_write(write_file_atomically((fs::path(dir) / "processes.json").string(), procs.dump(2) + "\n"));
   }
 
   // The head's own share of the stages runs on its own thread; this one monitors.
@@ -371,17 +426,21 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   });
 
   // A resumed run's metrics go on after the first run's (their "t" restarts with this head).
-  std::ofstream metrics_file(fs::path(dir) / "metrics.jsonl",
-                             resume ? std::ios::out | std::ios::app : std::ios::out);
+  // A line at a time, each whole or not at all.
+  std::optional<file_writer> metrics_file;
+  if (auto f = file_writer::open((fs::path(dir) / "metrics.jsonl").string(),
+                                 resume ? file_writer::mode::append : file_writer::mode::truncate))
+    metrics_file.emplace(std::move(*f));
+  else
+    note_write(f.err());
   std::optional<messages::recording_writer> metrics_recording;
   if (std::find(m.record.links.begin(), m.record.links.end(), link::metrics) != m.record.links.end()) {
     auto w = messages::recording_writer::create(recording_path(dir, link::metrics, m.head().name),
                                                 "metrics", m.record.max_bytes);
-    if (!w) {
-      err << "kforge run: " << w.message() << "\n";
-      return 2;
-    }
-    metrics_recording.emplace(std::move(*w));
+    if (w)
+      metrics_recording.emplace(std::move(*w));
+    else
+      note_write(w.err());  // the processes have started: the loop ends them
   }
   metrics_board board;
   progress_line progress(m.run.progress);
@@ -407,13 +466,13 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
       auto r = metrics_in->receive(0ms);
       if (!r.ok()) continue;
       if (!r->has_value()) break;
-      if (metrics_recording) metrics_recording->write(**r, wall_time_ns());
+      if (metrics_recording) note_write(metrics_recording->write(**r, wall_time_ns()));
       if (const auto* sm = (*r)->as<wire::StageMetrics>()) {
         wire::StageMetricsT t;
         sm->UnPackTo(&t);
         auto j = to_json(t);
         j["t"] = std::chrono::duration<double>(clock_type::now() - started).count();
-        metrics_file << j.dump() << "\n";
+        if (metrics_file) note_write(metrics_file->append(j.dump() + "\n"));
         // Instance names are unique across the topology (stage_name in process_runtime.cpp).
         const auto key = t.stage;
         board.latest[key] = std::move(t);
@@ -435,6 +494,8 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     h.message_id = ++heartbeat_seq;
     (void)control->publish("control", messages::pack(h, c), 100ms);
   };
+  // The first required process that ended before the run did: the run fails with it.
+  std::string lost;
   auto reap = [&] {
     for (auto& c : children) {
       if (!c.running) continue;
@@ -445,6 +506,12 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
         board.gone.insert(c.name);
         progress.end(err);
         err << "kforge run: process " << c.name << " (pid " << c.pid << ") " << c.exit << "\n";
+        if (c.required && lost.empty() && outcome.empty()) {
+          const auto log = (fs::path(dir) / "logs" / (c.name + ".log")).string();
+          const auto why = last_line_of(log);
+          lost = "process " + c.name + " (pid " + std::to_string(c.pid) + ") " + c.exit +
+                 (why.empty() ? "" : "; its log " + log + " ends: " + why);
+        }
       }
     }
   };
@@ -502,6 +569,16 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
       code = 1;
       break;
     }
+    if (!lost.empty()) {
+      outcome = "failed: " + lost;
+      code = 1;
+      break;
+    }
+    if (!write_failed) {
+      outcome = "failed: " + write_failed.message();
+      code = 1;
+      break;
+    }
     if (now - last_activity_change >= refill_quiet && refills.due(board, version)) {
       publish_control(wire::ControlCommand::refill, "the loop ran dry");
       if (refills.sent() == 1) {
@@ -529,11 +606,12 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   const double loop_s =
       work_started ? std::chrono::duration<double>(loop_ended - *work_started).count() : 0.0;
 
-  // Drain: let in-flight work settle (queues empty and counts still), at most 15 s.
+  // Drain: let in-flight work settle (queues empty and counts still), at most 15 s. Not after a
+  // required process died: what its stages held never settles.
   const auto drain_until = clock_type::now() + 15s;
   std::uint64_t settled_at = ~0ull;
   int still = 0;
-  while (clock_type::now() < drain_until && !head_done) {
+  while (clock_type::now() < drain_until && !head_done && lost.empty()) {
     std::this_thread::sleep_for(100ms);
     pump_head_links();
     reap();
@@ -631,6 +709,17 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   }
   draw(true);
   progress.end(err);
+  // The head's own files closed (synced: the run's record), their last errors seen, before the
+  // summary says how the run went.
+  if (metrics_recording) note_write(metrics_recording->close());
+  if (metrics_file) {
+    note_write(metrics_file->sync());
+    note_write(metrics_file->close());
+  }
+  if (!write_failed && code == 0) {
+    outcome = "failed: " + write_failed.message();
+    code = 1;
+  }
 
   // Summary: the outcome, the final counts and whether they balance.
   const auto checks = balance(board);
@@ -676,7 +765,14 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   summary["seconds_per_step"] = leg_versions > 0
                                    ? nlohmann::json(loop_s / static_cast<double>(leg_versions))
                                    : nlohmann::json();
-  std::ofstream(fs::path(dir) / "summary.json") << summary.dump(2) << "\n";
+  if (auto s = write_file_atomically((fs::path(dir) / "summary.json").string(), summary.dump(2) + "\n");
+      !s) {
+    err << "kforge run: " << s.message() << "\n";
+    if (code == 0) {
+      outcome = "failed: " + s.message();
+      code = 1;
+    }
+  }
 
   out << "\nkforge run: " << outcome;
   if (stopped_by == "time_limit_s")
@@ -732,9 +828,9 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     out << "  " << unjudged << " candidate(s) were left unjudged in the sandbox pool at the stop (the "
         << "sandbox was behind the sampler)\n";
   if (!head_error.empty()) err << "kforge run: head: " << head_error << "\n";
+  if (!write_failed) err << "kforge run: " << write_failed.message() << "\n";
   // The report reads what was just written (summary.json last). It is a view of the run, not part
   // of it: a failure here is said but leaves the exit code to the run itself.
-  metrics_file.flush();
   if (auto report = write_report(dir); report)
     out << "report: " << *report << "\n";
   else

@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include "common/file_writer.hpp"
 #include "common/gpu_use_lock.hpp"
 #include "common/hex.hpp"
 #include "common/subprocess.hpp"
@@ -83,13 +84,8 @@ status trim_log(const fs::path& path, std::int64_t step) {
   }
   in.close();
   if (!trimmed) return {};
-  const fs::path tmp = path.string() + ".partial";
-  std::ofstream(tmp, std::ios::trunc) << kept;
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec)
-    return error{path.string() + ": cannot trim the steps after " + std::to_string(step) + ": " +
-                 ec.message()};
+  if (auto s = write_file_atomically(path.string(), kept); !s)
+    return error{"cannot trim the steps after " + std::to_string(step) + ": " + s.message()};
   return {};
 }
 
@@ -181,14 +177,11 @@ class policy_trainer_stage final : public actors::trainer_logic {
   }
 
   status log(const trainer::policy_step_stats& s, const char* publish, double publish_s) {
-    const auto path = fs::path(o_.run_dir) / "train.jsonl";
-    std::ofstream out(path, std::ios::app);
     auto line = to_json(s);
     line["publish"] = publish;
     line["publish_seconds"] = publish_s;
-    out << line.dump() << "\n";
-    if (!out) return error{path.string() + ": cannot append the step's statistics"};
-    return {};
+    // One whole line per step, checked through the close.
+    return append_to_file((fs::path(o_.run_dir) / "train.jsonl").string(), line.dump() + "\n");
   }
 
   // By NCCL while the channel works; by file otherwise, and for good once it has failed.

@@ -23,6 +23,7 @@
 #include "actors/trainer.hpp"
 #include "bus/broker.hpp"
 #include "bus/worker.hpp"
+#include "common/first_error.hpp"
 #include "messages/recording.hpp"
 #include "pipeline/outlet.hpp"
 #include "pipeline/sandbox_service.hpp"
@@ -114,6 +115,9 @@ struct process_runtime::impl {
   std::optional<bus::broker> broker;
   std::unique_ptr<bus::sender> failures_out;  ///< used only on the broker's thread
   std::optional<messages::recording_writer> candidates_recording;  ///< broker's thread only
+  /// The first failed write or close of this process's recordings, from whichever thread: the
+  /// pump ends the process with it, so a run cannot go on as if it were recorded.
+  first_error write_failures;
   std::vector<std::unique_ptr<worker_slot>> workers;
   std::optional<step_driver> driver;
   /// report_metrics' asker (made on the pump's thread) and, per stage, its asks not yet answered.
@@ -350,7 +354,7 @@ struct process_runtime::impl {
     h.policy_version = r.step;
     const auto e = messages::pack(h, w);
     // Recorded as received on the link, so a replay of the buffer starts where it started.
-    if (in->recording) in->recording->write(e, wall_time_ns());
+    if (in->recording) write_failures.note(in->recording->write(e, wall_time_ns()));
     for (const auto& t : in->targets) caf::anon_send(t, e);
   }
 
@@ -373,7 +377,7 @@ struct process_runtime::impl {
       if (!w) return w.err();
       candidates_recording.emplace(std::move(*w));
       bo.on_received = [this](const messages::envelope& e) {
-        candidates_recording->write(e, wall_time_ns());
+        write_failures.note(candidates_recording->write(e, wall_time_ns()));
       };
     }
     auto b = bus::broker::create(std::move(bo));
@@ -406,6 +410,7 @@ struct process_runtime::impl {
       auto w = recorder(link::sandbox_workers, file_tag);
       if (!w) return w.err();
       slot->recording.emplace(std::move(*w));
+      slot->write_failures = &write_failures;
     }
     slot->core = actors::stage_core{"sandbox_worker", name};
     auto* s = slot.get();
@@ -431,13 +436,13 @@ struct process_runtime::impl {
       return;
     }
     serve_sandbox_worker(m.endpoint(link::sandbox_workers), wo, *made, slot, stop_requested);
-    if (slot.recording) (void)slot.recording->flush();
+    if (slot.recording) write_failures.note(slot.recording->close());
   }
 
   // ---- the pump ---------------------------------------------------------------------------------
 
   void dispatch(inbound& in, const messages::envelope& e) {
-    if (in.recording) in.recording->write(e, wall_time_ns());
+    if (in.recording) write_failures.note(in.recording->write(e, wall_time_ns()));
     if (in.id == link::control) {
       const auto* c = e.as<wire::Control>();
       if (!c) return;
@@ -631,6 +636,10 @@ struct process_runtime::impl {
         report_metrics();
         next_metrics = now + o.metrics_interval;
       }
+      if (auto s = write_failures.get(); !s) {
+        result = error{"process " + self.name + ": " + s.message()};
+        break;
+      }
       if (!self.head && now - last_control > o.orphan_timeout) {
         result = error{"process " + self.name + ": the head has been silent on the control link for " +
                        std::to_string(o.orphan_timeout.count()) + " ms; stopping"};
@@ -664,7 +673,8 @@ struct process_runtime::impl {
     for (auto& w : workers)
       if (w->thread.joinable()) w->thread.join();
     if (broker) broker->stop();
-    if (candidates_recording) (void)candidates_recording->flush();
+    if (candidates_recording) write_failures.note(candidates_recording->close());
+    candidates_recording.reset();
     // A sampler waiting for an NCCL version that will never come (the trainer has stopped) stops
     // waiting now, so that the actor system below is not held up by it.
     for (const auto& l : weights_listeners) l->shutting_down();
@@ -680,7 +690,7 @@ struct process_runtime::impl {
       sys.reset();  // waits for every actor; outlets close their sockets as they go
     }
     for (auto& in : inputs)
-      if (in.recording) (void)in.recording->flush();
+      if (in.recording) write_failures.note(in.recording->close());
     inputs.clear();
     broker.reset();
     failures_out.reset();
@@ -707,6 +717,11 @@ result<std::unique_ptr<process_runtime>> process_runtime::create(const manifest&
 status process_runtime::run() {
   auto s = impl_->run();
   impl_->shutdown();
+  // A recording whose last records or close failed (shutdown) fails the process as a write
+  // failure while it ran does.
+  if (s)
+    if (auto w = impl_->write_failures.get(); !w)
+      return error{"process " + impl_->self.name + ": " + w.message()};
   return s;
 }
 

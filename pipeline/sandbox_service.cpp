@@ -94,7 +94,10 @@ void serve_items(bus::worker& w, const std::shared_ptr<actors::sandbox_logic>& l
     auto j = std::make_unique<judging>();
     j->id = (*item)->id;
     j->work = (*item)->work;
-    if (slot.recording) slot.recording->write(j->work, wall_time_ns());
+    if (slot.recording) {
+      const auto written = slot.recording->write(j->work, wall_time_ns());
+      if (slot.write_failures) slot.write_failures->note(written);
+    }
     {
       std::lock_guard<std::mutex> g(slot.mu);
       slot.core.count_received();

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "actors/stage_core.hpp"
+#include "common/first_error.hpp"
 #include "actors/stage_logic.hpp"
 #include "bus/worker.hpp"
 #include "messages/recording.hpp"
@@ -21,6 +22,7 @@ namespace kforge::pipeline {
 struct worker_slot {
   std::string name;
   std::optional<messages::recording_writer> recording;  ///< the worker thread's own
+  first_error* write_failures = nullptr;  ///< where a failed write of `recording` goes
   std::mutex mu;
   actors::stage_core core;
   std::uint64_t held = 0;

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/file_writer.hpp"
+
 namespace kforge::trainer {
 namespace {
 
@@ -91,13 +93,23 @@ result<trainer_state> read_trainer_state(const std::string& dir) {
   return parse_trainer_state(ss.str(), path);
 }
 
+result<trainer_state> read_checkpoint_state(const std::string& dir) {
+  auto st = read_trainer_state(dir);
+  if (!st) return st;
+  auto path = fs::path(dir).lexically_normal();
+  if (!path.has_filename()) path = path.parent_path();  // "step-3/"
+  const auto name = path.filename().string();
+  const bool step_named = name.size() > 5 && name.size() <= 5 + 18 && name.rfind("step-", 0) == 0 &&
+                          name.find_first_not_of("0123456789", 5) == std::string::npos;
+  if (step_named && std::stoll(name.substr(5)) != st->step)
+    return error{(fs::path(dir) / checkpoint_state_file).string() + ": step " +
+                 std::to_string(st->step) + ", but the checkpoint's directory is named " + name +
+                 "; a resume would go on from another step than the one it was asked for"};
+  return st;
+}
+
 status write_trainer_state(const std::string& dir, const trainer_state& state) {
-  const auto path = (fs::path(dir) / checkpoint_state_file).string();
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << to_json(state) << '\n';
-  out.close();
-  if (!out) return error{path + ": cannot write"};
-  return {};
+  return write_file_atomically((fs::path(dir) / checkpoint_state_file).string(), to_json(state) + "\n");
 }
 
 result<std::string> begin_checkpoint_dir(const std::string& dir) {
@@ -114,6 +126,13 @@ status commit_checkpoint_dir(const std::string& dir) {
   const std::string tmp = dir + ".tmp", old = dir + ".old";
   std::error_code ec;
   if (!fs::is_directory(tmp, ec)) return error{tmp + ": no checkpoint being written"};
+  // Every file on the disk before the swap: written by LibTorch and the model's writer, which
+  // do not sync, they could otherwise reach it after the rename and leave a torn checkpoint
+  // where a crash of the host finds the whole one.
+  for (fs::recursive_directory_iterator it(tmp, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file())
+      if (auto s = sync_file(it->path().string()); !s) return s;
+  if (ec) return error{tmp + ": cannot list: " + ec.message()};
   fs::remove_all(old, ec);
   if (ec) return error{old + ": cannot remove: " + ec.message()};
   if (fs::exists(dir, ec)) {

@@ -43,13 +43,18 @@ std::string to_json(const trainer_state& state);
 
 /// Reads `dir`/trainer_state.json.
 [[nodiscard]] result<trainer_state> read_trainer_state(const std::string& dir);
+/// Reads the state of the checkpoint in `dir` and checks it against the directory's name: a
+/// checkpoint named step-N (a run's RUN_DIR/checkpoints/step-N) must hold step N, or a resume
+/// announced at step N would go on from another. A directory of another name is not checked.
+[[nodiscard]] result<trainer_state> read_checkpoint_state(const std::string& dir);
 /// Writes `dir`/trainer_state.json.
 [[nodiscard]] status write_trainer_state(const std::string& dir, const trainer_state& state);
 
 /// A fresh, empty `<dir>.tmp` to write a checkpoint into (any stale one removed); returns its path.
 [[nodiscard]] result<std::string> begin_checkpoint_dir(const std::string& dir);
-/// Moves the completed `<dir>.tmp` to `dir`, replacing a previous checkpoint there: the old one is
-/// renamed to `<dir>.old` first and removed last, so one of the two is whole at every moment.
+/// Syncs every file of the completed `<dir>.tmp` and moves it to `dir`, replacing a previous
+/// checkpoint there: the old one is renamed to `<dir>.old` first and removed last, so one of the
+/// two is whole at every moment, also after a crash of the host.
 [[nodiscard]] status commit_checkpoint_dir(const std::string& dir);
 
 }  // namespace kforge::trainer

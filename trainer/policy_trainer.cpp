@@ -226,7 +226,7 @@ status policy_trainer::save_checkpoint(const std::string& dir) {
 
 status policy_trainer::load_checkpoint(const std::string& dir) {
   auto& st = *impl_;
-  auto ts = read_trainer_state(dir);
+  auto ts = read_checkpoint_state(dir);
   if (!ts) return ts.err();
   if (ts->seed != st.opt.seed)
     return error{dir + ": seed " + std::to_string(ts->seed) + " differs from this run's " +

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "messages/recording.hpp"
+#include "tests/file_size_limit.hpp"
 
 using namespace kforge::messages;
 namespace fs = std::filesystem;
@@ -32,7 +33,7 @@ TEST_CASE("a recording round-trips envelopes and receive times in order") {
     REQUIRE(w.ok());
     for (std::uint64_t i = 0; i < 100; ++i) CHECK(w->write(blob(i, 100 + i), 1000 + i));
     CHECK(w->written() == 100);
-    CHECK(w->flush().ok());
+    CHECK(w->close().ok());
   }
   auto r = recording_reader::open(path);
   REQUIRE(r.ok());
@@ -91,6 +92,73 @@ TEST_CASE("a truncated recording reports the offset of the broken record") {
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.message().find("truncated") != std::string::npos);
   CHECK(bad.message().find("at byte") != std::string::npos);
+}
+
+/// The records of `path` as the reader gives them, until its end or its first error.
+struct read_back {
+  std::uint64_t records = 0;
+  kforge::status stop;  ///< success at a clean end
+};
+
+read_back read_all(const std::string& path) {
+  read_back out;
+  auto r = recording_reader::open(path);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.message()));
+  for (;;) {
+    auto rec = r->next();
+    if (!rec.ok()) {
+      out.stop = rec.err();
+      return out;
+    }
+    if (!rec->has_value()) return out;
+    CHECK((*rec)->env == blob(out.records, 64));
+    ++out.records;
+  }
+}
+
+TEST_CASE("a writer that died mid-record leaves its whole records readable before the torn one") {
+  const auto path = temp_file("torn.kfrec").string();
+  std::uint64_t whole = 0;  // the file's length after 3 records
+  {
+    auto w = recording_writer::create(path, "x");
+    REQUIRE(w.ok());
+    for (std::uint64_t i = 0; i < 4; ++i) {
+      REQUIRE(w->write(blob(i, 64), 0).ok());
+      if (i == 2) whole = w->bytes();
+    }
+  }
+  const auto full = fs::file_size(path);
+  // Every cut inside the fourth record (its header or its envelope): the three before read back.
+  for (auto cut = whole + 1; cut < full; cut += 7) {
+    CAPTURE(cut);
+    fs::resize_file(path, cut);
+    const auto back = read_all(path);
+    CHECK(back.records == 3);
+    REQUIRE_FALSE(back.stop.ok());
+    CHECK(back.stop.message().find("at byte " + std::to_string(whole)) != std::string::npos);
+  }
+}
+
+TEST_CASE("a write the disk refuses is an error naming the file, which keeps its whole records") {
+  const auto path = temp_file("refused.kfrec").string();
+  kforge::status failed;
+  std::uint64_t written = 0;
+  {
+    auto w = recording_writer::create(path, "x");
+    REQUIRE(w.ok());
+    // A full disk: the file may not grow past 1000 bytes, so a record is cut short mid-write.
+    kforge::testing::file_size_limit limit(1000);
+    for (std::uint64_t i = 0; i < 20 && failed.ok(); ++i) failed = w->write(blob(i, 64), 0);
+    written = w->written();
+    CHECK_FALSE(w->write(blob(written, 64), 0).ok());  // and it stays failed
+  }
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.message().find(path) != std::string::npos);
+  CHECK(failed.message().find("File too large") != std::string::npos);
+  CHECK(written > 0);
+  const auto back = read_all(path);  // to a clean end: no torn record left behind
+  CHECK(back.stop.ok());
+  CHECK(back.records == written);
 }
 
 TEST_CASE("foreign files and other schemas are refused by name") {
