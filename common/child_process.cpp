@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,7 +21,43 @@ void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
   fd = -1;
 }
+
+constexpr const char* nonce_key = "\"nonce\":\"";
+
+// 128 random bits as hex: unguessable by code that has not read this request.
+std::string fresh_nonce() {
+  unsigned char bytes[16] = {};
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n > 0) got += static_cast<std::size_t>(n);
+    else if (errno != EINTR) break;
+  }
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string s;
+  for (unsigned char b : bytes) {
+    s += digits[b >> 4];
+    s += digits[b & 15];
+  }
+  return s;
+}
+
+// `{...}` with "nonce" as its first member.
+std::string with_nonce(const std::string& json_line, const std::string& nonce) {
+  std::string out = "{" + std::string(nonce_key) + nonce + "\"";
+  const std::string rest = json_line.size() >= 2 ? json_line.substr(1) : "}";
+  if (rest != "}") out += ",";
+  return out + rest;
+}
 }  // namespace
+
+std::string request_nonce(const std::string& json_line) {
+  const auto at = json_line.find(nonce_key);
+  if (at == std::string::npos) return {};
+  const auto begin = at + std::char_traits<char>::length(nonce_key);
+  const auto end = json_line.find('"', begin);
+  return end == std::string::npos ? std::string() : json_line.substr(begin, end - begin);
+}
 
 result<child_process> child_process::start(const std::vector<std::string>& argv,
                                            const child_options& options) {
@@ -141,6 +178,17 @@ std::string child_process::kill() {
   return last_end_;
 }
 
+// Whether the control channel holds nothing unread (a reply to no request would be there).
+bool child_process::control_quiet() {
+  if (!pending_.empty()) return false;
+  char byte = 0;
+  for (;;) {
+    const ssize_t n = ::recv(control_, &byte, 1, MSG_DONTWAIT | MSG_PEEK);
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);  // 0: hung up, also not quiet
+  }
+}
+
 std::string child_process::end_after_hangup() {
   // The control socket closed: the child is exiting or dead. Give it a moment to finish, so the
   // description says how it really ended (a crash is not a kill of ours).
@@ -168,8 +216,14 @@ child_reply child_process::request(const std::string& json_line,
     return reply;
   };
   if (!running()) return fail(child_failure::died, last_end_.empty() ? "not started" : last_end_);
+  std::string nonce;
+  if (options_.reply_nonce) {
+    if (!control_quiet())
+      return fail(child_failure::protocol, "the child wrote to its control channel unasked");
+    nonce = fresh_nonce();
+  }
 
-  const std::string line = json_line + "\n";
+  const std::string line = (nonce.empty() ? json_line : with_nonce(json_line, nonce)) + "\n";
   for (std::size_t sent = 0; sent < line.size();) {
     const ssize_t n = ::send(control_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
@@ -185,6 +239,11 @@ child_reply child_process::request(const std::string& json_line,
       pending_.erase(0, nl + 1);
       if (reply.json.empty() || reply.json.front() != '{')
         return fail(child_failure::protocol, "reply is not a JSON object");
+      if (options_.reply_nonce) {
+        if (!pending_.empty()) return fail(child_failure::protocol, "more than one reply to a request");
+        if (reply.json.find(std::string(nonce_key) + nonce + "\"") == std::string::npos)
+          return fail(child_failure::protocol, "a reply without this request's nonce");
+      }
       return reply;
     }
     if (pending_.size() > options_.max_reply)

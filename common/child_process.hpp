@@ -34,6 +34,11 @@ struct child_options {
   std::size_t max_output = 64 << 10;
   /// A reply line longer than this is a protocol error (the child is killed).
   std::size_t max_reply = 16 << 20;
+  /// Every request carries a fresh random "nonce" that the reply must echo, and the channel must
+  /// hold nothing but that one reply: bytes before a request, a second line or a wrong nonce is a
+  /// protocol error. For children that run code we do not trust in their own process (sandbox
+  /// candidates), so a line that code writes on fd 3 is never taken for the child's reply.
+  bool reply_nonce = false;
 };
 
 /// Why a request got no reply.
@@ -63,7 +68,8 @@ class child_process {
   pid_t pid() const noexcept { return pid_; }
 
   /// Sends one line (a JSON object, no newline inside) and waits up to `timeout` for one reply
-  /// line. On timeout, death or a malformed reply the child is killed: start a new one.
+  /// line. On timeout, death or a malformed reply the child is killed: start a new one. With
+  /// child_options::reply_nonce the request gets a "nonce" member and the reply must echo it.
   child_reply request(const std::string& json_line, std::chrono::milliseconds timeout);
 
   /// The output (stdout+stderr) gathered since the last call, cut at max_output bytes, with a
@@ -76,6 +82,7 @@ class child_process {
 
  private:
   void drain_output();
+  bool control_quiet();
   std::string end_after_hangup();
   std::string reap_description(int status) const;
 
@@ -88,6 +95,10 @@ class child_process {
   child_options options_;
   std::string last_end_;
 };
+
+/// The nonce of a request line sent with child_options::reply_nonce ("" when it has none): the
+/// child's side copies it into its reply.
+std::string request_nonce(const std::string& json_line);
 
 /// The child's side: reads request lines from fd 3 and writes reply lines back.
 class control_channel {

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -269,7 +270,6 @@ class candidate_child {
 
   json check(const json& req) {
     if (!lib_ || !task_) return failure("infra_error", "check before load");
-    const int k = req.at("check").get<int>();
     const auto seed = req.at("seed").get<std::uint64_t>();
     const int variant = req.at("variant").get<int>();
     const tasks::shape_choice which =
@@ -313,12 +313,19 @@ class candidate_child {
                     "two calls on the same inputs disagree on output " + std::to_string(i) +
                         ": outputs not fully written, or the result depends on the call count");
     }
+    return deliver(first, req);
+  }
+
+  // The reply handing `outs` to the reference server: CUDA IPC handles when the request asks for
+  // them and IPC works here, else raw files in the request's dir named after its check number.
+  json deliver(const std::vector<at::Tensor>& outs, const json& req) {
     if (req.value("ipc", false))
-      if (auto shared = share(first)) return *shared;
+      if (auto shared = share(outs)) return *shared;
     json files = json::array();
     const std::string dir = req.at("dir").get<std::string>();
-    for (std::size_t i = 0; i < first.size(); ++i) {
-      const auto host = first[i].contiguous().cpu();
+    const int k = req.at("check").get<int>();
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      const auto host = outs[i].contiguous().cpu();
       const std::string path = protocol::output_file(dir, k, static_cast<int>(i));
       std::ofstream os(path, std::ios::binary | std::ios::trunc);
       os.write(static_cast<const char*>(host.data_ptr()),
@@ -329,28 +336,64 @@ class candidate_child {
     return json{{"ok", true}, {"files", files}};
   }
 
+  /// The inputs of `seed` at the primary shapes: drawn once and kept for the rotation, or (with
+  /// `fresh`) drawn for this call alone.
+  result<std::vector<at::Tensor>> timing_inputs(std::uint64_t seed, bool fresh) {
+    if (!fresh)
+      if (auto it = timed_sets_.find(seed); it != timed_sets_.end()) return it->second;
+    auto drawn = tasks::make_inputs(*task_, seed, std::nullopt, tasks::device::cuda(0));
+    if (!drawn) return error{drawn.err().message};
+    auto tensors = drawn->tensors();
+    if (!fresh && timed_sets_.size() < 2) timed_sets_.emplace(seed, tensors);
+    return tensors;
+  }
+
+  /// Before a timed call: the inputs of `seed` copied into the one set of input buffers every call
+  /// reads (a result cached by input pointer is then wrong for the other seed), the outputs
+  /// poisoned (a kernel that keeps a valid-looking output does the work every time), all done
+  /// before the L2 flush and the events.
+  std::optional<json> stage_call(std::uint64_t seed, bool fresh) {
+    auto inputs = timing_inputs(seed, fresh);
+    if (!inputs) return failure("infra_error", inputs.err().message);
+    if (inputs->size() != timed_inputs_.size()) return failure("infra_error", "input count changed");
+    for (std::size_t i = 0; i < inputs->size(); ++i) timed_inputs_[i].copy_((*inputs)[i]);
+    for (auto& o : timed_outputs_) poison(o, 0);
+    if (const auto e = cudaDeviceSynchronize(); e != cudaSuccess)
+      return failure("runtime_error", "CUDA error before a timed call: " + cuda_text(e), true);
+    return std::nullopt;
+  }
+
+  /// The buffers every timed call reads and writes, made on the first time request of a candidate.
+  std::optional<json> timing_buffers(const json& req, std::uint64_t first_seed) {
+    if (!timed_inputs_.empty()) return std::nullopt;
+    auto inputs = timing_inputs(first_seed, false);
+    if (!inputs) return failure("infra_error", inputs.err().message);
+    for (const auto& t : *inputs) timed_inputs_.push_back(at::empty_like(t));
+    const auto shapes = req.at("output_shapes").get<std::vector<std::vector<int64_t>>>();
+    for (std::size_t i = 0; i < shapes.size() && i < task_->outputs.size(); ++i)
+      timed_outputs_.push_back(at::empty(
+          shapes[i], at::device(at::kCUDA).dtype(tasks::detail::to_at(task_->outputs[i].type))));
+    return std::nullopt;
+  }
+
   json time(const json& req) {
     if (!lib_ || !task_) return failure("infra_error", "time before load");
-    const auto seed = req.at("seed").get<std::uint64_t>();
-    if (!timed_seed_ || *timed_seed_ != seed) {
-      auto drawn = tasks::make_inputs(*task_, seed, std::nullopt, tasks::device::cuda(0));
-      if (!drawn) return failure("infra_error", drawn.err().message);
-      timed_inputs_ = drawn->tensors();
-      timed_outputs_.clear();
-      const auto shapes = req.at("output_shapes").get<std::vector<std::vector<int64_t>>>();
-      for (std::size_t i = 0; i < shapes.size() && i < task_->outputs.size(); ++i)
-        timed_outputs_.push_back(at::empty(
-            shapes[i], at::device(at::kCUDA).dtype(tasks::detail::to_at(task_->outputs[i].type))));
-      timed_seed_ = seed;
-      cudaDeviceSynchronize();
-    }
-    if (auto bad = prepare_frame(timed_inputs_, timed_outputs_, timed_frame_)) return *bad;
+    const auto seeds = req.at("seeds").get<std::vector<std::uint64_t>>();
+    const bool fresh = req.value("fresh", false);
     const int warmup = req.value("warmup", 0);
     const int trials = req.at("trials").get<int>();
+    if (seeds.empty() || (fresh && seeds.size() < static_cast<std::size_t>(warmup + trials)))
+      return failure("infra_error", "time: too few seeds");
+    if (auto bad = timing_buffers(req, seeds.front())) return *bad;
+    if (auto bad = prepare_frame(timed_inputs_, timed_outputs_, timed_frame_)) return *bad;
+    std::size_t call_index = 0;  // fresh: seeds[i] for call i of this request
+    auto next_seed = [&] { return fresh ? seeds[call_index++] : seeds[timed_calls_++ % seeds.size()]; };
+    std::uint64_t last_seed = seeds.front();
     // slow_ms > 0: a kernel slower than that is timed in protocol::slow_trials trials, not all
     // (runner.hpp, run_options::slow_cutoff); one warm-up call of that length warms it enough.
     const double slow_ms = req.value("slow_ms", 0.0);
     for (int i = 0; i < warmup; ++i) {
+      if (auto bad = stage_call(last_seed = next_seed(), fresh)) return *bad;
       const auto w0 = std::chrono::steady_clock::now();
       if (auto bad = call(timed_frame_)) return *bad;
       const auto w1 = std::chrono::steady_clock::now();
@@ -360,6 +403,7 @@ class candidate_child {
     event_pair ev;
     int slow = 0;  // trials so far whose event time exceeded slow_ms
     for (int i = 0; i < trials; ++i) {
+      if (auto bad = stage_call(last_seed = next_seed(), fresh)) return *bad;
       flusher_.flush(stream_);
       cudaStreamSynchronize(stream_);
       const auto t0 = std::chrono::steady_clock::now();
@@ -380,7 +424,13 @@ class candidate_child {
       wall_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
       if (slow_ms > 0 && e_ms > slow_ms && ++slow == i + 1 && slow >= protocol::slow_trials) break;
     }
-    return json{{"ok", true}, {"event_ms", event_ms}, {"wall_ms", wall_ms}};
+    // The last call's outputs go to the reference server for a check of their own.
+    json reply = deliver(timed_outputs_, req);
+    if (!reply.value("ok", false)) return reply;
+    reply["event_ms"] = event_ms;
+    reply["wall_ms"] = wall_ms;
+    reply["last_seed"] = last_seed;
+    return reply;
   }
 
   // Copies of `outs` in memory of their own (CUDA IPC shares whole cudaMalloc allocations, and
@@ -439,8 +489,9 @@ class candidate_child {
   json unload() {
     timed_inputs_.clear();
     timed_outputs_.clear();
+    timed_sets_.clear();
     timed_frame_ = call_frame{};
-    timed_seed_.reset();
+    timed_calls_ = 0;
     task_.reset();
     forward_ = nullptr;
     workspace_ = nullptr;
@@ -475,8 +526,9 @@ class candidate_child {
   forward_fn forward_ = nullptr;
   workspace_fn workspace_ = nullptr;
   std::optional<tasks::task> task_;
-  std::optional<std::uint64_t> timed_seed_;
-  std::vector<at::Tensor> timed_inputs_, timed_outputs_;
+  std::map<std::uint64_t, std::vector<at::Tensor>> timed_sets_;  ///< the rotation's input sets
+  std::vector<at::Tensor> timed_inputs_, timed_outputs_;          ///< what every timed call reads
+  std::size_t timed_calls_ = 0;                                   ///< rotation position
   call_frame timed_frame_;
   /// One output's buffer shared over CUDA IPC (cudaMalloc'd on its own: IPC shares whole
   /// allocations).

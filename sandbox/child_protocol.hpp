@@ -5,10 +5,18 @@
 // infra_error), "reason" (one line) and "fatal" (the child exits after replying: a sticky CUDA
 // error leaves its context unusable).
 //
+// Every request carries a "nonce" that its reply echoes (child_options::reply_nonce): a line that
+// candidate code writes on fd 3 cannot pass for the child's reply without reading the request out
+// of the child's memory, and any byte beyond the one reply is a protocol error that condemns the
+// candidate (hack_suspected) and the child.
+//
 // Candidate child (`kforge sandbox-child`, candidate_child.cpp): loads candidate libraries and
 // calls them. It never sees an expected output.
 //   hello                                  -> gpu (facts)
-//   probe   {library}                      -> runs the known-good kernel, checks it in-process;
+//   probe   {library, pid}                 -> runs the known-good kernel, checks it in-process;
+//                                             then installs the seccomp filter (confinement.hpp);
+//                                             pid: the child as the supervisor sees it (NVML may
+//                                             report that PID);
 //                                             leak_check: "process" (its own memory, by NVML)
 //                                             or "device_free" (the GPU's, with leak_check_note)
 //   load    {library, task}                -> dlopen + dlsym
@@ -19,8 +27,13 @@
 //                                             in buffers the child keeps and reuses (the
 //                                             reference server reads them on the GPU), else (or
 //                                             when IPC fails) as files of raw bytes in dir
-//   time    {seed, warmup, trials, slow_ms (optional)}
-//                                          -> event_ms[], wall_ms[] (primary shapes); with
+//   time    {seeds, fresh, warmup, trials, slow_ms (optional), output_shapes, check, dir, ipc}
+//                                          -> event_ms[], wall_ms[] (primary shapes), last_seed,
+//                                             and the last trial's outputs as a check's (ipc or
+//                                             files, numbered `check`). Before every call the
+//                                             inputs of the next seed (rotating over `seeds`; with
+//                                             fresh, seeds[i] for call i, drawn anew) are copied
+//                                             into the same buffers and the outputs poisoned; with
 //                                             slow_ms, fewer trials when the first slow_trials
 //                                             each took longer than slow_ms
 //   unload                                 -> recycle (true: the child leaked device memory),
@@ -50,6 +63,9 @@ namespace kforge::sandbox::protocol {
 
 /// Variant index on the wire for the primary shapes.
 inline constexpr int primary = -1;
+
+/// The check number a time reply's outputs are named by (output_file) where they travel as files.
+inline constexpr int timed_check = 99;
 
 /// Trials a candidate whose every trial exceeds the time request's slow_ms is timed in (runner.hpp:
 /// run_options::slow_cutoff).
@@ -93,6 +109,7 @@ int serve(const char* who, Handle&& handle) {
     } catch (const std::exception& e) {
       reply = failure("infra_error", std::string(who) + ": " + e.what());
     }
+    if (const std::string nonce = request_nonce(line); !nonce.empty()) reply["nonce"] = nonce;
     if (!channel.write(reply.dump())) return 1;
     if (reply.value("fatal", false)) return 3;
   }

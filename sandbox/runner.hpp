@@ -16,9 +16,14 @@
 // shapes, then the task's variants); the child runs each with two differently poisoned calls and
 // shares its outputs with the server, which compares them; then, holding the timing lock, the
 // server's baseline trials and the child's timed trials alternate in rounds (a candidate far slower
-// than the baseline is cut short: run_options::slow_cutoff). Failures of the candidate's
-// process are the candidate's verdict (timeout, runtime_error); failures of the reference server
-// or of a probe are infra_error.
+// than the baseline is cut short: run_options::slow_cutoff). Timed trials rotate over the two
+// primary input sets, copied into the same buffers before each trial, with the outputs poisoned
+// before each; the last trial's outputs are compared with the reference afterwards, so a kernel
+// that skips work when timed (a valid-looking output, a result cached by pointer, a call count)
+// is hack_suspected. Speedups above run_options::confirm_speedup are timed again in a fresh child
+// on fresh inputs. Failures of the candidate's process are the candidate's verdict (timeout,
+// runtime_error; a protocol violation on its channel or a seccomp kill: hack_suspected); failures
+// of the reference server or of a probe are infra_error.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -79,6 +84,14 @@ struct run_options {
   std::string scratch_root;
   /// Speedups above this are flagged for audit in the verdict.
   double audit_speedup = 10.0;
+  /// Speedups over eager above this are timed again, in a fresh child, on inputs drawn afresh for
+  /// every trial (so no cache of results can hit), and the last trial's outputs checked. The
+  /// verdict keeps a timing only if that re-timing confirms it (within confirm_tolerance x the
+  /// first median; the slower of the two is reported); otherwise it is ok with no timing, so no
+  /// speed reward. 0: never re-timed.
+  double confirm_speedup = 5.0;
+  int confirm_trials = 10;
+  double confirm_tolerance = 1.5;
   /// Child output kept per candidate.
   std::size_t max_output = 4096;
   /// Outputs go from the candidate's child to the reference server as CUDA IPC handles (compared
@@ -177,6 +190,8 @@ class gpu_slot {
   run_phases phases_;
 };
 
+class candidate_run;
+
 class runner {
  public:
   explicit runner(std::shared_ptr<gpu_slot> slot);
@@ -189,9 +204,10 @@ class runner {
   run_outcome run(const tasks::task& t, const std::string& library, std::uint64_t seed);
 
  private:
-  /// Starts and probes a fresh child where needed: whether it did, or why it failed. Waiting for
-  /// the GPU to probe is added to `gpu_wait_ms`.
-  result<bool> ensure_child(double& gpu_wait_ms);
+  friend class candidate_run;
+  /// Starts and probes a fresh child where needed (always with `fresh`): whether it did, or why
+  /// it failed. Waiting for the GPU to probe is added to `gpu_wait_ms`.
+  result<bool> ensure_child(double& gpu_wait_ms, bool fresh = false);
   std::shared_ptr<gpu_slot> slot_;
   child_process child_;
   int served_ = 0;

@@ -107,8 +107,8 @@ TEST_CASE("the supervisor maps each kind of child behaviour to its verdict and s
     CHECK_MESSAGE(o.reason.find("signal 11") != std::string::npos, o.reason);
     CHECK(r.run(t, "/lib/ok", 1).status == VerdictStatus::ok);
   }
-  SUBCASE("a malformed reply is the candidate's runtime_error") {
-    CHECK(r.run(t, "/lib/garbage", 1).status == VerdictStatus::runtime_error);
+  SUBCASE("a malformed reply is the candidate's hack_suspected") {
+    CHECK(r.run(t, "/lib/garbage", 1).status == VerdictStatus::hack_suspected);
     CHECK(r.run(t, "/lib/ok", 1).status == VerdictStatus::ok);
   }
   SUBCASE("an output flood is cut to the bound and does not block the child") {
@@ -156,6 +156,51 @@ TEST_CASE("the supervisor maps each kind of child behaviour to its verdict and s
     const auto o = r.run(fake_task("fake/refdie"), "/lib/ok", 1);
     CHECK(o.status == VerdictStatus::infra_error);
     CHECK(r.run(t, "/lib/ok", 1).status == VerdictStatus::ok);
+  }
+}
+
+TEST_CASE("the control channel carries the child's replies and nothing else") {
+  // Each line candidate code could write on fd 3 (a second reply, a line before a request, a reply
+  // without the request's nonce) condemns the candidate, and the child is not reused.
+  auto slot = fake_slot();
+  ks::runner r(slot);
+  const auto t = fake_task("fake/a");
+  for (const char* mode : {"second", "unasked", "nonce"}) {
+    INFO(mode);
+    const auto o = r.run(t, std::string("/lib/") + mode, 1);
+    CHECK(o.status == VerdictStatus::hack_suspected);
+    CHECK_MESSAGE(o.reason.find("protocol") != std::string::npos, o.reason);
+    const auto next = r.run(t, "/lib/ok", 1);
+    CHECK_MESSAGE(next.status == VerdictStatus::ok, next.reason);
+  }
+  // A process killed by SIGSYS made a call the seccomp filter forbids.
+  const auto killed = r.run(t, "/lib/sigsys", 1);
+  CHECK(killed.status == VerdictStatus::hack_suspected);
+  CHECK_MESSAGE(killed.reason.find("seccomp") != std::string::npos, killed.reason);
+}
+
+TEST_CASE("timing: the last timed trial's outputs are checked, and large speedups re-timed") {
+  auto slot = fake_slot();
+  ks::runner r(slot);
+  const auto t = fake_task("fake/a");  // the fake baseline: 2 ms a trial
+  SUBCASE("right when checked, wrong when timed") {
+    const auto o = r.run(t, "/lib/timedwrong", 1);
+    CHECK(o.status == VerdictStatus::hack_suspected);
+    CHECK_MESSAGE(o.reason.find("last timed trial") != std::string::npos, o.reason);
+  }
+  SUBCASE("20x in the rotation, 1x on fresh inputs in a fresh child: ok, timing withheld") {
+    const auto o = r.run(t, "/lib/fast", 1);
+    CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);
+    CHECK(o.candidate.trials == 0);
+    CHECK(o.baseline.trials == 30);
+    CHECK_MESSAGE(o.reason.find("not confirmed") != std::string::npos, o.reason);
+    CHECK(o.audit.find("20.0x") != std::string::npos);
+  }
+  SUBCASE("20x confirmed by the re-timing: kept") {
+    const auto o = r.run(t, "/lib/fastsure", 1);
+    CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);
+    CHECK(o.candidate.median_ms == doctest::Approx(0.1));
+    CHECK_MESSAGE(o.reason.find("confirmed by re-timing") != std::string::npos, o.reason);
   }
 }
 

@@ -5,14 +5,23 @@
 # garbage, flood, wrong, stale, hidden, mutate, env, refdie, slow (each check takes 0.5 s), crawl
 # (every timed trial takes 100 ms: cut to 3 trials when the time request's slow_ms is below that),
 # forged (names a file not its output),
-# ipc (hands over an IPC handle the fake server cannot open), ipcbad (no handles at all).
+# ipc (hands over an IPC handle the fake server cannot open), ipcbad (no handles at all),
+# timedwrong (right in every check, wrong in its last timed trial), second (a second reply line
+# after its first check's), unasked (a line on the channel before its first check is asked for),
+# nonce (a reply without the request's nonce), sigsys (killed as by the seccomp filter).
+# Replies echo the request's nonce (child_protocol.hpp).
 set -u
 role=${1:-}
 mode=ok
 checks=0
 field() { sed -n "s/.*\"$1\":\"\\([^\"]*\\)\".*/\\1/p" <<<"$2"; }
 num() { sed -n "s/.*\"$1\":\\([0-9-]*\\).*/\\1/p" <<<"$2"; }
-reply() { printf '%s\n' "$1" >&3; }
+reply() {
+  local nonce
+  nonce=$(field nonce "$line")
+  if [[ -n $nonce && $mode != nonce ]]; then printf '%s\n' "${1%\}},\"nonce\":\"$nonce\"}" >&3
+  else printf '%s\n' "$1" >&3; fi
+}
 while IFS= read -r line <&3; do
   op=$(field op "$line")
   if [[ $role == sandbox-ref ]]; then
@@ -43,13 +52,16 @@ while IFS= read -r line <&3; do
   case $op in
     hello) reply '{"ok":true,"gpu":{},"free_bytes":1}' ;;
     probe) reply '{"ok":true}' ;;
-    load) mode=$(basename "$(field library "$line")"); checks=0; reply '{"ok":true}' ;;
+    load) mode=$(basename "$(field library "$line")"); checks=0; reply '{"ok":true}'
+          if [[ $mode == unasked ]]; then printf '%s\n' '{"ok":true}' >&3; fi ;;
     check)
       dir=$(field dir "$line")
       out="$dir/check$(num check "$line")_out0.bin"  # child_protocol.hpp's output_file
       checks=$((checks + 1))
       case $mode in
         hang) sleep 1000 ;;
+        second) printf '%s' ok >"$out"; reply "{\"ok\":true,\"files\":[\"$out\"]}"; reply '{"ok":true}' ;;
+        sigsys) kill -SYS $$ ;;
         crash) kill -SEGV $$ ;;
         garbage) printf 'this is not json\n' >&3 ;;
         flood) head -c 200000 /dev/zero | tr '\0' 'x'; printf '%s' ok >"$out"
@@ -71,17 +83,27 @@ while IFS= read -r line <&3; do
         *) printf '%s' ok >"$out"; reply "{\"ok\":true,\"files\":[\"$out\"]}" ;;
       esac ;;
     time)
+      # The last trial's outputs, as a check's (child_protocol.hpp: timed_check is 99).
+      tdir=$(field dir "$line")
+      tout="$tdir/check99_out0.bin"
+      if [[ $mode == timedwrong ]]; then printf '%s' wrong >"$tout"; else printf '%s' ok >"$tout"; fi
+      last=$(sed -n 's/.*"seeds":\[\([0-9]*\).*/\1/p' <<<"$line")
+      outs="\"files\":[\"$tout\"],\"last_seed\":$last"
       slow_ms=$(sed -n 's/.*"slow_ms":\([0-9.e+-]*\).*/\1/p' <<<"$line")
       if [[ $mode == crawl ]]; then
         if [[ -n $slow_ms ]] && awk "BEGIN{exit !(100 > $slow_ms)}"; then
-          reply '{"ok":true,"event_ms":[100,100,100],"wall_ms":[100.1,100.1,100.1]}'
+          reply "{\"ok\":true,$outs,\"event_ms\":[100,100,100],\"wall_ms\":[100.1,100.1,100.1]}"
         else
-          reply '{"ok":true,"event_ms":[100,100,100,100,100,100,100,100,100,100],"wall_ms":[100.1,100.1,100.1,100.1,100.1,100.1,100.1,100.1,100.1,100.1]}'
+          reply "{\"ok\":true,$outs,\"event_ms\":[100,100,100,100,100,100,100,100,100,100],\"wall_ms\":[100.1,100.1,100.1,100.1,100.1,100.1,100.1,100.1,100.1,100.1]}"
         fi
       elif [[ $mode == hidden ]]; then
-        reply '{"ok":true,"event_ms":[0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01],"wall_ms":[3,3,3,3,3,3,3,3,3,3]}'
+        reply "{\"ok\":true,$outs,\"event_ms\":[0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01],\"wall_ms\":[3,3,3,3,3,3,3,3,3,3]}"
+      elif [[ $mode == fast && $line == *'"fresh":true'* ]]; then  # the re-timing: 20x slower
+        reply "{\"ok\":true,$outs,\"event_ms\":[2,2,2,2,2,2,2,2,2,2],\"wall_ms\":[2.02,2.02,2.02,2.02,2.02,2.02,2.02,2.02,2.02,2.02]}"
+      elif [[ $mode == fast || $mode == fastsure ]]; then  # 20x faster than the fake baseline
+        reply "{\"ok\":true,$outs,\"event_ms\":[0.1,0.1,0.1,0.1,0.1,0.1,0.1,0.1,0.1,0.1],\"wall_ms\":[0.11,0.11,0.11,0.11,0.11,0.11,0.11,0.11,0.11,0.11]}"
       else
-        reply '{"ok":true,"event_ms":[1,1,1,1,1,1,1,1,1,1],"wall_ms":[1.02,1.02,1.02,1.02,1.02,1.02,1.02,1.02,1.02,1.02]}'
+        reply "{\"ok\":true,$outs,\"event_ms\":[1,1,1,1,1,1,1,1,1,1],\"wall_ms\":[1.02,1.02,1.02,1.02,1.02,1.02,1.02,1.02,1.02,1.02]}"
       fi ;;
     unload) reply '{"ok":true,"recycle":false}' ;;
     *) reply '{"ok":false,"status":"infra_error","reason":"fake child: unknown op"}' ;;
