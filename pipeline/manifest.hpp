@@ -53,7 +53,11 @@ struct gpu_group {
   std::vector<int> gpus;
 };
 
-/// `count` actors of one kind in one process.
+/// The most actors of one kind in one process. Each is a thread (a sampler also a model): more
+/// than this is a typo, and would abort on allocation rather than fail the manifest.
+inline constexpr int max_actor_count = 256;
+
+/// `count` actors of one kind in one process. In [1, max_actor_count].
 struct actor_spec {
   actor_kind kind = actor_kind::task_generator;
   int count = 1;

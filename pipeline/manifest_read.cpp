@@ -88,7 +88,7 @@ void read_gpu_groups(diagnostics& d, const toml::table& t, std::vector<gpu_group
 
 void read_actor(table_reader r, actor_kind kind, actor_spec& a) {
   a.kind = kind;
-  r.read("count", a.count, 1);
+  r.read("count", a.count, 1, max_actor_count);
   if (r.read("gpu_group", a.gpu_group)) {
     if (a.gpu_group.empty())
       r.fail("gpu_group", "must not be empty (leave the key out for an actor without a GPU)");
@@ -262,7 +262,7 @@ void read_tasks(table_reader r, tasks_options& o) {
   r.read_choice("sampling", o.sampling,
                 {{"curriculum", task_sampling::curriculum}, {"uniform", task_sampling::uniform}});
   std::int64_t window = static_cast<std::int64_t>(o.window);
-  if (r.read("window", window, 1)) o.window = static_cast<std::size_t>(window);
+  if (r.read("window", window, 1, static_cast<std::int64_t>(max_curriculum_window))) o.window = static_cast<std::size_t>(window);
   r.read("floor", o.floor, at_least(0));
   r.read("unseen_bonus", o.unseen_bonus, at_least(0));
   r.read("prompt_template", o.prompt_template);
@@ -274,11 +274,11 @@ void read_tasks(table_reader r, tasks_options& o) {
 void read_sampler(table_reader r, sampler_options& o) {
   r.read_choice("backend", o.backend,
                 {{"engine", sampler_backend::engine}, {"openai", sampler_backend::openai}});
-  r.read("group_size", o.group_size, 2);
+  r.read("group_size", o.group_size, 2, max_group_size);
   r.read("temperature", o.temperature, above(0));
   r.read("top_p", o.top_p, real_range{0, 1, true, false});
-  r.read("max_new_tokens", o.max_new_tokens, 1);
-  r.read("batch_requests", o.batch_requests, 1);
+  r.read("max_new_tokens", o.max_new_tokens, 1, max_new_tokens_limit);
+  r.read("batch_requests", o.batch_requests, 1, max_batch_requests);
   r.read("model", o.model);
   r.read("server_url", o.server_url);
   r.read("require_gpu", o.require_gpu);
@@ -307,7 +307,7 @@ void read_reward(table_reader r, reward_options& o) {
 
 void read_buffer(table_reader r, buffer_options& o) {
   r.read("max_staleness", o.max_staleness, 0);
-  r.read("groups_per_batch", o.groups_per_batch, 1);
+  r.read("groups_per_batch", o.groups_per_batch, 1, max_groups_per_batch);
   o.dedup_set = r.read_choice("dedup", o.dedup,
                 {{"group", dedup_scope::group}, {"run", dedup_scope::run}, {"off", dedup_scope::off}});
   r.finish();
@@ -321,12 +321,12 @@ void read_trainer(table_reader r, trainer_options& o) {
   if ((low || high) && o.kl_target_low >= o.kl_target_high)
     r.fail(high ? "kl_target_high" : "kl_target_low",
            "the KL target band is empty: kl_target_low must be < kl_target_high");
-  r.read("kl_window", o.kl_window, 1);
+  r.read("kl_window", o.kl_window, 1, max_kl_window);
   r.read("kl_step", o.kl_step, above(1));
   r.read("clip_eps_low", o.clip_eps_low, real_range{0, 1, true, true});
   r.read("clip_eps_high", o.clip_eps_high, above(0));
   r.read_choice("group_baseline", o.baseline, {{"kept", group_baseline::kept}, {"draws", group_baseline::draws}});
-  r.read("micro_batch", o.micro_batch, 1);
+  r.read("micro_batch", o.micro_batch, 1, max_micro_batch);
   r.read("max_grad_norm", o.max_grad_norm, at_least(0));
   r.read("checkpoint_every", o.checkpoint_every, 0);
   r.read("cpu_ranks", o.cpu_ranks, 1, 64);  // each rank holds a whole copy of the model
@@ -337,7 +337,7 @@ void read_trainer(table_reader r, trainer_options& o) {
     if (!e) r.fail("rank_endpoint", e.message());
     else if (e->scheme != "tcp") r.fail("rank_endpoint", "must be tcp://HOST:PORT (ranks on other hosts reach it)");
     else if (e->host == "*" || e->host == "0.0.0.0")
-      r.fail("rank_endpoint", "must name a host the other ranks can reach, not a wildcard (rank 0 listens on every interface anyway)");
+      r.fail("rank_endpoint", "must name a host the other ranks can reach, not a wildcard (rank 0 listens on the address it names)");
     else if (e->port >= 65535) r.fail("rank_endpoint", "CPU ranks also use PORT + 1: PORT must be < 65535");
   }
   if (o.remote_ranks > 0 && o.ranks != trainer_ranks::processes)
@@ -356,14 +356,14 @@ void read_trainer(table_reader r, trainer_options& o) {
 void read_sandbox(table_reader r, sandbox_options& o) {
   r.read_choice("backend", o.backend,
                 {{"stand-in", sandbox_backend::stand_in}, {"nvcc", sandbox_backend::nvcc}});
-  r.read("runners_per_gpu", o.runners_per_gpu, 1);
+  r.read("runners_per_gpu", o.runners_per_gpu, 1, max_runners_per_gpu);
   r.read("reference_servers", o.reference_servers, 0, 64);
   r.read("cache_dir", o.cache_dir);
   r.read("timeout_s", o.timeout_s, above(0));
   // ARCHITECTURE.md: the median of at least 30 trials, or the timing is not honest.
-  r.read("trials", o.trials, 30);
+  r.read("trials", o.trials, 30, max_trials);
   r.read("slow_cutoff", o.slow_cutoff, at_least(0));
-  r.read("compile_jobs", o.compile_jobs, 1);
+  r.read("compile_jobs", o.compile_jobs, 1, max_compile_jobs);
   r.read_choice("reuse_verdicts", o.reuse_verdicts,
                 {{"off", verdict_reuse_scope::off}, {"group", verdict_reuse_scope::group},
                  {"task", verdict_reuse_scope::task}});

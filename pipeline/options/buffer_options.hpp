@@ -15,11 +15,15 @@ enum class dedup_scope {
   off,
 };
 
+/// Upper bound of groups_per_batch: far above any real batch; a larger value is a typo.
+inline constexpr int max_groups_per_batch = 4096;
+
 struct buffer_options {
   /// Samples generated more than this many policy versions ago are dropped. >= 0; 0 trains only on
   /// samples from the current policy.
   int max_staleness = 2;
-  /// Whole GRPO groups per training batch (batch size = groups_per_batch * sampler.group_size). >= 1.
+  /// Whole GRPO groups per training batch (batch size = groups_per_batch * sampler.group_size).
+  /// In [1, max_groups_per_batch].
   int groups_per_batch = 8;
   dedup_scope dedup = dedup_scope::group;
   /// Whether the manifest set dedup. A run directory's manifest.toml from before the key existed

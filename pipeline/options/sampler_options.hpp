@@ -13,20 +13,29 @@ enum class sampler_backend {
   openai,  ///< an OpenAI-compatible server (vLLM, SGLang) at server_url
 };
 
+/// Upper bounds of the counts below, for the manifest and `kforge sample`'s flags alike. Far above
+/// any real setting; a larger value is a typo that would abort on allocation (the group, the batch
+/// and the KV cache grow with them) instead of failing as bad input.
+inline constexpr int max_group_size = 1024;
+inline constexpr int max_new_tokens_limit = 1 << 17;
+inline constexpr int max_batch_requests = 1024;
+
 struct sampler_options {
   /// engine or openai (see sampler_backend).
   sampler_backend backend = sampler_backend::engine;
   /// Candidates per prompt: the GRPO group G. >= 2, since advantages are normalised in the group.
+  /// At most max_group_size.
   int group_size = 8;
   /// Sampling temperature. > 0 (greedy decoding would make every group member identical).
   double temperature = 0.8;
   /// Nucleus sampling mass. In (0, 1]; 1 disables it.
   double top_p = 1.0;
-  /// Generation budget per candidate, in tokens. >= 1.
+  /// Generation budget per candidate, in tokens. In [1, max_new_tokens_limit].
   int max_new_tokens = 2048;
   /// Engine: requests (GRPO groups) generated together in one batch, at most. The requests waiting
   /// when the sampler is free are batched: with 8 groups of 8 a GPU decodes 64 rows at once rather
-  /// than 8 at a time. Bounded because the KV cache grows with it. >= 1 (1: one group at a time).
+  /// than 8 at a time. Bounded because the KV cache grows with it. In [1, max_batch_requests]
+  /// (1: one group at a time).
   int batch_requests = 8;
   /// Model: a directory for the engine backend, a model name for the openai backend. Empty: the
   /// stand-in sampler and trainer (synthetic candidates; nothing trained), as the run's banner says.

@@ -19,10 +19,16 @@ enum class verdict_reuse_scope {
   task,   ///< also a kernel judged earlier in the run for the same prompt
 };
 
+/// Upper bounds of the counts below: each runner and compile job is a process, each trial a GPU
+/// run; far above any real setting, a larger value is a typo.
+inline constexpr int max_runners_per_gpu = 64;
+inline constexpr int max_compile_jobs = 256;
+inline constexpr int max_trials = 100000;
+
 struct sandbox_options {
   /// "stand-in" (the built-in value; the embedded default manifest sets "nvcc") or "nvcc".
   sandbox_backend backend = sandbox_backend::stand_in;
-  /// Candidate children (run workers) per GPU of the worker's group. >= 1.
+  /// Candidate children (run workers) per GPU of the worker's group. In [1, max_runners_per_gpu].
   int runners_per_gpu = 4;
   /// Reference server processes per GPU (expected outputs, baseline timing; each with its own CUDA
   /// context); a candidate's task picks one. 0: one per runner. >= 0.
@@ -31,14 +37,15 @@ struct sandbox_options {
   std::string cache_dir;
   /// Wall-clock limit for one candidate (compile + verify + time), in seconds. > 0.
   double timeout_s = 60.0;
-  /// Timed trials per kernel; the median is reported. >= 30 (ARCHITECTURE.md: honest measurement).
+  /// Timed trials per kernel; the median is reported. >= 30 (ARCHITECTURE.md: honest measurement),
+  /// at most max_trials.
   int trials = 30;
   /// A kernel whose first 3 trials each take over this many times the eager baseline's median is
   /// timed in those 3 (sandbox/runner.hpp: run_options::slow_cutoff). 0: never cut. >= 0.
   double slow_cutoff = 20.0;
   /// Candidates one sandbox worker judges at once (its bus worker's capacity): each compiles with
   /// its own nvcc, CPU work that overlaps verification and timing on the GPU, so it scales
-  /// separately from the number of sandbox_worker actors. >= 1.
+  /// separately from the number of sandbox_worker actors. In [1, max_compile_jobs].
   int compile_jobs = 2;
   /// Which repeats are not judged again (the nvcc sandbox; the stand-in judges nothing anyway).
   verdict_reuse_scope reuse_verdicts = verdict_reuse_scope::group;

@@ -24,6 +24,9 @@ enum class task_sampling {
   uniform,     ///< every task equally likely
 };
 
+/// Upper bound of window: the curriculum keeps that many results for every task.
+inline constexpr std::size_t max_curriculum_window = 1 << 16;
+
 struct tasks_options {
   /// "builtin", "files" or "stand-in" (see task_source_kind).
   task_source_kind source = task_source_kind::builtin;
@@ -34,7 +37,7 @@ struct tasks_options {
   std::vector<std::string> files;
   /// "curriculum" or "uniform".
   task_sampling sampling = task_sampling::curriculum;
-  /// Results per task in the curriculum's sliding window. >= 1.
+  /// Results per task in the curriculum's sliding window. In [1, max_curriculum_window].
   std::size_t window = 32;
   /// Added to every seen task's p(1 - p) weight, so solved and hopeless tasks still come up. >= 0.
   double floor = 0.02;

@@ -17,6 +17,11 @@ enum class trainer_ranks { threads, processes };
 /// or every draw of the policy for the group that got a reward (the dropped duplicates included).
 enum class group_baseline { kept, draws };
 
+/// Upper bounds of kl_window (the KL controller keeps that many steps' values) and micro_batch
+/// (sequences in one pass): far above any real setting, a larger value is a typo.
+inline constexpr std::int64_t max_kl_window = 1 << 20;
+inline constexpr std::int64_t max_micro_batch = 4096;
+
 struct trainer_options {
   /// AdamW learning rate. > 0.
   double lr = 3e-6;
@@ -26,7 +31,8 @@ struct trainer_options {
   double kl_target_low = 1e-3;
   /// Upper end of the target band; above it the coefficient grows. > kl_target_low.
   double kl_target_high = 5e-3;
-  /// Steps over which the mean KL is taken before the coefficient is adjusted. >= 1.
+  /// Steps over which the mean KL is taken before the coefficient is adjusted. In
+  /// [1, max_kl_window].
   std::int64_t kl_window = 100;
   /// Factor the coefficient is multiplied (KL above the band) or divided (below) by. > 1.
   double kl_step = 1.5;
@@ -37,7 +43,8 @@ struct trainer_options {
   double clip_eps_high = 0.28;
   /// "kept" or "draws" (trainer/policy_trainer.hpp, baseline_from_draws).
   group_baseline baseline = group_baseline::kept;
-  /// Sequences per forward/backward pass; gradients accumulate across them. >= 1.
+  /// Sequences per forward/backward pass; gradients accumulate across them. In
+  /// [1, max_micro_batch].
   std::int64_t micro_batch = 8;
   /// Global gradient L2 norm is clipped to this; 0 disables clipping. >= 0.
   double max_grad_norm = 1.0;
@@ -57,7 +64,7 @@ struct trainer_options {
   /// `kforge trainer-rank --connect RANK_ENDPOINT --device N` (N: its GPU, -1 for the CPU). >= 0.
   std::int64_t remote_ranks = 0;
   /// Where rank 0 waits for those ranks: tcp://HOST:PORT, HOST an address the other hosts reach
-  /// (rank 0 listens on every interface). CPU ranks sum over the next port, PORT + 1.
+  /// (rank 0 listens on that address only). CPU ranks sum over the next port, PORT + 1.
   std::string rank_endpoint;
   /// Ranks in processes of their own on GPUs sum each bucket of gradients while the backward pass
   /// goes on (trainer/gradient_reducer.hpp), at the cost of one fp32 copy of the gradients per GPU

@@ -237,11 +237,38 @@ sampler = 2
   CHECK(has(rejected(minimal + "[run]\nmode = \"fast\"\n"), "run.mode: must be one of"));
 }
 
+TEST_CASE("counts and sizes have an upper bound: the error names the key, the value and the bound") {
+  // Far past any real setting; without a bound each would abort the run on allocation.
+  const std::pair<std::string, std::string> too_big[] = {
+      {"[sampler]\ngroup_size = 100000000\n", "sampler.group_size: must be in [2, 1024], got 100000000"},
+      {"[sampler]\nmax_new_tokens = 2000000000\n",
+       "sampler.max_new_tokens: must be in [1, 131072], got 2000000000"},
+      {"[sampler]\nbatch_requests = 5000\n", "sampler.batch_requests: must be in [1, 1024], got 5000"},
+      {"[tasks]\nwindow = 10000000000\n", "tasks.window: must be in [1, 65536], got 10000000000"},
+      {"[buffer]\ngroups_per_batch = 4097\n", "buffer.groups_per_batch: must be in [1, 4096], got 4097"},
+      {"[trainer]\nmicro_batch = 1000000\n", "trainer.micro_batch: must be in [1, 4096], got 1000000"},
+      {"[trainer]\nkl_window = 4000000000\n", "trainer.kl_window: must be in [1, 1048576], got 4000000000"},
+      {"[sandbox]\nrunners_per_gpu = 65\n", "sandbox.runners_per_gpu: must be in [1, 64], got 65"},
+      {"[sandbox]\ncompile_jobs = 100000\n", "sandbox.compile_jobs: must be in [1, 256], got 100000"},
+      {"[sandbox]\ntrials = 1000000000\n", "sandbox.trials: must be in [30, 100000], got 1000000000"},
+  };
+  for (const auto& [table, message] : too_big) {
+    CAPTURE(table);
+    CHECK(has(rejected(minimal + table), message));
+  }
+  std::string many_samplers = minimal;
+  many_samplers.replace(many_samplers.find("sampler = {}"), 12, "sampler = { count = 100000 }");
+  CHECK(has(rejected(many_samplers), "process[0].actors.sampler.count: must be in [1, 256], got 100000"));
+  // The bound itself is accepted.
+  auto at_bound = parse_manifest(minimal + "[sampler]\ngroup_size = 1024\nbatch_requests = 1024\n", "t.toml");
+  CHECK_MESSAGE(at_bound.ok(), at_bound.message());
+}
+
 TEST_CASE("out-of-range values name the key, the bound and the value") {
   const std::string msg = rejected_file("bad_range.toml");
   // All three problems are reported at once, each with its position.
-  CHECK(has(msg, "bad_range.toml:7:28: process[0].actors.sandbox_worker.count: must be >= 1, got -2"));
-  CHECK(has(msg, "sampler.group_size: must be >= 2, got 1"));
+  CHECK(has(msg, "bad_range.toml:7:28: process[0].actors.sandbox_worker.count: must be in [1, 256], got -2"));
+  CHECK(has(msg, "sampler.group_size: must be in [2, 1024], got 1"));
   CHECK(has(msg, "sampler.temperature: must be > 0, got 0"));
 
   CHECK(has(rejected(minimal + "[sampler]\ntop_p = 1.5\n"), "sampler.top_p: must be in (0, 1]"));
@@ -270,7 +297,7 @@ TEST_CASE("out-of-range values name the key, the bound and the value") {
     CHECK_FALSE(off->trainer.overlap_grad_reduce);
     CHECK(default_manifest()->trainer.overlap_grad_reduce);
   }
-  CHECK(has(rejected(minimal + "[sandbox]\ntrials = 10\n"), "sandbox.trials: must be >= 30"));
+  CHECK(has(rejected(minimal + "[sandbox]\ntrials = 10\n"), "sandbox.trials: must be in [30, 100000], got 10"));
   CHECK(has(rejected(minimal + "[sandbox]\nslow_cutoff = -1.0\n"), "sandbox.slow_cutoff: must be >= 0"));
   {
     auto off = parse_manifest(minimal + "[sandbox]\nslow_cutoff = 0.0\n", "t.toml");
@@ -646,7 +673,7 @@ TEST_CASE("[tasks]: each bad value is an error naming the key and its position")
   CHECK(has(bad("files = [\"\"]\n"), "tasks.files[0]: must not be empty"));
   CHECK(has(bad("sampling = \"pass_rate\"\n"),
             "tasks.sampling: must be one of \"curriculum\", \"uniform\", got \"pass_rate\""));
-  CHECK(has(bad("window = 0\n"), "tasks.window: must be >= 1, got 0"));
+  CHECK(has(bad("window = 0\n"), "tasks.window: must be in [1, 65536], got 0"));
   CHECK(has(bad("window = 2.5\n"), "tasks.window: expected an integer"));
   CHECK(has(bad("floor = -0.1\n"), "tasks.floor: must be >= 0"));
   CHECK(has(bad("unseen_bonus = \"high\"\n"), "tasks.unseen_bonus: expected a number"));
