@@ -78,6 +78,33 @@ void classify_failure(const process_output& out, const compile_options& opt, com
   }
 }
 
+compile_status from_static(static_status s) {
+  switch (s) {
+    case static_status::ok:
+      return compile_status::ok;
+    case static_status::rejected:
+      return compile_status::rejected;
+    case static_status::link_error:
+      return compile_status::link_error;
+    case static_status::compile_error:
+      return compile_status::compile_error;
+    case static_status::infra_error:
+      return compile_status::infra_error;
+  }
+  return compile_status::infra_error;
+}
+
+// Runs the library check on r.library and folds its verdict into r: status, reason, one
+// diagnostic a finding. A library that fails it is no longer r's to hand out.
+void check_built_library(compile_result& r, const library_permissions& perms) {
+  const static_verdict lv = check_library(r.library, perms);
+  r.status = from_static(lv.status);
+  r.reason = lv.reason;
+  for (const auto& f : lv.findings)
+    r.diagnostics.push_back({0, 0, severity::error, std::string(rule_name(f.why)), f.what});
+  if (!r.ok()) r.library.clear();
+}
+
 compile_result infra(std::string reason, std::chrono::steady_clock::time_point t0) {
   compile_result r;
   r.status = compile_status::infra_error;
@@ -117,7 +144,7 @@ std::vector<std::string> candidate_command(const toolchain& tc, const std::strin
 
 std::string compile_key(const toolchain& tc, std::string_view source, const compile_options& opt) {
   // Bump the version when what a result holds changes: the library check's rules, the parsers.
-  std::string material = "kforge-compile-v1";
+  std::string material = "kforge-compile-v2";
   auto field = [&](std::string_view s) {
     material += '\0';
     material += std::to_string(s.size());
@@ -160,6 +187,9 @@ compile_result compile(const toolchain& tc, std::string_view source, const compi
       return infra("cannot create the compile cache " + opt.cache_dir + ": " + ec.message(), t0);
     cache.emplace(opt.cache_dir);
     if (auto hit = cache->find(key, source)) {
+      // The stored source matched byte for byte; the stored library is checked again, as if just
+      // built: anyone who can write the cache directory could have swapped it.
+      if (hit->ok()) check_built_library(*hit, opt.libraries);
       hit->elapsed_ms = ms_since(t0);
       return std::move(*hit);
     }
@@ -207,25 +237,8 @@ compile_result compile(const toolchain& tc, std::string_view source, const compi
     r.status = compile_status::compile_error;
     r.reason = "nvcc succeeded but wrote no library";
   } else {
-    const static_verdict lv = check_library(lib, opt.libraries);
-    switch (lv.status) {
-      case static_status::ok:
-        r.status = compile_status::ok;
-        break;
-      case static_status::rejected:
-        r.status = compile_status::rejected;
-        break;
-      case static_status::link_error:
-        r.status = compile_status::link_error;
-        break;
-      case static_status::infra_error:
-        r.status = compile_status::infra_error;
-        break;
-    }
-    r.reason = lv.reason;
-    for (const auto& f : lv.findings)
-      r.diagnostics.push_back({0, 0, severity::error, std::string(rule_name(f.why)), f.what});
-    if (r.ok()) r.library = lib;
+    r.library = lib;
+    check_built_library(r, opt.libraries);
   }
   fs::remove_all(tmp, ec);
   if (!r.ok()) fs::remove(lib, ec);

@@ -18,7 +18,8 @@
 // hash(source, full flag list, arch, library permissions, nvcc release and build, kernel_abi.h). An
 // entry is built in a private staging directory inside the cache and renamed into place, so readers
 // see whole entries only and concurrent processes compiling the same source both succeed (the
-// second rename loses, harmlessly). Hits compare the stored source byte for byte. Timeouts and
+// second rename loses, harmlessly). Hits compare the stored source byte for byte and run the library
+// check on the stored library again (a library swapped in the cache is rejected). Timeouts and
 // out-of-memory failures are not cached. A process killed mid-compile leaves a `.staging-*`
 // directory that lookups ignore; there is no eviction yet (the directory is disposable).
 

@@ -85,6 +85,7 @@ result<elf_summary> read_elf_summary(const std::string& path) {
     const unsigned bind = ELF64_ST_BIND(s.sym.st_info);
     if (s.sym.st_shndx == SHN_UNDEF) {
       out.imported.push_back(s.name);
+      if (bind == STB_WEAK) out.weak_imported.push_back(s.name);
     } else if ((bind == STB_GLOBAL || bind == STB_WEAK) &&
                ELF64_ST_TYPE(s.sym.st_info) == STT_FUNC) {
       out.exported_functions.push_back(s.name);

@@ -13,6 +13,9 @@ namespace kforge::sandbox {
 struct elf_summary {
   std::vector<std::string> exported_functions;  ///< defined global/weak dynamic function symbols
   std::vector<std::string> imported;  ///< undefined dynamic symbols (what it calls out to)
+  /// The weak ones among `imported`: they need no definition at link time and bind to whatever
+  /// library defines the name at run time, if any.
+  std::vector<std::string> weak_imported;
   /// Functions run when the library is loaded (.preinit_array, .init_array) and unloaded
   /// (.fini_array), named through the symbol tables; "0x..." where no symbol names the address.
   std::vector<std::string> init_functions;

@@ -1,6 +1,7 @@
 #include "sandbox/library_check.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "sandbox/diagnostics.hpp"
 
@@ -20,14 +21,32 @@ std::string load_time_what(const std::string& name, bool init) {
   return std::string(init ? "load" : "unload") + "-time function `" + demangle(name) + "`";
 }
 
+bool is_weak(const elf_summary& elf, const std::string& sym) {
+  return std::find(elf.weak_imported.begin(), elf.weak_imported.end(), sym) !=
+         elf.weak_imported.end();
+}
+
+// Why an import breaks a rule, if it does: a name a deny list knows gets its rule (the reason
+// a candidate learns from); any other name must be on the allowlist.
+std::optional<finding> import_finding(const std::string& sym, bool weak,
+                                      const library_permissions& perms) {
+  const std::string name = "`" + demangle(sym.substr(0, sym.find('@'))) + "`";
+  if (auto r = forbidden_import(sym, perms))
+    return finding{*r, 0, "the library calls " + name, false};
+  if (import_allowed(sym, perms, weak)) return std::nullopt;
+  return finding{rule::import_not_allowed, 0,
+                 weak ? "the library imports " + name +
+                            " weakly (bound at load time to whatever defines it)"
+                      : "the library imports " + name + ", which is not on the import allowlist",
+                 false};
+}
+
 }  // namespace
 
 static_verdict check_library(const elf_summary& elf, const library_permissions& perms) {
   std::vector<finding> found;
   for (const auto& sym : elf.imported)
-    if (auto r = forbidden_import(sym, perms))
-      found.push_back(
-          {*r, 0, "the library calls `" + demangle(sym.substr(0, sym.find('@'))) + "`", false});
+    if (auto f = import_finding(sym, is_weak(elf, sym), perms)) found.push_back(std::move(*f));
   for (const auto& f : elf.init_functions)
     if (!toolchain_init(f))
       found.push_back({rule::load_time_code, 0, load_time_what(f, true), false});

@@ -1,8 +1,9 @@
 #pragma once
 // Static checks of the built library, the second line behind the source checks: whatever a
-// candidate spelled, its imports say which functions it really calls, its dynamic symbols say
-// whether kf_forward is exported with C linkage, and its init/fini arrays say what runs when it is
-// loaded or unloaded. Nothing is loaded to find out (elf_symbols.hpp).
+// candidate spelled, its imports say which functions it really calls (each must be on the import
+// allowlist), its dynamic symbols say whether kf_forward is exported with C linkage, and its
+// init/fini arrays say what runs when it is loaded or unloaded. Nothing is loaded to find out
+// (elf_symbols.hpp). A compile-cache hit is checked again before its library is handed out.
 
 #include <string>
 
@@ -11,8 +12,9 @@
 
 namespace kforge::sandbox {
 
-/// ok; link_error when kf_forward is not exported (with C linkage, as a function); rejected for a
-/// forbidden import (static_rules.hpp forbidden_import) or load/unload-time code other than the
+/// ok; link_error when kf_forward is not exported (with C linkage, as a function); rejected for an
+/// import a deny list names (static_rules.hpp forbidden_import, with that rule), an import outside
+/// the allowlist (import_allowed, rule import_not_allowed), or load/unload-time code other than the
 /// toolchain's own (nvcc's fatbinary registration, crtbegin's frame_dummy / global dtors). Static
 /// initialisers show up as gcc's `_GLOBAL__sub_I_*` there, `__attribute__((constructor))` functions
 /// under their own names.

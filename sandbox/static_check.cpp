@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/subprocess.hpp"
+#include "sandbox/diagnostics.hpp"
 #include "sandbox/scratch_dir.hpp"
 #include "sandbox/source_lexer.hpp"
 
@@ -406,6 +407,7 @@ static_verdict verdict_from(std::vector<finding> found, bool entry_point) {
 struct preprocessed {
   bool timed_out = false;
   bool failed = false;  ///< nvcc -E exited non-zero (the source does not preprocess)
+  std::string log;      ///< nvcc -E's output when it failed
   std::string text;
   std::string path;  ///< the candidate's path as the line markers spell it
 };
@@ -440,12 +442,36 @@ result<preprocessed> preprocess(std::string_view source, const check_options& op
     return error{"cannot run " + tc.nvcc + ": " + run->output};
   pp.timed_out = run->timed_out;
   pp.failed = !run->timed_out && run->exit_code != 0;
+  if (pp.failed) pp.log = run->output;
   if (pp.timed_out || pp.failed) return pp;
   std::ifstream in(out, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   pp.text = ss.str();
   return pp;
+}
+
+// The verdict on a source nvcc -E refused: compile_error (static_check.hpp says why), with its
+// first error, pinned on the candidate's line where nvcc -E names one.
+static_verdict does_not_preprocess(const preprocessed& pp) {
+  const auto diags = parse_diagnostics(pp.log, pp.path);
+  const auto first = std::find_if(diags.begin(), diags.end(),
+                                  [](const diagnostic& d) { return d.level == severity::error; });
+  finding f{rule::preprocess_error, 0, "", false};
+  if (first != diags.end()) {
+    f.line = first->line;
+    f.what = first->message;
+  } else {
+    std::string_view log(pp.log);
+    while (!log.empty() && (log.back() == '\n' || log.back() == ' ')) log.remove_suffix(1);
+    f.what = "nvcc -E failed: " + std::string(log.substr(log.find_last_of('\n') + 1));
+  }
+  static_verdict v;
+  v.status = static_status::compile_error;
+  v.reason = "the source does not preprocess for the static check (nvcc -E): " +
+             (f.line > 0 ? "line " + std::to_string(f.line) + ": " : std::string()) + f.what;
+  v.findings.push_back(std::move(f));
+  return v;
 }
 
 }  // namespace
@@ -502,10 +528,7 @@ static_verdict check_source(std::string_view source, const check_options& option
                      true});
     return verdict_from(std::move(found), true);
   }
-  if (pp->failed) {
-    c.asm_context();
-    return verdict_from(std::move(found), c.defines_entry_point());
-  }
+  if (pp->failed) return does_not_preprocess(*pp);
   return check_preprocessed(pp->text, pp->path, options);
 }
 

@@ -25,8 +25,10 @@
 // 4. kf_forward must be defined (a `kf_forward(...) {` somewhere); if not, the verdict is
 //    link_error. Whether it really is exported with C linkage is checked on the built library
 //    (library_check.hpp), as are the imported symbols and the load-time code.
-// A preprocessing run that fails (a syntax error, say) skips step 2: the compile reports the error,
-// and the library check still sees every call the code makes.
+// A source that nvcc -E refuses is not judged on the raw pass alone: the raw pass does not expand
+// macros (`#define X asm volatile` hides host assembly from it), and an `#error` that fires only
+// under the check's defines would otherwise switch step 2 off. Its verdict is compile_error, with
+// nvcc -E's first error as the reason (see static_status::compile_error for why not rejected).
 
 #include <chrono>
 #include <cstdint>
@@ -59,6 +61,13 @@ enum class static_status {
   ok,
   rejected,     ///< a rule is broken
   link_error,   ///< kf_forward is not defined
+  /// The source does not preprocess (rule preprocess_error). Not `rejected`: nearly every source
+  /// nvcc -E refuses has an honest preprocessor mistake (an unbalanced #if, a bad #if expression,
+  /// an #error of its own) that the build would report as the same compile error; calling it
+  /// rejected would name a broken rule that was not broken. A source whose #error fires only
+  /// under the check's defines (to switch step 2 off) gets the same verdict: it is not compiled,
+  /// not run and earns no reward either way, and the reason shows the #error.
+  compile_error,
   infra_error,  ///< the check itself failed (no scratch directory, nvcc would not start)
 };
 

@@ -30,6 +30,8 @@ wire::VerdictStatus to_wire(static_status s) noexcept {
       return wire::VerdictStatus::rejected;
     case static_status::link_error:
       return wire::VerdictStatus::link_error;
+    case static_status::compile_error:
+      return wire::VerdictStatus::compile_error;
     case static_status::infra_error:
       return wire::VerdictStatus::infra_error;
   }

@@ -147,6 +147,40 @@ TEST_CASE("concurrent compiles of one source share one cache entry; a broken ent
   CHECK(cache.entries() == 1);
 }
 
+TEST_CASE("a cache hit checks its stored library again: a swapped-in library is rejected") {
+  temp_dir cache("compile-tamper");
+  compile_options opt;
+  opt.cache_dir = cache.path.string();
+  const auto first = compile(nvcc(), known_good_candidate(), opt);
+  INFO(first.reason << "\n" << first.log);
+  REQUIRE(first.status == compile_status::ok);
+
+  // A library that imports system(), built with the sandbox's own flags but past its checks,
+  // replaces the entry's library; the entry's source and result.json stay as they were.
+  temp_dir evil("compile-tamper-build");
+  const std::string src = (evil.path / "evil.cu").string();
+  const std::string lib = (evil.path / "evil.so").string();
+  {
+    std::ofstream f(src);
+    f << "#include <kforge/kernel_abi.h>\n"
+         "extern \"C\" int system(const char*);\n"
+         "extern \"C\" int kf_forward(const kf_tensor* i, int32_t n, kf_tensor* o, int32_t m,"
+         " void* w, cudaStream_t s) { return system(\"id\"); }\n";
+  }
+  const auto built = kforge::run_process(candidate_command(nvcc(), src, lib, opt),
+                                         std::chrono::seconds(120));
+  REQUIRE(built.ok());
+  INFO(built->output);
+  REQUIRE(built->exit_code == 0);
+  fs::copy_file(lib, first.library, fs::copy_options::overwrite_existing);
+
+  const auto hit = compile(nvcc(), known_good_candidate(), opt);
+  CHECK(hit.cache_hit);
+  CHECK(hit.status == compile_status::rejected);
+  CHECK(hit.reason.find("`system`") != std::string::npos);
+  CHECK(hit.library.empty());  // nothing for a runner to load
+}
+
 TEST_CASE("no exported kf_forward, or an undefined call, is a link_error") {
   // A different signature overloads the ABI's declaration with C++ linkage: nothing is exported
   // under the name kf_forward.

@@ -10,6 +10,7 @@
 
 #include "sandbox/library_check.hpp"
 #include "sandbox/toolchain.hpp"
+#include "sandbox/verdict_encoding.hpp"
 
 using namespace kforge::sandbox;
 
@@ -258,6 +259,48 @@ TEST_CASE("macros cannot hide a forbidden call from the preprocessed pass") {
       opt);
   // The known-good candidate passes with preprocessing too (nothing in cuda_runtime.h counts).
   expect_ok(known_good_candidate(), opt);
+}
+
+TEST_CASE("a source that does not preprocess is a compile_error with nvcc -E's first error") {
+  const auto tc = find_toolchain();
+  if (!tc) {
+    MESSAGE("skipped: no CUDA toolchain (" << tc.message() << ")");
+    return;
+  }
+  check_options opt;
+  opt.preprocess_with = &*tc;
+  // An #error that fires only under the check's defines, and host assembly only a macro shows.
+  std::ifstream f(std::string(KFORGE_TEST_DATA) + "/escapes/checker_only_error.cu");
+  REQUIRE(f.good());
+  std::stringstream trick;
+  trick << f.rdbuf();
+  const auto raw_only = check_source(trick.str(), {});
+  INFO("raw pass: " << raw_only.reason);
+  CHECK(raw_only.ok());  // what it exploits: the raw pass expands no macros
+  auto v = check_source(trick.str(), opt);
+  INFO(v.reason);
+  CHECK(v.status == static_status::compile_error);
+  REQUIRE(v.findings.size() == 1);
+  CHECK(v.findings[0].why == rule::preprocess_error);
+  CHECK(v.findings[0].line == 7);
+  CHECK(v.reason.find("line 7") != std::string::npos);
+  CHECK(v.reason.find("only the static check sees this") != std::string::npos);
+  kforge::wire::VerdictT wire;
+  encode_static(v, wire);
+  CHECK(wire.status == kforge::wire::VerdictStatus::compile_error);
+  REQUIRE(wire.diagnostics.size() == 1);
+  CHECK(wire.diagnostics[0]->code == "preprocess_error");
+  CHECK(wire.diagnostics[0]->line == 7);
+
+  // An honest preprocessor mistake reads the same way, with the line and what is wrong.
+  v = check_source(candidate("", "#if KF_TILE > 8"), opt);
+  INFO(v.reason);
+  CHECK(v.status == static_status::compile_error);
+  CHECK(v.reason.find("line 2") != std::string::npos);
+  CHECK(v.reason.find("unterminated #if") != std::string::npos);
+  // A C++ syntax error preprocesses: the static check passes it on to the compile, which reports
+  // it (compiler_test.cpp).
+  expect_ok(candidate("  int y = x + ;"), opt);
 }
 
 TEST_CASE("a realistic kernel (CUB, cooperative groups, libcu++, fp16, PTX) passes") {
