@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -46,12 +47,9 @@ bool is_identifier(std::string_view s) {
   });
 }
 
-// Ids become file names, metric labels and prompt headers: keep them to a safe alphabet.
-bool is_task_id(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
-           c == '/';
-  });
+bool is_task_id_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
+         c == '/';
 }
 
 status check_shape(const shape& s, const std::string& field) {
@@ -195,10 +193,36 @@ shape_choice smallest_shapes(const task& t) {
   return best;
 }
 
+// Ids become folders under an output folder (OUT/l1/relu/s0.cu), file names, metric labels and
+// prompt headers: a safe alphabet, and names that neither climb out of a folder nor hide in it.
+status check_task_id(std::string_view id) {
+  if (id.empty()) return field_error("id", "must not be empty");
+  if (id.size() > max_task_id_length)
+    return field_error("id", "is " + std::to_string(id.size()) + " characters long, more than " +
+                                 std::to_string(max_task_id_length));
+  const std::string quoted = "'" + std::string(id) + "'";
+  if (!std::all_of(id.begin(), id.end(), is_task_id_char))
+    return field_error("id", quoted + " may only hold letters, digits and _ - . /");
+  for (std::size_t start = 0; start <= id.size();) {
+    const auto end = std::min(id.find('/', start), id.size());
+    const auto name = id.substr(start, end - start);
+    if (name.empty())
+      return field_error("id", quoted + " has an empty name: '/' may only separate names");
+    if (name.front() == '.')
+      return field_error("id", quoted + " has a name starting with '.': ids name folders inside "
+                                        "an output folder, never '..' or hidden ones");
+    start = end + 1;
+  }
+  return status::success();
+}
+
+result<std::string> task_dir(const std::string& dir, const std::string& id) {
+  if (auto s = check_task_id(id); !s) return s.err();
+  return (std::filesystem::path(dir) / id).string();
+}
+
 status check_task(const task& t) {
-  if (t.id.empty()) return field_error("id", "must not be empty");
-  if (!is_task_id(t.id))
-    return field_error("id", "'" + t.id + "' may only hold letters, digits and _ - . /");
+  if (auto s = check_task_id(t.id); !s) return s;
   if (t.inputs.empty()) return field_error("inputs", "a task needs at least one input");
   if (t.outputs.empty()) return field_error("outputs", "a task needs at least one output");
 

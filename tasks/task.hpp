@@ -118,6 +118,18 @@ std::vector<shape> input_shapes(const task& t, shape_choice which);
 /// has no variant smaller than its primary shapes. CI runs references there.
 shape_choice smallest_shapes(const task& t);
 
+/// The longest task id: the built-in ones and KernelBench's problem names stay under 100.
+inline constexpr std::size_t max_task_id_length = 128;
+
+/// A task id is one or more names joined by '/', each of letters, digits and _ - . and none empty
+/// or starting with '.', at most max_task_id_length characters ("l1/relu", "synth/3f2a...").
+/// The error ("id: REASON") names the id.
+status check_task_id(std::string_view id);
+
+/// DIR/ID, the folder for a task's files under `dir` ("l1/relu" -> DIR/l1/relu), or the error
+/// of check_task_id: every path made from a task id goes through here, so none leaves `dir`.
+result<std::string> task_dir(const std::string& dir, const std::string& id);
+
 /// Every rule of the task format beyond JSON types: a well-formed id, unique input/output names
 /// that are valid TorchScript identifiers, positive dims, distribution parameters that fit the
 /// distribution and the dtype, variants that name known inputs with the input's rank, a reference

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 #include "tasks/task_parser.hpp"
 
@@ -216,6 +217,41 @@ TEST_CASE("error: empty or malformed id") {
   CHECK(error_of(make_good("")) == "set.jsonl:2: id: must not be empty");
   CHECK(error_of(make_good("has space")) ==
         "set.jsonl:2: id: 'has space' may only hold letters, digits and _ - . /");
+}
+
+TEST_CASE("error: an id that would climb out of a folder, hide in one, or run long") {
+  const std::string dot_name = "has a name starting with '.'";
+  CHECK(has(error_of(make_good("../../x")), "id: '../../x' " + dot_name));
+  CHECK(has(error_of(make_good("l1/../../x")), "id: 'l1/../../x' " + dot_name));
+  CHECK(has(error_of(make_good("l1/./relu")), dot_name));
+  CHECK(has(error_of(make_good(".hidden")), dot_name));
+  const std::string empty_name = "has an empty name: '/' may only separate names";
+  CHECK(has(error_of(make_good("/etc/x")), "id: '/etc/x' " + empty_name));
+  CHECK(has(error_of(make_good("l1//relu")), empty_name));
+  CHECK(has(error_of(make_good("l1/")), empty_name));
+  CHECK(error_of(make_good(std::string(max_task_id_length + 1, 'a'))) ==
+        "set.jsonl:2: id: is 129 characters long, more than 128");
+}
+
+TEST_CASE("ids of the built-in and KernelBench kinds pass") {
+  for (const std::string& id : std::vector<std::string>{
+           "l1/relu", "l2/gemm_bias_relu", "synth/3f2a9c01bb7e", "drill/12", "a.b-c_d",
+           "level1/12_Matmul_with_diagonal_matrices_", std::string(max_task_id_length, 'a')}) {
+    CAPTURE(id);
+    CHECK(check_task_id(id).ok());
+  }
+}
+
+TEST_CASE("task_dir puts a task's folder inside the folder given, or refuses the id") {
+  auto good = task_dir("out", "l1/relu");
+  REQUIRE(good.ok());
+  CHECK(*good == "out/l1/relu");
+  for (const std::string id : {"../../x", "/abs", "l1/../../x", ""}) {
+    CAPTURE(id);
+    auto bad = task_dir("out", id);
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.message().rfind("id: ", 0) == 0);
+  }
 }
 
 TEST_CASE("error: duplicate ids in a set name both lines") {
