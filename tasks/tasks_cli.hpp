@@ -33,12 +33,18 @@ inline CLI::App* add_tasks_subcommand(CLI::App& app, tasks_options& opt) {
                        "smallest (default), variants (every variant) or all (the primary shapes "
                        "too)")
       ->check(CLI::IsMember({"smallest", "variants", "all"}));
+  validate->add_option("--time-limit-s", opt.time_limit_s,
+                       "Seconds a task's checks at one shape set may take before its reference "
+                       "is stopped and the task fails (default 120)")
+      ->check(CLI::PositiveNumber);
+  // validate's child, which runs the checks where they can be stopped: not for people.
+  cmd->add_subcommand("check-server", "Serve validate's checks on fd 3")->group("");
   auto* synth = cmd->add_subcommand(
       "synth", "Synthesize tasks: chains of 1-5 catalogue ops, kept when they run, are "
                "deterministic, not degenerate and in the eager-time window; deduplicated by op "
                "signature. Ends with a count per rejection reason");
-  synth->add_option("--count,-n", opt.count, "Tasks to keep (default 100)")
-      ->check(CLI::PositiveNumber);
+  synth->add_option("--count,-n", opt.count, "Tasks to keep, 1-100000 (default 100)")
+      ->check(CLI::Range(1, max_synth_count));
   synth->add_option("--seed", opt.seed, "Seed; the same seed gives the same tasks (default 1)");
   synth->add_option("--out,-o", opt.out, "JSON Lines file for the kept tasks")->required();
   synth->add_option("--device", opt.device,
@@ -55,7 +61,8 @@ inline CLI::App* add_tasks_subcommand(CLI::App& app, tasks_options& opt) {
                     "Candidates to try before giving up (default 50 x count)");
   synth->add_option("--min-ms", opt.min_ms, "Eager-time window, low end in ms (default 0.1)");
   synth->add_option("--max-ms", opt.max_ms, "Eager-time window, high end in ms (default 20)");
-  synth->add_option("--trials", opt.trials, "Timed trials per candidate on a GPU (default 10)");
+  synth->add_option("--trials", opt.trials, "Timed trials per candidate on a GPU (default 10)")
+      ->check(CLI::Range(1, max_timed_trials));
   synth->add_flag("--verbose,-v", opt.verbose, "One line per candidate: kept, or why not");
   synth->preparse_callback([&opt](std::size_t) {
     opt.device = "auto";
@@ -66,7 +73,8 @@ inline CLI::App* add_tasks_subcommand(CLI::App& app, tasks_options& opt) {
   baseline->add_option("file", opt.files, "Task file(s); default: the built-in library");
   baseline->add_option("--device", opt.device, "cuda (default), cuda:N or cpu");
   baseline->add_option("--out,-o", opt.out, "JSON Lines file for the timings");
-  baseline->add_option("--trials", opt.trials, "Timed trials per reference (default 30)");
+  baseline->add_option("--trials", opt.trials, "Timed trials per reference (default 30)")
+      ->check(CLI::Range(1, max_timed_trials));
   baseline->add_option("--shapes", opt.shapes, "primary (default) or smallest")
       ->check(CLI::IsMember({"primary", "smallest"}));
   baseline->preparse_callback([&opt](std::size_t) {

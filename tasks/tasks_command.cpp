@@ -10,6 +10,8 @@
 #ifdef KFORGE_TASKS_WITH_TORCH
 #include <fstream>
 
+#include "common/subprocess.hpp"
+#include "tasks/check_server.hpp"
 #include "tasks/inputs.hpp"
 #include "tasks/reference.hpp"
 #include "tasks/synth_run.hpp"
@@ -113,6 +115,15 @@ int validate(const tasks_options& opt, std::ostream& out, std::ostream& err) {
     err << "kforge tasks validate: --shapes: expected smallest, variants or all\n";
     return 2;
   }
+  if (!(opt.time_limit_s > 0)) {
+    err << "kforge tasks validate: --time-limit-s must be > 0\n";
+    return 2;
+  }
+  const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(opt.time_limit_s));
+  check_client checks(opt.check_server.empty()
+                          ? std::vector<std::string>{self_executable(), "tasks", "check-server"}
+                          : opt.check_server);
   const auto start = std::chrono::steady_clock::now();
   auto l = load(opt);
   int failed = 0, passed = 0;
@@ -134,7 +145,7 @@ int validate(const tasks_options& opt, std::ostream& out, std::ostream& err) {
       check_options co;
       co.dev = *dev;
       co.shapes = c;
-      auto r = check_task_runs(t, co);
+      auto r = checks.check(t, co, limit);
       ms += r.elapsed_ms;
       const std::string at = c ? "variant " + std::to_string(*c) : std::string("primary");
       for (auto& p : r.problems) problems.push_back(choices.size() > 1 ? at + ": " + p : p);
@@ -283,6 +294,14 @@ int synthesize(const tasks_options& opt, std::ostream& out, std::ostream& err) {
 int tasks_command(const tasks_options& opt, std::ostream& out, std::ostream& err) {
   if (opt.action == "list") return list(opt, out, err);
   if (opt.action == "show") return show(opt, out, err);
+  if (opt.action == "check-server") {
+#ifdef KFORGE_TASKS_WITH_TORCH
+    return serve_task_checks();
+#else
+    err << "kforge tasks check-server: not available in this build\n";
+    return 3;
+#endif
+  }
   if (opt.action == "validate") {
 #ifdef KFORGE_TASKS_WITH_TORCH
     return validate(opt, out, err);

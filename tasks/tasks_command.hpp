@@ -4,9 +4,10 @@
 //   kforge tasks list [--category C] [--file F ...]       ids, categories and primary shapes
 //   kforge tasks show ID [--file F ...]                   one task as indented JSON
 //   kforge tasks validate [FILE ...] [--device D] [--shapes smallest|variants|all]
-//                                                         parse, compile and run each reference
+//                         [--time-limit-s S]              parse, compile and run each reference
 //                                                         (CPU, smallest shapes) with the
-//                                                         degenerate-task checks of task_check.hpp
+//                                                         degenerate-task checks of task_check.hpp,
+//                                                         in a child process stopped after S s
 //   kforge tasks synth --count N --seed S --out FILE [--device D] [--max-ops K]
 //                      [--exclude F|builtin ...] [--max-tries T] [--max-seconds X]
 //                      [--min-ms A --max-ms B] [--trials R] [--verbose]
@@ -23,6 +24,11 @@
 
 namespace kforge::tasks {
 
+/// Upper bounds of synth's --count and the --trials of synth and baseline: far above any real
+/// setting (each kept task and each trial is held in memory), so a larger value is a typo.
+inline constexpr int max_synth_count = 100000;
+inline constexpr int max_timed_trials = 100000;
+
 struct tasks_options {
   /// list, show, validate, synth or baseline.
   std::string action;
@@ -38,6 +44,12 @@ struct tasks_options {
   /// validate: which shapes to run: "smallest" (what CI runs), "variants" (every variant) or
   /// "all" (the primary shapes too: slow on a CPU, they are sized for an H200).
   std::string shapes = "smallest";
+  /// validate: seconds one task's checks at one shape set may take, compile included; past it the
+  /// reference is stopped and the task fails. > 0.
+  double time_limit_s = 120.0;
+  /// validate: the program that runs the checks (tasks/check_server.hpp); empty: this executable
+  /// as `kforge tasks check-server`.
+  std::vector<std::string> check_server;
   /// baseline: JSON Lines file of the timings (empty: only the table); synth: of the kept tasks.
   std::string out;
   /// baseline, synth: timed trials per reference (the median is reported / filtered on).
@@ -61,6 +73,7 @@ struct tasks_options {
   bool verbose = false;
 };
 
+/// Runs `action` ("check-server": serve_task_checks, the child of validate).
 /// Returns the exit code: 0 success; 1 a task failed validation, a reference failed to time, or
 /// synth kept fewer than --count tasks within --max-tries; 2 bad input (unreadable or malformed
 /// file, unknown id or category, bad device, bad option); 3 not available in this build.

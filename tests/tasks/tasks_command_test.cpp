@@ -1,6 +1,7 @@
 // `kforge tasks ...` through tasks_command: output, exit codes and errors.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -27,6 +28,9 @@ ran run(tasks_options opt) {
 tasks_options action(const std::string& a) {
   tasks_options o;
   o.action = a;
+#ifdef KFORGE_TASK_CHECK_SERVER
+  o.check_server = {KFORGE_TASK_CHECK_SERVER};
+#endif
   return o;
 }
 
@@ -184,5 +188,39 @@ TEST_CASE("tasks validate: per-task verdicts; parse, compile and degeneracy fail
   r = run(o);
   CHECK(r.code == 2);
   CHECK(r.err.find("expected cpu, cuda or cuda:N") != std::string::npos);
+}
+TEST_CASE("tasks validate: a reference that never returns is stopped at --time-limit-s") {
+  // t/loops counts forever; the task after it must still be checked, by a fresh child.
+  const std::string file = "/tmp/kforge-validate-loops-" + std::to_string(::getpid()) + ".jsonl";
+  {
+    std::ofstream f(file);
+    const std::string head =
+        R"({"category": "elementwise", "description": "x + 1.", "inputs": [{"name": "x", )"
+        R"("shape": [8], "dtype": "float32", "init": {"dist": "normal", "mean": 0.0, "std": 1.0}}], )"
+        R"("outputs": [{"name": "y", "shape": [8], "dtype": "float32"}], )";
+    f << head << R"("id": "t/loops", "reference": "def forward(x):\n    i = 0\n    while i >= 0:\n        i = i + 1\n    return x + 1\n"})"
+      << "\n"
+      << head << R"("id": "t/after", "reference": "def forward(x):\n    return x + 1\n"})" << "\n";
+  }
+  auto o = action("validate");
+  o.files = {file};
+  o.time_limit_s = 2;
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run(o);
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(r.code == 1);
+  CHECK_MESSAGE(r.out.find("FAIL  t/loops: the reference ran past the time limit of 2 s "
+                           "(--time-limit-s) and was stopped") != std::string::npos,
+                (r.out + r.err));
+  CHECK(r.out.find("ok    t/after") != std::string::npos);
+  CHECK(r.out.find("2 tasks on cpu, 1 ok, 1 failed") != std::string::npos);
+  CHECK(secs < 60);
+
+  o.time_limit_s = 0;
+  r = run(o);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--time-limit-s must be > 0") != std::string::npos);
+  std::remove(file.c_str());
 }
 #endif
