@@ -191,10 +191,15 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
       maps.push_back(t);
     tasks_file << tasks::to_json_line(t) << "\n";
     const std::string prompt = tmpl->render(t, *hw);
+    const auto task_dir = tasks::task_dir((dir / "kernels").string(), t.id);
+    if (!task_dir) {
+      err << "kforge corpus build: " << task_dir.message() << "\n";
+      return 2;
+    }
     for (const auto& v : *ks) {
       ++variants;
       ++per_cat[cat].variants;
-      if (!write_file(dir / "kernels" / t.id / (v.name + ".cu"), v.source)) {
+      if (!write_file(fs::path(*task_dir) / (v.name + ".cu"), v.source)) {
         err << "kforge corpus build: cannot write kernel for " << t.id << "\n";
         return 2;
       }
