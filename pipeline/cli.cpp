@@ -69,7 +69,9 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--connect", sandbox_worker.connect,
                          "With --role sandbox: the pool's worker endpoint (tcp://HEAD:PORT)");
   worker_cmd->add_option("--threads", sandbox_worker.threads,
-                         "With --role sandbox: candidates in flight (default 4)");
+                         "With --role sandbox: candidates in flight, 1-256 like "
+                         "sandbox.compile_jobs (default 4)")
+      ->check(CLI::Range(1, kforge::max_compile_jobs));
   worker_cmd->add_option("--run-dir", worker.run_dir, "Run directory (default: run.run_dir)");
   worker_cmd->add_option("--steps", worker.steps, "Training steps (the head passes its override)");
   worker_cmd->add_option("--resume-step", worker.resume_step,
