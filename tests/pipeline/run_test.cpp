@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/child_process.hpp"
+#include "tests/file_size_limit.hpp"
 #include "tests/pipeline/process_ended.hpp"
 #include "common/subprocess.hpp"
 #include "messages/recording.hpp"
@@ -471,6 +472,137 @@ stand_in_ms = 3
   // The recording of this multi-process run replays too.
   std::string out;
   CHECK(replay(run_dir / "recordings" / "verdicts@head.kfrec", "reward", &out) == 0);
+  fs::remove_all(dir);
+}
+
+// A run that cannot write its results must not report itself completed. Tests run as root, whom
+// permission bits do not stop, so the disk refuses otherwise: a directory where a file goes (its
+// open or the rename into place fails), and a full disk (RLIMIT_FSIZE, SIGXFSZ ignored: a write
+// past it fails with EFBIG). A link to /dev/full would do for writes, but the report reads the
+// file back, and /dev/full reads without end.
+TEST_CASE("a run that cannot write its summary or metrics ends non-zero, naming the file") {
+  const auto dir = fresh_dir("unwritable");
+  for (const std::string file : {"summary.json", "metrics.jsonl"}) {
+    CAPTURE(file);
+    const auto run_dir = dir / file;
+    fs::create_directories(run_dir / file);
+    auto r = run_manifest(stand_in_manifest, run_dir, 120s, {"--steps", "4"});
+    INFO(r->output);
+    CHECK(r->exit_code == 1);
+    CHECK(r->output.find("kforge run: failed: " + (run_dir / file).string() + ": cannot ") !=
+          std::string::npos);
+    CHECK(r->output.find("Is a directory") != std::string::npos);
+    CHECK(r->output.find("kforge run: completed") == std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+/// `kforge run` of `manifest` for 50 steps on a disk with room for 64 KiB a file: enough for the
+/// small files, not for the recordings and metrics of 50 steps. The limit is inherited by kforge.
+kforge::result<kforge::process_output> run_on_full_disk(const fs::path& manifest, const fs::path& run_dir) {
+  kforge::testing::file_size_limit limit(64 * 1024);
+  return run_manifest(manifest, run_dir, 120s, {"--steps", "50"});
+}
+
+TEST_CASE("a run on a full disk ends non-zero, naming the file it could not write") {
+  const auto dir = fresh_dir("disk-full");
+  {  // recording links: a recording meets the limit first, or metrics.jsonl
+    const auto run_dir = dir / "recorded";
+    auto r = run_on_full_disk(stand_in_manifest, run_dir);
+    INFO(r->output);
+    CHECK(r->exit_code == 1);
+    CHECK(r->output.find("kforge run: failed: ") != std::string::npos);
+    CHECK(r->output.find("kforge run: completed") == std::string::npos);
+    CHECK(r->output.find(run_dir.string() + "/") != std::string::npos);
+    CHECK(r->output.find(": cannot write: File too large") != std::string::npos);
+    // A recording cut short by the refusal keeps its whole records: it reads to a clean end.
+    for (const auto& f : fs::directory_iterator(run_dir / "recordings")) {
+      CAPTURE(f.path());
+      auto rec = kforge::messages::recording_reader::open(f.path().string());
+      REQUIRE(rec.ok());
+      auto next = rec->next();
+      while (next.ok() && next->has_value()) next = rec->next();
+      CHECK(next.ok());
+    }
+  }
+  {  // nothing recorded: metrics.jsonl meets it, and keeps whole lines
+    auto text = read_text(stand_in_manifest);
+    const auto links = text.find("links = [");
+    REQUIRE(links != std::string::npos);
+    text.replace(links, text.find('\n', links) - links, "links = []");
+    const auto manifest = dir / "unrecorded.toml";
+    std::ofstream(manifest) << text;
+    const auto run_dir = dir / "unrecorded";
+    auto r = run_on_full_disk(manifest, run_dir);
+    INFO(r->output);
+    CHECK(r->exit_code == 1);
+    CHECK(r->output.find("kforge run: failed: " + (run_dir / "metrics.jsonl").string() +
+                         ": cannot write: File too large") != std::string::npos);
+    const auto metrics = read_text(run_dir / "metrics.jsonl");
+    REQUIRE_FALSE(metrics.empty());
+    CHECK(metrics.back() == '\n');
+  }
+  fs::remove_all(dir);
+}
+
+// The trainer's process killed mid-run: nothing can train again, so the run ends at once as failed,
+// naming the process, rather than waiting out the stall timeout and a drain that cannot settle.
+TEST_CASE("a run whose trainer process dies ends within seconds, non-zero, naming the process") {
+  const auto dir = fresh_dir("trainer-dies");
+  const auto run_dir = dir / "run";
+  auto text = read_text(stand_in_manifest);
+  const std::string trainer_line = "trainer        = { count = 1, gpu_group = \"trainer\" }\n";
+  REQUIRE(text.find(trainer_line) != std::string::npos);
+  text.erase(text.find(trainer_line), trainer_line.size());
+  // A long stall timeout: a run that waited for it would take a minute.
+  const std::string steps = "steps = 1000\n";
+  REQUIRE(text.find(steps) != std::string::npos);
+  text.replace(text.find(steps), steps.size(), "steps = 100000\nstall_timeout_s = 60\n");
+  const auto manifest = dir / "two.toml";
+  std::ofstream(manifest) << text << R"(
+[[process]]
+name = "trainer"
+[process.actors]
+trainer = { count = 1, gpu_group = "trainer" }
+
+[sandbox]
+stand_in_ms = 3
+)";
+  const auto log = dir / "head.log";
+  const pid_t head = start_kforge(
+      {"run", "--manifest", manifest.string(), "--run-dir", run_dir.string(), "--no-progress"}, log);
+  // Kill the trainer's process once it has trained (polling files the run writes).
+  pid_t trainer = -1;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (trainer < 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+    std::uint64_t trained = 0;
+    std::ifstream metrics(run_dir / "metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      auto j = json::parse(line, nullptr, false);
+      if (j.is_object() && j["kind"] == "trainer") trained = j["received"].get<std::uint64_t>();
+    }
+    const auto procs = read_json(run_dir / "processes.json");
+    if (trained >= 2 && procs.is_array())
+      for (const auto& p : procs)
+        if (p["name"] == "trainer") trainer = p["pid"].get<pid_t>();
+  }
+  REQUIRE_MESSAGE(trainer > 0, "the trainer never trained; see " << log);
+  REQUIRE(::kill(trainer, SIGKILL) == 0);
+  const auto killed = std::chrono::steady_clock::now();
+  const int st = wait_for(head, 120s, log);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  const auto out = read_text(log);
+  INFO(out);
+  CHECK(took < 20.0);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 1);
+  CHECK(out.find("kforge run: failed: process trainer (pid " + std::to_string(trainer) +
+                 ") killed by signal 9") != std::string::npos);
+  const auto summary = read_json(run_dir / "summary.json");
+  REQUIRE(summary.is_object());
+  CHECK(summary["outcome"].get<std::string>().rfind("failed: process trainer", 0) == 0);
+  MESSAGE("the run ended " << took << " s after its trainer's process was killed");
   fs::remove_all(dir);
 }
 
