@@ -24,18 +24,40 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A count flag within [1, hi] (the manifest's bounds for the same sampler settings): the error
+// names the flag, its value and the bounds.
+status count_in_range(const char* flag, int value, int hi) {
+  if (value >= 1 && value <= hi) return {};
+  return error{std::string(flag) + " must be in [1, " + std::to_string(hi) + "], got " +
+               std::to_string(value)};
+}
+
 status check(const sample_options& o) {
   if (o.model.empty()) return error{"--model is required"};
   if (!fs::is_directory(o.model)) return error{"--model " + o.model + ": not a directory"};
   if (o.out.empty()) return error{"--out is required"};
-  if (o.samples < 1) return error{"--samples must be >= 1"};
+  if (auto s = count_in_range("--samples", o.samples, max_group_size); !s) return s;
   if (!(o.temperature > 0)) return error{"--temperature must be > 0"};
   if (!(o.top_p > 0 && o.top_p <= 1)) return error{"--top-p must be in (0, 1]"};
-  if (o.max_new_tokens < 1) return error{"--max-new-tokens must be >= 1"};
-  if (o.batch < 1) return error{"--batch must be >= 1"};
+  if (auto s = count_in_range("--max-new-tokens", o.max_new_tokens, max_new_tokens_limit); !s)
+    return s;
+  if (auto s = count_in_range("--batch", o.batch, max_batch_requests); !s) return s;
   if (fs::exists(fs::path(o.out) / "samples.jsonl"))
     return error{"--out " + o.out + ": already holds samples.jsonl (choose a new directory)"};
   return {};
+}
+
+// Each task's folder under --out, made before any sampling: an id that would leave --out stops
+// the command before the model writes anything.
+result<std::vector<std::string>> task_dirs(const std::vector<tasks::task>& pool,
+                                           const std::string& out) {
+  std::vector<std::string> dirs;
+  for (const auto& t : pool) {
+    auto dir = tasks::task_dir(out, t.id);
+    if (!dir) return dir.err();
+    dirs.push_back(std::move(*dir));
+  }
+  return dirs;
 }
 
 /// A packed request whose root stays valid as long as this lives.
@@ -57,6 +79,8 @@ int sample_command(const sample_options& o, std::ostream& out, std::ostream& err
   auto pool = tasks::load_task_spec(o.tasks, o.categories, err);
   if (!pool) return fail(pool.message());
   if (pool->empty()) return fail("no task left to sample (--tasks " + o.tasks + ", --category filter)");
+  const auto dirs = task_dirs(*pool, o.out);
+  if (!dirs) return fail(dirs.message());
   auto tmpl = o.prompt_template.empty() ? result<tasks::prompt_template>(tasks::prompt_template::embedded())
                                         : tasks::prompt_template::load(o.prompt_template);
   if (!tmpl) return fail(tmpl.message());
@@ -121,7 +145,7 @@ int sample_command(const sample_options& o, std::ostream& out, std::ostream& err
         continue;
       }
       task_file << tasks::to_json_line(t) << "\n";
-      const fs::path dir = fs::path(o.out) / t.id;
+      const fs::path dir = (*dirs)[first + k];
       fs::create_directories(dir, ec);
       if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
       for (std::size_t i = 0; i < results[k]->size(); ++i) {

@@ -21,7 +21,7 @@ struct sample_options {
   std::string tasks = "builtin";///< "builtin" or a task file (.jsonl / .json)
   std::vector<std::string> categories;  ///< keep only these categories (empty: all)
   std::string out;              ///< output directory (created; must not hold samples already)
-  int samples = 8;              ///< G per task
+  int samples = 8;              ///< G per task; at most max_group_size, like sampler.group_size
   double temperature = 0.8;
   double top_p = 1.0;
   int max_new_tokens = 1024;

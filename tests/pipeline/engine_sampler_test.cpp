@@ -429,4 +429,35 @@ TEST_CASE("kforge sample: G kernels per task in eval's layout, and bad options a
   std::ostringstream err4;
   CHECK(sample_command(bad, out, err4) == 2);
   CHECK(contains(err4.str(), "not a directory"));
+  // Counts past the sampler's bounds are refused before the model loads (it would abort on them).
+  bad.model = o.model;
+  bad.samples = 100000;
+  std::ostringstream err5;
+  CHECK(sample_command(bad, out, err5) == 2);
+  CHECK(contains(err5.str(), "--samples must be in [1, 1024], got 100000"));
+  bad.samples = 3;
+  bad.max_new_tokens = 1 << 30;
+  std::ostringstream err6;
+  CHECK(sample_command(bad, out, err6) == 2);
+  CHECK(contains(err6.str(), "--max-new-tokens must be in [1, 131072], got 1073741824"));
+}
+
+TEST_CASE("kforge sample: a task id that would leave --out is refused, nothing written") {
+  scratch_dir dir;
+  {
+    std::ofstream t(dir.path("tasks.jsonl"));
+    t << R"({"id": "../../escape", "category": "elementwise", "description": "ReLU.", "inputs": [{"name": "x", "shape": [8], "dtype": "float32", "init": {"dist": "normal", "mean": 0.0, "std": 1.0}}], )"
+         R"("outputs": [{"name": "y", "shape": [8], "dtype": "float32"}], "reference": "def forward(x):\n    return torch.relu(x)\n"})"
+      << "\n";
+  }
+  fs::create_directories(dir.path("model"));
+  sample_options o;
+  o.model = dir.path("model");
+  o.tasks = dir.path("tasks.jsonl");
+  o.out = dir.path("a/b/out");
+  std::ostringstream out, err;
+  CHECK(sample_command(o, out, err) == 2);
+  CHECK(contains(err.str(), "id: '../../escape' has a name starting with '.'"));
+  CHECK_FALSE(fs::exists(dir.path("escape")));
+  CHECK_FALSE(fs::exists(dir.path("a/b/out")));
 }
