@@ -47,6 +47,9 @@ static_verdict check_library(const elf_summary& elf, const library_permissions& 
   std::vector<finding> found;
   for (const auto& sym : elf.imported)
     if (auto f = import_finding(sym, is_weak(elf, sym), perms)) found.push_back(std::move(*f));
+  // The reason is the first finding: a deny list's rule says more than "not on the allowlist".
+  std::stable_partition(found.begin(), found.end(),
+                        [](const finding& f) { return f.why != rule::import_not_allowed; });
   for (const auto& f : elf.init_functions)
     if (!toolchain_init(f))
       found.push_back({rule::load_time_code, 0, load_time_what(f, true), false});

@@ -161,8 +161,8 @@ constexpr prefix_entry prefixes[] = {
 // source, and libstdc++ facilities whose mangled names contain these pieces.
 constexpr sv import_only_names[] = {
     "wait", "waitpid", "wait4", "waitid", "poll", "ppoll", "select", "pselect", "epoll_create",
-    "epoll_create1", "epoll_wait", "getpid", "fgets", "fread", "fwrite", "fscanf", "scanf",
-    "getchar", "gets"};
+    "epoll_create1", "epoll_wait", "getpid", "getppid", "fgets", "fread", "fwrite", "fscanf",
+    "scanf", "getchar", "gets"};
 constexpr sv import_mangled_pieces[] = {"filesystem",    "basic_ifstream", "basic_ofstream",
                                         "basic_fstream", "basic_filebuf",  "_ZNSt6thread",
                                         "this_thread",   "_ZSt5async"};

@@ -103,6 +103,13 @@ TEST_CASE("the import allowlist: the CUDA runtime, cuBLAS where allowed, C/C++ r
   REQUIRE_FALSE(v.findings.empty());
   CHECK(v.findings[0].why == rule::host_system_call);
   CHECK(with_import("__cudaRegisterManagedVar").findings.at(0).why == rule::host_memory);
+  // ... also when an unlisted import comes first in the library's symbol table.
+  elf_summary both = honest_library();
+  both.imported.insert(both.imported.begin(), {"posix_openpt", "sigqueue"});
+  v = check_library(both, {});
+  REQUIRE(v.findings.size() == 2);
+  CHECK(v.findings[0].why == rule::host_system_call);
+  CHECK(v.reason.find("`sigqueue`") != std::string::npos);
 
   // cuBLAS only when the task allows it.
   library_permissions cublas;
