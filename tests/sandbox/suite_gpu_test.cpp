@@ -1,7 +1,8 @@
 // GPU: the hostile-and-honest candidate suite (suite/suite.jsonl) through the real sandbox pool —
 // compile, the candidate child, the reference server, timing — with every candidate's verdict
-// checked against its expectation. Afterwards every candidate expected `ok` runs again: hostile
-// ones before them must not have affected the sandbox.
+// checked against its expectation, and the speedup of an entry with max_speedup (one whose timing
+// a trick could inflate) checked against that bound. Afterwards every candidate expected `ok` runs
+// again: hostile ones before them must not have affected the sandbox.
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -27,7 +28,7 @@ TEST_CASE("the candidate suite gets its expected verdicts on a GPU, and the sand
     std::exit(77);
   }
   const auto suite = kforge::sandbox::testing::load_suite();
-  REQUIRE(suite.size() >= 30);
+  REQUIRE(suite.size() >= 100);
   std::vector<std::string> sources;
   for (const auto& e : suite)
     sources.push_back(kforge::sandbox::testing::read_file(kforge::sandbox::testing::suite_dir +
@@ -74,6 +75,16 @@ TEST_CASE("the candidate suite gets its expected verdicts on a GPU, and the sand
     for (const auto& x : e.expect) match = match || x == got;
     std::string expected;
     for (const auto& x : e.expect) expected += (expected.empty() ? "" : "|") + x;
+    // A bounded entry may be timed or not, but never credited with more than its bound: a trick
+    // that inflates its timing (a cache, skipped work) must not earn a speedup.
+    const bool over_bound = e.max_speedup > 0 && verdicts[i].contains("speedup") &&
+                            verdicts[i].value("speedup", 0.0) > e.max_speedup;
+    if (e.max_speedup > 0) {
+      char bound[48];
+      std::snprintf(bound, sizeof bound, " (speedup <= %g)", e.max_speedup);
+      expected += bound;
+    }
+    match = match && !over_bound;
     std::printf("%s %-34s %-16s %-22s %.150s\n", match ? "  " : "XX", e.file.c_str(),
                 e.task.c_str(), (got + (match ? "" : " (" + expected + ")")).c_str(),
                 verdicts[i].value("reason", "").c_str());
@@ -81,8 +92,12 @@ TEST_CASE("the candidate suite gets its expected verdicts on a GPU, and the sand
       std::printf("     %.4f ms vs baseline %.4f ms: %.2fx\n", verdicts[i].value("candidate_ms", 0.0),
                   verdicts[i].value("baseline_ms", 0.0), verdicts[i].value("speedup", 0.0));
     if (!match) ++mismatches;
-    CHECK_MESSAGE(match, e.file << ": got " << got << ", expected " << expected << " ("
-                                << e.why << "): " << verdicts[i].value("reason", ""));
+    CHECK_MESSAGE(match, e.file << ": got " << got
+                                << (verdicts[i].contains("speedup")
+                                        ? " at " + std::to_string(verdicts[i].value("speedup", 0.0)) + "x"
+                                        : std::string())
+                                << ", expected " << expected << " (" << e.why
+                                << "): " << verdicts[i].value("reason", ""));
   }
   std::printf("%d of %zu candidates got an unexpected verdict\n", mismatches, suite.size());
 

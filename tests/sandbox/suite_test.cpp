@@ -1,4 +1,4 @@
-// The GPU test suite (tests/sandbox/suite/, issue 3) through the sandbox's CPU stages. Each suite
+// The GPU test suite (tests/sandbox/suite/) through the sandbox's CPU stages. Each suite
 // entry names a candidate, a built-in task and the verdict the sandbox should give it. Here, with
 // nvcc and no GPU: entries whose verdict is decided before anything runs (rejected, compile_error,
 // link_error) must get exactly that verdict from the static check and the compile, in the order
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/parallel.hpp"
+#include "sandbox/compiler.hpp"
 #include "sandbox/evaluator.hpp"
 #include "sandbox/toolchain.hpp"
 #include "suite_manifest.hpp"
@@ -75,7 +76,9 @@ pre_run_outcome evaluate_before_run(const evaluator& ev, const kforge::tasks::ta
 
 TEST_CASE("suite manifest: every candidate listed once, tasks built in, verdict names known") {
   const auto entries = load_suite();
-  CHECK(entries.size() >= 30);
+  // The suite's coverage: honest kernels and the known attack and reward-hack classes, several
+  // cases each. A shrinking suite fails here, not silently.
+  CHECK(entries.size() >= 100);
 
   std::set<std::string> listed;
   for (const auto& e : entries) {
@@ -104,6 +107,10 @@ TEST_CASE("suite manifest: every candidate listed once, tasks built in, verdict 
     }
     CHECK(std::set<std::string>(e.expect.begin(), e.expect.end()).size() == e.expect.size());
     if (!e.rule.empty()) CHECK(e.expect == std::vector<std::string>{"rejected"});
+    // A speedup bound only means something for a candidate that may be timed, i.e. end ok.
+    if (e.max_speedup > 0)
+      CHECK_MESSAGE(std::find(e.expect.begin(), e.expect.end(), "ok") != e.expect.end(),
+                    "max_speedup without ok among the expected verdicts");
     if (e.expect.size() == 1) sole_verdicts.insert(e.expect[0]);
   }
   // The suite exercises every verdict a candidate can earn.
@@ -165,5 +172,47 @@ TEST_CASE("suite candidates get their pre-run verdicts from the static check and
     } else {
       CHECK(got.verdict == "compiled");
     }
+  }
+}
+
+// The confinement attack set runs on a GPU host with the static checks off (the OS confinement
+// alone must stop each attack); here its manifest is checked and every candidate must build with
+// nvcc, or an attack that never compiled would pass there as a "stopped" one. These candidates
+// include libc headers and call what the static checks forbid, so the compile's library check may
+// reject the built library: `rejected` (the library check ran on a built .so) counts as built;
+// a compile or link error does not.
+TEST_CASE("confinement attacks: every candidate listed once with a unique attack, and each builds") {
+  const auto attacks = load_attacks();
+  CHECK(attacks.size() >= 9);
+  std::set<std::string> files, names;
+  for (const auto& a : attacks) {
+    INFO("attacks.jsonl line " << a.line << ": " << a.file);
+    CHECK_MESSAGE(files.insert(a.file).second, "listed twice");
+    CHECK_MESSAGE(names.insert(a.attack).second, "attack name '" << a.attack << "' used twice");
+    CHECK_FALSE(a.attack.empty());
+    CHECK_FALSE(a.why.empty());
+    CHECK(fs::is_regular_file(confinement_dir + "/" + a.file));
+  }
+  for (const auto& f : fs::directory_iterator(confinement_dir))
+    if (f.path().extension() == ".cu")
+      CHECK_MESSAGE(files.count(f.path().filename().string()) == 1,
+                    f.path().filename().string() << " is not in attacks.jsonl");
+
+  const auto tc = find_toolchain();
+  if (!tc) {
+    MESSAGE("compiles skipped: no CUDA toolchain (" << tc.message() << ")");
+    return;
+  }
+  std::vector<compile_result> built(attacks.size());
+  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  kforge::parallel_for(attacks.size(), threads, [&](std::size_t i) {
+    compile_options opt;  // no cache: each library lives in a private directory
+    opt.time_limit = std::chrono::milliseconds(600'000);
+    built[i] = compile(*tc, read_file(confinement_dir + "/" + attacks[i].file), opt);
+  });
+  for (std::size_t i = 0; i < attacks.size(); ++i) {
+    INFO(attacks[i].file << ": " << status_name(built[i].status) << ": " << built[i].reason);
+    INFO(built[i].log.substr(0, 4000));
+    CHECK((built[i].status == compile_status::ok || built[i].status == compile_status::rejected));
   }
 }

@@ -1,0 +1,61 @@
+// Confinement attack, run with the static checks off: only the OS confinement (namespaces, the
+// read-only filesystem view, seccomp) stands between it and its goal. A correct ReLU if the attack
+// failed, zeros if it succeeded, so the verdict reports the attack: ok (failed quietly) or
+// hack_suspected (the process was killed), never wrong_answer.
+// Attack: open the running program (/proc/self/exe) for writing, or create a file next to the
+// candidate's own library (the compile cache: a planted or replaced library would run as a later
+// candidate's code). Nothing is written: a successful open is the success; a planted file is
+// removed at once, the verdict (zeros) reports it.
+#include <kforge/kernel_abi.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static bool attack() {
+  int fd = open("/proc/self/exe", O_WRONLY);
+  if (fd >= 0) {
+    close(fd);
+    return true;
+  }
+  Dl_info info = {};
+  if (!dladdr(reinterpret_cast<void*>(&attack), &info) || !info.dli_fname) return false;
+  char path[4096];
+  snprintf(path, sizeof path, "%s", info.dli_fname);
+  char* slash = strrchr(path, '/');
+  if (!slash) return false;
+  snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "kforge-confine-planted");
+  fd = open(path, O_CREAT | O_WRONLY, 0600);
+  if (fd < 0) return false;
+  close(fd);
+  unlink(path);
+  return true;
+}
+
+__global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = fmaxf(x[i], 0.0f);
+}
+
+// -1: not tried yet; 0: the attack failed; 1: it succeeded. Tried once, so every call reports the
+// same outcome (the sandbox's two calls per input set must agree).
+static int g_outcome = -1;
+
+extern "C" int kf_forward(const kf_tensor* inputs, int32_t num_inputs, kf_tensor* outputs,
+                          int32_t num_outputs, void* workspace, cudaStream_t stream) {
+  (void)workspace;
+  if (num_inputs != 1 || num_outputs != 1) return 1;
+  if (g_outcome < 0) g_outcome = attack() ? 1 : 0;
+  const int64_t n = kf_numel(&inputs[0]);
+  if (n == 0) return 0;
+  // The verdict reports the attack: zeros (wrong_answer) if it worked, a correct ReLU if not.
+  if (g_outcome == 1)
+    return (int)cudaMemsetAsync(outputs[0].data, 0, (size_t)n * sizeof(float), stream);
+  int64_t blocks = (n + 255) / 256;
+  if (blocks > 8192) blocks = 8192;
+  relu_kernel<<<(unsigned)blocks, 256, 0, stream>>>(static_cast<const float*>(inputs[0].data),
+                                                    static_cast<float*>(outputs[0].data), n);
+  return (int)cudaGetLastError();
+}

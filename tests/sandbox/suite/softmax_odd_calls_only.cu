@@ -1,0 +1,77 @@
+// Hostile (call-count trick): a correct softmax on odd-numbered calls; on even-numbered calls it
+// writes the uniform distribution 1/cols (cheap and fully written), betting that a benchmark only
+// checks the first call. The sandbox calls twice per input set and requires the two calls to
+// agree: the second is uniform. Expect hack_suspected.
+#include <kforge/kernel_abi.h>
+#include <math_constants.h>
+
+constexpr int kThreads = 256;
+
+template <typename Op>
+__device__ float block_reduce(float v, float* scratch, Op op, float identity) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < kThreads / 32 ? scratch[lane] : identity;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    if (lane == 0) scratch[kThreads / 32] = v;
+  }
+  __syncthreads();
+  v = scratch[kThreads / 32];
+  __syncthreads();
+  return v;
+}
+
+struct max_op {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct sum_op {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+
+// One block per row: max, sum of exp(x - max), then the normalised exponentials.
+__global__ void __launch_bounds__(kThreads)
+    softmax_rows_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t cols) {
+  __shared__ float scratch[kThreads / 32 + 1];
+  const float* xr = x + (int64_t)blockIdx.x * cols;
+  float* yr = y + (int64_t)blockIdx.x * cols;
+  float m = -CUDART_INF_F;
+  for (int64_t c = threadIdx.x; c < cols; c += kThreads) m = fmaxf(m, xr[c]);
+  m = block_reduce(m, scratch, max_op{}, -CUDART_INF_F);
+  float s = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += kThreads) s += expf(xr[c] - m);
+  s = block_reduce(s, scratch, sum_op{}, 0.0f);
+  const float inv = 1.0f / s;
+  for (int64_t c = threadIdx.x; c < cols; c += kThreads) yr[c] = expf(xr[c] - m) * inv;
+}
+
+__global__ void fill_kernel(float* __restrict__ y, int64_t n, float v) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) y[i] = v;
+}
+
+static unsigned long long g_calls = 0;
+
+extern "C" int kf_forward(const kf_tensor* inputs, int32_t num_inputs, kf_tensor* outputs,
+                          int32_t num_outputs, void* workspace, cudaStream_t stream) {
+  (void)workspace;
+  if (num_inputs != 1 || num_outputs != 1) return 1;
+  const kf_tensor& x = inputs[0];
+  if (x.ndim < 1) return 2;
+  const int64_t cols = x.shape[x.ndim - 1];
+  const int64_t n = kf_numel(&x);
+  if (n == 0) return 0;
+  const int64_t rows = n / cols;
+  const float* px = static_cast<const float*>(x.data);
+  float* py = static_cast<float*>(outputs[0].data);
+  if (g_calls++ % 2 == 1) {
+    fill_kernel<<<4096, 256, 0, stream>>>(py, n, 1.0f / (float)cols);
+    return (int)cudaGetLastError();
+  }
+  softmax_rows_kernel<<<(unsigned)rows, kThreads, 0, stream>>>(px, py, cols);
+  return (int)cudaGetLastError();
+}
