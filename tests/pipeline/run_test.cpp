@@ -1095,4 +1095,59 @@ TEST_CASE("kforge run --resume refuses what it cannot continue") {
   CHECK_FALSE(fs::exists(dir / "real" / "summary.json"));
   fs::remove_all(dir);
 }
+
+// A resume that cannot go on must leave the run directory as it found it, so that trying again
+// (or a second failure) cannot move anything over the first leg's files. Checked before anything
+// moves: the checkpoint's trainer_state.json against its step-N name. Found only once running (a
+// checkpoint the trainer cannot load): the files moved aside stay the first leg's.
+TEST_CASE("a --resume that cannot go on keeps the first leg's summary and recordings") {
+  const auto dir = fresh_dir("resume-kept");
+  const auto run_dir = dir / "run";
+  fs::create_directories(run_dir / "recordings");
+  fs::copy_file(tiny_model_manifest(dir, 4), run_dir / "manifest.toml");
+  const std::string first_summary = "{\"leg\": 1}\n", first_recording = "leg 1";
+  std::ofstream(run_dir / "summary.json") << first_summary;
+  std::ofstream(run_dir / "recordings" / "verdicts@head.kfrec") << first_recording;
+  const auto ckpt = run_dir / "checkpoints" / "step-2";
+  fs::create_directories(ckpt);
+  for (const char* f : {"model.safetensors", "optimizer.pt"}) std::ofstream(ckpt / f) << "not loadable";
+  const auto state = [&](int step) {
+    std::ofstream(ckpt / "trainer_state.json")
+        << json{{"version", 1}, {"step", step}, {"policy_version", step}, {"seed", 1},
+                {"kl_controller", nullptr}, {"rng", {{"cpu", ""}, {"cuda", json::array()}}}}
+               .dump();
+  };
+  auto resume = [&] {
+    auto r = kforge::run_process({KFORGE_BINARY, "run", "--resume", run_dir.string(), "--no-progress"}, 300s);
+    REQUIRE(r.ok());
+    return *r;
+  };
+
+  state(3);  // a checkpoint named step-2 that holds step 3
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    CAPTURE(attempt);
+    const auto r = resume();
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find((ckpt / "trainer_state.json").string() +
+                        ": step 3, but the checkpoint's directory is named step-2") != std::string::npos);
+    CHECK(read_text(run_dir / "summary.json") == first_summary);
+    CHECK(read_text(run_dir / "recordings" / "verdicts@head.kfrec") == first_recording);
+    CHECK_FALSE(fs::exists(run_dir / "summary-before-step-2.json"));
+    CHECK_FALSE(fs::exists(run_dir / "recordings-before-step-2"));
+  }
+
+  state(2);  // now it starts, and its trainer fails to load the checkpoint
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    CAPTURE(attempt);
+    const auto r = resume();
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("kforge run: failed: ") != std::string::npos);
+    CHECK(read_text(run_dir / "summary-before-step-2.json") == first_summary);
+    CHECK(read_text(run_dir / "recordings-before-step-2" / "verdicts@head.kfrec") == first_recording);
+    CHECK(read_json(run_dir / "summary.json")["outcome"].get<std::string>().rfind("failed: ", 0) == 0);
+  }
+  fs::remove_all(dir);
+}
 #endif
