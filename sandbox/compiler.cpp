@@ -34,13 +34,6 @@ std::string seconds_text(std::chrono::milliseconds ms) {
 
 std::string mib(std::uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
-std::string last_line(const std::string& log) {
-  std::string_view s(log);
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
-  const auto nl = s.find_last_of('\n');
-  return std::string(nl == std::string_view::npos ? s : s.substr(nl + 1));
-}
-
 bool contains(const std::string& s, std::string_view what) {
   return s.find(what) != std::string::npos;
 }

@@ -212,6 +212,12 @@ std::string demangle(const std::string& symbol) {
   return status == 0 && d ? std::string(d.get()) : symbol;
 }
 
+std::string last_line(std::string_view log) {
+  while (!log.empty() && (log.back() == '\n' || log.back() == ' ')) log.remove_suffix(1);
+  const auto nl = log.find_last_of('\n');
+  return std::string(nl == std::string_view::npos ? log : log.substr(nl + 1));
+}
+
 std::string summarize(const diagnostic& d) {
   std::string s;
   if (d.line > 0) s = "line " + std::to_string(d.line) + ": ";

@@ -47,6 +47,9 @@ std::vector<resource_usage> parse_ptxas_usage(std::string_view log);
 /// "_Z3bigPfi" -> "big(float*, int)"; anything that does not demangle is returned as is.
 std::string demangle(const std::string& symbol);
 
+/// The last non-blank line of a tool's output: what it said last where no diagnostic parsed.
+std::string last_line(std::string_view log);
+
 /// "line 4: identifier \"x\" is undefined" — the first error, for a one-line reason.
 std::string summarize(const diagnostic& d);
 

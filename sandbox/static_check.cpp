@@ -457,19 +457,12 @@ static_verdict does_not_preprocess(const preprocessed& pp) {
   const auto diags = parse_diagnostics(pp.log, pp.path);
   const auto first = std::find_if(diags.begin(), diags.end(),
                                   [](const diagnostic& d) { return d.level == severity::error; });
-  finding f{rule::preprocess_error, 0, "", false};
-  if (first != diags.end()) {
-    f.line = first->line;
-    f.what = first->message;
-  } else {
-    std::string_view log(pp.log);
-    while (!log.empty() && (log.back() == '\n' || log.back() == ' ')) log.remove_suffix(1);
-    f.what = "nvcc -E failed: " + std::string(log.substr(log.find_last_of('\n') + 1));
-  }
+  finding f{rule::preprocess_error, 0, "nvcc -E failed: " + last_line(pp.log), false};
+  if (first != diags.end()) f = {rule::preprocess_error, first->line, first->message, false};
   static_verdict v;
   v.status = static_status::compile_error;
   v.reason = "the source does not preprocess for the static check (nvcc -E): " +
-             (f.line > 0 ? "line " + std::to_string(f.line) + ": " : std::string()) + f.what;
+             (first != diags.end() ? summarize(*first) : f.what);
   v.findings.push_back(std::move(f));
   return v;
 }
