@@ -63,7 +63,7 @@ void write(const std::string& path, const std::string& link, const std::vector<t
   auto w = messages::recording_writer::create(path, link);
   REQUIRE(w.ok());
   for (const auto& r : records) REQUIRE(w->write(r.env, r.t));
-  REQUIRE(w->flush().ok());
+  REQUIRE(w->close().ok());
 }
 
 /// Groups of 4 candidates over three tasks and four policy versions, with a duplicate, an infra
