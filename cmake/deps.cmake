@@ -36,6 +36,7 @@ kforge_dep(json HEADER nlohmann/json.hpp)
 kforge_dep(pcre2 HEADER pcre2.h LIBS pcre2-8 DEFS PCRE2_CODE_UNIT_WIDTH=8)
 kforge_dep(cli11 HEADER CLI/CLI.hpp)
 kforge_dep(doctest HEADER doctest/doctest.h)
+kforge_dep(seccomp HEADER seccomp.h LIBS seccomp)
 
 find_program(FLATC_EXECUTABLE flatc REQUIRED)
 

@@ -59,6 +59,52 @@ std::string request_nonce(const std::string& json_line) {
   return end == std::string::npos ? std::string() : json_line.substr(begin, end - begin);
 }
 
+namespace {
+
+/// What the child does between its start and exec, prepared before: only system calls there.
+struct exec_plan {
+  const char* exe;
+  char* const* argv;
+  char* const* envp;
+  detail::child_rlimits limits;
+  const char* working_dir;  ///< nullptr: keep ours
+  int output;               ///< becomes fds 1 and 2
+  int control;              ///< becomes fd 3
+  const detail::confinement_plan* confine;  ///< nullptr: none
+  int released;             ///< with confine: readable once the parent has mapped our ids
+  pid_t parent;
+};
+
+[[noreturn]] void become_child(void* p) {
+  const auto& x = *static_cast<const exec_plan*>(p);
+  if (x.confine) {
+    char go = 0;
+    if (::read(x.released, &go, 1) != 1) detail::child_fail("the supervisor did not release the child\n");
+    if (const char* bad = x.confine->enter(x.parent)) {
+      const char* why = std::strerror(errno);
+      (void)!::write(x.output, "cannot confine the child: ", 26);
+      (void)!::write(x.output, bad, std::strlen(bad));
+      (void)!::write(x.output, ": ", 2);
+      (void)!::write(x.output, why, std::strlen(why));
+      detail::child_fail("\n");
+    }
+  }
+  // fd 3 is the control socket.
+  const int devnull = ::open("/dev/null", O_RDONLY);
+  ::dup2(devnull, 0);
+  ::dup2(x.output, 1);
+  ::dup2(x.output, 2);
+  ::dup2(x.control, 3);  // dup2 clears CLOEXEC on the new descriptor
+  detail::child_prepare(x.limits, 4);
+  if (x.working_dir && ::chdir(x.working_dir) != 0) detail::child_fail("cannot enter the working directory\n");
+  ::execve(x.exe, x.argv, x.envp);
+  detail::child_fail("cannot run the program: exec failed\n");
+}
+
+void become_child_entry(void* p) { become_child(p); }
+
+}  // namespace
+
 result<child_process> child_process::start(const std::vector<std::string>& argv,
                                            const child_options& options) {
   if (argv.empty()) return error{"child_process: empty command"};
@@ -67,8 +113,8 @@ result<child_process> child_process::start(const std::vector<std::string>& argv,
   const auto env_strings =
       detail::child_environment(options.env, options.scrub_env, options.keep_env);
   auto envp = detail::c_strings(env_strings);
-  const detail::child_rlimits rl{0, options.file_size_bytes, options.cpu_seconds,
-                                 options.processes, false};
+  std::optional<detail::confinement_plan> confine;
+  if (options.confine && options.confine->any()) confine.emplace(*options.confine);
 
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
@@ -79,23 +125,36 @@ result<child_process> child_process::start(const std::vector<std::string>& argv,
     ::close(sv[1]);
     return error{std::string("pipe: ") + std::strerror(errno)};
   }
-  const pid_t pid = ::fork();
+  int release[2] = {-1, -1};
+  if (confine && ::pipe2(release, O_CLOEXEC) != 0) {
+    for (int fd : {sv[0], sv[1], out[0], out[1]}) ::close(fd);
+    return error{std::string("pipe: ") + std::strerror(errno)};
+  }
+  const exec_plan plan{exe.c_str(),
+                       args.data(),
+                       envp.data(),
+                       {0, options.file_size_bytes, options.cpu_seconds, options.processes, false},
+                       options.working_dir.empty() ? nullptr : options.working_dir.c_str(),
+                       out[1],
+                       sv[1],
+                       confine ? &*confine : nullptr,
+                       release[0],
+                       ::getpid()};
+  const pid_t pid = confine ? detail::clone_from_lasting_thread(confine->clone_flags(), become_child_entry,
+                                                                const_cast<exec_plan*>(&plan))
+                            : ::fork();
+  if (pid == 0) become_child(const_cast<exec_plan*>(&plan));
+  const int start_errno = errno;
+  std::string confine_error;
+  if (pid > 0 && confine) {
+    if (auto mapped = confine->map_ids(pid); !mapped) confine_error = mapped.err().message;
+    else if (::write(release[1], "g", 1) != 1) confine_error = "cannot release the child";
+  }
+  for (int fd : {release[0], release[1]})
+    if (fd >= 0) ::close(fd);
   if (pid < 0) {
     for (int fd : {sv[0], sv[1], out[0], out[1]}) ::close(fd);
-    return error{std::string("fork: ") + std::strerror(errno)};
-  }
-  if (pid == 0) {
-    // Only async-signal-safe calls from here to exec. fd 3 is the control socket.
-    const int devnull = ::open("/dev/null", O_RDONLY);
-    ::dup2(devnull, 0);
-    ::dup2(out[1], 1);
-    ::dup2(out[1], 2);
-    ::dup2(sv[1], 3);  // dup2 clears CLOEXEC on the new descriptor
-    detail::child_prepare(rl, 4);
-    if (!options.working_dir.empty() && ::chdir(options.working_dir.c_str()) != 0)
-      detail::child_fail("cannot enter the working directory\n");
-    ::execve(exe.c_str(), args.data(), envp.data());
-    detail::child_fail("cannot run the program: exec failed\n");
+    return error{std::string(confine ? "clone" : "fork") + ": " + std::strerror(start_errno)};
   }
   ::setpgid(pid, pid);
   ::close(sv[1]);
@@ -106,6 +165,10 @@ result<child_process> child_process::start(const std::vector<std::string>& argv,
   c.output_ = out[0];
   c.options_ = options;
   ::fcntl(c.output_, F_SETFL, ::fcntl(c.output_, F_GETFL) | O_NONBLOCK);
+  if (!confine_error.empty()) {
+    c.kill();
+    return error{confine_error};
+  }
   return c;
 }
 

@@ -11,10 +11,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/confinement.hpp"
 #include "common/result.hpp"
 
 namespace kforge {
@@ -39,6 +41,9 @@ struct child_options {
   /// protocol error. For children that run code we do not trust in their own process (sandbox
   /// candidates), so a line that code writes on fd 3 is never taken for the child's reply.
   bool reply_nonce = false;
+  /// Namespaces, a read-only root, an unprivileged user, no_new_privs and a death signal
+  /// (confinement.hpp). `working_dir` must then be one of its writable paths.
+  std::optional<confinement> confine;
 };
 
 /// Why a request got no reply.

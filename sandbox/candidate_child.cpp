@@ -29,6 +29,7 @@
 #include "sandbox/gpu_facts.hpp"
 #include "sandbox/gpu_timing.hpp"
 #include "sandbox/process_memory.hpp"
+#include "sandbox/seccomp_filter.hpp"
 #include "sandbox/torch_cache.hpp"
 #include "tasks/aten_convert.hpp"
 #include "tasks/inputs.hpp"
@@ -107,7 +108,7 @@ class candidate_child {
     // request only after the reference server has read them, and the next check overwrites them.
     const std::string op = req.at("op").get<std::string>();
     if (op == "hello") return hello();
-    if (op == "probe") return probe(req.at("library").get<std::string>());
+    if (op == "probe") return probe(req);
     if (op == "load") return load(req);
     if (op == "check") return check(req);
     if (op == "time") return time(req);
@@ -131,6 +132,17 @@ class candidate_child {
   /// (a PID of another namespace, or entries laid out differently by the driver, would give another
   /// figure); empty, with why in `why_not`, where it cannot be had or trusted.
   std::optional<process_memory_meter> checked_meter(std::string& why_not) {
+    // In a PID namespace of its own the child is PID 1 to itself; NVML may report it by the PID
+    // the supervisor sees. The self-check below picks whichever follows the allocation.
+    for (const unsigned pid : {static_cast<unsigned>(::getpid()), outer_pid_}) {
+      if (pid == 0) continue;
+      nvml_pid_ = pid;
+      if (auto m = checked_meter_for(pid, why_not)) return m;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<process_memory_meter> checked_meter_for(unsigned pid, std::string& why_not) {
     char bus_id[32] = {};
     if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, 0) != cudaSuccess) {
       why_not = "no PCI bus id";
@@ -141,7 +153,6 @@ class candidate_child {
       why_not = m.err().message;
       return std::nullopt;
     }
-    const auto pid = static_cast<unsigned>(::getpid());
     constexpr std::uint64_t block = std::uint64_t{64} << 20;
     const auto before = m->used_by(pid);
     void* p = nullptr;
@@ -163,7 +174,7 @@ class candidate_child {
   result<std::uint64_t> held_bytes() {
     release_torch_cache();
     if (!meter_) return error{"no meter"};
-    return meter_->used_by(static_cast<unsigned>(::getpid()));
+    return meter_->used_by(nvml_pid_);
   }
 
   std::size_t free_bytes() {
@@ -175,7 +186,9 @@ class candidate_child {
 
   // The first GPU work of a fresh child (the runner holds the GPU for it): torch's allocator and
   // kernels, the known-good kernel, then the leak check's baselines.
-  json probe(const std::string& library) {
+  json probe(const json& req) {
+    const std::string library = req.at("library").get<std::string>();
+    outer_pid_ = req.value("pid", 0u);
     (void)at::zeros({1}, at::device(at::kCUDA));  // torch's first use now, not in a candidate's check
     cudaDeviceSynchronize();
     void* h = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -210,6 +223,9 @@ class candidate_child {
     free_at_start_ = free_bytes();
     reply["leak_check"] = meter_ ? protocol::own_usage_leak_check : device_wide;
     if (!meter_) reply["leak_check_note"] = why_device_wide;
+    // Everything this process needs has run once: from here on candidate code may run.
+    const auto filtered = install_candidate_filter();
+    reply["seccomp"] = filtered ? std::string("on") : "off: " + filtered.err().message;
     return reply;
   }
 
@@ -402,8 +418,13 @@ class candidate_child {
     json event_ms = json::array(), wall_ms = json::array();
     event_pair ev;
     int slow = 0;  // trials so far whose event time exceeded slow_ms
+    // The last trial reads a set no call has seen before: a result cached by input pointer or by
+    // call is wrong there, and its outputs are checked.
+    const std::uint64_t final_seed = req.value("final_seed", std::uint64_t{0});
     for (int i = 0; i < trials; ++i) {
-      if (auto bad = stage_call(last_seed = next_seed(), fresh)) return *bad;
+      const bool final_call = final_seed != 0 && i == trials - 1;
+      if (auto bad = stage_call(last_seed = final_call ? final_seed : next_seed(), fresh || final_call))
+        return *bad;
       flusher_.flush(stream_);
       cudaStreamSynchronize(stream_);
       const auto t0 = std::chrono::steady_clock::now();
@@ -520,6 +541,8 @@ class candidate_child {
   cudaStream_t stream_{};
   l2_flusher flusher_;
   std::optional<process_memory_meter> meter_;  ///< none: the leak check reads free memory
+  unsigned outer_pid_ = 0;                     ///< this process as the supervisor sees it
+  unsigned nvml_pid_ = 0;                      ///< the PID NVML reports this process by
   std::uint64_t held_at_start_ = 0;            ///< this process's usage after hello
   std::size_t free_at_start_ = 0;              ///< the GPU's free memory after hello
   void* lib_ = nullptr;

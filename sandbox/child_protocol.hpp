@@ -27,13 +27,15 @@
 //                                             in buffers the child keeps and reuses (the
 //                                             reference server reads them on the GPU), else (or
 //                                             when IPC fails) as files of raw bytes in dir
-//   time    {seeds, fresh, warmup, trials, slow_ms (optional), output_shapes, check, dir, ipc}
+//   time    {seeds, fresh, final_seed, warmup, trials, slow_ms (optional), output_shapes, check,
+//            dir, ipc}
 //                                          -> event_ms[], wall_ms[] (primary shapes), last_seed,
 //                                             and the last trial's outputs as a check's (ipc or
 //                                             files, numbered `check`). Before every call the
 //                                             inputs of the next seed (rotating over `seeds`; with
-//                                             fresh, seeds[i] for call i, drawn anew) are copied
-//                                             into the same buffers and the outputs poisoned; with
+//                                             fresh, seeds[i] for call i, drawn anew; the last
+//                                             trial: final_seed's, drawn anew) are copied into
+//                                             the same buffers and the outputs poisoned; with
 //                                             slow_ms, fewer trials when the first slow_trials
 //                                             each took longer than slow_ms
 //   unload                                 -> recycle (true: the child leaked device memory),

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <cstdio>
 #include <cerrno>
@@ -115,16 +116,11 @@ result<json> start_request(const run_options& o, const char* role, child_process
   return ok;
 }
 
-/// Starts `kforge ROLE` (a sandbox child) in `scratch` (created with `prefix` on first use) and
-/// sends it `hello`: the reply, or why not.
-result<json> start_child(const run_options& o, const char* role, const char* prefix,
-                         std::shared_ptr<scratch_dir>& scratch, child_process& child, const json& hello) {
-  if (!scratch) {
-    auto dir = scratch_dir::create(default_scratch_root(o.scratch_root), prefix);
-    if (!dir) return error{dir.err().message};
-    scratch = *dir;
-  }
-  auto started = child_process::start({o.program, role}, sandbox_child_options(o, scratch->path()));
+/// Starts `kforge ROLE` (a sandbox child) with `options` and sends it `hello`: the reply, or why
+/// not.
+result<json> start_child(const run_options& o, const char* role, const child_options& options,
+                         child_process& child, const json& hello) {
+  auto started = child_process::start({o.program, role}, options);
   if (!started) return error{std::string("cannot start ") + role + ": " + started.err().message};
   child = std::move(*started);
   auto reply = start_request(o, role, child, hello);
@@ -132,25 +128,16 @@ result<json> start_child(const run_options& o, const char* role, const char* pre
   return reply;
 }
 
-}  // namespace
-
-child_options sandbox_child_options(const run_options& o, const std::string& scratch) {
-  child_options c;
-  c.working_dir = scratch;
-  c.scrub_env = true;
-  // What the dynamic loader and the CUDA driver need to find their libraries; nothing else of ours.
-  c.keep_env = {"PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"};
-  c.env = {{"CUDA_VISIBLE_DEVICES", physical_gpu(o.gpu)},
-           {"HOME", scratch},
-           {"TMPDIR", scratch},
-           {"OMP_NUM_THREADS", "1"}};
-  c.file_size_bytes = std::uint64_t{16} << 30;  // output files of the largest tasks fit
-  c.cpu_seconds = 3600;                          // a backstop; children are recycled long before
-  c.processes = 8192;                            // fork is rejected statically; this is a backstop
-  c.max_output = o.max_output;
-  c.reply_nonce = true;
-  return c;
+/// Says once per process what a candidate child's probe reported of its seccomp filter when it
+/// is not on.
+void note_seccomp(const json& probe_reply) {
+  const std::string state = probe_reply.value("seccomp", "on");
+  if (state == "on") return;
+  static std::once_flag said;
+  std::call_once(said, [&] { std::fprintf(stderr, "sandbox: candidate children run without a seccomp filter (%s)\n", state.c_str()); });
 }
+
+}  // namespace
 
 std::vector<check_spec> plan_checks(const tasks::task& t, std::uint64_t seed, int max_variants) {
   auto seed_of = [&](std::uint64_t i) {
@@ -210,7 +197,12 @@ gpu_slot::~gpu_slot() = default;
 status gpu_slot::start_locked(server& s) {
   // The GPU's servers share one expected-output budget.
   const std::int64_t cache_bytes = protocol::expected_cache_bytes / static_cast<std::int64_t>(servers_.size());
-  auto hello = start_child(options_, "sandbox-ref", "kforge-ref-", s.scratch, s.child,
+  if (!s.scratch) {
+    auto dir = scratch_dir::create(default_scratch_root(options_.scratch_root), "kforge-ref-");
+    if (!dir) return error{dir.err().message};
+    s.scratch = *dir;
+  }
+  auto hello = start_child(options_, "sandbox-ref", sandbox_child_options(options_, s.scratch->path()), s.child,
                            json{{"op", "hello"}, {"cache_bytes", cache_bytes}});
   if (!hello) return error{hello.err().message};
   s.facts_json = hello->at("gpu").dump();
@@ -290,9 +282,17 @@ result<bool> runner::ensure_child(double& gpu_wait_ms, bool fresh) {
   if (!fresh && child_.running() && served_ < o.recycle_after) return false;
   child_.kill();
   served_ = 0;
+  if (!scratch_) {
+    auto dir = candidate_scratch::create(default_scratch_root(o.scratch_root));
+    if (!dir) return error{dir.err().message};
+    scratch_ = std::move(*dir);
+  }
+  // A fresh copy every time: no earlier child can have touched the library the probe loads.
+  auto probe_library = scratch_->stage(o.probe_library, "probe.so");
+  if (!probe_library) return error{"probe library: " + probe_library.err().message};
   // Starting the process and its CUDA context needs no lock; the probe kernel runs on the GPU, so
   // it shares it with verification and never meets a timed trial.
-  auto hello = start_child(o, "sandbox-child", "kforge-run-", scratch_, child_, json{{"op", "hello"}});
+  auto hello = start_child(o, "sandbox-child", scratch_->options(o), child_, json{{"op", "hello"}});
   if (!hello) {
     child_.kill();  // a child that failed its start is never given a candidate
     return error{hello.err().message};
@@ -305,12 +305,13 @@ result<bool> runner::ensure_child(double& gpu_wait_ms, bool fresh) {
   // `pid` is the child as this process sees it: NVML may report it so when the child lives in a
   // PID namespace of its own.
   auto probed = start_request(o, "sandbox-child", child_,
-                              json{{"op", "probe"}, {"library", o.probe_library}, {"pid", child_.pid()}});
+                              json{{"op", "probe"}, {"library", *probe_library}, {"pid", child_.pid()}});
   child_.take_output();
   if (!probed) {
     child_.kill();
     return error{probed.err().message};
   }
+  note_seccomp(*probed);
   if (probed->value("leak_check", "") != protocol::own_usage_leak_check) {
     // Said once per process: every child on this host would say the same.
     static std::once_flag said;
@@ -485,13 +486,18 @@ class candidate_run {
     return true;
   }
 
-  // The candidate's side, under its own deadline.
+  // The candidate's side, under its own deadline: a copy of its library the child cannot change.
   bool load() {
     deadline_ = clock_type::now() + o_.time_limit;
+    const std::string name = std::filesystem::path(library_).filename().string();
+    auto staged = r_.scratch_->stage(library_, std::to_string(++r_.staged_) + "-" + name);
+    if (!staged) return infra(staged.err().message);
     json reply;
     share_gpu();  // loading runs the library's constructors, which may use the GPU
     phase_timer t(ph_.load_ms);
-    if (!ask({{"op", "load"}, {"library", library_}, {"task", task_json_}}, reply)) return false;
+    const bool loaded = ask({{"op", "load"}, {"library", *staged}, {"task", task_json_}}, reply);
+    ::unlink(staged->c_str());  // dlopen holds it open; the next candidate's copy gets a new name
+    if (!loaded) return false;
     step_done();
     return true;
   }
@@ -505,7 +511,7 @@ class candidate_run {
     const bool shared = reply.contains("ipc");
     if (shared) {
       request["ipc"] = reply.at("ipc");
-    } else if (!own_output_files(reply, r_.scratch_->path(), index, output_count(spec))) {
+    } else if (!own_output_files(reply, r_.scratch_->work(), index, output_count(spec))) {
       // The server would read, and this runner delete, whatever the reply names.
       verdict(wire::VerdictStatus::hack_suspected, "the candidate's process named files other than its outputs");
       return error{out_.reason};
@@ -582,7 +588,7 @@ class candidate_run {
                     {"seed", checks_[k].seed},
                     {"variant", checks_[k].variant},
                     {"output_shapes", shapes_.at(k)},
-                    {"dir", r_.scratch_->path()},
+                    {"dir", r_.scratch_->work()},
                     {"ipc", ipc_}},
                    reply))
             return false;
@@ -604,7 +610,7 @@ class candidate_run {
   json time_request(const json& seeds, int warmup, int trials, bool fresh) const {
     return {{"op", "time"},    {"seeds", seeds},           {"fresh", fresh},
             {"warmup", warmup}, {"trials", trials},         {"output_shapes", shapes_.at(0)},
-            {"check", protocol::timed_check}, {"dir", r_.scratch_->path()}, {"ipc", ipc_}};
+            {"check", protocol::timed_check}, {"dir", r_.scratch_->work()}, {"ipc", ipc_}};
   }
 
   // Compares the outputs of the last timed trial, handed over in `reply`, with the reference for
@@ -644,6 +650,8 @@ class candidate_run {
       if (!base) return infra("baseline timing failed: " + base.err().message);
       for (const auto& v : base->at("event_ms")) base_ms.push_back(v.get<double>());
       json req = time_request(rotation, warmup, o_.trials_per_round, false);
+      const std::uint64_t parts[3] = {seed_, 0x66696e616cULL, static_cast<std::uint64_t>(round)};
+      req["final_seed"] = fnv1a64(parts, sizeof parts) | 1;  // never 0: 0 means none
       if (round == 0 && o_.slow_cutoff > 0) req["slow_ms"] = o_.slow_cutoff * summarize_trials(base_ms).median_ms;
       {
         phase_timer t(ph_.trials_ms);
@@ -689,11 +697,8 @@ class candidate_run {
     if (o_.confirm_speedup <= 0 || first <= o_.confirm_speedup) return true;
     const auto since = clock_type::now();
     r_.child_.kill();
-    if (!start_child(true)) return false;
+    if (!start_child(true) || !load()) return false;
     json reply;
-    share_gpu();
-    if (!ask({{"op", "load"}, {"library", library_}, {"task", task_json_}}, reply)) return false;
-    step_done();
     json seeds = json::array();
     for (int i = 0; i <= o_.confirm_trials; ++i) {  // one warm-up call, then the trials
       const std::uint64_t parts[3] = {seed_, 0x636f6e6669726dULL, static_cast<std::uint64_t>(i)};

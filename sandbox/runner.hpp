@@ -41,6 +41,7 @@
 #include "common/visible_gpus.hpp"
 #include "common/result.hpp"
 #include "messages/rollout_generated.h"
+#include "sandbox/child_setup.hpp"
 #include "sandbox/gpu_facts.hpp"
 #include "sandbox/scratch_dir.hpp"
 #include "sandbox/timing_stats.hpp"
@@ -82,6 +83,9 @@ struct run_options {
   std::string probe_library;
   /// Where scratch directories go; empty: /dev/shm if usable, else the temp directory.
   std::string scratch_root;
+  /// Candidate children run confined (child_setup.hpp: namespaces, a read-only root, an
+  /// unprivileged user, no_new_privs, seccomp) as far as the host grants; false: none of it.
+  bool confine = true;
   /// Speedups above this are flagged for audit in the verdict.
   double audit_speedup = 10.0;
   /// Speedups over eager above this are timed again, in a fresh child, on inputs drawn afresh for
@@ -211,15 +215,14 @@ class runner {
   std::shared_ptr<gpu_slot> slot_;
   child_process child_;
   int served_ = 0;
-  std::shared_ptr<scratch_dir> scratch_;
+  std::optional<candidate_scratch> scratch_;
+  int staged_ = 0;  ///< libraries staged so far (each copy gets a name of its own)
 };
 
 // common/visible_gpus.hpp, under the names the sandbox has always used.
 using ::kforge::physical_gpu;
 using ::kforge::visible_gpu_count;
 
-/// The child options both kinds of child run under (scrubbed environment, rlimits, one GPU).
-child_options sandbox_child_options(const run_options& o, const std::string& scratch);
 
 /// The input sets checked for a task and seed: (seed, variant) pairs, >= 3.
 struct check_spec {

@@ -27,14 +27,25 @@ kforge::tasks::task fake_task(const std::string& id) {
       id, "fake", "def forward(x, y):\n    return x + y\n", {4}, {2}));
 }
 
-std::shared_ptr<ks::gpu_slot> fake_slot(int time_limit_ms = 3000, double slow_cutoff = 20.0) {
+// A "library" for the fake child: an empty file whose name is the behaviour the fake acts out
+// (the runner copies it into the child's lib/ folder as N-NAME, so the real path must exist).
+std::string fake_lib(const std::string& mode) {
+  const auto dir = std::filesystem::temp_directory_path() / "kforge-fake-libs";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / mode;
+  if (!std::filesystem::exists(path)) std::ofstream(path) << "";
+  return path.string();
+}
+
+std::shared_ptr<ks::gpu_slot> fake_slot(int time_limit_ms = 3000, double slow_cutoff = 20.0, bool confine = true) {
   ks::run_options o;
+  o.confine = confine;
   o.slow_cutoff = slow_cutoff;
   o.program = std::string(KFORGE_TEST_DATA) + "/fake/fake_sandbox_child.sh";
   o.time_limit = std::chrono::milliseconds(time_limit_ms);
   o.start_time_limit = std::chrono::milliseconds(10'000);
   o.reference_time_limit = std::chrono::milliseconds(10'000);
-  o.probe_library = "/fake/probe";
+  o.probe_library = fake_lib("probe");
   o.max_output = 1024;
   o.gpu = 5;
   return std::make_shared<ks::gpu_slot>(o);
@@ -86,7 +97,7 @@ TEST_CASE("the supervisor maps each kind of child behaviour to its verdict and s
   const auto t = fake_task("fake/a");
 
   SUBCASE("a correct candidate: ok, three input sets, interleaved timings") {
-    const auto o = r.run(t, "/lib/ok", 1);
+    const auto o = r.run(t, fake_lib("ok"), 1);
     CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);
     CHECK(o.checks == 3);
     CHECK(o.candidate.trials == 30);
@@ -96,66 +107,69 @@ TEST_CASE("the supervisor maps each kind of child behaviour to its verdict and s
     CHECK(o.audit.empty());
   }
   SUBCASE("a hang is a timeout, and the next candidate runs in a fresh child") {
-    const auto o = r.run(t, "/lib/hang", 1);
+    const auto o = r.run(t, fake_lib("hang"), 1);
     CHECK(o.status == VerdictStatus::timeout);
     CHECK(o.reason.find("limit") != std::string::npos);
-    CHECK(r.run(t, "/lib/ok", 1).status == VerdictStatus::ok);
+    CHECK(r.run(t, fake_lib("ok"), 1).status == VerdictStatus::ok);
   }
   SUBCASE("a crash is a runtime_error naming the signal") {
-    const auto o = r.run(t, "/lib/crash", 1);
+    // Unconfined: the fake child is PID 1 of its namespace when confined, and a signal it sends
+    // itself cannot kill that (a real fault can).
+    ks::runner u(fake_slot(3000, 20.0, false));
+    const auto o = u.run(t, fake_lib("crash"), 1);
     CHECK(o.status == VerdictStatus::runtime_error);
     CHECK_MESSAGE(o.reason.find("signal 11") != std::string::npos, o.reason);
-    CHECK(r.run(t, "/lib/ok", 1).status == VerdictStatus::ok);
+    CHECK(u.run(t, fake_lib("ok"), 1).status == VerdictStatus::ok);
   }
   SUBCASE("a malformed reply is the candidate's hack_suspected") {
-    CHECK(r.run(t, "/lib/garbage", 1).status == VerdictStatus::hack_suspected);
-    CHECK(r.run(t, "/lib/ok", 1).status == VerdictStatus::ok);
+    CHECK(r.run(t, fake_lib("garbage"), 1).status == VerdictStatus::hack_suspected);
+    CHECK(r.run(t, fake_lib("ok"), 1).status == VerdictStatus::ok);
   }
   SUBCASE("an output flood is cut to the bound and does not block the child") {
-    const auto o = r.run(t, "/lib/flood", 1);
+    const auto o = r.run(t, fake_lib("flood"), 1);
     CHECK(o.status == VerdictStatus::ok);
     CHECK(o.output.size() < 1200);
     CHECK(o.output.find("dropped") != std::string::npos);
   }
   SUBCASE("wrong answers, cached results, mutated inputs, hidden work") {
-    const auto wrong = r.run(t, "/lib/wrong", 1);
+    const auto wrong = r.run(t, fake_lib("wrong"), 1);
     CHECK(wrong.status == VerdictStatus::wrong_answer);
     CHECK(wrong.first_bad_index == 3);
     CHECK(wrong.max_abs_error == doctest::Approx(0.5));
-    const auto stale = r.run(t, "/lib/stale", 1);
+    const auto stale = r.run(t, fake_lib("stale"), 1);
     CHECK(stale.status == VerdictStatus::hack_suspected);
     CHECK(stale.reason.find("cached") != std::string::npos);
-    CHECK(r.run(t, "/lib/mutate", 1).status == VerdictStatus::hack_suspected);
-    const auto hidden = r.run(t, "/lib/hidden", 1);
+    CHECK(r.run(t, fake_lib("mutate"), 1).status == VerdictStatus::hack_suspected);
+    const auto hidden = r.run(t, fake_lib("hidden"), 1);
     CHECK(hidden.status == VerdictStatus::hack_suspected);
     CHECK(hidden.reason.find("outside the given stream") != std::string::npos);
     // The server reads, and the runner deletes, the files a reply names: only the check's own. The
     // fake names this file instead of its output; it must be neither compared nor deleted.
     const std::string target = "/tmp/kforge-forged-target";
     std::ofstream(target) << "ok";
-    const auto forged = r.run(t, "/lib/forged", 1);
+    const auto forged = r.run(t, fake_lib("forged"), 1);
     CHECK(forged.status == VerdictStatus::hack_suspected);
     CHECK(forged.reason.find("named files other than its outputs") != std::string::npos);
     CHECK(std::filesystem::exists(target));
     std::filesystem::remove(target);
     // Outputs over CUDA IPC: a handle the server cannot open means the same check again as files
     // (a host without IPC still gets verdicts); a reply no honest child sends is the candidate's.
-    const auto ipc = r.run(t, "/lib/ipc", 1);
+    const auto ipc = r.run(t, fake_lib("ipc"), 1);
     CHECK_MESSAGE(ipc.status == VerdictStatus::ok, ipc.reason);
-    const auto ipcbad = r.run(t, "/lib/ipcbad", 1);
+    const auto ipcbad = r.run(t, fake_lib("ipcbad"), 1);
     CHECK(ipcbad.status == VerdictStatus::hack_suspected);
     CHECK(ipcbad.reason.find("0 output handles") != std::string::npos);
   }
   SUBCASE("the child's environment is scrubbed") {
     ::setenv("KFORGE_TEST_SECRET", "hunter2", 1);
-    const auto o = r.run(t, "/lib/env", 1);
+    const auto o = r.run(t, fake_lib("env"), 1);
     ::unsetenv("KFORGE_TEST_SECRET");
     CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);
   }
   SUBCASE("a reference server that dies is infra_error, never the candidate's fault") {
-    const auto o = r.run(fake_task("fake/refdie"), "/lib/ok", 1);
+    const auto o = r.run(fake_task("fake/refdie"), fake_lib("ok"), 1);
     CHECK(o.status == VerdictStatus::infra_error);
-    CHECK(r.run(t, "/lib/ok", 1).status == VerdictStatus::ok);
+    CHECK(r.run(t, fake_lib("ok"), 1).status == VerdictStatus::ok);
   }
 }
 
@@ -167,14 +181,16 @@ TEST_CASE("the control channel carries the child's replies and nothing else") {
   const auto t = fake_task("fake/a");
   for (const char* mode : {"second", "unasked", "nonce"}) {
     INFO(mode);
-    const auto o = r.run(t, std::string("/lib/") + mode, 1);
+    const auto o = r.run(t, fake_lib(mode), 1);
     CHECK(o.status == VerdictStatus::hack_suspected);
     CHECK_MESSAGE(o.reason.find("protocol") != std::string::npos, o.reason);
-    const auto next = r.run(t, "/lib/ok", 1);
+    const auto next = r.run(t, fake_lib("ok"), 1);
     CHECK_MESSAGE(next.status == VerdictStatus::ok, next.reason);
   }
-  // A process killed by SIGSYS made a call the seccomp filter forbids.
-  const auto killed = r.run(t, "/lib/sigsys", 1);
+  // A process killed by SIGSYS made a call the seccomp filter forbids. (Unconfined: the fake
+  // child would be PID 1 of its namespace, which a signal it sends itself cannot kill.)
+  ks::runner unconfined(fake_slot(3000, 20.0, false));
+  const auto killed = unconfined.run(t, fake_lib("sigsys"), 1);
   CHECK(killed.status == VerdictStatus::hack_suspected);
   CHECK_MESSAGE(killed.reason.find("seccomp") != std::string::npos, killed.reason);
 }
@@ -184,12 +200,12 @@ TEST_CASE("timing: the last timed trial's outputs are checked, and large speedup
   ks::runner r(slot);
   const auto t = fake_task("fake/a");  // the fake baseline: 2 ms a trial
   SUBCASE("right when checked, wrong when timed") {
-    const auto o = r.run(t, "/lib/timedwrong", 1);
+    const auto o = r.run(t, fake_lib("timedwrong"), 1);
     CHECK(o.status == VerdictStatus::hack_suspected);
     CHECK_MESSAGE(o.reason.find("last timed trial") != std::string::npos, o.reason);
   }
   SUBCASE("20x in the rotation, 1x on fresh inputs in a fresh child: ok, timing withheld") {
-    const auto o = r.run(t, "/lib/fast", 1);
+    const auto o = r.run(t, fake_lib("fast"), 1);
     CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);
     CHECK(o.candidate.trials == 0);
     CHECK(o.baseline.trials == 30);
@@ -197,7 +213,7 @@ TEST_CASE("timing: the last timed trial's outputs are checked, and large speedup
     CHECK(o.audit.find("20.0x") != std::string::npos);
   }
   SUBCASE("20x confirmed by the re-timing: kept") {
-    const auto o = r.run(t, "/lib/fastsure", 1);
+    const auto o = r.run(t, fake_lib("fastsure"), 1);
     CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);
     CHECK(o.candidate.median_ms == doctest::Approx(0.1));
     CHECK_MESSAGE(o.reason.find("confirmed by re-timing") != std::string::npos, o.reason);
@@ -208,24 +224,24 @@ TEST_CASE("a kernel far slower than the baseline is timed in 3 trials, and its r
   const auto t = fake_task("fake/a");  // the fake baseline: 2 ms a trial; the crawl: 100 ms
   {
     ks::runner r(fake_slot());  // cutoff 20: over 40 ms is cut
-    const auto o = r.run(t, "/lib/crawl", 1);
+    const auto o = r.run(t, fake_lib("crawl"), 1);
     CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);
     CHECK(o.candidate.trials == 3);
     CHECK(o.baseline.trials == 10);  // the first round's, timed before the candidate's
     CHECK(o.candidate.median_ms == doctest::Approx(100.0));
     CHECK(o.reason.find("timed in 3 trials, not 30") != std::string::npos);
     CHECK(o.reason.find("sandbox.slow_cutoff") != std::string::npos);
-    const auto fast = r.run(t, "/lib/ok", 1);  // 1 ms: every trial
+    const auto fast = r.run(t, fake_lib("ok"), 1);  // 1 ms: every trial
     CHECK(fast.candidate.trials == 30);
     CHECK(fast.reason.empty());
   }
   {
     ks::runner r(fake_slot(3000, 100.0));  // over 200 ms: the crawl is not cut
-    CHECK(r.run(t, "/lib/crawl", 1).candidate.trials == 30);
+    CHECK(r.run(t, fake_lib("crawl"), 1).candidate.trials == 30);
   }
   {
     ks::runner r(fake_slot(3000, 0.0));  // never cut
-    const auto o = r.run(t, "/lib/crawl", 1);
+    const auto o = r.run(t, fake_lib("crawl"), 1);
     CHECK(o.candidate.trials == 30);
     CHECK(o.baseline.trials == 30);
   }
@@ -244,7 +260,7 @@ TEST_CASE("waiting for the GPU between a candidate's checks does not use up its 
     held = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(3500));
   });
-  const auto o = r.run(fake_task("fake/a"), "/lib/slow", 1);
+  const auto o = r.run(fake_task("fake/a"), fake_lib("slow"), 1);
   timer.join();
   CHECK(held);
   CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A stand-in for `kforge sandbox-child` / `kforge sandbox-ref` in CPU tests of the supervisor
 # (runner_test.cpp): it speaks the line protocol of sandbox/child_protocol.hpp on fd 3 and
-# misbehaves on request. The candidate "library" path names the behaviour: .../ok, hang, crash,
+# misbehaves on request. The candidate "library" path names the behaviour (the runner's copy of it
+# is lib/N-NAME): .../ok, hang, crash,
 # garbage, flood, wrong, stale, hidden, mutate, env, refdie, slow (each check takes 0.5 s), crawl
 # (every timed trial takes 100 ms: cut to 3 trials when the time request's slow_ms is below that),
 # forged (names a file not its output),
@@ -52,7 +53,7 @@ while IFS= read -r line <&3; do
   case $op in
     hello) reply '{"ok":true,"gpu":{},"free_bytes":1}' ;;
     probe) reply '{"ok":true}' ;;
-    load) mode=$(basename "$(field library "$line")"); checks=0; reply '{"ok":true}'
+    load) mode=$(basename "$(field library "$line")"); mode=${mode#*-}; checks=0; reply '{"ok":true}'
           if [[ $mode == unasked ]]; then printf '%s\n' '{"ok":true}' >&3; fi ;;
     check)
       dir=$(field dir "$line")

@@ -1,0 +1,61 @@
+// The candidate child's seccomp filter (sandbox/seccomp_filter.hpp) in a forked process: what a
+// kernel needs still works, every escape it is meant to stop kills the process with SIGSYS.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+#include <thread>
+
+#include "sandbox/seccomp_filter.hpp"
+
+namespace {
+
+// How a forked process that installs the filter and then runs `act` ends: "exit N" or "signal N".
+std::string under_filter(const std::function<int()>& act) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (!kforge::sandbox::install_candidate_filter()) ::_exit(100);
+    ::_exit(act());
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  if (WIFSIGNALED(st)) return "signal " + std::to_string(WTERMSIG(st));
+  return "exit " + std::to_string(WEXITSTATUS(st));
+}
+
+const std::string killed = "signal " + std::to_string(SIGSYS);
+
+}  // namespace
+
+TEST_CASE("the seccomp filter lets a kernel's process work and kills its escapes") {
+  if (under_filter([] { return 0; }) == "exit 100") {
+    MESSAGE("SKIP: this host refuses seccomp filters");
+    return;
+  }
+  // What the CUDA runtime and a kernel's host code do.
+  CHECK(under_filter([] {
+          std::thread t([] {});  // threads (CLONE_THREAD) stay allowed
+          t.join();
+          const int fd = ::open("/dev/null", O_WRONLY);
+          const bool wrote = fd >= 0 && ::write(fd, "x", 1) == 1;
+          ::raise(SIGCONT);  // a signal to itself
+          return wrote ? 0 : 1;
+        }) == "exit 0");
+  // What they never need.
+  CHECK(under_filter([] { return ::fork() >= 0 ? 0 : 1; }) == killed);
+  CHECK(under_filter([] {
+          char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
+          return ::execv("/bin/true", argv);
+        }) == killed);
+  CHECK(under_filter([] { return ::socket(AF_INET, SOCK_STREAM, 0) >= 0 ? 0 : 1; }) == killed);
+  CHECK(under_filter([] { return ::kill(::getppid(), 0); }) == killed);
+  CHECK(under_filter([] { return ::kill(-1, 0); }) == killed);
+  CHECK(under_filter([] { return ::setsid() >= 0 ? 0 : 1; }) == killed);
+  CHECK(under_filter([] { return ::unshare(0); }) == killed);
+  CHECK(!kforge::sandbox::denied_system_calls().empty());
+}
