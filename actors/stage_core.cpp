@@ -41,7 +41,13 @@ std::uint64_t stage_core::new_sample_id() noexcept {
 
 void stage_core::count_error(const error& e) {
   ++metrics_.errors;
+  if (!fatal_) metrics_.last_error = metrics_.name + ": " + e.message;
+}
+
+void stage_core::count_fatal(const error& e) {
+  ++metrics_.extra[fatal_counter];
   metrics_.last_error = metrics_.name + ": " + e.message;
+  fatal_ = true;
 }
 
 void stage_core::record_call(std::int64_t ns) noexcept {

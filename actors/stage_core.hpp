@@ -42,8 +42,13 @@ class stage_core {
   void count_extra(const std::string& name, std::uint64_t n = 1) { metrics_.extra[name] += n; }
   /// Sets the stage-specific gauge `name` (stage_metrics::extra): a value, not a count.
   void set_extra(const std::string& name, std::uint64_t value) { metrics_.extra[name] = value; }
-  /// Counts an error and keeps its message (prefixed with the instance name) as last_error.
+  /// Counts an error and keeps its message (prefixed with the instance name) as last_error, unless
+  /// a fatal error was counted before: that one stays last_error.
   void count_error(const error& e);
+  /// Counts an error the stage cannot go on from (fatal_counter) and keeps its message as
+  /// last_error, where no later ordinary error replaces it: the head that ends the run on it reads
+  /// this cause. The input's own fate (sent, failed) is counted apart.
+  void count_fatal(const error& e);
 
   /// Calls the logic through `f` (returning a result<T> or status), timing it into the latency
   /// histogram and the busy time (record_call). An exception escaping the logic becomes an error
@@ -90,6 +95,7 @@ class stage_core {
   std::uint64_t next_message_id_ = 1;
   std::uint64_t next_sample_ = 0;
   std::uint64_t name_hash_ = 0;
+  bool fatal_ = false;  ///< a fatal error was counted: last_error is its message
 };
 
 /// The state every stage actor keeps besides its logic and downstream; `Input` is its work message.

@@ -159,6 +159,12 @@ class trainer_logic {
   /// The step of the last complete checkpoint this logic wrote, periodic or asked for; nullopt when
   /// it writes none. The actor reports it as the extra counter "checkpoint_step".
   virtual std::optional<std::uint64_t> checkpoint_step() const { return std::nullopt; }
+  /// The first of this logic's results (its log, published weights, a checkpoint) that it failed
+  /// to write during the last train() or checkpoint() call, or success; asking clears it. Such a
+  /// failure is fatal to the run (the actor counts it as the stage's fatal error): a run that
+  /// cannot keep what it trains must not go on as if it did. Other failures of a call stay
+  /// ordinary errors. Default: a logic that writes nothing.
+  virtual status take_write_failure() { return {}; }
 };
 
 }  // namespace kforge::actors

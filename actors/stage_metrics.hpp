@@ -14,6 +14,10 @@ namespace kforge::actors {
 /// The extra counter every stage reports: microseconds spent inside logic calls since it started
 /// (stage_core::record_call). Cumulative; busy_us / elapsed is how busy the stage kept its thread.
 inline constexpr const char* busy_counter = "busy_us";
+/// The extra counter of errors a stage cannot go on from: a result it failed to write (the
+/// trainer's log, weights or checkpoint). The head ends the run on the first it sees, with the
+/// stage's last_error, which then holds that error's message.
+inline constexpr const char* fatal_counter = "fatal_errors";
 
 /// A snapshot of one stage actor's counters. What counts as an input or output is per stage and
 /// documented on each stage's header; in every stage an input ends up sent on, dropped, failed

@@ -20,22 +20,30 @@ void report_checkpoint(self_ptr self) {
   if (const auto step = st.logic->checkpoint_step()) st.core.set_extra("checkpoint_step", *step);
 }
 
+/// A result the logic failed to write in its last call, counted as the stage's fatal error
+/// (`context` says which call), which ends the run.
+void count_write_failure(self_ptr self, const std::string& context) {
+  auto& st = self->state;
+  if (auto w = st.logic->take_write_failure(); !w) st.core.count_fatal(error{context + w.message()});
+}
+
 void checkpoint(self_ptr self) {
   auto& st = self->state;
   auto s = st.core.call([&] { return st.logic->checkpoint(); });
   if (!s.ok()) st.core.count_error(error{"checkpoint: " + s.message()});
+  count_write_failure(self, "checkpoint: ");
   report_checkpoint(self);
 }
 
 void train(self_ptr self, const train_batch_msg& m) {
   auto& st = self->state;
   const auto info = envelope_info::of(m.header());
+  const auto context = "batch of step " + std::to_string(m.payload().step()) + ": ";
   auto out = st.core.call([&] { return st.logic->train(m.payload(), info); });
-  if (!out.ok()) {
-    st.core.count_error(error{"batch of step " + std::to_string(m.payload().step()) + ": " +
-                              out.message()});
-    return;
-  }
+  if (!out.ok()) st.core.count_error(error{context + out.message()});
+  // Also after a step whose weights went out (by NCCL) though its log could not be written.
+  count_write_failure(self, context);
+  if (!out.ok()) return;
   auto h = st.core.next_header(0, out.value().version);
   st.latest = policy_weights_msg::pack(h, out.value());
   report_checkpoint(self);  // a periodic checkpoint may have come with the step

@@ -529,6 +529,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   };
 
   // Main loop: until the steps are done, a signal, the head's stages fail, or nothing moves.
+  bool stage_failed = false;  // the loop ended on a stage's fatal error
   const auto stall_after = std::chrono::duration<double>(m.run.stall_timeout_s);
   while (true) {
     std::this_thread::sleep_for(50ms);  // pacing of the monitor only; no synchronisation rests on it
@@ -544,6 +545,14 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
       last_activity = board.activity();
       last_activity_change = now;
       if (!work_started) work_started = now;
+    }
+    // A stage that cannot keep its results (the trainer's log, weights, a checkpoint) fails the run
+    // at once, ahead of a last step that may have gone out without them.
+    if (const auto why = board.failure(); !why.empty()) {
+      outcome = "failed: " + why;
+      code = 1;
+      stage_failed = true;
+      break;
     }
     if (version >= static_cast<std::uint64_t>(m.run.steps)) {
       outcome = "completed";
@@ -607,11 +616,12 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
       work_started ? std::chrono::duration<double>(loop_ended - *work_started).count() : 0.0;
 
   // Drain: let in-flight work settle (queues empty and counts still), at most 15 s. Not after a
-  // required process died: what its stages held never settles.
+  // required process died: what its stages held never settles; nor after a stage's fatal error:
+  // the trainer could not keep what more work would give.
   const auto drain_until = clock_type::now() + 15s;
   std::uint64_t settled_at = ~0ull;
   int still = 0;
-  while (clock_type::now() < drain_until && !head_done && lost.empty()) {
+  while (clock_type::now() < drain_until && !head_done && lost.empty() && !stage_failed) {
     std::this_thread::sleep_for(100ms);
     pump_head_links();
     reap();
@@ -657,8 +667,11 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
       checkpoint_note = "no step was trained";
     } else {
       const auto give_up = clock_type::now() + 60s;
+      // A checkpoint the trainer fails to write is a fatal error of its stage: no use asking again.
+      const auto fatal_before = board.fatal_errors();
+      auto unwritten = [&] { return board.fatal_errors() > fatal_before; };
       bool done = false;
-      while (!done && clock_type::now() < give_up && !trainer_gone()) {
+      while (!done && clock_type::now() < give_up && !trainer_gone() && !unwritten()) {
         publish_control(wire::ControlCommand::checkpoint, "run " + outcome);
         std::this_thread::sleep_for(100ms);
         pump_head_links();
@@ -670,8 +683,10 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
       if (done) {
         checkpoint = "checkpoints/step-" + std::to_string(*low);
       } else {
-        checkpoint_note = std::string(trainer_gone() ? "the trainer's process ended"
-                                                     : "no report in 60 s") +
+        checkpoint_note = std::string(unwritten()       ? "the trainer could not write it ("
+                                                                            + board.failure() + ")"
+                                      : trainer_gone() ? "the trainer's process ended"
+                                                       : "no report in 60 s") +
                           " before a checkpoint of step " + std::to_string(version) +
                           (low ? "; the last is checkpoints/step-" + std::to_string(*low) : "");
         err << "kforge run: no checkpoint of the last step: " << checkpoint_note << "\n";
@@ -718,6 +733,12 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
   }
   if (!write_failed && code == 0) {
     outcome = "failed: " + write_failed.message();
+    code = 1;
+  }
+  // A result the trainer could not write since the loop ended (the last checkpoint above): the run
+  // did not keep what it trained.
+  if (const auto why = board.failure(); !why.empty() && code == 0) {
+    outcome = "failed: " + why;
     code = 1;
   }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <system_error>
+#include <utility>
 
 #include <unistd.h>
 
@@ -111,6 +112,8 @@ class policy_trainer_stage final : public actors::trainer_logic {
 
   std::optional<std::uint64_t> checkpoint_step() const override { return last_checkpoint_; }
 
+  status take_write_failure() override { return std::exchange(unwritten_, status{}); }
+
   result<wire::PolicyWeightsT> train(const wire::TrainBatch& batch,
                                      const actors::envelope_info&) override {
     auto stats = step(batch);
@@ -166,12 +169,20 @@ class policy_trainer_stage final : public actors::trainer_logic {
     return held;
   }
 
+  /// `s`, the outcome of writing one of this stage's results, kept for take_write_failure when it
+  /// is the first failure since the last ask.
+  template <class R>
+  R written(R s) {
+    if (!s && unwritten_) unwritten_ = s.err();
+    return s;
+  }
+
   /// RUN_DIR/checkpoints/step-N for the current step N; nothing at step 0 (the base model is no
   /// state to resume) or when this step's checkpoint is already written.
   status save(std::uint64_t step) {
     if (step == 0 || last_checkpoint_ == step) return {};
     const auto dir = fs::path(o_.run_dir) / "checkpoints" / ("step-" + std::to_string(step));
-    if (auto s = trainer_->save_checkpoint(dir.string()); !s) return s;
+    if (auto s = written(trainer_->save_checkpoint(dir.string())); !s) return s;
     last_checkpoint_ = step;
     return {};
   }
@@ -181,7 +192,7 @@ class policy_trainer_stage final : public actors::trainer_logic {
     line["publish"] = publish;
     line["publish_seconds"] = publish_s;
     // One whole line per step, checked through the close.
-    return append_to_file((fs::path(o_.run_dir) / "train.jsonl").string(), line.dump() + "\n");
+    return written(append_to_file((fs::path(o_.run_dir) / "train.jsonl").string(), line.dump() + "\n"));
   }
 
   // By NCCL while the channel works; by file otherwise, and for good once it has failed.
@@ -206,7 +217,7 @@ class policy_trainer_stage final : public actors::trainer_logic {
       sender_.reset();
     }
 #endif
-    return publish_file(version);
+    return written(publish_file(version));
   }
 
   result<wire::PolicyWeightsT> publish_file(std::uint64_t version) {
@@ -238,6 +249,7 @@ class policy_trainer_stage final : public actors::trainer_logic {
   policy_trainer_stage_options o_;
   std::unique_ptr<rank_processes> ranks_;  ///< ranks 1..N-1 in processes of their own; null: none
   std::optional<std::uint64_t> last_checkpoint_;
+  status unwritten_;  ///< the first result not written since take_write_failure last asked
 #if defined(KFORGE_WITH_CUDA)
   std::unique_ptr<trainer::weight_sender> sender_;  ///< NCCL publishing; null: files
 

@@ -101,6 +101,26 @@ std::uint64_t metrics_board::queued(bool count_buffer) const {
   return n;
 }
 
+namespace {
+std::uint64_t fatal_errors_of(const wire::StageMetricsT& m) {
+  for (const auto& c : m.extra)
+    if (c->name == actors::fatal_counter) return c->value;
+  return 0;
+}
+}  // namespace
+
+std::uint64_t metrics_board::fatal_errors() const {
+  std::uint64_t n = 0;
+  for (const auto& [k, m] : latest) n += fatal_errors_of(m);
+  return n;
+}
+
+std::string metrics_board::failure() const {
+  for (const auto& [k, m] : latest)
+    if (fatal_errors_of(m) > 0) return m.last_error;
+  return "";
+}
+
 std::uint64_t unjudged_at_stop(const metrics_board& b) {
   return b.extra("sandbox_pool", "queued") + b.extra("sandbox_pool", "in_flight");
 }

@@ -36,6 +36,12 @@ struct metrics_board {
   std::uint64_t activity() const;
   /// Messages waiting in live processes (the buffer's held samples only if `count_buffer`).
   std::uint64_t queued(bool count_buffer) const;
+  /// The errors the stages could not go on from (actors::fatal_counter: a result the trainer
+  /// failed to write), summed over every instance.
+  std::uint64_t fatal_errors() const;
+  /// Why the first instance (by name) that counts a fatal error failed: its last_error, which
+  /// names the instance and the file. Empty when none has.
+  std::string failure() const;
 };
 
 /// A check that counts along the pipeline balance, for summary.json and the final table.

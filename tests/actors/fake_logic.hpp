@@ -10,6 +10,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "actors/stage_logic.hpp"
@@ -205,10 +206,16 @@ class fake_trainer : public trainer_logic {
     return {};
   }
   std::optional<std::uint64_t> checkpoint_step() const override { return saved_; }
+  status take_write_failure() override {
+    if (!unwritten) return {};
+    return error{*std::exchange(unwritten, std::nullopt)};
+  }
 
   std::vector<seen> batches;
   int checkpoint_calls = 0;
   bool fail_checkpoint = false;
+  /// A result the next call "fails to write": take_write_failure reports it once.
+  std::optional<std::string> unwritten;
 
  private:
   std::uint64_t version_ = 0;

@@ -315,6 +315,58 @@ TEST_CASE_FIXTURE(caf_fixture, "the trainer checkpoints on command and reports t
   CHECK(try_metrics(sandbox).value().errors == 0);
 }
 
+// A result the trainer could not write ends the run (the head reads fatal_errors); an ordinary
+// error of a step or a checkpoint does not, and does not hide the fatal one's message.
+TEST_CASE_FIXTURE(caf_fixture, "a result the trainer cannot write is its stage's fatal error") {
+  auto logic = std::make_shared<fake_trainer>();
+  auto out = std::make_shared<std::vector<policy_weights_msg>>();
+  auto trainer = spawn_trainer(sys, "trainer/0", logic,
+                               {spawn_collector<weights_sink, policy_weights_msg>(sys, out)})
+                     .value();
+  auto fatal = [&] {
+    const auto m = try_metrics(trainer).value();
+    const auto it = m.extra.find(fatal_counter);
+    return it == m.extra.end() ? 0 : it->second;
+  };
+  auto train = [&](std::uint64_t step) {
+    wire::TrainBatchT b;
+    b.step = step;
+    self->send(trainer, train_batch_msg::pack(test_header(step), b));
+    sched.run();
+  };
+  logic->fail_checkpoint = true;  // an ordinary error: counted, not fatal
+  self->send(trainer, make_control(wire::ControlCommand::checkpoint));
+  sched.run();
+  CHECK(try_metrics(trainer).value().errors == 1);
+  CHECK(fatal() == 0);
+
+  // The step's weights went out, but its log was not written.
+  logic->unwritten = "run/train.jsonl: cannot write: No space left on device";
+  train(1);
+  CHECK(out->size() == 1);
+  CHECK(fatal() == 1);
+  CHECK(try_metrics(trainer).value().last_error ==
+        "trainer/0: batch of step 1: run/train.jsonl: cannot write: No space left on device");
+
+  // A later ordinary error is counted but leaves the cause in last_error; a later fatal one
+  // (the final checkpoint) is counted and shown.
+  self->send(trainer, make_control(wire::ControlCommand::checkpoint));
+  sched.run();
+  auto m = try_metrics(trainer).value();
+  CHECK(m.errors == 2);
+  CHECK(m.last_error ==
+        "trainer/0: batch of step 1: run/train.jsonl: cannot write: No space left on device");
+  logic->unwritten = "run/checkpoints/step-1.tmp: cannot create: File exists";
+  self->send(trainer, make_control(wire::ControlCommand::checkpoint));
+  sched.run();
+  CHECK(fatal() == 2);
+  CHECK(try_metrics(trainer).value().last_error ==
+        "trainer/0: checkpoint: run/checkpoints/step-1.tmp: cannot create: File exists");
+  train(2);  // nothing unwritten: no new fatal error
+  CHECK(fatal() == 2);
+  CHECK(out->size() == 2);
+}
+
 TEST_CASE_FIXTURE(caf_fixture, "the sampler tags candidates with the weights it really holds") {
   auto logic = std::make_shared<fake_sampler>();
   logic->refuse_versions = {5};

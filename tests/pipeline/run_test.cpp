@@ -816,6 +816,51 @@ TEST_CASE("sampler.require_gpu refuses a run whose sampler would be on the CPU, 
 // The plumbing of data parallelism in a run (ranks built, stepped, rank 0 publishing). A random
 // model's groups carry no signal, so no gradient is summed here: policy_trainer_test checks the
 // arithmetic (2 and 3 ranks against 1).
+// The trainer's results (train.jsonl, the weights it publishes, the checkpoint at the end) that
+// cannot be written fail the run at once, naming the file: not a stall a minute later, nor a run
+// completed without its checkpoint. Something in the file's place refuses it (tests run as root,
+// whom permission bits do not stop): a directory where a file goes, a file where the checkpoints'
+// directory goes.
+TEST_CASE("a real model's trainer that cannot write its results ends the run non-zero, naming the file") {
+  const auto dir = fresh_dir("trainer-unwritable");
+  const auto manifest = tiny_model_manifest(dir, 1);
+  struct blocked {
+    const char* path;  ///< under the run directory
+    bool directory;    ///< a directory in its place, else a file
+    const char* refused;  ///< what the trainer was doing
+  };
+  for (const auto& b : {blocked{"train.jsonl", true, "batch of step "},
+                        blocked{"weights/policy-v1.safetensors", true, "batch of step "},
+                        blocked{"checkpoints", false, "checkpoint: "}}) {
+    INFO("in the way: " << b.path);
+    const auto run_dir = dir / fs::path(b.path).filename();
+    if (b.directory) fs::create_directories(run_dir / b.path);
+    else fs::create_directories(run_dir), std::ofstream(run_dir / b.path) << "in the way\n";
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = run_manifest(manifest, run_dir, 120s);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    INFO(r->output);
+    CHECK(r->exit_code == 1);
+    CHECK(took < 15);  // not after the stall timeout (run.stall_timeout_s: 20 s)
+    const auto failed = "kforge run: failed: trainer@head: " + std::string(b.refused);
+    CHECK(r->output.find(failed) != std::string::npos);
+    CHECK(r->output.find((run_dir / b.path).string()) != std::string::npos);
+    const auto summary = read_json(run_dir / "summary.json");
+    REQUIRE(summary.is_object());
+    const auto outcome = summary["outcome"].get<std::string>();
+    CHECK(outcome.rfind("failed: trainer@head: " + std::string(b.refused), 0) == 0);
+    CHECK(outcome.find((run_dir / b.path).string()) != std::string::npos);
+    CHECK((*stage(summary, "trainer@head"))["extra"]["fatal_errors"].get<std::uint64_t>() >= 1);
+    if (!b.directory) {  // the step was trained, its checkpoint not written
+      CHECK(summary["versions"] == 1);
+      CHECK(summary["checkpoint"].is_null());
+      CHECK(summary["checkpoint_note"].get<std::string>().find("could not write it") !=
+            std::string::npos);
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a real model's trainer runs data parallel over 2 CPU ranks") {
   const auto dir = fresh_dir("model_dp");
   // bf16 compute on the CPU too (slow there, fine for the tiny model): the published weights are
