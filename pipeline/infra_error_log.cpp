@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 namespace kforge::pipeline {
 
@@ -25,9 +26,10 @@ result<bool> infra_error_log::offer(const wire::Verdict& v, std::uint64_t versio
 }
 
 result<bool> infra_error_log::write(const wire::Verdict& v, std::uint64_t version) {
-  if (!out_.is_open()) {
-    out_.open(path_, std::ios::binary | std::ios::app);
-    if (!out_) return error{path_ + ": cannot open for appending"};
+  if (!out_) {
+    auto f = file_writer::open(path_, file_writer::mode::append);
+    if (!f) return f.err();
+    out_.emplace(std::move(*f));
   }
   const auto* c = v.candidate();
   const std::string task = c && c->task() ? text_of(c->task()->id()) : std::string();
@@ -37,9 +39,8 @@ result<bool> infra_error_log::write(const wire::Verdict& v, std::uint64_t versio
                                {"group_id", c ? c->group_id() : 0},
                                {"policy_version", version}};
   // dump's replace mode: a reason quoting a kernel's bytes must not make the line invalid JSON.
-  out_ << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
-  out_.flush();
-  if (!out_) return error{path_ + ": cannot write"};
+  if (auto s = out_->append(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"); !s)
+    return s.err();
   if (!told_) {
     say_ << "kforge reward: an infra_error verdict (the sandbox's fault; the sample is left unscored) for "
          << task << ": " << text_of(v.reason()) << " (every one: " << path_ << ")\n";

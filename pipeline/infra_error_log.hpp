@@ -1,7 +1,7 @@
 #pragma once
 // Why verdicts were infra_error, kept where a person can read it: RUN_DIR/infra_errors.jsonl, one
 // JSON line per such verdict ({"task", "reason", "worker", "group_id", "policy_version"}),
-// appended and flushed as they come. Each leg's own, as summary.json: the head removes an earlier
+// each appended whole as it comes (common/file_writer.hpp: a refused line leaves none of it). Each leg's own, as summary.json: the head removes an earlier
 // run's file at a new run's start, and a resumed leg's start moves the last leg's to
 // infra_errors-before-step-N.jsonl.
 //
@@ -12,10 +12,11 @@
 // is the first line that could not be written (that loses no sample: the reward scores alike).
 
 #include <cstdint>
-#include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 
+#include "common/file_writer.hpp"
 #include "common/result.hpp"
 #include "messages/envelope.hpp"
 
@@ -40,7 +41,7 @@ class infra_error_log {
 
   std::string path_;  ///< empty: disabled
   std::ostream& say_;
-  std::ofstream out_;  ///< opened at the first line
+  std::optional<file_writer> out_;  ///< opened at the first line
   bool told_ = false;
   bool write_told_ = false;
 };

@@ -4,8 +4,12 @@
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string_view>
+#include <utility>
+
+#include "common/text_file.hpp"
 
 namespace fs = std::filesystem;
 
@@ -89,26 +93,24 @@ result<seen_kernels_journal> seen_kernels_journal::open(const std::string& run_d
         return error{"buffer: cannot move " + j.path_ + " to " + before.string() + ": " +
                      ec.message()};
     } else {  // a leg that resumed at this step before and stopped without a new checkpoint
-      std::ifstream from(j.path_);
-      if (from.peek() != std::ifstream::traits_type::eof()) {  // copying nothing sets failbit
-        std::ofstream to(before, std::ios::app);
-        to << from.rdbuf();
-        if (!to) return error{"buffer: cannot append " + j.path_ + " to " + before.string()};
-      }
+      auto pairs = read_text_file(j.path_);
+      if (!pairs) return error{"buffer: " + pairs.message()};
+      if (auto s = append_to_file(before.string(), *pairs); !s)
+        return error{"buffer: cannot append " + j.path_ + " to it: " + s.message()};
     }
   } else if (!resumed_at) {
     for (const auto& [m, file] : before_files(dir)) fs::remove(file, ec);
   }
-  j.out_.open(j.path_, std::ios::trunc);
-  if (!j.out_) return error{"buffer: cannot write " + j.path_};
+  auto out = file_writer::open(j.path_, file_writer::mode::truncate);
+  if (!out) return error{"buffer: " + out.message()};
+  j.out_.emplace(std::move(*out));
   return j;
 }
 
 status seen_kernels_journal::append(pair p) {
   char line[40];
   std::snprintf(line, sizeof line, "%016" PRIx64 " %016" PRIx64 "\n", p.first, p.second);
-  out_ << line << std::flush;
-  if (!out_) return error{"buffer: cannot append to " + path_};
+  if (auto s = out_->append(line); !s) return error{"buffer: " + s.message()};
   return {};
 }
 

@@ -5,7 +5,7 @@
 // pairs the buffer has seen is what says so. It is not in the trainer's checkpoint, so a resumed
 // run used to start it empty and train again on kernels the run had trained on. The buffer stage
 // appends every pair it sees for the first time to RUN_DIR/buffer/seen_kernels.txt (a line
-// "PROMPT_HASH CODE_HASH", 16 hex digits each, flushed as it goes). A run resumed at step N first
+// "PROMPT_HASH CODE_HASH", 16 hex digits each, each line written whole as it comes). A run resumed at step N first
 // moves that file to seen_kernels-before-step-N.txt, as the head keeps an earlier leg's recordings
 // in recordings-before-step-N/, and starts from every before-step file up to N. A replay of a
 // leg's buffer reads the same files, so it starts where the leg's buffer started. The pairs are
@@ -13,12 +13,12 @@
 // does not know when the trainer checkpoints).
 
 #include <cstdint>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/file_writer.hpp"
 #include "common/result.hpp"
 
 namespace kforge::pipeline {
@@ -40,13 +40,13 @@ class seen_kernels_journal {
   static result<seen_kernels_journal> open(const std::string& run_dir,
                                            std::optional<std::uint64_t> resumed_at);
 
-  /// Appends one pair and flushes it; an error names the file.
+  /// Appends one pair's line, whole or not at all; an error names the file and the reason.
   status append(pair p);
   const std::string& path() const noexcept { return path_; }
 
  private:
   std::string path_;
-  std::ofstream out_;
+  std::optional<file_writer> out_;
 };
 
 }  // namespace kforge::pipeline

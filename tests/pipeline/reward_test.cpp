@@ -17,6 +17,7 @@
 #include "pipeline/stage_factory.hpp"
 #include "pipeline/stage_logic.hpp"
 #include "stage_fixtures.hpp"
+#include "tests/file_size_limit.hpp"
 
 using namespace kforge;
 using kforge::test::verdict;
@@ -281,6 +282,31 @@ TEST_CASE("an infra_error verdict's reason is written down, the others' are not"
   pipeline::infra_error_log none("");  // no run directory: nothing written, nothing said
   auto e = verdict("a", VerdictStatus::infra_error, 0, 0);
   CHECK_FALSE(*none.offer(*e.as<wire::Verdict>(), 1));
+}
+
+// A full disk (RLIMIT_FSIZE) refuses the second line: it is left out whole, and the error names
+// the file and the reason.
+TEST_CASE("an infra_error reason the disk refuses leaves whole lines and names the file") {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / ("kf-infra-full-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto path = pipeline::infra_error_log::path_in(dir.string());
+  std::ostringstream said;
+  pipeline::infra_error_log log(dir.string(), said);
+  auto e = verdict("l1/tanh", VerdictStatus::infra_error, 0, 0);
+  REQUIRE(log.offer(*e.as<wire::Verdict>(), 1).ok());
+  const auto one_line = fs::file_size(path);
+  {
+    kforge::testing::file_size_limit limit(one_line + 10);
+    auto w = log.offer(*e.as<wire::Verdict>(), 2);
+    REQUIRE_FALSE(w.ok());
+    CHECK(w.message() == path + ": cannot write: File too large");
+  }
+  CHECK(fs::file_size(path) == one_line);
+  CHECK(said.str().find("infra_error reason not kept: " + path + ": cannot write: File too large") !=
+        std::string::npos);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("best kernel file names are plain, never hidden") {

@@ -12,7 +12,9 @@
 #include "pipeline/sample_buffer.hpp"
 #include "pipeline/stage_factory.hpp"
 #include "pipeline/stage_logic.hpp"
+#include "pipeline/seen_kernels_journal.hpp"
 #include "stage_fixtures.hpp"
+#include "tests/file_size_limit.hpp"
 
 using namespace kforge;
 using kforge::test::scored;
@@ -291,4 +293,29 @@ TEST_CASE("a resumed run's buffer knows the kernels the run saw before (dedup = 
   auto group = pipeline::make_run_buffer_logic(*m, dir.string(), std::nullopt);
   REQUIRE(group.ok());
   CHECK_FALSE(fs::exists(current));
+}
+
+// A full disk (RLIMIT_FSIZE) refuses a pair: its line is left out whole, and the error names the
+// file and the reason.
+TEST_CASE("a seen kernel the disk refuses leaves the journal whole and names the file") {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / ("kforge-seen-full-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto j = pipeline::seen_kernels_journal::open(dir.string(), std::nullopt);
+  REQUIRE(j.ok());
+  REQUIRE(j->append({1, 2}).ok());
+  {
+    kforge::testing::file_size_limit limit(33 + 10);  // one line and a bit
+    auto s = j->append({3, 4});
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.message() == "buffer: " + j->path() + ": cannot write: File too large");
+  }
+  CHECK(fs::file_size(j->path()) == 34);
+  auto read = pipeline::seen_kernels_journal::read_before(dir.string(), 0);  // no before-step file
+  REQUIRE(read.ok());
+  fs::rename(j->path(), fs::path(j->path()).parent_path() / "seen_kernels-before-step-1.txt");
+  read = pipeline::seen_kernels_journal::read_before(dir.string(), 1);
+  REQUIRE_MESSAGE(read.ok(), read.message());
+  CHECK(*read == std::vector<pipeline::seen_kernels_journal::pair>{{1, 2}});
+  fs::remove_all(dir);
 }
