@@ -1,12 +1,14 @@
 // sandbox_bench: the sandbox's speed on one GPU host, with the anchor measured in the same run.
 //
 //   sandbox_bench [--json FILE] [--candidates N] [--jobs J] [--runners R] [--reference-servers K]
-//                 [--no-anchor] [--no-ipc]
+//                 [--no-anchor] [--no-ipc] [--no-confine]
 //
-// --no-ipc: outputs go to the reference server as files through the host, the way before session 7
-// (run_options::share_outputs), for a comparison with CUDA IPC on the same host.
-// --reference-servers K: reference servers per GPU (default 0: one per runner); 1 is the
-// arrangement before session 5, for a comparison on the same host.
+// --no-ipc: outputs go to the reference server as files through the host (run_options::
+// share_outputs), for a comparison with CUDA IPC on the same host.
+// --reference-servers K: reference servers per GPU (default 0: one per runner); 1 serves every
+// runner from one server, for a comparison on the same host.
+// --no-confine: candidate children without the OS confinement and seccomp filter
+// (run_options::confine), for a comparison of what confinement costs on the same host.
 // 1. Anchor: a KernelBench-style torch.utils.cpp_extension.load_inline build of a ReLU kernel
 //    (python3 + PyTorch, as KernelBench does it) next to the ABI's nvcc build of the same kernel.
 // 2. Latency: 8 candidates one at a time on an idle pool, cold cache: per-candidate wall time
@@ -180,6 +182,7 @@ int main(int argc, char** argv) {
   int n = 120, jobs = 24, runners = 4, reference_servers = 0;
   bool share_outputs = true;
   bool anchor = true;
+  bool confine = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -190,10 +193,11 @@ int main(int argc, char** argv) {
     else if (a == "--reference-servers") reference_servers = std::stoi(next());
     else if (a == "--no-anchor") anchor = false;
     else if (a == "--no-ipc") share_outputs = false;
+    else if (a == "--no-confine") confine = false;
     else {
       std::fprintf(stderr,
                    "usage: %s [--json FILE] [--candidates N] [--jobs J] [--runners R] [--reference-servers K] "
-                   "[--no-anchor] [--no-ipc]\n",
+                   "[--no-anchor] [--no-ipc] [--no-confine]\n",
                    argv[0]);
       return 2;
     }
@@ -245,11 +249,14 @@ int main(int argc, char** argv) {
     po.runners_per_gpu = r;
     po.reference_servers = reference_servers;
     po.run.share_outputs = share_outputs;
+    po.run.confine = confine;
     return ks::sandbox_pool::create(po);
   };
   json out;
   out["reference_servers_per_gpu"] = reference_servers;  // 0: one per runner
   out["outputs_by"] = share_outputs ? "cuda_ipc" : "files";
+  out["candidate_children"] = ks::describe_candidate_confinement(confine);
+  std::printf("sandbox_bench: %s\n", out["candidate_children"].get<std::string>().c_str());
   out["host_cores"] = std::thread::hardware_concurrency();
 
   // 1. Anchor.

@@ -363,6 +363,8 @@ void read_sandbox(table_reader r, sandbox_options& o) {
   // ARCHITECTURE.md: the median of at least 30 trials, or the timing is not honest.
   r.read("trials", o.trials, 30, max_trials);
   r.read("slow_cutoff", o.slow_cutoff, at_least(0));
+  r.read("confine", o.confine);
+  r.read("confirm_speedup", o.confirm_speedup, at_least(0));
   r.read("compile_jobs", o.compile_jobs, 1, max_compile_jobs);
   r.read_choice("reuse_verdicts", o.reuse_verdicts,
                 {{"off", verdict_reuse_scope::off}, {"group", verdict_reuse_scope::group},

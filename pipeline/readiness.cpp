@@ -5,6 +5,7 @@
 
 #include "common/subprocess.hpp"
 #include "pipeline/stage_factory.hpp"
+#include "sandbox/child_setup.hpp"
 #include "sandbox/toolchain.hpp"
 #ifdef KFORGE_HAVE_TORCH
 #include "trainer/torch_env.hpp"
@@ -74,6 +75,10 @@ std::string readiness_report(const manifest& m, const host_facts& h) {
       case actor_kind::sandbox_worker:
         needs = std::string(h.nvcc_ok ? "nvcc: ok" : "nvcc: MISSING") +
                 (h.gpus > 0 ? "; GPU: ok" : "; GPU: none, so the nvcc backend is compile-only");
+        // What the OS grants the candidate children here, said once, before anything runs.
+        if (m.sandbox.backend == sandbox_backend::nvcc && h.gpus > 0)
+          needs += "\n" + std::string(30, ' ') + "candidate children: " +
+                   sandbox::describe_candidate_confinement(m.sandbox.confine);
         break;
       case actor_kind::trainer:
         needs = h.torch + (h.torch_cuda ? "" : "; training will need CUDA LibTorch and NCCL");

@@ -1,6 +1,7 @@
 #include "pipeline/sandbox_stage.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -124,8 +125,11 @@ result<std::shared_ptr<actors::sandbox_logic>> shared_nvcc_sandbox(const manifes
   po.run.time_limit = std::chrono::milliseconds(static_cast<long>(so.timeout_s * 1000));
   po.run.trials_per_round = (so.trials + po.run.rounds - 1) / po.run.rounds;
   po.run.slow_cutoff = so.slow_cutoff;
+  po.run.confine = so.confine;
+  po.run.confirm_speedup = so.confirm_speedup;
   auto pool = sandbox::sandbox_pool::create(po);
   if (!pool) return error{"sandbox: " + pool.message()};
+  std::fprintf(stderr, "sandbox: %s\n", (*pool)->describe().c_str());
   // A worker lives for the whole run: its children start now, together, not one by one under
   // the first groups.
   if (auto st = (*pool)->start_all(); !st) return error{"sandbox: " + st.err().message};

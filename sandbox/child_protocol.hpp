@@ -13,8 +13,9 @@
 // Candidate child (`kforge sandbox-child`, candidate_child.cpp): loads candidate libraries and
 // calls them. It never sees an expected output.
 //   hello                                  -> gpu (facts)
-//   probe   {library, pid}                 -> runs the known-good kernel, checks it in-process;
-//                                             then installs the seccomp filter (confinement.hpp);
+//   probe   {library, pid, seccomp}        -> runs the known-good kernel, checks it in-process;
+//                                             then installs the seccomp filter unless seccomp is
+//                                             false (seccomp_filter.hpp), and says so (seccomp);
 //                                             pid: the child as the supervisor sees it (NVML may
 //                                             report that PID);
 //                                             leak_check: "process" (its own memory, by NVML)

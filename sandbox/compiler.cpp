@@ -154,6 +154,7 @@ std::string compile_key(const toolchain& tc, std::string_view source, const comp
   // The permissions decide the library check's verdict, not only the flags.
   field(opt.libraries.cublas ? "cublas" : "-");
   field(opt.libraries.cudnn ? "cudnn" : "-");
+  if (!opt.check_library) field("library unchecked");  // never shares an entry with checked builds
   // The flags without the paths that differ between hosts and runs (nvcc, -I, source, output).
   const auto cmd = candidate_command(tc, "<source>", "<output>", opt);
   for (std::size_t i = 1; i < cmd.size(); ++i)
@@ -182,7 +183,7 @@ compile_result compile(const toolchain& tc, std::string_view source, const compi
     if (auto hit = cache->find(key, source)) {
       // The stored source matched byte for byte; the stored library is checked again, as if just
       // built: anyone who can write the cache directory could have swapped it.
-      if (hit->ok()) check_built_library(*hit, opt.libraries);
+      if (hit->ok() && opt.check_library) check_built_library(*hit, opt.libraries);
       hit->elapsed_ms = ms_since(t0);
       return std::move(*hit);
     }
@@ -231,7 +232,7 @@ compile_result compile(const toolchain& tc, std::string_view source, const compi
     r.reason = "nvcc succeeded but wrote no library";
   } else {
     r.library = lib;
-    check_built_library(r, opt.libraries);
+    if (opt.check_library) check_built_library(r, opt.libraries);
   }
   fs::remove_all(tmp, ec);
   if (!r.ok()) fs::remove(lib, ec);

@@ -54,6 +54,9 @@ struct compile_options {
   std::string scratch_root;
   /// nvcc's captured output is cut here; result.log keeps at most 64 KiB of it.
   std::size_t max_output = 1 << 20;
+  /// The library check on the built library (and on a cache hit). Off only where a test must show
+  /// what the run stage's confinement stops on its own (evaluator_options::static_checks).
+  bool check_library = true;
 };
 
 enum class compile_status {

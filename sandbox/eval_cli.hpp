@@ -32,6 +32,12 @@ inline CLI::App* add_eval_subcommand(CLI::App& app, eval_options& opt) {
                   "Time a kernel over this many times the eager baseline in 3 trials, not 30 "
                   "(default 20; 0: never)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag_callback("--no-confine", [&opt] { opt.confine = false; },
+                         "Run candidate children without OS confinement and seccomp (trusted kernels only)");
+  cmd->add_option("--confirm-speedup", opt.confirm_speedup,
+                  "Time a speedup over eager above this again in a fresh child on fresh inputs; it keeps its "
+                  "timing only if confirmed (default 5; 0: never)")
+      ->check(CLI::NonNegativeNumber);
   return cmd;
 }
 

@@ -140,6 +140,8 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
   po.runners_per_gpu = opt.runners_per_gpu;
   po.run.time_limit = std::chrono::milliseconds(opt.time_limit_ms);
   po.run.slow_cutoff = opt.slow_cutoff;
+  po.run.confine = opt.confine;
+  po.run.confirm_speedup = opt.confirm_speedup;
   if (!po.eval.compile.cache_dir.empty()) fs::create_directories(po.eval.compile.cache_dir, ec);
   po.work_dir = po.eval.compile.cache_dir.empty() ? fs::temp_directory_path().string()
                                                    : po.eval.compile.cache_dir;

@@ -31,6 +31,10 @@ struct eval_options {
   bool reuse_repeats = false;
   /// run_options::slow_cutoff: a kernel over this many times the baseline is timed in 3 trials.
   double slow_cutoff = 20.0;
+  /// run_options::confine: candidate children confined by the OS and seccomp (false: neither).
+  bool confine = true;
+  /// run_options::confirm_speedup: speedups above this are timed again in a fresh child.
+  double confirm_speedup = 5.0;
 };
 
 /// One candidate's line in the verdict file.

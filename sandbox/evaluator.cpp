@@ -44,13 +44,16 @@ wire::VerdictT evaluator::evaluate(const tasks::task& t, std::string_view source
   check.scratch_root = options_.compile.scratch_root;
   check.preprocess_time_limit = options_.preprocess_time_limit;
   if (options_.preprocess_check) check.preprocess_with = &tools_;
-  const auto sv = check_source(source, check);
-  if (!sv.ok()) {
-    encode_static(sv, v);
-    return v;
+  if (options_.static_checks) {
+    const auto sv = check_source(source, check);
+    if (!sv.ok()) {
+      encode_static(sv, v);
+      return v;
+    }
   }
   compile_options co = options_.compile;
   co.libraries = libs;
+  co.check_library = options_.static_checks;
   const auto cr = compile(tools_, source, co);
   encode_compile(cr, v);
   if (!cr.ok()) return v;

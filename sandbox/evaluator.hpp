@@ -23,6 +23,9 @@ struct evaluator_options {
   /// Also check nvcc's preprocessed output (static_check.hpp step 2), within this time.
   bool preprocess_check = true;
   std::chrono::milliseconds preprocess_time_limit{30'000};
+  /// The source and library checks. Off only in the test that shows what the run stage's OS
+  /// confinement stops on its own (tests/sandbox/confinement_gpu_test.cpp): never in a run.
+  bool static_checks = true;
 };
 
 class evaluator {

@@ -120,7 +120,8 @@ std::string sandbox_pool::describe() const {
   const std::string nvcc = "nvcc " + evaluator_->tools().release;
   if (slots_.empty()) return "compile-only (" + compile_only_reason_ + "), " + nvcc;
   return std::to_string(slots_.size()) + " GPU(s) (" + facts_->name + ", " + facts_->arch() +
-         "), " + std::to_string(options_.runners_per_gpu) + " runner(s) each, " + nvcc;
+         "), " + std::to_string(options_.runners_per_gpu) + " runner(s) each, " + nvcc + "; candidate children: " +
+         describe_candidate_confinement(options_.run.confine);
 }
 
 }  // namespace kforge::sandbox

@@ -130,9 +130,9 @@ result<json> start_child(const run_options& o, const char* role, const child_opt
 
 /// Says once per process what a candidate child's probe reported of its seccomp filter when it
 /// is not on.
-void note_seccomp(const json& probe_reply) {
+void note_seccomp(const run_options& o, const json& probe_reply) {
   const std::string state = probe_reply.value("seccomp", "on");
-  if (state == "on") return;
+  if (state == "on" || !o.confine) return;
   static std::once_flag said;
   std::call_once(said, [&] { std::fprintf(stderr, "sandbox: candidate children run without a seccomp filter (%s)\n", state.c_str()); });
 }
@@ -305,13 +305,13 @@ result<bool> runner::ensure_child(double& gpu_wait_ms, bool fresh) {
   // `pid` is the child as this process sees it: NVML may report it so when the child lives in a
   // PID namespace of its own.
   auto probed = start_request(o, "sandbox-child", child_,
-                              json{{"op", "probe"}, {"library", *probe_library}, {"pid", child_.pid()}});
+                              json{{"op", "probe"}, {"library", *probe_library}, {"pid", child_.pid()}, {"seccomp", o.confine}});
   child_.take_output();
   if (!probed) {
     child_.kill();
     return error{probed.err().message};
   }
-  note_seccomp(*probed);
+  note_seccomp(o, *probed);
   if (probed->value("leak_check", "") != protocol::own_usage_leak_check) {
     // Said once per process: every child on this host would say the same.
     static std::once_flag said;

@@ -43,6 +43,13 @@ struct sandbox_options {
   /// A kernel whose first 3 trials each take over this many times the eager baseline's median is
   /// timed in those 3 (sandbox/runner.hpp: run_options::slow_cutoff). 0: never cut. >= 0.
   double slow_cutoff = 20.0;
+  /// Candidate children run confined: their own user, mount, PID, network and IPC namespaces, a
+  /// read-only root, an unprivileged user, no_new_privs and a seccomp filter (as far as the host
+  /// grants them; what it does not is named in the run's banner). false: none of it.
+  bool confine = true;
+  /// A speedup over eager above this is timed again in a fresh child on fresh inputs and keeps its
+  /// timing only if confirmed (sandbox/runner.hpp: run_options::confirm_speedup). 0: never. >= 0.
+  double confirm_speedup = 5.0;
   /// Candidates one sandbox worker judges at once (its bus worker's capacity): each compiles with
   /// its own nvcc, CPU work that overlaps verification and timing on the GPU, so it scales
   /// separately from the number of sandbox_worker actors. In [1, max_compile_jobs].

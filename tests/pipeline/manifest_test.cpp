@@ -99,6 +99,8 @@ TEST_CASE("the embedded default parses, validates and runs everything in one loc
   CHECK(m->trainer.kl_window == 100);
   CHECK(m->sandbox.trials == 30);
   CHECK(m->sandbox.slow_cutoff == doctest::Approx(20.0));
+  CHECK(m->sandbox.confine);
+  CHECK(m->sandbox.confirm_speedup == doctest::Approx(5.0));
 }
 
 TEST_CASE("a multi-process manifest with tcp and ipc endpoints parses with the right counts") {
@@ -305,6 +307,12 @@ TEST_CASE("out-of-range values name the key, the bound and the value") {
     CHECK(off->sandbox.slow_cutoff == 0.0);
   }
   CHECK(has(rejected(minimal + "[sandbox]\ntimeout_s = 0\n"), "sandbox.timeout_s: must be > 0"));
+  CHECK(has(rejected(minimal + "[sandbox]\nconfirm_speedup = -1.0\n"), "sandbox.confirm_speedup: must be >= 0"));
+  {
+    auto open = parse_manifest(minimal + "[sandbox]\nconfine = false\n", "t.toml");
+    REQUIRE_MESSAGE(open.ok(), open.message());
+    CHECK_FALSE(open->sandbox.confine);
+  }
   CHECK(has(rejected(minimal + "[sandbox]\nreuse_verdicts = \"run\"\n"), "sandbox.reuse_verdicts"));
   {
     auto task = parse_manifest(minimal + "[sandbox]\nreuse_verdicts = \"task\"\n", "t.toml");
