@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <ostream>
 
 #include <nlohmann/json.hpp>
 
+#include "common/file_writer.hpp"
 #include "model/op_profile.hpp"
 #include "pipeline/engine_sampler.hpp"
 #include "sandbox/pool.hpp"
@@ -106,9 +106,11 @@ int sample_command(const sample_options& o, std::ostream& out, std::ostream& err
   std::error_code ec;
   fs::create_directories(o.out, ec);
   if (ec) return fail("--out " + o.out + ": cannot create: " + ec.message());
-  std::ofstream samples(fs::path(o.out) / "samples.jsonl");
-  std::ofstream task_file(fs::path(o.out) / "tasks.jsonl");
-  if (!samples || !task_file) return fail("--out " + o.out + ": cannot write samples.jsonl / tasks.jsonl");
+  // Whole lines, every write checked: a full disk stops the command, naming the file.
+  auto samples = file_writer::open((fs::path(o.out) / "samples.jsonl").string(), file_writer::mode::truncate);
+  if (!samples) return fail(samples.message());
+  auto task_file = file_writer::open((fs::path(o.out) / "tasks.jsonl").string(), file_writer::mode::truncate);
+  if (!task_file) return fail(task_file.message());
 
   std::optional<model::op_profile> profile;
   if (o.profile_ops) profile.emplace();
@@ -144,26 +146,28 @@ int sample_command(const sample_options& o, std::ostream& out, std::ostream& err
         ++failed_tasks;
         continue;
       }
-      task_file << tasks::to_json_line(t) << "\n";
+      if (auto w = task_file->append(tasks::to_json_line(t) + "\n"); !w) return fail(w.message());
       const fs::path dir = (*dirs)[first + k];
       fs::create_directories(dir, ec);
       if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
       for (std::size_t i = 0; i < results[k]->size(); ++i) {
         const auto& c = (*results[k])[i];
-        std::ofstream cu(dir / ("s" + std::to_string(i) + ".cu"));
-        cu << c.source;
-        if (!cu) return fail((dir / ("s" + std::to_string(i) + ".cu")).string() + ": cannot write");
+        if (auto w = write_file_atomically((dir / ("s" + std::to_string(i) + ".cu")).string(), c.source,
+                                           /*sync=*/false);
+            !w)
+          return fail(w.message());
         const bool has_kernel = c.source.find("kf_forward") != std::string::npos;
         with_kernel += has_kernel ? 1 : 0;
         tokens += c.completion_tokens.size();
         ++written;
-        samples << nlohmann::json{{"task_id", t.id},
-                                  {"sample", i},
-                                  {"completion", c.completion},
-                                  {"tokens", c.completion_tokens.size()},
-                                  {"has_kf_forward", has_kernel}}
-                       .dump()
-                << "\n";
+        const auto line = nlohmann::json{{"task_id", t.id},
+                                         {"sample", i},
+                                         {"completion", c.completion},
+                                         {"tokens", c.completion_tokens.size()},
+                                         {"has_kf_forward", has_kernel}}
+                              .dump() +
+                          "\n";
+        if (auto w = samples->append(line); !w) return fail(w.message());
       }
     }
     out << "sampled " << (first + n) << "/" << pool->size() << " tasks\r" << std::flush;
@@ -172,9 +176,8 @@ int sample_command(const sample_options& o, std::ostream& out, std::ostream& err
     profile->stop();
     profile->report(30);
   }
-  samples.flush();
-  task_file.flush();
-  if (!samples || !task_file) return fail("--out " + o.out + ": writing samples.jsonl / tasks.jsonl failed");
+  for (auto* f : {&*samples, &*task_file})
+    if (auto w = f->close(); !w) return fail(w.message());
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   out << "\nkforge sample: " << written << " samples of " << (pool->size() - failed_tasks) << " tasks in "
       << s << " s (" << (s > 0 ? static_cast<double>(tokens) / s : 0.0) << " tokens/s); " << with_kernel

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/file_writer.hpp"
 #include "common/hash.hpp"
 #include "common/text_file.hpp"
 #include "model/config.hpp"
@@ -369,8 +370,9 @@ result<pretrain_report> run_pretrain(const pretrain_options& options, const sft_
     }
   }
 
-  std::ofstream train_log(dir / "train_log.jsonl", std::ios::binary | std::ios::trunc);
-  if (!train_log) return error{(dir / "train_log.jsonl").string() + ": cannot write"};
+  // A whole line per logged step; a refused one stops the run, naming the file.
+  auto train_log = file_writer::open((dir / "train_log.jsonl").string(), file_writer::mode::truncate);
+  if (!train_log) return train_log.err();
 
   const auto started = clock_type::now();
   try {
@@ -521,7 +523,7 @@ result<pretrain_report> run_pretrain(const pretrain_options& options, const sft_
         line["val_loss"] = finite_or_null(val);
       }
       line["elapsed_s"] = std::chrono::duration<double>(clock_type::now() - started).count();
-      train_log << line.dump() << "\n" << std::flush;
+      if (auto s = train_log->append(line.dump() + "\n"); !s) return s.err();
       if (log != nullptr) {
         std::ostringstream msg;
         msg.precision(4);
@@ -537,8 +539,8 @@ result<pretrain_report> run_pretrain(const pretrain_options& options, const sft_
     rep.tokens_per_second = rep.seconds > 0 ? static_cast<double>(total_tokens) / rep.seconds : 0;
     rep.epochs = first_epoch_batches > 0 ? static_cast<double>(rep.steps) / static_cast<double>(first_epoch_batches) : 0;
 
-    train_log.close();
-    if (!train_log) return error{(dir / "train_log.jsonl").string() + ": write failed"};
+    if (auto s = train_log->sync(); !s) return s.err();
+    if (auto s = train_log->close(); !s) return s.err();
 
     // ---- the checkpoint ----
     master->to(at::kCPU, o.save_bf16 ? at::kBFloat16 : at::kFloat);

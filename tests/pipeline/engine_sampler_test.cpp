@@ -21,6 +21,7 @@
 #include "model/weights.hpp"
 #include "pipeline/manifest.hpp"
 #include "pipeline/sample_command.hpp"
+#include "tests/file_size_limit.hpp"
 #include "tests/model/test_files.hpp"
 #include "tests/doctest_torch.hpp"  // last: after every header that may include LibTorch
 
@@ -440,6 +441,16 @@ TEST_CASE("kforge sample: G kernels per task in eval's layout, and bad options a
   std::ostringstream err6;
   CHECK(sample_command(bad, out, err6) == 2);
   CHECK(contains(err6.str(), "--max-new-tokens must be in [1, 131072], got 1073741824"));
+  // A full disk (RLIMIT_FSIZE; the task's line is longer than 200 bytes) stops the command at the
+  // first refused write, naming the file and the reason.
+  bad = o;
+  bad.out = dir.path("full");
+  std::ostringstream err7;
+  {
+    kforge::testing::file_size_limit limit(200);
+    CHECK(sample_command(bad, out, err7) == 2);
+  }
+  CHECK(err7.str() == "kforge sample: " + dir.path("full/tasks.jsonl") + ": cannot write: File too large\n");
 }
 
 TEST_CASE("kforge sample: a task id that would leave --out is refused, nothing written") {

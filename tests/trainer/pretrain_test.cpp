@@ -22,6 +22,7 @@
 #include "model/weights.hpp"
 #include "trainer/pretrain.hpp"
 #include "trainer/pretrain_command.hpp"
+#include "tests/file_size_limit.hpp"
 #include "tests/doctest_torch.hpp"  // last: after every header that may include LibTorch
 
 using namespace kforge;
@@ -345,6 +346,24 @@ TEST_CASE("pretrain: bad inputs exit 2 with a message and write nothing") {
   const command_run r = run_command(exists);
   CHECK(r.code == 2);
   CHECK(r.err.find("already exists") != std::string::npos);
+}
+
+// A full disk (RLIMIT_FSIZE, below one train_log.jsonl line) stops the command at the first logged
+// step, naming the file and the reason, and leaves no model behind.
+TEST_CASE("pretrain: a train_log.jsonl the disk refuses fails the command, naming the file") {
+  scratch_dir dir;
+  write_corpus(dir.path("data.jsonl"), corpus());
+  pretrain_options o = tiny_options(dir, "out");
+  o.steps = 10;
+  command_run r;
+  {
+    kforge::testing::file_size_limit limit(64);
+    r = run_command(o);
+  }
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("/train_log.jsonl: cannot write: File too large") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(o.out + "/model.safetensors"));
 }
 
 TEST_CASE("pretrain: the loss falls, the checkpoint loads and generates, the same seed gives the same weights") {
