@@ -34,6 +34,7 @@
 #include "pipeline/run_metrics.hpp"
 #include "pipeline/stage_factory.hpp"
 #include "pipeline/task_generator.hpp"
+#include "sandbox/child_setup.hpp"
 #if defined(KFORGE_HAVE_TORCH)
 #include "trainer/checkpoint.hpp"
 #endif
@@ -779,6 +780,9 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
                             {"resumed_from",
                              resume ? nlohmann::json(resume->step) : nlohmann::json()}};
   if (checkpoint.is_null()) summary["checkpoint_note"] = checkpoint_note;
+  // What this host grants the sandbox's candidate children (the banner said it too).
+  if (m.sandbox.backend == sandbox_backend::nvcc && visible_gpu_count() > 0)
+    summary["sandbox_candidate_children"] = sandbox::describe_candidate_confinement(m.sandbox.confine);
   // Per published version over the loop's window (not elapsed_s, whose start-up and shutdown are
   // fixed costs that would blur a sync/async comparison); null before the first version.
   // A resumed run counts the versions of this leg only, its loop being this leg's.
