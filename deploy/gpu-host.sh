@@ -137,7 +137,7 @@ fi
     # resumed leg uses the run's own snapshot). KFORGE_DEMO_BEFORE: a recorded before measure of
     # the shipped model (verdict lines, .jsonl or .jsonl.gz, relative to the root), used when
     # demobefore did not run on this machine: it saves that step's device time (v14's:
-    # bench/data/s18/v14_heldout_verdicts.jsonl.gz, the same measure and eval seed).
+    # bench/data/2026-12-03-tiny-v14-default-run-355s/v14_heldout_verdicts.jsonl.gz, the same measure and eval seed).
     demo=${KFORGE_DEMO_DIR:-$build/demo}
     demo_manifest=()
     [[ -n ${KFORGE_DEMO_MANIFEST:-} ]] && demo_manifest=(--manifest "$KFORGE_DEMO_MANIFEST")

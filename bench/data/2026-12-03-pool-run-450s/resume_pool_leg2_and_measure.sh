@@ -14,7 +14,7 @@ run=build-gpu/demo/run
 {
   echo "leg 2 for $secs s"
   KFORGE_REUSE_BUILD=1 KFORGE_TARGETS=kforge KFORGE_STEPS=demorun,demoafter KFORGE_DEMO_SECONDS=$secs \
-    KFORGE_DEMO_BEFORE=bench/data/s18/v14_heldout_verdicts.jsonl.gz deploy/gpu-host.sh
+    KFORGE_DEMO_BEFORE=bench/data/2026-12-03-tiny-v14-default-run-355s/v14_heldout_verdicts.jsonl.gz deploy/gpu-host.sh
   ls $run/checkpoints
 } >"$final/call_b.log" 2>&1
 cp "$OUT"/demo-run.log "$final/leg2.log"

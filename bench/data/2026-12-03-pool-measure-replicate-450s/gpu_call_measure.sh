@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The held-out measure of one checkpoint on several sample sets (57 tasks x 8, T 0.8, eval seed 1;
 # sample seeds 0, 1, 2 by default), each set and all of them pooled against v14's recorded sets of
-# the same seeds (bench/data/s18 seed 0, bench/data/s23 seeds 1 and 2): the measure of the rule in
+# the same seeds (bench/data/2026-12-03-tiny-v14-default-run-355s seed 0, bench/data/2026-12-03-pool-measure-replicate-450s seeds 1 and 2): the measure of the rule in
 # bench/RESULTS.md, "kforge-tiny, session 23". Only the checkpoint is sampled and judged. Run from
 # the repository root on the GPU host with .gpu-deps.tar.xz carried; builds kforge unless the
 # machine holds a build of the same sources.
-#   KFORGE_AFTER   checkpoint directory (default bench/data/s23/checkpoint-replicate-step22, bf16)
+#   KFORGE_AFTER   checkpoint directory (default bench/data/2026-12-03-pool-measure-replicate-450s/checkpoint-replicate-step22, bf16)
 #   KFORGE_SEEDS   sample seeds (default "0 1 2"; v14's sets exist for these three)
 #   KFORGE_MEASURE_UNTIL  seconds into the call by which judging must end (default 570): a set is
 #                  judged only when its ~115 s fit
@@ -15,13 +15,13 @@ set -u
 start=$SECONDS
 final=${OUT:-$PWD/gpu-out}
 mkdir -p "$final"
-after=${KFORGE_AFTER:-bench/data/s23/checkpoint-replicate-step22}
+after=${KFORGE_AFTER:-bench/data/2026-12-03-pool-measure-replicate-450s/checkpoint-replicate-step22}
 seeds=${KFORGE_SEEDS:-0 1 2}
 k=build-gpu/kforge m=build-gpu/measure
 v14_set() {  # v14's recorded verdicts of sample seed $1
   case $1 in
-    0) echo bench/data/s18/v14_heldout_verdicts.jsonl.gz ;;
-    *) echo bench/data/s23/v14_heldout_verdicts_s$1.jsonl.gz ;;
+    0) echo bench/data/2026-12-03-tiny-v14-default-run-355s/v14_heldout_verdicts.jsonl.gz ;;
+    *) echo bench/data/2026-12-03-pool-measure-replicate-450s/v14_heldout_verdicts_s$1.jsonl.gz ;;
   esac
 }
 {

@@ -4,7 +4,7 @@
 # KFORGE_RUN_SECONDS (default 450), no resume. The last checkpoint comes back in bf16
 # (ckpt_model.safetensors, 15 MB, cast by LibTorch as the GPU sampler's load casts it, so sampling
 # is unchanged) with its small files (ckpt_small.tar.gz; optimizer.pt stays), so that call e can
-# measure it on any machine: carried as .s22-ckpt/step-N with .gpu-deps.tar.xz it fits 64 MiB.
+# measure it on any machine: carried as .carried-ckpt/step-N with .gpu-deps.tar.xz it fits 64 MiB.
 # (Session 22's own call brought back the fp32 file in parts, ckpt.tar.part-*.)
 set -u
 start=$SECONDS
@@ -14,7 +14,7 @@ mkdir -p "$OUT" "$final"
 secs=${KFORGE_RUN_SECONDS:-450}
 # KFORGE_MANIFEST: the manifest run (default pool_manifest.toml; set empty for the embedded default,
 # which since session 23 has the same task files)
-manifest=${KFORGE_MANIFEST-bench/data/s22/pool_manifest.toml}
+manifest=${KFORGE_MANIFEST-bench/data/2026-12-03-pool-run-450s/pool_manifest.toml}
 {
   sha256sum models/kforge-tiny/model.safetensors models/kforge-tiny/rl_tasks.jsonl ${manifest:-pipeline/default_manifest.toml}
   echo "run ${manifest:-the embedded default} for $secs s"

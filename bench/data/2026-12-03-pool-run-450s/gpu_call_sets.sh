@@ -3,9 +3,9 @@
 # models/kforge-tiny), pooled by seed against their seed-0 sets: the pooled measure of the rule in
 # bench/RESULTS.md, "kforge-tiny, session 22". Run from the repository root on the GPU host with
 # .gpu-deps carried; builds kforge unless the machine holds a build of the same sources.
-#   KFORGE_AFTER   checkpoint directory (default bench/data/s22/checkpoint-step22, session 22's
+#   KFORGE_AFTER   checkpoint directory (default bench/data/2026-12-03-pool-run-450s/checkpoint-step22, session 22's
 #                  450 s run, bf16: the GPU sampler loads weights in bf16, so sampling is unchanged)
-#   KFORGE_AFTER0  its seed-0 verdicts (default bench/data/s22/after_step22_verdicts.jsonl.gz)
+#   KFORGE_AFTER0  its seed-0 verdicts (default bench/data/2026-12-03-pool-run-450s/after_step22_verdicts.jsonl.gz)
 #   KFORGE_SEEDS   sample seeds to add (default "1 2")
 #   KFORGE_SETS_UNTIL  seconds into the call by which the judging must end (default 560): a seed's
 #                  pair is judged only when both sets' ~115 s each fit (a lone set cannot be pooled)
@@ -15,8 +15,8 @@ set -u
 start=$SECONDS
 final=${OUT:-$PWD/gpu-out}
 mkdir -p "$final"
-after=${KFORGE_AFTER:-bench/data/s22/checkpoint-step22}  # out of the tree since session 23: git checkout 2c2c2f0 -- it
-after0=${KFORGE_AFTER0:-bench/data/s22/after_step22_verdicts.jsonl.gz}
+after=${KFORGE_AFTER:-bench/data/2026-12-03-pool-run-450s/checkpoint-step22}  # out of the tree since session 23: git checkout 2c2c2f0 -- it
+after0=${KFORGE_AFTER0:-bench/data/2026-12-03-pool-run-450s/after_step22_verdicts.jsonl.gz}
 seeds=${KFORGE_SEEDS:-1 2}
 k=build-gpu/kforge sets=build-gpu/sets
 {
@@ -42,7 +42,7 @@ k=build-gpu/kforge sets=build-gpu/sets
       echo "$m-s$s judged at $((SECONDS - start)) s"
     done
   done
-  gunzip -c bench/data/s18/v14_heldout_verdicts.jsonl.gz >$sets/v14-s0.jsonl
+  gunzip -c bench/data/2026-12-03-tiny-v14-default-run-355s/v14_heldout_verdicts.jsonl.gz >$sets/v14-s0.jsonl
   gunzip -c "$after0" >$sets/after-s0.jsonl
   pooled=0
   for s in $seeds; do

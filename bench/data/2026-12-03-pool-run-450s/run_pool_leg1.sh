@@ -9,13 +9,13 @@ final=${OUT:-$PWD/gpu-out}
 export OUT=$PWD/build-gpu/out-a
 mkdir -p "$OUT" "$final"
 {
-  sha256sum models/kforge-tiny/model.safetensors models/kforge-tiny/rl_tasks.jsonl bench/data/s22/pool_manifest.toml
+  sha256sum models/kforge-tiny/model.safetensors models/kforge-tiny/rl_tasks.jsonl bench/data/2026-12-03-pool-run-450s/pool_manifest.toml
   KFORGE_TARGETS=kforge KFORGE_STEPS=none deploy/gpu-host.sh
   secs=$((560 - (SECONDS - start)))
   echo "$secs" >build-gpu/leg1_seconds
   echo "leg 1 for $secs s (started at $((SECONDS - start)) s)"
   KFORGE_REUSE_BUILD=1 KFORGE_TARGETS=kforge KFORGE_STEPS=demorun KFORGE_DEMO_SECONDS=$secs \
-    KFORGE_DEMO_MANIFEST=bench/data/s22/pool_manifest.toml deploy/gpu-host.sh
+    KFORGE_DEMO_MANIFEST=bench/data/2026-12-03-pool-run-450s/pool_manifest.toml deploy/gpu-host.sh
   ls build-gpu/demo/run/checkpoints
 } >"$final/call_a.log" 2>&1
 cp "$OUT"/demo-run.log "$final/leg1.log"
