@@ -246,16 +246,26 @@ const char* confinement_plan::run(const step& s) const noexcept {
   return rc == 0 ? nullptr : s.failure.c_str();
 }
 
+namespace {
+
+const char* become_unprivileged() noexcept {
+  (void)::setgroups(0, nullptr);  // refused (and not needed) where the parent was unprivileged
+  const gid_t g = confined_gid();
+  const uid_t u = confined_uid();
+  if (::setresgid(g, g, g) != 0) return "the unprivileged group";
+  if (::setresuid(u, u, u) != 0) return "the unprivileged user";
+  return nullptr;
+}
+
+}  // namespace
+
 const char* confinement_plan::enter(pid_t parent) const noexcept {
-  // The unprivileged user first: files made in the new root's tmpfs must belong to a user this
-  // namespace maps. Its capabilities inside the namespace stay until exec (we were never its root).
-  if (c_.user) {
-    (void)::setgroups(0, nullptr);  // refused (and not needed) where the parent was unprivileged
-    const gid_t g = confined_gid();
-    const uid_t u = confined_uid();
-    if (::setresgid(g, g, g) != 0) return "the unprivileged group";
-    if (::setresuid(u, u, u) != 0) return "the unprivileged user";
-  }
+  // In a user namespace the unprivileged user comes first: files made in the new root's tmpfs must
+  // belong to a user the namespace maps, and its capabilities there stay until exec (it was never
+  // the namespace's root). Without one, a root parent's child drops to nobody after the mounts.
+  const bool root_without_user_ns = !c_.user && ::geteuid() == 0;
+  if (c_.user)
+    if (const char* bad = become_unprivileged()) return bad;
   if (c_.mount) {
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return "private mounts";
     for (const auto& s : steps_)
@@ -266,6 +276,8 @@ const char* confinement_plan::enter(pid_t parent) const noexcept {
     ::rmdir("/.old");
     if (remount_read_only("/") != 0) return "a read-only new root";
   }
+  if (root_without_user_ns)
+    if (const char* bad = become_unprivileged()) return bad;
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return "no_new_privs";
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return "the death signal";
   // The parent may have died before the death signal was set (its PID is not ours to see in a

@@ -43,8 +43,8 @@ struct confinement {
   bool any() const noexcept { return user || mount || pid || net || ipc; }
 };
 
-/// The unprivileged user a confined child runs as: nobody (65534) when we are root, else ourselves
-/// (a user namespace maps only our own id then).
+/// The unprivileged user a confined child runs as: nobody (65534) when we are root (with or without
+/// a user namespace), else ourselves (a user namespace maps only our own id then).
 uid_t confined_uid() noexcept;
 gid_t confined_gid() noexcept;
 

@@ -43,7 +43,8 @@ const confinement_support& candidate_confinement(bool wanted) {
 
 std::string describe_candidate_confinement(bool wanted) {
   const auto& s = candidate_confinement(wanted);
-  std::string line = "confinement: " + describe(s.granted) + ", no_new_privs, seccomp filter";
+  std::string line = "confinement: " + describe(s.granted);
+  if (wanted) line += ", uid " + std::to_string(confined_uid()) + ", no_new_privs, seccomp filter";
   if (!s.missing.empty()) {
     line += "; not granted here:";
     for (const auto& m : s.missing) line += " " + m + ";";
