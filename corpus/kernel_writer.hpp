@@ -1,6 +1,6 @@
 #pragma once
 // The corpus kernel writer: for a task, several correct CUDA kernels in the candidate ABI
-// (ARCHITECTURE.md), each with a short English explanation of its approach, for pretraining the
+// (docs/kernel-abi.md), each with a short English explanation of its approach, for pretraining the
 // policy on kernels the project wrote itself. Families, in the order they were added:
 // elementwise maps with broadcasting (naive, grid-stride, float4), row programs for reductions,
 // softmax, layer_norm and RMSNorm (thread per row, block tree, warp shuffle), and matrix products

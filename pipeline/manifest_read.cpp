@@ -360,7 +360,7 @@ void read_sandbox(table_reader r, sandbox_options& o) {
   r.read("reference_servers", o.reference_servers, 0, 64);
   r.read("cache_dir", o.cache_dir);
   r.read("timeout_s", o.timeout_s, above(0));
-  // ARCHITECTURE.md: the median of at least 30 trials, or the timing is not honest.
+  // docs/sandbox.md: the median of at least 30 trials, or the timing is not honest.
   r.read("trials", o.trials, 30, max_trials);
   r.read("slow_cutoff", o.slow_cutoff, at_least(0));
   r.read("confine", o.confine);

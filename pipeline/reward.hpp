@@ -1,5 +1,5 @@
 #pragma once
-// The reward stage's logic (ARCHITECTURE.md, "Reward"): a verdict becomes a scalar.
+// The reward stage's logic (docs/architecture.md, "Reward"): a verdict becomes a scalar.
 //
 //   not ok          -> 0
 //   ok              -> correctness_weight + speed_weight * clamp(1 + alpha (t_base / t_gen - 1), 0, 2)

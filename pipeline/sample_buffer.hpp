@@ -1,5 +1,5 @@
 #pragma once
-// The buffer stage's logic (ARCHITECTURE.md, "Buffer"): scored samples in, training batches of
+// The buffer stage's logic (docs/architecture.md, "Buffer"): scored samples in, training batches of
 // whole GRPO groups out.
 //
 // - A sample whose (prompt_hash, code_hash) was seen before is a duplicate: dropped and counted.

@@ -1,6 +1,6 @@
 #pragma once
 // The vocabulary of a topology: the stage actors a process can host and the bus links between them,
-// following the data flow in ARCHITECTURE.md.
+// following the data flow in docs/architecture.md.
 
 #include <array>
 #include <cstddef>

@@ -30,7 +30,7 @@ bool valid_arch(const std::string& arch);
 /// sees the same macros (__CUDA_ARCH_FEAT_SM90_ALL) as the build.
 std::vector<std::string> arch_flags(const std::string& arch);
 
-/// The fixed nvcc command line for a candidate (ARCHITECTURE.md): -O3, machine code for `arch`
+/// The fixed nvcc command line for a candidate (docs/kernel-abi.md): -O3, machine code for `arch`
 /// only (`-gencode arch=compute_XX,code=sm_XX`: no embedded PTX), -shared, -fPIC, linking only the
 /// CUDA runtime.
 std::vector<std::string> compile_command(const toolchain& tc, const std::string& source,

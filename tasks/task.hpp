@@ -1,5 +1,5 @@
 #pragma once
-// A kernel problem in plain C++: the task format of ARCHITECTURE.md ("The task format") after
+// A kernel problem in plain C++: the task format of docs/task-format.md after
 // parsing and validation. Stage logic works on this struct; tasks travel in messages as
 // wire::TaskT (tasks/task_wire.hpp converts both ways).
 

@@ -1,5 +1,5 @@
 #pragma once
-// Adaptive coefficient of the KL penalty to the reference policy (ARCHITECTURE.md, "Trainer").
+// Adaptive coefficient of the KL penalty to the reference policy (docs/architecture.md, "Trainer").
 //
 // Every training step reports its mean KL (k3 estimator, token mean). The controller keeps the mean
 // over a sliding window of the last `window` steps inside [target_low, target_high]: after each step,

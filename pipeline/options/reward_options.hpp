@@ -1,5 +1,5 @@
 #pragma once
-// Settings of the reward stage, from the manifest's [reward] table (formula in ARCHITECTURE.md):
+// Settings of the reward stage, from the manifest's [reward] table (formula in docs/architecture.md):
 // reward = correctness_weight * 1 + speed_weight * clamp(1 + alpha * (t_base / t_gen - 1), 0, 2)
 // for a correct kernel, 0 otherwise.
 

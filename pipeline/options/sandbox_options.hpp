@@ -37,7 +37,7 @@ struct sandbox_options {
   std::string cache_dir;
   /// Wall-clock limit for one candidate (compile + verify + time), in seconds. > 0.
   double timeout_s = 60.0;
-  /// Timed trials per kernel; the median is reported. >= 30 (ARCHITECTURE.md: honest measurement),
+  /// Timed trials per kernel; the median is reported. >= 30 (docs/sandbox.md: honest timing),
   /// at most max_trials.
   int trials = 30;
   /// A kernel whose first 3 trials each take over this many times the eager baseline's median is

@@ -9,7 +9,7 @@ the primary shapes). Standard library only:
 
     python3 tasks/builtin/generate.py [--out DIR]
 
-Conventions (see ../../../shared/ARCHITECTURE.md, "The task format"):
+Conventions (see docs/task-format.md):
 - ids are "l1/<op>" for single operators and "l2/<chain>" for fused chains of 2-5 ops, after
   KernelBench's levels;
 - the primary shapes are sized so the eager reference takes >= ~0.1 ms on an H200 (memory-bound

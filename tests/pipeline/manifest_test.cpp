@@ -85,7 +85,7 @@ TEST_CASE("the embedded default parses, validates and runs everything in one loc
   REQUIRE(m->gpu_groups.size() == 2);
   CHECK(m->gpu_groups[0].automatic);
   CHECK(m->gpu_groups[1].automatic);
-  // ARCHITECTURE.md's defaults.
+  // The defaults docs/manifest.md states.
   CHECK(m->sampler.group_size == 8);
   CHECK(m->sampler.temperature == doctest::Approx(0.8));
   CHECK(m->reward.alpha == doctest::Approx(2.0));
