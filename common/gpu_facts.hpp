@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/gpu_arch.hpp"
+
 namespace kforge {
 
 struct gpu_facts {
@@ -18,7 +20,15 @@ struct gpu_facts {
   std::int64_t l2_bytes = 0;
   std::int64_t memory_bytes = 0;
   double memory_bandwidth_gbs = 0;       ///< peak, from memory clock and bus width (0: unknown)
-  std::string arch() const { return "sm_" + std::to_string(major) + std::to_string(minor); }
+  /// The nvcc target kernels for this GPU are built for, when that is set rather than derived
+  /// from the compute capability (an explicit [sandbox] arch, or the compile-only default): a
+  /// setting, not a fact of the device, so JSON does not carry it.
+  std::string build_arch;
+  /// The nvcc target the sandbox builds for this GPU (what prompts state): build_arch when set,
+  /// else the compute capability's (gpu_arch.hpp); "" when neither is known.
+  std::string arch() const {
+    return build_arch.empty() ? arch_for_compute_capability(major, minor) : build_arch;
+  }
 };
 
 }  // namespace kforge

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/gpu_arch.hpp"
 #include "pipeline/endpoint_check.hpp"
 #include "pipeline/manifest_internal.hpp"
 
@@ -358,6 +359,9 @@ void read_sandbox(table_reader r, sandbox_options& o) {
                 {{"stand-in", sandbox_backend::stand_in}, {"nvcc", sandbox_backend::nvcc}});
   r.read("runners_per_gpu", o.runners_per_gpu, 1, max_runners_per_gpu);
   r.read("reference_servers", o.reference_servers, 0, 64);
+  if (r.read("arch", o.arch) && o.arch != auto_arch && !valid_arch(o.arch))
+    r.fail("arch", "expected \"auto\" (the sandbox GPU's architecture) or one nvcc target such as "
+                   "\"sm_80\", \"sm_89\", \"sm_90a\", \"sm_100a\", got \"" + o.arch + "\"");
   r.read("cache_dir", o.cache_dir);
   r.read("timeout_s", o.timeout_s, above(0));
   // docs/sandbox.md: the median of at least 30 trials, or the timing is not honest.

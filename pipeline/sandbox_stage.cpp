@@ -110,6 +110,7 @@ result<std::shared_ptr<actors::sandbox_logic>> shared_nvcc_sandbox(const manifes
 
   sandbox::pool_options po;
   const auto& so = m.sandbox;
+  po.eval.compile.arch = so.arch;  // "auto": the pool resolves it from its first GPU's facts
   po.eval.compile.cache_dir =
       so.cache_dir.empty() ? m.run.run_dir + "/compile-cache" : so.cache_dir;
   po.eval.compile.time_limit = std::chrono::milliseconds(static_cast<long>(so.timeout_s * 1000));

@@ -3,8 +3,10 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
+#include "common/gpu_arch.hpp"
 #include "common/text_file.hpp"
 #include "sandbox/pool.hpp"
 #include "tasks/builtin.hpp"
@@ -27,9 +29,27 @@ task_generator_options task_generator_options_from(const manifest& m) {
   o.curriculum.floor = m.tasks.floor;
   o.curriculum.unseen_bonus = m.tasks.unseen_bonus;
   o.hardware = m.tasks.gpu;
+  // The prompts say what the real sandbox compiles for: a set [sandbox] arch as it is ("auto" is
+  // the GPU's own target, which make_task_generator settles once the facts are known).
+  if (m.sandbox.backend == sandbox_backend::nvcc && m.sandbox.arch != auto_arch)
+    o.hardware.build_arch = m.sandbox.arch;
   o.prompt_template_path = m.tasks.prompt_template;
   return o;
 }
+
+namespace {
+
+// The target the prompts state under [sandbox] arch = "auto", as the pool resolves it
+// (sandbox/pool.hpp resolve_arch). "" (derived from the stated facts) where they have a compute
+// capability: the sandbox's first GPU's, or [tasks.gpu]'s, the user's word for the judging GPU.
+// Else the sandbox's first GPU's, asked for it alone; with no sandbox GPU, the compile-only one.
+std::string auto_build_arch(const gpu_facts& stated, const std::optional<gpu_facts>& sandbox_gpu) {
+  if (stated.major > 0) return "";
+  if (sandbox_gpu) return sandbox_gpu->arch();
+  return std::string(default_arch);
+}
+
+}  // namespace
 
 result<std::vector<tasks::task>> task_pool(const tasks_options& o) {
   result<std::vector<tasks::task>> pool = std::vector<tasks::task>{};
@@ -73,15 +93,22 @@ result<std::shared_ptr<task_generator>> make_task_generator(const manifest& m,
   o.state_file = state_file;
   // Without [tasks.gpu], the prompts describe the GPU the kernels will be judged on: the real
   // sandbox workers' first GPU, asked once at start-up (the sandbox needs that GPU's children to
-  // work anyway). Compile-only or the stand-in sandbox: "unknown".
-  if (o.hardware.name.empty() && m.sandbox.backend == sandbox_backend::nvcc) {
+  // work anyway). Compile-only or the stand-in sandbox: "unknown". Under arch = "auto" the
+  // prompts' target is that GPU's too, so it is asked even with a [tasks.gpu] that names no
+  // compute capability.
+  if (m.sandbox.backend == sandbox_backend::nvcc) {
+    const bool automatic = m.sandbox.arch == auto_arch;
     const auto gpus = stage_gpus(m, actor_kind::sandbox_worker);
     if (!gpus) return error{"task generator: " + gpus.message()};
-    if (!gpus->empty()) {
+    std::optional<gpu_facts> sandbox_gpu;
+    if (!gpus->empty() && (o.hardware.name.empty() || (automatic && o.hardware.major <= 0))) {
       auto facts = sandbox::probe_gpu_facts(gpus->front());
       if (!facts) return error{"task generator: the prompts' GPU facts: " + facts.message()};
-      o.hardware = *facts;
+      sandbox_gpu = *facts;
     }
+    const std::string build_arch = o.hardware.build_arch;
+    if (o.hardware.name.empty() && sandbox_gpu) o.hardware = *sandbox_gpu;
+    o.hardware.build_arch = automatic ? auto_build_arch(o.hardware, sandbox_gpu) : build_arch;
   }
   return task_generator::create(std::move(pool).value(), std::move(o));
 }

@@ -37,8 +37,9 @@
 namespace kforge::sandbox {
 
 struct compile_options {
-  /// nvcc -arch, e.g. "sm_90a" (H100/H200 with wgmma/TMA), "sm_80".
-  std::string arch = "sm_90a";
+  /// The one nvcc target, e.g. "sm_90a" (H100/H200 with wgmma/TMA), "sm_80". A pool resolves
+  /// "auto" to its GPU's (pool.hpp) before any compile; the default is the compile-only one.
+  std::string arch = std::string(default_arch);
   /// Libraries the task allows; cuBLAS is linked only when set.
   library_permissions libraries;
   /// Wall-clock limit for nvcc and everything it runs.

@@ -26,7 +26,9 @@ inline CLI::App* add_eval_subcommand(CLI::App& app, eval_options& opt) {
   cmd->add_flag("--no-cache", opt.no_cache, "Compile every candidate afresh");
   cmd->add_flag("--reuse-repeats", opt.reuse_repeats,
                 "Judge a task's identical sources once (they share inputs); copies say \"reused\"");
-  cmd->add_option("--arch", opt.arch, "nvcc -arch (default sm_90a)");
+  cmd->add_option("--arch", opt.arch,
+                  "nvcc target, e.g. sm_80, sm_89, sm_90a, sm_100a (default auto: the sandbox GPU's "
+                  "architecture; sm_90a with no GPU)");
   cmd->add_option("--time-limit-ms", opt.time_limit_ms, "Per-candidate verify + time budget");
   cmd->add_option("--slow-cutoff", opt.slow_cutoff,
                   "Time a kernel over this many times the eager baseline in 3 trials, not 30 "

@@ -24,7 +24,8 @@ struct eval_options {
   std::uint64_t seed = 0;   ///< 0: a random seed (printed)
   std::string cache;        ///< compile cache; empty: $XDG_CACHE_HOME/kforge/compile
   bool no_cache = false;
-  std::string arch = "sm_90a";
+  /// nvcc target; "auto": the first GPU's (sm_90a with none), sandbox/pool.hpp resolve_arch.
+  std::string arch = "auto";
   int time_limit_ms = 20'000;
   /// A task's repeated sources are judged once (sandbox/repeat_verdicts.hpp): a task's
   /// candidates share their inputs, so a repeat's verdict line is the first's, marked "reused".

@@ -27,7 +27,24 @@ std::string sandbox_program();
 /// context). An error when the GPU or the server does not work.
 result<gpu_facts> probe_gpu_facts(int gpu);
 
+/// The nvcc target a sandbox builds for, and how it was chosen (for the banner), e.g.
+/// {"sm_90a", "auto: GPU 0's compute capability 9.0"}.
+struct resolved_arch {
+  std::string arch;
+  std::string how;
+  bool automatic = false;  ///< from "auto": every GPU of the pool must want this same target
+};
+
+/// `setting` (pool_options: "auto" or one valid_arch target) for a sandbox whose first GPU has
+/// the facts `first_gpu` (none: compile-only). An explicit target stays as it is; "auto" is the
+/// first GPU's target (arch_for_compute_capability), or default_arch with no GPU to ask. An error
+/// names a malformed setting or a GPU whose compute capability is unknown.
+result<resolved_arch> resolve_arch(const std::string& setting, const std::optional<gpu_facts>& first_gpu);
+
 struct pool_options {
+  /// eval.compile.arch may be "auto" (common/gpu_arch.hpp): create resolves it (resolve_arch)
+  /// before the evaluator is made, so every compile, static check and the cache key use the
+  /// resolved target.
   evaluator_options eval;
   /// CUDA ordinals to run on; empty with compile_only=false: every visible GPU.
   std::vector<int> gpus;
@@ -58,8 +75,12 @@ class sandbox_pool {
   status start_all();
   /// Facts of the first GPU, if any.
   std::optional<gpu_facts> facts() const { return facts_; }
-  /// One line: "2 GPUs (NVIDIA H200, sm_90), 4 runners each, nvcc 13.0" or "compile-only: ...".
+  /// One line: "2 GPU(s) (NVIDIA H200), 4 runner(s) each, nvcc 13.0, for sm_90a (auto: ...)" or
+  /// "compile-only (...), nvcc 13.0, for sm_90a (...)".
   std::string describe() const;
+  /// The target every candidate is compiled for (eval().options().compile.arch), and how it was
+  /// chosen.
+  const resolved_arch& arch() const noexcept { return arch_; }
   const evaluator& eval() const noexcept { return *evaluator_; }
   /// Where the runners' time went so far, summed over GPUs (run_phases).
   run_phases phases() const;
@@ -77,6 +98,7 @@ class sandbox_pool {
   std::condition_variable free_cv_;
   std::vector<std::unique_ptr<runner>> free_;
   std::string compile_only_reason_;
+  resolved_arch arch_;
 };
 
 }  // namespace kforge::sandbox

@@ -46,8 +46,8 @@ struct check_options {
   library_permissions libraries;
   /// When set, also check nvcc's preprocessed output (step 2). Not owned.
   const toolchain* preprocess_with = nullptr;
-  /// -arch for preprocessing, as for the build.
-  std::string arch = "sm_90a";
+  /// -arch for preprocessing, as for the build (the evaluator passes compile_options::arch).
+  std::string arch = std::string(default_arch);
   /// Limits of the `nvcc -E` run; an overrun is a rejection (macro bombs).
   std::chrono::milliseconds preprocess_time_limit{30'000};
   std::uint64_t preprocess_memory_bytes = 2ull << 30;

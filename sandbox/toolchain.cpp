@@ -63,11 +63,6 @@ std::vector<std::string> compile_command(const toolchain& tc, const std::string&
   return cmd;
 }
 
-bool valid_arch(const std::string& arch) {
-  static const std::regex form(R"((sm|compute)_[0-9]+[af]?)");
-  return std::regex_match(arch, form);
-}
-
 std::vector<std::string> arch_flags(const std::string& arch) {
   const std::string virt = arch.rfind("sm_", 0) == 0 ? "compute_" + arch.substr(3) : arch;
   return {"-gencode", "arch=" + virt + ",code=" + arch};

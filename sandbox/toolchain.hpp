@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu_arch.hpp"
 #include "common/result.hpp"
 
 namespace kforge::sandbox {
@@ -19,9 +20,9 @@ struct toolchain {
 /// Finds nvcc: $KFORGE_NVCC, then PATH, then /usr/local/cuda/bin. The error says where it looked.
 result<toolchain> find_toolchain();
 
-/// Whether nvcc can build for `arch` the sandbox's way: sm_NN or compute_NN, optionally with an
-/// `a` or `f` suffix (nvcc's native/all/all-major name no single target).
-bool valid_arch(const std::string& arch);
+/// Whether nvcc can build for `arch` the sandbox's way (common/gpu_arch.hpp, where the manifest
+/// reader finds it too).
+using kforge::valid_arch;
 
 /// nvcc's flags for machine code of `arch` only: "sm_90a" -> -gencode arch=compute_90a,code=sm_90a.
 /// `-arch=sm_90a` would also embed PTX for compute_90 and compute_90a (for JIT on GPUs not yet

@@ -235,7 +235,8 @@ std::map<std::string, std::string> prompt_values(const task& t, const hardware_c
   const bool cc = hw.major > 0;
   v["compute_capability"] =
       cc ? std::to_string(hw.major) + "." + std::to_string(hw.minor) : unknown;
-  v["arch"] = cc ? "sm_" + std::to_string(hw.major) + std::to_string(hw.minor) : unknown;
+  // The target the sandbox compiles for (sm_90a on an H100, not sm_90: its wgmma needs the `a`).
+  v["arch"] = hw.arch().empty() ? unknown : hw.arch();
   v["sm_count"] = or_unknown(hw.sm_count);
   v["shared_per_block"] = format_bytes(hw.shared_per_block, true);
   v["shared_per_block_optin"] = format_bytes(hw.shared_per_block_optin, true);

@@ -33,6 +33,10 @@ struct sandbox_options {
   /// Reference server processes per GPU (expected outputs, baseline timing; each with its own CUDA
   /// context); a candidate's task picks one. 0: one per runner. >= 0.
   int reference_servers = 0;
+  /// The nvcc target candidates are compiled for: "auto" (the architecture of the sandbox's first
+  /// GPU, from its compute capability: sm_80, sm_89, sm_90a, sm_100a, sm_120, ...; sm_90a on a
+  /// compile-only host) or one target such as "sm_80" (common/gpu_arch.hpp valid_arch).
+  std::string arch = "auto";
   /// Compile cache directory; empty: RUN_DIR/compile-cache.
   std::string cache_dir;
   /// Wall-clock limit for one candidate (compile + verify + time), in seconds. > 0.

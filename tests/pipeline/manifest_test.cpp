@@ -101,6 +101,7 @@ TEST_CASE("the embedded default parses, validates and runs everything in one loc
   CHECK(m->sandbox.slow_cutoff == doctest::Approx(20.0));
   CHECK(m->sandbox.confine);
   CHECK(m->sandbox.confirm_speedup == doctest::Approx(5.0));
+  CHECK(m->sandbox.arch == "auto");  // the sandbox GPU's target, whatever GPU that is
 }
 
 TEST_CASE("a multi-process manifest with tcp and ipc endpoints parses with the right counts") {
@@ -314,6 +315,17 @@ TEST_CASE("out-of-range values name the key, the bound and the value") {
     CHECK_FALSE(open->sandbox.confine);
   }
   CHECK(has(rejected(minimal + "[sandbox]\nreuse_verdicts = \"run\"\n"), "sandbox.reuse_verdicts"));
+  // arch: "auto" or one nvcc target; nvcc's multi-target names and extra flags are not one target.
+  CHECK(parse_manifest(minimal, "t.toml")->sandbox.arch == "auto");
+  for (const char* arch : {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120"}) {
+    auto set = parse_manifest(minimal + "[sandbox]\narch = \"" + arch + "\"\n", "t.toml");
+    REQUIRE_MESSAGE(set.ok(), set.message());
+    CHECK(set->sandbox.arch == arch);
+  }
+  for (const char* arch : {"native", "all-major", "sm_90a -G", "90", ""})
+    CHECK(has(rejected(minimal + "[sandbox]\narch = \"" + arch + "\"\n"),
+              "sandbox.arch: expected \"auto\" (the sandbox GPU's architecture) or one nvcc target such as "
+              "\"sm_80\", \"sm_89\", \"sm_90a\", \"sm_100a\", got \"" + std::string(arch) + "\""));
   {
     auto task = parse_manifest(minimal + "[sandbox]\nreuse_verdicts = \"task\"\n", "t.toml");
     REQUIRE_MESSAGE(task.ok(), task.message());

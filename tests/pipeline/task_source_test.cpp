@@ -144,7 +144,26 @@ TEST_CASE("[tasks] settings reach the generator: sampling, curriculum knobs, GPU
   REQUIRE_MESSAGE(g.ok(), g.message());
   auto rs = (*g)->next(0);
   REQUIRE(rs.ok());
-  CHECK(rs->front().prompt == "Task " + rs->front().task->id + " on NVIDIA H200 (sm_90)\n");
+  // The target the sandbox compiles for on that GPU (Hopper's `a` one), not the bare sm_90.
+  CHECK(rs->front().prompt == "Task " + rs->front().task->id + " on NVIDIA H200 (sm_90a)\n");
+  const auto first_prompt = [](const manifest& mf) {
+    auto gen = make_task_generator(mf);
+    REQUIRE_MESSAGE(gen.ok(), gen.message());
+    return (*gen)->next(0)->front().prompt;
+  };
+  // A set [sandbox] arch is what the prompts state.
+  const std::string gpu = "prompt_template = \"" + tmpl + "\"\n[tasks.gpu]\nname = \"NVIDIA H200\"\n";
+  auto set = with_tasks(gpu + "compute_capability = \"9.0\"\n");
+  set.sandbox.arch = "sm_80";
+  CHECK(has(first_prompt(set), "on NVIDIA H200 (sm_80)\n"));
+  // auto with no compute capability to go by and no sandbox GPU (no GPU groups, so none is
+  // asked, on any host): the compile-only sandbox's target.
+  auto no_cc = with_tasks(gpu);
+  no_cc.gpu_groups.clear();
+  CHECK(has(first_prompt(no_cc), "on NVIDIA H200 (sm_90a)\n"));
+  // The stand-in sandbox compiles nothing: the facts' own target, here unknown.
+  no_cc.sandbox.backend = sandbox_backend::stand_in;
+  CHECK(has(first_prompt(no_cc), "on NVIDIA H200 (unknown)\n"));
 
   // A template with an unknown placeholder stops the run at start-up, naming it.
   const auto broken = dir.write("broken.txt", "{{task_id}} {{gpu_nmae}}\n");

@@ -1,6 +1,6 @@
 // Compiling candidates with the real nvcc (no GPU needed): status, diagnostics, resource usage,
-// limits, library checks and the cache. Few real compiles (each takes seconds on CI); the parsers
-// are tested on strings in diagnostics_test.cpp.
+// limits, library checks, the cache, and the targets of GPUs other than Hopper. Few real compiles
+// (each takes seconds on CI); the parsers are tested on strings in diagnostics_test.cpp.
 #include "sandbox/compiler.hpp"
 
 #include <doctest/doctest.h>
@@ -9,10 +9,15 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "sandbox/compile_cache.hpp"
+#include "common/gpu_arch.hpp"
 #include "common/subprocess.hpp"
+#include "sandbox/pool.hpp"
 #include "sandbox/verdict_encoding.hpp"
 
 using namespace kforge::sandbox;
@@ -338,4 +343,136 @@ TEST_CASE("run_limited applies rlimits, environment and kills the whole group at
   r = kforge::run_limited({"/nonexistent/kforge-tool"}, lim);
   REQUIRE(r.ok());
   CHECK(r->exit_code == 127);
+}
+
+// ---- targets other than Hopper's -----------------------------------------------------------
+
+namespace {
+
+// The toolchain, or why an arch test is skipped (shown, not silent).
+const toolchain* nvcc_or_skip() {
+  static const auto tc = find_toolchain();
+  if (!tc) MESSAGE("skipped: no CUDA toolchain (" << tc.message() << ")");
+  return tc ? &*tc : nullptr;
+}
+
+kforge::gpu_facts gpu(const std::string& name, int major, int minor) {
+  kforge::gpu_facts f;
+  f.name = name;
+  f.major = major;
+  f.minor = minor;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("arch: the known-good candidate compiles for sm_80 (A100) and sm_89 (L40S), a cache entry each") {
+  const toolchain* tc = nvcc_or_skip();
+  if (!tc) return;
+  temp_dir cache("compile-arch");
+  std::vector<std::string> keys;
+  for (const std::string arch : {"sm_80", "sm_89"}) {
+    CAPTURE(arch);
+    compile_options opt;
+    opt.cache_dir = cache.path.string();
+    opt.arch = arch;
+    const auto r = compile(*tc, known_good_candidate(), opt);
+    INFO(r.reason << "\n" << r.log);
+    REQUIRE(r.status == compile_status::ok);
+    CHECK_FALSE(r.cache_hit);
+    REQUIRE(r.resources.size() == 1);
+    CHECK(r.resources[0].registers > 0);
+    // Machine code for that target, not Hopper's: ptxas names the target it compiled each kernel for.
+    CHECK(r.log.find("for '" + arch + "'") != std::string::npos);
+    CHECK(r.log.find("sm_90") == std::string::npos);
+    keys.push_back(r.cache_key);
+  }
+  CHECK(keys[0] != keys[1]);
+  CHECK(cache.entries() == 2);
+}
+
+TEST_CASE("arch: a GPU's compute capability names its nvcc target") {
+  using kforge::arch_for_compute_capability;
+  CHECK(arch_for_compute_capability(8, 0) == "sm_80");    // A100
+  CHECK(arch_for_compute_capability(8, 6) == "sm_86");    // A10, RTX 30
+  CHECK(arch_for_compute_capability(8, 9) == "sm_89");    // L40S, RTX 40
+  CHECK(arch_for_compute_capability(9, 0) == "sm_90a");   // H100/H200: wgmma needs the `a`
+  CHECK(arch_for_compute_capability(10, 0) == "sm_100a"); // B200: tcgen05 needs the `a`
+  CHECK(arch_for_compute_capability(10, 3) == "sm_103a"); // B300
+  CHECK(arch_for_compute_capability(12, 0) == "sm_120");  // RTX 50, RTX PRO 6000
+  CHECK(arch_for_compute_capability(0, 0).empty());       // unknown
+  // What the prompts state: the derived target, or the one the sandbox was set to.
+  auto h200 = gpu("NVIDIA H200", 9, 0);
+  CHECK(h200.arch() == "sm_90a");
+  h200.build_arch = "sm_90";
+  CHECK(h200.arch() == "sm_90");
+}
+
+TEST_CASE("arch: every target the compute capabilities of current GPUs give is one nvcc builds") {
+  const toolchain* tc = nvcc_or_skip();
+  if (!tc) return;
+  auto listed = kforge::run_process({tc->nvcc, "--list-gpu-code"}, std::chrono::seconds(30));
+  REQUIRE(listed.ok());
+  INFO(listed->output);
+  const std::vector<std::pair<int, int>> current = {{8, 0}, {8, 6}, {8, 9}, {9, 0}, {10, 0}, {12, 0}};
+  for (const auto& [major, minor] : current) {
+    std::string arch = kforge::arch_for_compute_capability(major, minor);
+    CAPTURE(arch);
+    CHECK(valid_arch(arch));
+    // nvcc lists the family targets; an `a` target exists where its family's does.
+    if (arch.back() == 'a') arch.pop_back();
+    CHECK(listed->output.find(arch + "\n") != std::string::npos);
+  }
+}
+
+TEST_CASE("arch: auto is the first GPU's target, sm_90a with no GPU; a set one stays; a bad one fails") {
+  auto a100 = resolve_arch("auto", gpu("NVIDIA A100-SXM4-80GB", 8, 0));
+  REQUIRE(a100.ok());
+  CHECK(a100->arch == "sm_80");
+  CHECK(a100->automatic);
+  CHECK(a100->how == "auto: NVIDIA A100-SXM4-80GB's compute capability 8.0");
+  auto b200 = resolve_arch("auto", gpu("NVIDIA B200", 10, 0));
+  REQUIRE(b200.ok());
+  CHECK(b200->arch == "sm_100a");
+
+  auto none = resolve_arch("auto", std::nullopt);
+  REQUIRE(none.ok());
+  CHECK(none->arch == "sm_90a");
+  CHECK(none->how.find("no GPU to ask") != std::string::npos);
+
+  // A set target wins over the GPU's.
+  auto set = resolve_arch("sm_89", gpu("NVIDIA H100", 9, 0));
+  REQUIRE(set.ok());
+  CHECK(set->arch == "sm_89");
+  CHECK_FALSE(set->automatic);
+
+  auto bad = resolve_arch("native", std::nullopt);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.message().find("'native'") != std::string::npos);
+  auto unknown = resolve_arch("auto", gpu("mystery", 0, 0));
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.message().find("no compute capability") != std::string::npos);
+}
+
+TEST_CASE("arch: a compile-only pool under auto compiles for sm_90a and its banner says so") {
+  if (!nvcc_or_skip()) return;
+  pool_options po;
+  po.eval.compile.arch = "auto";
+  po.compile_only = true;
+  auto pool = sandbox_pool::create(po);
+  REQUIRE_MESSAGE(pool.ok(), pool.message());
+  CHECK((*pool)->arch().arch == "sm_90a");
+  CHECK((*pool)->eval().options().compile.arch == "sm_90a");
+  CHECK((*pool)->describe().find("for sm_90a (auto with no GPU to ask") != std::string::npos);
+
+  po.eval.compile.arch = "sm_80";
+  pool = sandbox_pool::create(po);
+  REQUIRE_MESSAGE(pool.ok(), pool.message());
+  CHECK((*pool)->eval().options().compile.arch == "sm_80");
+  CHECK((*pool)->describe().find("for sm_80 (set)") != std::string::npos);
+
+  po.eval.compile.arch = "sm_90a -G";
+  pool = sandbox_pool::create(po);
+  REQUIRE_FALSE(pool.ok());
+  CHECK(pool.message().find("'sm_90a -G'") != std::string::npos);
 }

@@ -71,7 +71,8 @@ TEST_CASE("a prompt shows the task, its shapes and dtypes, the ABI and its rules
   CHECK(contains(p, "kf_workspace_bytes"));
   // The GPU.
   CHECK(contains(p, "- Name: NVIDIA H200"));
-  CHECK(contains(p, "- Compute capability: 9.0 (compiled with nvcc -O3 -arch=sm_90)"));
+  // The target the sandbox compiles for on this GPU: Hopper's `a` one (wgmma).
+  CHECK(contains(p, "- Compute capability: 9.0 (compiled with nvcc -O3 -arch=sm_90a)"));
   CHECK(contains(p, "- SMs: 132"));
   CHECK(contains(p, "- Shared memory per block: 48 KiB (49152 bytes) (opt-in maximum: 227 KiB "
                     "(232448 bytes))"));
@@ -90,6 +91,23 @@ TEST_CASE("missing hardware facts read 'unknown'") {
   CHECK(contains(p, "- SMs: unknown"));
   CHECK(contains(p, "- L2 cache: unknown"));
   CHECK(contains(p, "peak bandwidth unknown"));
+  CHECK(contains(p, "-arch=unknown"));
+}
+
+TEST_CASE("the prompt's arch is the target the sandbox compiles for, on any GPU") {
+  hardware_context a100;
+  a100.name = "NVIDIA A100-SXM4-80GB";
+  a100.major = 8;
+  a100.minor = 0;
+  CHECK(contains(build_prompt(add_task(), a100), "9.0") == false);
+  CHECK(contains(build_prompt(add_task(), a100), "- Compute capability: 8.0 (compiled with nvcc -O3 -arch=sm_80)"));
+  hardware_context b200 = a100;
+  b200.major = 10;
+  CHECK(contains(build_prompt(add_task(), b200), "-arch=sm_100a)"));
+  // A target the sandbox was set to ([sandbox] arch) is stated as it is, even without the facts.
+  hardware_context set;
+  set.build_arch = "sm_89";
+  CHECK(contains(build_prompt(add_task(), set), "- Compute capability: unknown (compiled with nvcc -O3 -arch=sm_89)"));
 }
 
 TEST_CASE("cuBLAS permission and a task without variants are rendered") {
