@@ -21,7 +21,7 @@
 // from the CUDA caching allocator over the timed runs. Anchor: bench/hf_generate.py (sdpa
 // attention, bf16, do_sample with top_k = 0, min_new_tokens = max_new_tokens = K, the same warm-up
 // and R), as a subprocess after ours, with our model freed. Reported: median (min..max) of each
-// side and the ratio of the medians ours/HF (issue 5's goal: >= 2).
+// side and the ratio of the medians ours/HF (the engine's goal: >= 2).
 // Correctness while measuring: every row has K tokens inside the vocabulary with finite log-probs
 // <= 0, and the scoring pass the trainer runs (score_batch) reproduces the sampled log-probs of
 // two rows (bf16: mean |diff| < 0.05, max < 0.5; fp32: max < 1e-3). A failure exits 1.

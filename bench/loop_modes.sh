@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The same run in sync and in async mode on one host (issue 7): wall time per step and each GPU
+# The same run in sync and in async mode on one host: wall time per step and each GPU
 # group's idle fraction, from the two runs' summary.json (kforge run writes seconds_per_step and
 # gpu_groups; README "Idle GPU groups" says how they are measured). Goal: async <= 0.6x sync in
 # seconds per step when rollout and training take similar time.

@@ -1,4 +1,4 @@
-// trainer_bench: GRPO step throughput of the trainer, one GPU and data parallel (issue 6).
+// trainer_bench: GRPO step throughput of the trainer, one GPU and data parallel.
 //
 //   trainer_bench [--json FILE] [--steps R] [--groups G] [--samples N] [--prompt-len P]
 //                 [--completion-len C] [--micro-batch M] [--layers L] [--gpus K] [--fp32]

@@ -1,8 +1,8 @@
 #pragma once
 // Use of one physical GPU shared by the processes of a host, by flock on files named after it, so
 // that a sandbox's timed trial runs alone on its GPU: GPU contexts time-slice, and another
-// process's kernels stretch both the events and the wall time of a trial (session 12: with the
-// sampler generating on the same GPU, 22 % of the loop's verdicts were false hack_suspected).
+// process's kernels stretch both the events and the wall time of a trial (measured 2026-12-02: with
+// the sampler generating on the same GPU, 22 % of the loop's verdicts were false hack_suspected).
 //
 // Any number of shared users at once (a sandbox's verification, the sampler's decode steps), or
 // one exclusive user (a timed trial). An exclusive user first takes the gate, so that no new

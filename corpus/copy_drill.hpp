@@ -3,8 +3,8 @@
 // restating the task's reference ("The reference computes `...`."), on references whose op names
 // and numbers are replaced by random ones, so the restatement can only be copied, not recalled.
 //
-// Why: kforge-tiny (bench/RESULTS.md, sessions 6-7) learnt every boilerplate token of the corpus
-// and guessed the op names in the restatement from the ~50 ops it had seen instead of reading
+// Why: kforge-tiny v1-v5 (bench/RESULTS.md, 2026-11-30) learnt every boilerplate token of the
+// corpus and guessed the op names in the restatement from the ~50 ops it had seen instead of reading
 // them from the prompt; that one copy is ~1 % of a record's targets. A drill record is the prompt's
 // task section (a few hundred tokens instead of ~1,500) and the restatement alone, marked
 // "prefix_only" so pretraining learns no end of turn after it.

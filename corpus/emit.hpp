@@ -41,7 +41,7 @@ std::string forward_head();
 /// `kf_op(float x0, ..., float& y0, ...)` computes every output from one element of each operand.
 /// Every variant calls it, so the task's ops appear once in the file, right after the
 /// explanation that restates them (a small policy wrote a different op in each of vec4's four
-/// lanes when each lane spelled them out: kforge-tiny, session 10).
+/// lanes when each lane spelled them out: kforge-tiny v6, 2026-12-02).
 result<std::string> op_function(const tasks::task& t, const plan& p);
 
 /// "kf_op(<operand 0>, ..., <output 0>, ...);"

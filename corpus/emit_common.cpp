@@ -57,7 +57,7 @@ result<std::string> op_function(const tasks::task& t, const plan& p) {
   }
   // The comment restates the reference and its ops' formulas next to the code they become, so the
   // CUDA follows from the lines right above it (a small policy wrote its usual chain here when the
-  // op was only named ~200 tokens before: kforge-tiny v7, session 10).
+  // op was only named ~200 tokens before: kforge-tiny v7, 2026-12-02).
   std::string comment = "// One element of the reference";
   if (const auto body = reference_body(t); !body.empty()) comment += ": " + body;
   comment += "\n";

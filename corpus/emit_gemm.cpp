@@ -278,7 +278,7 @@ result<std::vector<kernel_variant>> emit_gemm(const tasks::task& t, const plan& 
       {0, "thread_per_row"}, {1, "block_tree"}, {1, "warp_shuffle"}};
   for (const auto& [gk, row_name] : pairs) {
     // A dense row program after a tiled product: the warp variant alone. With the block tree's
-    // two reducers the file ran past the 3,072 tokens kforge-tiny writes (session 17: ~3,300).
+    // two reducers the file ran past the 3,072 tokens kforge-tiny writes (~3,300, 2026-12-03).
     if (p.dense && gk == 1 && row_name == "block_tree") continue;
     const auto found = std::find(rows->names.begin(), rows->names.end(), row_name);
     if (found == rows->names.end()) continue;

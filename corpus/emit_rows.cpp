@@ -257,7 +257,7 @@ result<rows_code> rows_parts(const tasks::task& t, const plan& p) {
   c.types = p.dense ? dense_row_types(t, p) : row_types(t, p);
   // The sum and max helpers in every such kernel, whatever it reduces: a policy that learnt them
   // per program wrote calls to kf_warp_max or kf_block_sum in kernels that never defined them
-  // (session 14, losses and norms); a fixed pair is one thing to learn. Others as they are used.
+  // (kforge-tiny v10, losses and norms); a fixed pair is one thing to learn. Others as used.
   std::set<std::string> ops{"sum", "max"};
   for (int r : p.reductions) ops.insert(p.g.nodes[static_cast<std::size_t>(r)].op);
   // Rows longer than this get no thread-per-row variant (one thread walking millions of elements
@@ -367,7 +367,7 @@ std::string rows_explanation(const plan& p, const std::string& variant) {
   bool any_full = false;
   for (auto l : p.output_levels) any_full = any_full || l == level::full;
   // After a staged product's explanation, briefly: every token of a GEMM + row program counts
-  // against kforge-tiny's 3,072 (session 17: the strided ones ran to 4,500).
+  // against kforge-tiny's 3,072 (the strided ones ran to 4,500, measured 2026-12-03).
   if (p.dense && p.kind == plan_kind::gemm) {
     std::string s = "Each row of C (one per batch and m) is a row of the row program, its N elements "
                     "dense in the workspace; an operand of one row's shape, like a bias, is read at "

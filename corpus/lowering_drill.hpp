@@ -3,7 +3,7 @@
 // elementwise chains, cut right after kf_op, the device function that holds the task's math, and
 // the map kernel that calls it.
 //
-// Why: kforge-tiny v11 (bench/RESULTS.md, session 15) restated 313 of 456 held-out references
+// Why: kforge-tiny v11 (bench/RESULTS.md, 2026-12-02) restated 313 of 456 held-out references
 // exactly and then wrote the wrong math in kf_op for a third of the elementwise tasks:
 // `log1pf` became `expm1f`, `x * y` became `(x0 * x0)`, `threshold(x, 0.1, 20.0)` took 2.0. The
 // corpus shows each function in few places (synthesis puts log1p only after a positive-valued
@@ -11,9 +11,9 @@
 // takes a map task of the corpus, replaces each torch call by another the writer lowers with the
 // same kind of arguments (one tensor; a tensor and numbers; two tensors), each float by a random
 // one and each spaced binary operator by a random one, lowers it with the writer, and keeps the
-// completion up to the end of kf_op ("prefix_only": no end of turn is learnt there; since session
-// 18 up to the end of the map kernel after it, whose parameters follow kf_op's inputs). v12 (which
-// these drills made, session 16) passed those maps; its matrix products still took the layout of
+// completion up to the end of kf_op and of the map kernel after it, whose parameters follow
+// kf_op's inputs ("prefix_only": no end of turn is learnt there). v12 (made with drills cut
+// after kf_op, 2026-12-03) passed those maps; its matrix products still took the layout of
 // `torch.linear`'s weight for `torch.matmul(a, b)` and added an epilogue the reference does not
 // have, and its row programs summed for `amin` or squared a normalized value. So matrix products
 // with a fused epilogue are drilled too, cut after kf_store (the layout code comes before it), and

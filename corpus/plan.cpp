@@ -289,7 +289,7 @@ status plan_map(plan& p, const std::vector<std::vector<shape>>& sets, int leaf_g
 // last dim alone (rows = batch x M, N along each) and its other operands are dense too (the task's
 // inputs of the product are read through their strides, so they need not be operands); the
 // strided row program around a staged product ran to 11-13 k characters, more than kforge-tiny
-// writes in 3,072 tokens (bench/RESULTS.md, session 17).
+// writes in 3,072 tokens (bench/RESULTS.md, kforge-tiny v13, 2026-12-03).
 void decide_dense(plan& p, const tasks::task& t, const std::vector<std::vector<shape>>& sets) {
   const bool staged = p.kind == plan_kind::gemm;
   if (staged && p.d0 != p.iter_rank - 1) return;

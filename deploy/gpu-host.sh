@@ -121,11 +121,12 @@ fi
       cp "$build/run/summary.json" "$out/run_summary.json" 2>/dev/null
       cp "$build/run/train.jsonl" "$out/run_train.jsonl" 2>/dev/null
     fi
-    # Issue 8's demonstration, over several device calls (10 minutes each) on one machine kept warm
+    # The demonstration (RL of the shipped model, measured on held-out tasks before and after), over
+    # several device calls (10 minutes each) on one machine kept warm
     # (it is given back after 30 idle seconds or 30 minutes held, and $build/demo with it):
     #   1. demobefore (with the build): the shipped model on the 57 held-out tasks, G = 8;
     #   2. demorun: the embedded default for KFORGE_DEMO_SECONDS (default 450, the default's own
-    #      limit since session 24: one call, 546 s with a fresh build in session 22; the longest
+    #      time_limit_s: one call, 546 s with a fresh build, measured 2026-12-03; the longest
     #      drain, final checkpoint and shutdown the head allows (85 s) could take it past 600 s);
     #   3. (a longer run) demorun again: resumes the run from its newest complete checkpoint for as
     #      long again;
@@ -198,7 +199,7 @@ fi
       done
     fi
     if asked loopnccl && [[ $gpus -ge 2 ]]; then
-      # Issue 6: weights by NCCL broadcast from the trainer's process (GPU 1) to a sampler process
+      # Weights by NCCL broadcast from the trainer's process (GPU 1) to a sampler process
       # (GPU 0). Passes when every step published by NCCL and the last step's samples carry the
       # version before it (sync mode: step s samples with version s).
       loop_run gpu_loop_nccl loop-nccl "loop: weights by NCCL, 2 processes" loop-nccl.log
@@ -207,7 +208,7 @@ fi
       cp "$build/loop-nccl/train.jsonl" "$out/loop_nccl_train.jsonl" 2>/dev/null
     fi
     if asked loopranks && [[ $gpus -ge 3 ]]; then
-      # Issue 6: the trainer's ranks as processes on GPUs 1 and 2 (NCCL, the unique id sent to the
+      # The trainer's ranks as processes on GPUs 1 and 2 (NCCL, the unique id sent to the
       # rank process), rollout on GPU 0. Passes when the trainer reported its rank process joined and
       # train.jsonl has every step.
       loop_run gpu_loop_ranks loop-ranks "loop: trainer ranks as processes" loop-ranks.log
@@ -216,10 +217,10 @@ fi
          [[ \$(grep -c . '$build/loop-ranks/train.jsonl') -ge 4 ]]"
     fi
     if asked loopmodes; then
-      # Issue 7: the loop's manifest in sync and then async mode, seconds per step and each GPU
+      # The loop's manifest in sync and then async mode, seconds per step and each GPU
       # group's idle fraction (bench/loop_modes.sh). Two more runs of the loop, so not in "all".
       # Async can only gain where rollout and training have GPUs of their own: 2+ GPUs. These
-      # settings give rollout and training similar busy times on 2 H200s (session 5: balance
+      # settings give rollout and training similar busy times on 2 H200s (2026-11-30: balance
       # 0.76-0.86; bench/RESULTS.md); the bench prints the balance it got.
       # KFORGE_LOOPMODES_ARGS replaces them.
       random_model
@@ -231,8 +232,8 @@ fi
     fi
     # The corpus writer's kernels are checked on a GPU before a model learns from them, when the
     # build has the test (KFORGE_TARGETS="kforge test_corpus_gpu"): a failing family stops make_tiny
-    # (the writer's kernels are not run when the corpus is built; session 17 changed the GEMM + row
-    # programs on the CPU).
+    # (the writer's kernels are not run when the corpus is built, so a change to the writer made on
+    # a CPU host is first run here).
     if asked tiny; then
       if [[ -x $build/tests/corpus/test_corpus_gpu ]] &&
         ! step "corpus variants through the sandbox (gate)" corpus-gpu.log "$build/tests/corpus/test_corpus_gpu"; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A model measured on held-out tasks the way issue 8 asks: G samples per task (kforge sample), every
+# A model measured on held-out tasks: G samples per task (kforge sample), every
 # sample through the sandbox (kforge eval). The measure make_tiny.sh's heldout step and the
 # demonstration's before/after (gpu-host.sh demobefore, demoafter) share.
 #   deploy/heldout_eval.sh --kforge BIN --model DIR --out DIR [--tasks FILE] [--gpu N]
@@ -16,8 +16,8 @@
 # measured with it are checked on the same inputs. A task's samples share those inputs, so a
 # sample that repeats an earlier one's source gets its verdict ("reused"; kforge eval
 # --reuse-repeats) instead of being compiled, checked and timed again: the same verdict but for
-# timing noise: v12's eval took 97 s instead of 181 s, every status the same (session 16).
-# Measures before session 16 timed every repeat.
+# timing noise: v12's eval took 97 s instead of 181 s, every status the same (2026-12-03).
+# Measures recorded before 2026-12-03 timed every repeat.
 # --only sample / --only eval: one half, so that several sets can be sampled at once (the sampler
 # leaves most of the GPU idle) and then judged one after another (timing wants the GPU alone):
 # the same commands as the whole measure, so the same protocol.

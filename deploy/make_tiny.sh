@@ -31,13 +31,13 @@
 # first, and the corpus is several times larger (CPU synthesis, only held-out tasks excluded):
 # 3 / 160 correct. Those models learnt every token but the copied op names (teacher-forced, a
 # training record's first miss is the op in the restated reference), so the loss now weighs the
-# first completion tokens 10x (--lead-tokens 48 --lead-weight 10). Session 7: that raised exact
-# restatements of the held-out references from 6 to 21 of 160 (3 of 20 tasks; its verdicts were not
+# first completion tokens 10x (--lead-tokens 48 --lead-weight 10). v4 (2026-11-30): that raised
+# exact restatements of the held-out references from 6 to 21 of 160 (3 of 20 tasks; its verdicts were not
 # measured: the eval ran out of time), and showed a format gap: the samples wrote
 # `return torch.leaky_relu(x, 0.01); return y`, the synthesized tasks' "y = ...; return y" habit.
 # Synthesis now writes both forms; with that and --lead-tokens 64: 11 of 160 restated, 0 of 160
 # correct. deploy/tiny_restatement.py SAMPLES_DIR counts restatements per task (and, with
-# --writer/--verdicts as the heldout step runs it, kf_op against the writer's and the verdicts). Session 10: the
+# --writer/--verdicts as the heldout step runs it, kf_op against the writer's and the verdicts). v6 (2026-12-02): the
 # corpus adds 40,000 copy drills (corpus/copy_drill.hpp: the task section with op names and
 # numbers scrambled, completion = the restatement alone) so the restatement can only be learnt by
 # copying, and kernels write constants as the reference does ("0.01f", not "0.00999999978f"):
@@ -45,12 +45,12 @@
 # samples restated the op and then wrote another chain in each float4 lane, so maps now write the
 # ops once (a kf_op device function every variant calls) and the formulas follow the restatement:
 # compile errors fell to 72 (52 at temperature 0.2), still 0 correct, kf_op holding the model's
-# usual relu/softplus chain whatever the task (v7). Session 11: the comment above kf_op that
+# usual relu/softplus chain whatever the task (v7). v8 (2026-12-02): the comment above kf_op that
 # restates the reference and its formulas, and the focus weighting of kf_op (--focus-from/
 # --focus-to, 10x, in the defaults below): 3 of 152 correct (v8, these defaults). v8 continued for
 # 2,600 steps (--init, lr 1e-3) on a corpus with consecutive value names and the inputs named above
-# the count check: 20 of 152 correct, 71 of 456 on all 57 held-out tasks (v9). Session 12: v9 + 2,600
-# steps on row-program output comments and three reduction spellings: 35 of 152, 80 of 456, and
+# the count check: 20 of 152 correct, 71 of 456 on all 57 held-out tasks (v9). v10 (2026-12-02):
+# v9 + 2,600 steps on row-program output comments and three reduction spellings: 35 of 152, 80 of 456, and
 # reductions pass (v10, models/kforge-tiny).
 #
 # Usage: deploy/make_tiny.sh --kforge BIN --work DIR --model DIR [--gpu N] [--synth N]
@@ -94,7 +94,7 @@ pretrain_args=("$@")
 # 2400 steps: ~2.4 epochs of the 62 M-token corpus in ~250 s on an H200, so that corpus, pretraining
 # and the held-out verdicts fit one 10-minute device call with the build. --max-completion-tokens
 # 3072, the sampler's max_new_tokens: no kernel the model could not finish there is learnt
-# (session 18; v8 to v14 were trained without it).
+# (v8 to v14 were trained without it).
 [[ ${#pretrain_args[@]} -gt 0 ]] || pretrain_args=(--hidden 320 --layers 6 --heads 5 --kv-heads 1
   --intermediate 864 --max-len 8192 --max-positions 8192 --max-completion-tokens 3072
   --batch-tokens 65536 --steps 2400 --lr 2e-3 --lead-tokens 48 --lead-weight 10
@@ -132,10 +132,10 @@ if want synth; then
 fi
 if want rlpool; then
   [[ -f $work/synth.jsonl ]] || { echo "make_tiny: rlpool needs the synth step's $work/synth.jsonl (the corpus tasks it excludes)" >&2; exit 2; }
-  # 3 synthesized tasks per pool task: the writer supports about 60 % of them (session 21: 345 of
-  # 600). Up to 100 tries per pool task: about half are dropped as corpus or built-in look-alikes
-  # (session 21: 600 kept of 2,367 tried). Keep --rl-seed apart from the corpus's seed (1): with
-  # it, the first draws repeat the corpus's --synth tasks and are all dropped, and with the default
+  # 3 synthesized tasks per pool task: the writer supports about 60 % of them (345 of 600,
+  # measured 2026-12-03). Up to 100 tries per pool task: about half are dropped as corpus or
+  # built-in look-alikes (600 kept of 2,367 tried, 2026-12-03). Keep --rl-seed apart from the
+  # corpus's seed (1): with it, the first draws repeat the corpus's --synth tasks and are all dropped, and with the default
   # 10,000 of them the tries run out (the step then stops, naming the shortfall).
   t "$kforge" tasks synth --device cpu --count $((rl_pool * 3)) --seed "$rl_seed" --max-ops 3 \
     --exclude builtin "$work/synth.jsonl" --out "$work/rl_synth.jsonl" --max-tries $((rl_pool * 100)) \
@@ -158,7 +158,7 @@ fi
 if want tokenizer; then
   rm -rf "$work/tokenizer"
   # On the kernel records only: the drills' made-up names and numbers would take merges that no
-  # real prompt uses (session 10: 8192 ids with them, ~2,600 without).
+  # real prompt uses (8192 ids with them, ~2,600 without, measured 2026-12-02).
   grep -v '"variant":"copy_drill"\|"variant":"lowering_drill"' "$work/sft.jsonl" >"$work/tokenizer_input.jsonl" || true
   t "$kforge" tokenizer train --input "$work/tokenizer_input.jsonl" --vocab "$vocab" --out "$work/tokenizer"
 fi

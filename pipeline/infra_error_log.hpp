@@ -7,7 +7,7 @@
 //
 // An infra_error is the sandbox's fault, not the policy's, so the reward leaves the sample unscored
 // and the run summary only counts it (status_infra_error). Without the reasons a run that had some
-// cannot say why unless its verdict recording is at hand: session 22's two runs on the GPU had 13
+// cannot say why unless its verdict recording is at hand: two runs on the GPU (2026-12-03) had 13
 // and 6, and their reasons went with the device machine. So the first one is also said at once, as
 // is the first line that could not be written (that loses no sample: the reward scores alike).
 

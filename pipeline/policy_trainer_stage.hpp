@@ -26,8 +26,8 @@
 // default) summing in rank order. With trainer.ranks = "processes" every rank but rank 0 is a
 // `kforge trainer-rank` process of its own that this stage starts and drives
 // (pipeline/trainer_ranks.hpp; NCCL on GPUs, trainer/socket_group.hpp on the CPU). Rank 0
-// publishes and checkpoints (the ranks' weights are identical). Ranks on other nodes are not built
-// yet (issue 6).
+// publishes and checkpoints (the ranks' weights are identical). Ranks on other hosts join as
+// trainer.remote_ranks (pipeline/trainer_ranks.hpp).
 //
 // Publishing by NCCL (trainer.publish, pipeline/weights_publish.hpp): instead of a file, rank 0
 // starts a broadcast of the compute copy to the samplers (trainer/weight_broadcast.hpp) and the

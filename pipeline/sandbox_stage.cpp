@@ -49,7 +49,7 @@ class nvcc_sandbox final : public actors::sandbox_logic {
     // candidate_source (pipeline/engine_sampler.hpp) hands over the whole completion when it
     // finds no usable fenced block. Where that answer opened a fence, most often it was cut off at
     // max_new_tokens inside its block: the verdict says so, instead of what nvcc makes of the
-    // prose before the code (session 21: "line 1: identifier "The" is undefined"). Decided from
+    // prose before the code (e.g. "line 1: identifier "The" is undefined"). Decided from
     // the source alone, so that verdict_reuse's key (the source) decides the same way.
     if (auto why = tasks::fenced_answer_problem(c.source()->string_view())) {
       v.status = wire::VerdictStatus::rejected;

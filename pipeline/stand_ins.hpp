@@ -1,6 +1,6 @@
 #pragma once
-// Stand-ins for the stages whose real logic is not built yet: task library (issue 4), policy model
-// (issue 5), sandbox (issue 3) and GRPO trainer (issue 6). They let the whole topology run today —
+// Stand-ins for the stages' real logic: task library, policy model, sandbox and GRPO trainer.
+// They let the whole topology run —
 // processes, actors, bus, broker, recordings, metrics — on synthetic data, and they say so: every
 // candidate, verdict and weights message they make is labelled "stand-in". They are deterministic
 // (same seed and inputs, same outputs), so replay can check them too. Never a source of learning.

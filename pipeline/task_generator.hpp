@@ -1,5 +1,5 @@
 #pragma once
-// The real task source (issue 4): a pool of tasks (the built-in library, task files, synthesized
+// The real task source: a pool of tasks (the built-in library, task files, synthesized
 // tasks that arrive on the bus), sampled uniformly or by the curriculum (tasks/curriculum.hpp),
 // each request carrying the task's prompt (tasks/prompt.hpp) rendered once for the pool's GPU.
 // Feedback comes through observe(): one call per scored candidate, from whoever sees the scores.

@@ -2,10 +2,11 @@
 // Repeated kernels judged once (sandbox/repeat_verdicts.hpp), sandbox.reuse_verdicts:
 //  - "group": a repeat within its GRPO group. Every member of a group is checked on the same
 //    input sets (sandbox_stage.hpp), so judging it again would only measure the same code on the
-//    same inputs; session 16's run spent 177 s of its 265 s loop in timed trials.
+//    same inputs; a 265 s run (2026-12-03) spent 177 s of its loop in timed trials.
 //  - "task": also a kernel judged earlier in the run for the same prompt (another group, other
-//    inputs). A small policy rewrites its kernels: in session 20's default run about 575 of the 1,240
-//    candidates the sandbox really judged repeated a kernel judged before for their prompt, and
+//    inputs). A small policy rewrites its kernels: in a default run (2026-12-03) about 575 of
+//    the 1,240 candidates the sandbox really judged repeated a kernel judged before for their
+//    prompt, and
 //    with buffer.dedup = "run" the buffer drops them all; they count only in their group's
 //    baseline. The price: such a kernel is judged on one group's inputs, not on each group's, so
 //    a kernel that is right only by luck (a race, an uninitialised read) has one chance to be

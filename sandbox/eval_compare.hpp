@@ -1,6 +1,6 @@
 #pragma once
 // `kforge compare BEFORE AFTER`: two `kforge eval` verdict files of the same tasks (a model before
-// and after RL, or two models), compared the way issue 8 asks: pass rate and mean speedup over
+// and after RL, or two models), compared by pass rate and mean speedup over
 // the eager baseline per side, with the spread across tasks, and their differences with a paired
 // bootstrap interval over tasks — so "higher" is a claim the data supports, or is said not to be.
 //

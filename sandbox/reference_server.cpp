@@ -39,8 +39,8 @@ constexpr std::size_t task_budget = 512;
 /// After a prepare or compare that touched an input set of at least this many bytes (inputs and
 /// expected outputs), torch's cached free blocks go back to the driver. Why: the allocator keeps
 /// every block it ever freed, so a server that computed a few large references held their
-/// intermediates for good; in session 23's run four servers held 20-28 GiB each against a 4 GiB
-/// expected-output share, and 11 candidates ran out of GPU memory (infra_error). Small tasks keep
+/// intermediates for good; in a 450 s run (2026-12-03) four servers held 20-28 GiB each against
+/// a 4 GiB expected-output share, and 11 candidates ran out of GPU memory (infra_error). Small tasks keep
 /// their blocks: releasing synchronizes the device and the next request would pay cudaMalloc.
 /// Never after a time request, and timing is exclusive, so no release falls between the rounds.
 constexpr std::int64_t release_after_bytes = std::int64_t{256} << 20;

@@ -6,7 +6,7 @@
 // (A run may also share a verdict across groups, on other inputs: pipeline/verdict_reuse.hpp.)
 // A small policy repeats itself often: 151 of v12's 456 held-out samples repeat an earlier
 // source of their task, and with them judged once its eval took 97 s instead of 181 s, every
-// status the same (bench/RESULTS.md, session 16).
+// status the same (bench/RESULTS.md, kforge-tiny v12, 2026-12-03).
 //
 // The first candidate with a key is judged; one arriving while it is judged waits for that
 // verdict; later ones get it at once. A copy is marked reused = true with zero compile, verify

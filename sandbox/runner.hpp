@@ -73,7 +73,7 @@ struct run_options {
   /// baseline's median is timed in those trials alone, against the first round's baseline trials,
   /// and says so in its reason. The rule is the median of 30 trials; it is bent here for kernels
   /// so slow that their speed term is zero under any alpha >= 1.06 (reward.hpp) and 30 trials
-  /// of them held the GPU for minutes: in session 16's held-out eval six gemm kernels at ~550 ms
+  /// of them held the GPU for minutes: in a held-out eval (2026-12-03) six gemm kernels at ~550 ms
   /// a call (0.01x of eager) took 141 s of the 181 s of timing, and in a run the sampler and
   /// every other candidate wait behind them. 0: every candidate gets every trial.
   double slow_cutoff = 20.0;

@@ -1,5 +1,5 @@
 #pragma once
-// The data-parallel gradient sum overlapped with the backward pass (issue 6). Without it, a step
+// The data-parallel gradient sum overlapped with the backward pass. Without it, a step
 // runs the whole backward pass and then sums every gradient (all_reduce_gradients); with it, the
 // gradients are packed into buckets (in reverse parameter order, roughly the order backward
 // produces them) and each bucket's sum starts as soon as its last gradient is known, while the

@@ -1,5 +1,5 @@
 #pragma once
-// The GRPO objective (docs/architecture.md, "Trainer"; issue 6), as plain functions on rewards and
+// The GRPO objective (docs/architecture.md, "Trainer"), as plain functions on rewards and
 // per-token log-prob tensors, so it can be checked by hand on CPU and used with any model.
 //
 // Advantages, per group g of completions of one prompt (sizes may differ: dropped samples):

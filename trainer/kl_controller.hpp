@@ -7,7 +7,7 @@
 // step, a mean inside the band leaves it alone; the result is clamped to [min_coef, max_coef].
 // The window mean lags the current KL by up to `window` steps, so a step moves the coefficient only
 // where its own KL is on the same side of the band as the mean: evidence the KL is still off, not
-// one old spike counted again at every step. Without that rule, session 20's default run (23 steps
+// one old spike counted again at every step. Without that rule, a default run (2026-12-03, 23 steps
 // against a 100-step window) raised the coefficient at 9 steps in a row, 0.018 to 0.68, on one KL
 // of 0.049 at step 3 while every later step's KL was at or below the band (bench/RESULTS.md).
 //

@@ -166,7 +166,7 @@ TEST_CASE("a matrix product names each operand and whether it is read transposed
 }
 
 TEST_CASE("a product staged into a row program over its last dim reads C as dense rows, short enough to write") {
-  // Session 17: the strided row program behind a GEMM ran to 11-13 k characters (~4,400 tokens),
+  // The strided row program behind a GEMM ran to 11-13 k characters (~4,400 tokens),
   // and kforge-tiny, which writes 3,072, never finished one.
   const auto lib = testing::builtin_by_id();
   for (const char* id : {"l2/gemm_softmax", "l2/gemm_sigmoid_sum"}) {
@@ -220,8 +220,8 @@ TEST_CASE("row programs say per output whether it holds one value per row or per
 }
 
 TEST_CASE("row kernels that reduce across threads define the sum and max helpers, whatever they reduce") {
-  // Session 14's policy called kf_warp_max or kf_block_sum in kernels that never defined them; a
-  // fixed pair is one thing to learn. amin_last_keepdim reduces with min only.
+  // A policy (kforge-tiny v10) called kf_warp_max or kf_block_sum in kernels that never defined
+  // them; a fixed pair is one thing to learn. amin_last_keepdim reduces with min only.
   const auto lib = testing::builtin_by_id();
   int cooperative = 0;
   for (const auto& v : written(lib.at("l1/amin_last_keepdim"))) {

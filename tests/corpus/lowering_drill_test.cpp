@@ -68,7 +68,7 @@ TEST_CASE("scramble_map_reference renames calls only within their kind of argume
 }
 
 TEST_CASE("scramble_map_reference swaps the operands of two-tensor calls and of operators between names") {
-  // v13 wrote atan2f(x0, x1) for `torch.atan2(y, x)` and (x0 - v1) for (x - y) (session 17).
+  // v13 wrote atan2f(x0, x1) for `torch.atan2(y, x)` and (x0 - v1) for (x - y).
   const std::string ref = "def forward(x, y):\n    z = torch.maximum(y, x)\n    return z * (x - y.t())\n";
   int call_swapped = 0, operator_swapped = 0;
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {

@@ -744,10 +744,10 @@ TEST_CASE("the embedded default is the demonstration: the shipped model, RL on i
   CHECK(m->sandbox.backend == sandbox_backend::nvcc);
   CHECK(m->sampler.require_gpu);
   CHECK(m->run.time_limit_s > 0);
-  // The issue's 15 minutes hold with the longest drain (15 s), final checkpoint wait (60 s) and
-  // shutdown (10 s) the head allows after the limit.
+  // The demonstration's 15 minutes hold with the longest drain (15 s), final checkpoint wait
+  // (60 s) and shutdown (10 s) the head allows after the limit.
   CHECK(m->run.time_limit_s + 15 + 60 + 10 <= 15 * 60);
-  // The bound of the two measured runs with these task files (bench/RESULTS.md, session 24): a
+  // The bound of the two measured runs with these task files (bench/RESULTS.md, 2026-12-04): a
   // change to it is a new, unmeasured default.
   CHECK(m->run.time_limit_s == 450.0);
   CHECK(m->run.stall_timeout_s <= 120);  // a stall is still a stall, not a time-limited stop
@@ -764,10 +764,10 @@ TEST_CASE("the embedded default is the demonstration: the shipped model, RL on i
   CHECK(left_out->trainer.lr == doctest::Approx(3e-6));
   CHECK(left_out->trainer.checkpoint_every == 50);
   CHECK(left_out->sandbox.compile_jobs == 2);
-  // The demonstrations so far were measured with a group's repeats judged once (session 20).
+  // The demonstrations so far were measured with a group's repeats judged once.
   CHECK(m->sandbox.reuse_verdicts == verdict_reuse_scope::group);
   CHECK(left_out->sandbox.reuse_verdicts == verdict_reuse_scope::group);
-  // The demonstration was measured with run-wide dedup (bench/RESULTS.md, session 14).
+  // The demonstration was measured with run-wide dedup (bench/RESULTS.md, 2026-12-02).
   CHECK(m->buffer.dedup == dedup_scope::run);
   CHECK(left_out->buffer.dedup == dedup_scope::group);
   CHECK(m->trainer.baseline == group_baseline::draws);

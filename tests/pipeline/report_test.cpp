@@ -102,7 +102,7 @@ TEST_CASE("the report draws the run's charts and tables, every text escaped") {
   CHECK_FALSE(has(html, "nightly <b>"));
   CHECK(has(html, "completed"));
   CHECK(has(html, "12.5 s"));
-  // Time per step and each GPU group's idle share (issue 7).
+  // Time per step and each GPU group's idle share.
   CHECK(has(html, "<th>time per step</th><td>2.5 s (async mode"));
   CHECK(has(html, "<td>rollout</td><td>[0]</td><td class=\"n\">20%</td>"));
   CHECK(has(html, "sampler/0 80%"));

@@ -60,7 +60,7 @@ void check_worker_not_dead(const json& summary) {
   CHECK(x["workers_alive"] == 1 - x.value("workers_left", 0));
 }
 
-/// summary.json's time per step and GPU groups (issue 7): every group of the manifest, in its
+/// summary.json's time per step and GPU groups: every group of the manifest, in its
 /// order, each with the stages on it and an idle fraction in [0, 1].
 void check_loop_use(const json& summary, const std::vector<std::string>& groups) {
   REQUIRE(summary["seconds_per_step"].is_number());

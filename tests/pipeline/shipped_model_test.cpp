@@ -2,7 +2,7 @@
 // sample` loads it on the CPU and writes a kernel for a held-out built-in task (one it was not
 // trained on), and `kforge eval --compile-only` compiles that kernel with the sandbox's nvcc
 // (skipped, with a message, where there is no CUDA toolchain). The GPU verdicts are measured on
-// the GPU host (bench/RESULTS.md, "kforge-tiny, session 11").
+// the GPU host (bench/RESULTS.md, the held-out measures of kforge-tiny).
 #include <doctest/doctest.h>
 #include <unistd.h>
 

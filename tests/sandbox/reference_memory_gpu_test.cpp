@@ -1,6 +1,6 @@
-// GPU: a reference server gives back the working memory of a large task's reference. Session 23's
-// run lost 11 candidates to CUDA out-of-memory (infra_error) while four servers held 20-28 GiB each
-// of torch's cached free blocks against a 4 GiB expected-output share.
+// GPU: a reference server gives back the working memory of a large task's reference. A 450 s run
+// (2026-12-03) lost 11 candidates to CUDA out-of-memory (infra_error) while four servers held
+// 20-28 GiB each of torch's cached free blocks against a 4 GiB expected-output share.
 #include <doctest/doctest.h>
 #include <cuda_runtime.h>
 

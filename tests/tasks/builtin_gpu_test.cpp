@@ -20,7 +20,7 @@ using namespace kforge::tasks;
 
 namespace {
 
-// Sized so the eager reference is well above launch overhead on an H200 (issue 4).
+// Sized so the eager reference is well above launch overhead on an H200.
 constexpr double min_eager_ms = 0.1;
 
 std::string problems_of(const check_report& r) {

@@ -1,4 +1,4 @@
-// Data parallel over NCCL on the GPU host (issue 6): two ranks, one per GPU, each a thread of this
+// Data parallel over NCCL on the GPU host: two ranks, one per GPU, each a thread of this
 // process with its own trainer, joined by an NCCL unique id the way a run's ranks are. They must
 // end with identical weights, equal (within rounding) to one rank training on the whole batch on
 // GPU 0, and a broadcast from rank 0 must reach rank 1. Skips (exit 77) with fewer than 2 GPUs.

@@ -54,7 +54,7 @@ TEST_CASE("kl_controller: the decision uses the mean over the window, not the la
 }
 
 TEST_CASE("kl_controller: a step moves the coefficient only where its own KL agrees with the mean") {
-  // Session 20's default run: one spike at step 3, then KL at or below the band. The window mean
+  // A default run (2026-12-03): one spike at step 3, then KL at or below the band. The window mean
   // stays above the band for 9 steps; the coefficient used to rise at each (0.018 -> 0.68).
   kl_controller c(defaults());
   const double kl[] = {0, 0, 0.0485, 0, 0, 0, 0.0005, 0.0003, 0.0014, 0.0021, 0.0038};

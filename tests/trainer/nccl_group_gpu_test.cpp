@@ -1,4 +1,4 @@
-// The data-parallel NCCL group's waits on one GPU (issue 6): a group of one rank works through the
+// The data-parallel NCCL group's waits on one GPU: a group of one rank works through the
 // non-blocking communicator (its calls and its background sums), and a join that another rank never makes ends after the timeout, or
 // sooner when give_up says so, instead of hanging. And the gradient reducer on the GPU, driven
 // directly through a one-rank group that sums in the background (as process ranks do). (A rank dying inside a collective needs two

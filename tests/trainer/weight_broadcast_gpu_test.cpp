@@ -1,4 +1,4 @@
-// Weights by NCCL from the trainer to a sampler on another GPU (issue 6; trainer/weight_broadcast.hpp):
+// Weights by NCCL from the trainer to a sampler on another GPU (trainer/weight_broadcast.hpp):
 // the fixture Qwen2 in bf16 on GPU 0 (the trainer's compute copy) and GPU 1 (a sampler's). Each
 // version the sampler applies must equal, bit for bit, what the trainer held when it published,
 // also when the trainer publishes twice before the sampler applies once; a sampler that never
