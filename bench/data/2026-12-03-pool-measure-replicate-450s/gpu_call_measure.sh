@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The held-out measure of one checkpoint on several sample sets (57 tasks x 8, T 0.8, eval seed 1;
 # sample seeds 0, 1, 2 by default), each set and all of them pooled against v14's recorded sets of
-# the same seeds (bench/data/2026-12-03-tiny-v14-default-run-355s seed 0, bench/data/2026-12-03-pool-measure-replicate-450s seeds 1 and 2): the measure of the rule in
-# bench/RESULTS.md, "kforge-tiny, session 23". Only the checkpoint is sampled and judged. Run from
-# the repository root on the GPU host with .gpu-deps.tar.xz carried; builds kforge unless the
-# machine holds a build of the same sources.
-#   KFORGE_AFTER   checkpoint directory (default bench/data/2026-12-03-pool-measure-replicate-450s/checkpoint-replicate-step22, bf16)
+# the same seeds (seed 0: bench/data/2026-12-03-tiny-v14-default-run-355s; seeds 1 and 2:
+# bench/data/2026-12-03-pool-measure-replicate-450s): the measure of the rule in bench/RESULTS.md
+# (the pooled measure and the replicate 450 s run, 2026-12-03). Only the checkpoint is sampled
+# and judged. Run from the repository root on the GPU host with .gpu-deps.tar.xz carried; builds
+# kforge unless the machine holds a build of the same sources.
+#   KFORGE_AFTER   checkpoint directory (default, bf16:
+#                  bench/data/2026-12-03-pool-measure-replicate-450s/checkpoint-replicate-step22)
 #   KFORGE_SEEDS   sample seeds (default "0 1 2"; v14's sets exist for these three)
 #   KFORGE_MEASURE_UNTIL  seconds into the call by which judging must end (default 570): a set is
 #                  judged only when its ~115 s fit

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # More sets of 8 samples per held-out task for a checkpoint and for v14 (the shipped
 # models/kforge-tiny), pooled by seed against their seed-0 sets: the pooled measure of the rule in
-# bench/RESULTS.md, "kforge-tiny, session 22". Run from the repository root on the GPU host with
-# .gpu-deps carried; builds kforge unless the machine holds a build of the same sources.
-#   KFORGE_AFTER   checkpoint directory (default bench/data/2026-12-03-pool-run-450s/checkpoint-step22, session 22's
-#                  450 s run, bf16: the GPU sampler loads weights in bf16, so sampling is unchanged)
+# bench/RESULTS.md (the 2026-12-03 pool run, 450 s). Run from the repository root on the GPU host
+# with .gpu-deps carried; builds kforge unless the machine holds a build of the same sources.
+#   KFORGE_AFTER   checkpoint directory (default bench/data/2026-12-03-pool-run-450s/checkpoint-step22,
+#                  the pool run's 450 s checkpoint, bf16: the GPU sampler loads weights in bf16,
+#                  so sampling is unchanged)
 #   KFORGE_AFTER0  its seed-0 verdicts (default bench/data/2026-12-03-pool-run-450s/after_step22_verdicts.jsonl.gz)
 #   KFORGE_SEEDS   sample seeds to add (default "1 2")
 #   KFORGE_SETS_UNTIL  seconds into the call by which the judging must end (default 560): a seed's
@@ -15,7 +16,9 @@ set -u
 start=$SECONDS
 final=${OUT:-$PWD/gpu-out}
 mkdir -p "$final"
-after=${KFORGE_AFTER:-bench/data/2026-12-03-pool-run-450s/checkpoint-step22}  # out of the tree since session 23: git checkout 2c2c2f0 -- it
+# The default checkpoint is no longer in the tree: commit 2c2c2f0 holds it (under this folder's
+# earlier name); restore it from there and set KFORGE_AFTER, or put it at the default path.
+after=${KFORGE_AFTER:-bench/data/2026-12-03-pool-run-450s/checkpoint-step22}
 after0=${KFORGE_AFTER0:-bench/data/2026-12-03-pool-run-450s/after_step22_verdicts.jsonl.gz}
 seeds=${KFORGE_SEEDS:-1 2}
 k=build-gpu/kforge sets=build-gpu/sets

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Session 22, call e: the held-out measure (57 tasks x 8, T 0.8, sample seed 0, eval seed 1: the
-# issue's one set) of the checkpoint call d brought back, carried as .carried-ckpt/step-N, against v14's
-# recorded measure. Builds unless the machine still holds call d's build of the same sources.
+# The held-out measure (57 tasks x 8, T 0.8, sample seed 0, eval seed 1: one set) of the checkpoint
+# run_and_keep_checkpoint.sh brought back, carried as .carried-ckpt/step-N, against v14's recorded
+# measure. Builds unless the machine still holds that call's build of the same sources.
 # Unpack here first: mkdir -p .carried-ckpt && tar xzf ckpt_small.tar.gz -C .carried-ckpt, then
 # ckpt_model.safetensors as .carried-ckpt/step-N/model.safetensors (tokenizer.json: v14's, copied below).
 set -u

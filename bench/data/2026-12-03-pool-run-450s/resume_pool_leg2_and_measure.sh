@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 22, device call 2 of 3, on the machine call 1 left warm: leg 2 (--resume for the rest of
-# 780 s), the held-out measure of the last checkpoint (sample seed 0, eval seed 1: the one
+# The pool run, device call 2 of 2, on the machine run_pool_leg1.sh left warm: leg 2 (--resume for
+# the rest of 780 s), the held-out measure of the last checkpoint (sample seed 0, eval seed 1: one
 # set of 8) against v14's recorded measure, and replays of both legs' reward and buffer.
 set -u
 final=${OUT:-$PWD/gpu-out}

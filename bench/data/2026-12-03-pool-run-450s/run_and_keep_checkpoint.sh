@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Session 22, after call 2 found the machine given back (leg 1 and its checkpoints lost with it):
-# one self-contained call. Build, then the default with the unseen pool (pool_manifest.toml) for
+# One self-contained device call (no leg to resume, so nothing is lost when the machine is given
+# back between calls). Build, then the default with the unseen pool (pool_manifest.toml) for
 # KFORGE_RUN_SECONDS (default 450), no resume. The last checkpoint comes back in bf16
 # (ckpt_model.safetensors, 15 MB, cast by LibTorch as the GPU sampler's load casts it, so sampling
-# is unchanged) with its small files (ckpt_small.tar.gz; optimizer.pt stays), so that call e can
-# measure it on any machine: carried as .carried-ckpt/step-N with .gpu-deps.tar.xz it fits 64 MiB.
-# (Session 22's own call brought back the fp32 file in parts, ckpt.tar.part-*.)
+# is unchanged) with its small files (ckpt_small.tar.gz; optimizer.pt stays), so that
+# measure_carried_checkpoint.sh can measure it on any machine: carried as .carried-ckpt/step-N with
+# .gpu-deps.tar.xz it fits 64 MiB. (The 2026-12-03 pool run's call brought back the fp32 file in
+# parts, ckpt.tar.part-*.)
 set -u
 start=$SECONDS
 final=${OUT:-$PWD/gpu-out}
@@ -13,7 +14,7 @@ export OUT=$PWD/build-gpu/out-d
 mkdir -p "$OUT" "$final"
 secs=${KFORGE_RUN_SECONDS:-450}
 # KFORGE_MANIFEST: the manifest run (default pool_manifest.toml; set empty for the embedded default,
-# which since session 23 has the same task files)
+# which has the same task files)
 manifest=${KFORGE_MANIFEST-bench/data/2026-12-03-pool-run-450s/pool_manifest.toml}
 {
   sha256sum models/kforge-tiny/model.safetensors models/kforge-tiny/rl_tasks.jsonl ${manifest:-pipeline/default_manifest.toml}
@@ -41,8 +42,8 @@ fi
 # Every verdict's task, status and reason (no sources: the recording itself is too large to bring
 # back; a status left out is ok, the schema default). kforge inspect stops at a reason that is not
 # valid UTF-8, so the file may end early; infra_error reasons are also in the run's infra_errors.jsonl.
-# (gpu-host.sh sets the library path for its own steps only: without it kforge does not start here,
-# and session 23's copy of this file came back empty.)
+# (gpu-host.sh sets the library path for its own steps only: without it kforge does not start here
+# and this file comes back empty.)
 export LD_LIBRARY_PATH=$PWD/.gpu-deps/lib:$(python3 -c "import torch,os;print(os.path.dirname(torch.__file__))")/lib
 build-gpu/kforge inspect build-gpu/demo/run/recordings/verdicts@head.kfrec 2>"$final/inspect.err" | python3 -c '
 import json, sys

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Session 22, device call 1 of 3 (one H200; run from the repository root, .gpu-deps carried):
+# The pool run, device call 1 of 2 (one H200; run from the repository root, .gpu-deps carried):
 # build, then leg 1 of the 780 s default from v14 with [tasks] files = the 58 training built-ins +
 # the 96 unseen tasks of models/kforge-tiny/rl_tasks.jsonl (pool_manifest.toml: the default with
-# that one line changed). Leg 1 ends ~560 s into the call; call 2 resumes it for the rest of 780 s.
+# that one line changed). Leg 1 ends ~560 s into the call; resume_pool_leg2_and_measure.sh resumes
+# it for the rest of 780 s.
 set -u
 start=$SECONDS
 final=${OUT:-$PWD/gpu-out}
