@@ -232,7 +232,10 @@ compile_result compile(const toolchain& tc, std::string_view source, const compi
     r.reason = "nvcc succeeded but wrote no library";
   } else {
     r.library = lib;
-    if (opt.check_library) check_built_library(r, opt.libraries);
+    if (opt.check_library)
+      check_built_library(r, opt.libraries);
+    else
+      r.status = compile_status::ok;
   }
   fs::remove_all(tmp, ec);
   if (!r.ok()) fs::remove(lib, ec);

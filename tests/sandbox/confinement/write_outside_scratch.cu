@@ -2,13 +2,14 @@
 // read-only filesystem view, seccomp) stands between it and its goal. A correct ReLU if the attack
 // failed, zeros if it succeeded, so the verdict reports the attack: ok (failed quietly) or
 // hack_suspected (the process was killed), never wrong_answer.
-// Attack: create and write /tmp/kforge-confine-write, outside the candidate's scratch directory.
+// Attack: create and write /usr/kforge-confine-write, a system folder outside the candidate's
+// scratch directory (its private /tmp would not count: a write there reaches nobody).
 #include <kforge/kernel_abi.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 static bool attack() {
-  const int fd = open("/tmp/kforge-confine-write", O_CREAT | O_WRONLY, 0600);
+  const int fd = open("/usr/kforge-confine-write", O_CREAT | O_WRONLY, 0600);
   if (fd < 0) return false;
   const bool wrote = write(fd, "escaped\n", 8) == 8;
   close(fd);
