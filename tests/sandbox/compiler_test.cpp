@@ -476,3 +476,21 @@ TEST_CASE("arch: a compile-only pool under auto compiles for sm_90a and its bann
   REQUIRE_FALSE(pool.ok());
   CHECK(pool.message().find("'sm_90a -G'") != std::string::npos);
 }
+
+TEST_CASE("with the library check off (the confinement test's mode) a forbidden import builds ok") {
+  const std::string calls_system =
+      "#include <kforge/kernel_abi.h>\n"
+      "extern \"C\" int system(const char*);\n"
+      "extern \"C\" int kf_forward(const kf_tensor* i, int32_t n, kf_tensor* o,"
+      " int32_t m, void* w, cudaStream_t s) { return system(\"true\"); }\n";
+  compile_options checked;
+  const auto r = compile(nvcc(), calls_system, checked);
+  CHECK(r.status == compile_status::rejected);
+  compile_options unchecked;
+  unchecked.check_library = false;
+  const auto u = compile(nvcc(), calls_system, unchecked);
+  INFO(u.reason << "\n" << u.log);
+  CHECK(u.status == compile_status::ok);
+  CHECK_FALSE(u.library.empty());
+  CHECK(compile_key(nvcc(), calls_system, unchecked) != compile_key(nvcc(), calls_system, checked));
+}
