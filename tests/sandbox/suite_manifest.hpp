@@ -23,6 +23,9 @@ struct suite_entry {
   /// When set (> 0): an `ok` verdict may carry no speedup or one of at most this. For candidates
   /// whose timing a trick could inflate (caches, skipped work): the sandbox must not pay for it.
   double max_speedup = 0;
+  /// Judged alone, after the others: a candidate that takes the GPU's memory would make the ones
+  /// verified beside it fail to allocate their inputs (infra_error; docs/sandbox.md).
+  bool alone = false;
 };
 
 /// A candidate's source; empty when it cannot be read (its verdict then says so). No REQUIRE:
@@ -48,7 +51,7 @@ inline std::vector<suite_entry> load_suite() {
     for (const auto& [key, value] : j.items()) {
       (void)value;
       CHECK_MESSAGE((key == "file" || key == "task" || key == "expect" || key == "why" ||
-                     key == "rule" || key == "max_speedup"),
+                     key == "rule" || key == "max_speedup" || key == "alone"),
                     "unknown key '" << key << "'");
     }
     REQUIRE(j.contains("file"));
@@ -65,6 +68,7 @@ inline std::vector<suite_entry> load_suite() {
     else
       e.expect = j.at("expect").get<std::vector<std::string>>();
     if (j.contains("rule")) e.rule = j.at("rule").get<std::string>();
+    e.alone = j.value("alone", false);
     if (j.contains("max_speedup")) {
       REQUIRE(j.at("max_speedup").is_number());
       e.max_speedup = j.at("max_speedup").get<double>();
