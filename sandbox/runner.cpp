@@ -351,7 +351,16 @@ class candidate_run {
   candidate_run& operator=(const candidate_run&) = delete;
 
   run_outcome run() {
-    (void)(start_child() && prepare() && load() && verify() && time() && confirm());
+    try {
+      (void)(start_child() && prepare() && load() && verify() && time() && confirm());
+    } catch (const json::exception& e) {
+      // A reply without a field it must have: only the candidate's process (whose memory its
+      // code shares) sends such a thing; the reference server's replies come from our code alone.
+      r_.child_.kill();
+      child_failed_ = true;
+      verdict(wire::VerdictStatus::hack_suspected,
+              std::string("the candidate's process sent a malformed reply: ") + e.what());
+    }
     return finish();
   }
 

@@ -187,6 +187,11 @@ TEST_CASE("the control channel carries the child's replies and nothing else") {
     const auto next = r.run(t, fake_lib("ok"), 1);
     CHECK_MESSAGE(next.status == VerdictStatus::ok, next.reason);
   }
+  // A reply that lacks what it must hold condemns the candidate; the supervisor carries on.
+  const auto malformed = r.run(t, fake_lib("nofields"), 1);
+  CHECK(malformed.status == VerdictStatus::hack_suspected);
+  CHECK_MESSAGE(malformed.reason.find("malformed reply") != std::string::npos, malformed.reason);
+  CHECK(r.run(t, fake_lib("ok"), 1).status == VerdictStatus::ok);
   // A process killed by SIGSYS made a call the seccomp filter forbids. (Unconfined: the fake
   // child would be PID 1 of its namespace, which a signal it sends itself cannot kill.)
   ks::runner unconfined(fake_slot(3000, 20.0, false));

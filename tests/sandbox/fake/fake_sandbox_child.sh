@@ -9,7 +9,8 @@
 # ipc (hands over an IPC handle the fake server cannot open), ipcbad (no handles at all),
 # timedwrong (right in every check, wrong in its last timed trial), second (a second reply line
 # after its first check's), unasked (a line on the channel before its first check is asked for),
-# nonce (a reply without the request's nonce), sigsys (killed as by the seccomp filter).
+# nonce (a reply without the request's nonce), sigsys (killed as by the seccomp filter),
+# nofields (a time reply without its trials).
 # Replies echo the request's nonce (child_protocol.hpp).
 set -u
 role=${1:-}
@@ -97,6 +98,8 @@ while IFS= read -r line <&3; do
         else
           reply "{\"ok\":true,$outs,\"event_ms\":[100,100,100,100,100,100,100,100,100,100],\"wall_ms\":[100.1,100.1,100.1,100.1,100.1,100.1,100.1,100.1,100.1,100.1]}"
         fi
+      elif [[ $mode == nofields ]]; then  # a time reply without its trials
+        reply "{\"ok\":true,$outs}"
       elif [[ $mode == hidden ]]; then
         reply "{\"ok\":true,$outs,\"event_ms\":[0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01],\"wall_ms\":[3,3,3,3,3,3,3,3,3,3]}"
       elif [[ $mode == fast && $line == *'"fresh":true'* ]]; then  # the re-timing: 20x slower
