@@ -5,7 +5,7 @@
 # summary table last.
 #
 # Here, first:  cmake -S . -B build -G Ninja && cmake --build build &&
-#               ../shared/device/pack-deps.sh build .gpu-deps
+#               deploy/pack-deps.sh build .gpu-deps
 # Then run this script there with .gpu-deps carried along. Learned on the device: its copy of the
 # repository carries an old .git (never `git checkout` there: it rewinds the sources), and only a
 # handful of files come back from $OUT — point OUT elsewhere and copy back the logs you need.
@@ -59,26 +59,20 @@ loop_run() {
 
 # A device call carries 64 MiB in all; .gpu-deps is ~15 MB as a folder, ~3.5 MB as
 # .gpu-deps.tar.xz (`tar cJf .gpu-deps.tar.xz .gpu-deps` here), which leaves room for a checkpoint.
-# Unpacked when the folder is missing or older than the archive (a warm machine keeps the last
-# call's), into a temporary folder first, so a failed unpack leaves no half folder.
-if [[ -f $deps.tar.xz && ( ! -d $deps || $deps.tar.xz -nt $deps ) ]]; then
-  rm -rf "$deps.unpack" && mkdir -p "$deps.unpack" && tar xJf "$deps.tar.xz" -C "$deps.unpack" &&
-    [[ -d $deps.unpack/$(basename "$deps") ]] && rm -rf "$deps" &&
-    mv "$deps.unpack/$(basename "$deps")" "$deps" && touch "$deps" && rm -rf "$deps.unpack" ||
-    { echo "gpu-host: $deps.tar.xz does not unpack into $(basename "$deps")/" >&2; exit 2; }
-fi
-[[ -d $deps ]] || { echo "gpu-host: $deps missing: make it with ../shared/device/pack-deps.sh" >&2; exit 2; }
-export PATH=$deps/bin:/usr/local/cuda/bin:$PATH
-export LD_LIBRARY_PATH=$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# Unpacked when the folder is missing or older than the archive (deploy/lib/configure.sh, shared
+# with deploy/setup.sh).
+. "$root/deploy/lib/configure.sh"
+kforge_unpack_deps "$deps" gpu-host || exit 2
+[[ -d $deps ]] || { echo "gpu-host: $deps missing: make it with deploy/pack-deps.sh" >&2; exit 2; }
+kforge_deps_env "$deps"
 torch_prefix=$(python3 -c "import torch; print(torch.utils.cmake_prefix_path)")
+mapfile -t cuda_args < <(kforge_cuda_configure_args "$deps" "$torch_prefix" 90a /usr/local/cuda/bin/nvcc)
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader >"$out/gpus.txt" 2>&1
 gpus=$(grep -c . "$out/gpus.txt")
 
 build_all() {
   step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DKFORGE_DEPS_DIR="$deps" -DCMAKE_PREFIX_PATH="$torch_prefix" -DKFORGE_WITH_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
-    ${KFORGE_CMAKE_ARGS:-} \
+    "${cuda_args[@]}" ${KFORGE_CMAKE_ARGS:-} \
     && step build build.log cmake --build "$build" -j "$(nproc)" ${KFORGE_TARGETS:+--target $KFORGE_TARGETS} -- -k 0
 }
 # KFORGE_REUSE_BUILD=1: a later call on the same warm machine uses the build already there when it
