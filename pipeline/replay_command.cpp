@@ -63,8 +63,8 @@ std::string not_replayable_message(const std::string& name) {
     if (!is_stand_in(k)) m += "; its output depends on which worker answers first";
     m += "\n";
   }
-  m += "Sampling, sandbox timing and training are nondeterministic by nature; later issues decide "
-       "what of them can be replayed.\n";
+  m += "Sampling, sandbox timing and training are nondeterministic by nature, so none of them is "
+       "replayed today; their recordings can still be read with kforge inspect.\n";
   return m;
 }
 
