@@ -69,8 +69,8 @@ gpu=0 archs= torch_prefix= torch_cuda= nvcc= why=
 if nvidia-smi -L >/dev/null 2>&1 || [[ -e ${KFORGE_SETUP_NVIDIA_DEV:-/dev/nvidia0} ]]; then
   gpu=1
   # compute_cap 9.0 -> 90a (Hopper's arch-specific features, as deploy/gpu-host.sh), 8.9 -> 89.
-  archs=${KFORGE_CUDA_ARCHITECTURES:-$( { nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null || true; } |
-    tr -d ' .' | grep -E '^[0-9]+$' | sed 's/^90$/90a/' | sort -u | paste -sd';')}
+  archs=${KFORGE_CUDA_ARCHITECTURES:-$( (nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null || true) |
+    tr -d ' .' | { grep -E '^[0-9]+$' || true; } | sed 's/^90$/90a/' | sort -u | paste -sd';')}
   archs=${archs:-native}  # a GPU nvidia-smi did not describe: CMake asks the driver
 fi
 if [[ -n ${KFORGE_LIBTORCH:-} ]]; then
