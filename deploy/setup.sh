@@ -65,7 +65,7 @@ fi
 
 # The CUDA build's three needs: an NVIDIA GPU (its architectures), a CUDA LibTorch, nvcc.
 # KFORGE_SETUP_NVIDIA_DEV stands in for /dev/nvidia0 in tests/deploy/setup_choice_test.sh.
-gpu=0 archs= torch_prefix= torch_cuda= nvcc= why=
+gpu=0 archs='' torch_prefix='' torch_cuda='' nvcc='' why=''
 if nvidia-smi -L >/dev/null 2>&1 || [[ -e ${KFORGE_SETUP_NVIDIA_DEV:-/dev/nvidia0} ]]; then
   gpu=1
   # compute_cap 9.0 -> 90a (Hopper's arch-specific features, as deploy/gpu-host.sh), 8.9 -> 89.
@@ -99,7 +99,7 @@ if [[ -z $why ]]; then
   cuda=ON
   mapfile -t more < <(kforge_cuda_configure_args "$deps" "$torch_prefix" "$archs" "$nvcc")
   args+=("${more[@]}")
-  export PATH=$(dirname "$nvcc"):$PATH  # LibTorch's CMake files look for the CUDA toolkit there too
+  PATH=$(dirname "$nvcc"):$PATH  # LibTorch's CMake files look for the CUDA toolkit there too
   for_arch="sm_${archs//;/, sm_}"; [[ $archs == native ]] && for_arch="the GPU's own architecture"
   echo "setup: CUDA build for $for_arch with LibTorch at $torch_prefix (nvcc $nvcc)"
 else

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by deploy/setup.sh and deploy/gpu-host.sh: the CUDA build's configure step and the packed
 # dependency folder (deploy/pack-deps.sh) of a host without package access. Defines functions only;
 # works with or without `set -e`.
