@@ -1,6 +1,7 @@
 // The kforge binary: one executable, a subcommand per job. Each subcommand is a function in
 // pipeline/ returning an exit code; this file only parses flags.
 #include <CLI/CLI.hpp>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <functional>
@@ -32,6 +33,30 @@
 #ifdef KFORGE_HAVE_TOKENIZER
 #include "model/tokenizer_cli.hpp"
 #endif
+
+namespace {
+
+// Subcommands kforge starts itself, talking to them over a socket on fd 3. Run by hand there is
+// no such socket: they say who starts them and end with a usage error rather than serve nobody.
+bool fd3_is_socket() {
+  struct stat st {};
+  return ::fstat(3, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+int started_by_kforge(const std::string& command, const std::string& starter) {
+  std::cerr << "kforge " << command << " is started by " << starter
+            << ": fd 3 is not its control socket\n";
+  return 2;
+}
+
+// CLI11's parse errors (unknown flag, missing argument, bad value) are usage errors: exit 2 with
+// CLI11's message. --help and --version keep exit 0.
+int parse_error_exit(CLI::App& app, const CLI::ParseError& e) {
+  const int code = app.exit(e);
+  return code == static_cast<int>(CLI::ExitCodes::Success) ? 0 : 2;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"kforge: reinforcement learning for fast, correct CUDA kernels"};
@@ -152,6 +177,11 @@ int main(int argc, char** argv) {
                           std::cerr << "kforge trainer-rank: --connect needs --device N (a CUDA device, or -1 for the CPU)\n";
                           return 2;
                         }
+                        if (rank_connect.empty() && !fd3_is_socket()) {
+                          std::cerr << "kforge trainer-rank is started by the trainer: fd 3 is not its "
+                                       "control socket (on another host: --connect ENDPOINT --device N)\n";
+                          return 2;
+                        }
                         return kforge::pipeline::trainer_rank_main(rank_connect, std::max(rank_device, -1));
                       }});
 #endif
@@ -161,7 +191,11 @@ int main(int argc, char** argv) {
                       [&] { return kforge::model::run_tokenizer_subcommand(tokenizer, std::cout, std::cerr); }});
 #endif
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return parse_error_exit(app, e);
+  }
 
   if (*run_cmd) {
     if (no_progress) run.progress = false;
@@ -198,10 +232,17 @@ int main(int argc, char** argv) {
   }
   if (*eval_cmd) return kforge::sandbox::eval_command(eval, std::cout, std::cerr);
   if (*compare_cmd) return kforge::sandbox::compare_command(compare, std::cout, std::cerr);
-  if (*child_cmd) return kforge::sandbox::candidate_child_main();
-  if (*ref_cmd) return kforge::sandbox::reference_server_main();
-  if (*tasks_cmd)
+  if (*child_cmd)
+    return fd3_is_socket() ? kforge::sandbox::candidate_child_main()
+                           : started_by_kforge("sandbox-child", "the sandbox");
+  if (*ref_cmd)
+    return fd3_is_socket() ? kforge::sandbox::reference_server_main()
+                           : started_by_kforge("sandbox-ref", "the sandbox");
+  if (*tasks_cmd) {
+    if (tasks_cmd->got_subcommand("check-server") && !fd3_is_socket())
+      return started_by_kforge("tasks check-server", "kforge tasks validate");
     return kforge::tasks::run_tasks_subcommand(*tasks_cmd, tasks, std::cout, std::cerr);
+  }
   for (const auto& c : optional)
     if (*c.cmd) return c.run();
   return 1;
