@@ -30,6 +30,7 @@
 #include "pipeline/manifest.hpp"
 #include "pipeline/process_runtime.hpp"
 #include "pipeline/readiness.hpp"
+#include "pipeline/host_check.hpp"
 #include "pipeline/report.hpp"
 #include "pipeline/run_metrics.hpp"
 #include "pipeline/stage_factory.hpp"
@@ -290,6 +291,9 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
         << resume->checkpoint << "\n" << dedup_left_out_note(m) << "\n";
   const auto host = probe_host();
   out << readiness_report(m, host) << "\n";
+  // --check: what the run needs on this host, one line each, before the checks that stop a run.
+  const auto needs = opt.check_only ? host_checks(m, host) : std::vector<host_check>{};
+  if (opt.check_only) out << "checks:\n" << format_host_checks(needs) << "\n";
   bool stand_ins = false;
   for (auto k : all_actor_kinds) stand_ins = stand_ins || (is_stand_in(k, &m) && m.count(k) > 0);
   if (stand_ins)
@@ -315,7 +319,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
       return 2;
     }
   }
-  if (opt.check_only) return 0;
+  if (opt.check_only) return all_passed(needs) ? 0 : 2;
 
   // The run directory, and the manifest snapshot every process of this run reads.
   const auto& dir = m.run.run_dir;

@@ -10,8 +10,10 @@
 
 #include "common/text_file.hpp"
 #include "messages/envelope.hpp"
+#include "pipeline/manifest.hpp"
 #include "pipeline/report_data.hpp"
 #include "pipeline/reward.hpp"
+#include "pipeline/stage_factory.hpp"
 #include "pipeline/svg_chart.hpp"
 
 namespace kforge::pipeline {
@@ -197,9 +199,42 @@ std::string link_to(const std::string& target, const std::string& from) {
 
 // ---- sections --------------------------------------------------------------------------------
 
+/// The stages of a stand-in run that were stand-ins, from its manifest snapshot; nothing when the
+/// snapshot is missing or does not parse.
+std::vector<actor_kind> stand_in_stages(const run_data& d) {
+  if (!d.manifest_text) return {};
+  auto m = parse_manifest(*d.manifest_text, "manifest.toml");
+  if (!m) return {};
+  std::vector<actor_kind> out;
+  for (auto k : all_actor_kinds)
+    if (m->count(k) > 0 && is_stand_in(k, &*m)) out.push_back(k);
+  return out;
+}
+
+/// The line at the top of a stand-in run's page: its kernels and speedups were made up by a
+/// stand-in sampler or sandbox, not written by a policy and timed on a GPU. Only a stand-in
+/// trainer (the snapshot says so) leaves the kernels real.
+std::string stand_in_banner(const run_data& d) {
+  const auto kinds = stand_in_stages(d);
+  std::string names;
+  for (auto k : kinds) names += (names.empty() ? "" : ", ") + std::string(to_string(k));
+  const bool synthetic_kernels =
+      kinds.empty() || std::any_of(kinds.begin(), kinds.end(), [](actor_kind k) {
+        return k == actor_kind::sampler || k == actor_kind::sandbox_worker;
+      });
+  std::string line = synthetic_kernels
+                         ? "Stand-in run: the kernels and speedups in this report are synthetic, "
+                           "not written by a model and timed on a GPU."
+                         : "Stand-in run: nothing was trained (the trainer was a stand-in).";
+  if (!names.empty()) line += " Stand-in stages: " + names + ".";
+  return "<p class=\"bad\" id=\"stand-in\">" + esc(line) + "</p>\n";
+}
+
 std::string header_section(const run_data& d) {
   std::ostringstream o;
-  o << "<h1>kforge run: " << esc(d.name) << "</h1>\n<table class=\"kv\">\n"
+  o << "<h1>kforge run: " << esc(d.name) << "</h1>\n";
+  if (d.summary && d.summary->is_object() && d.summary->value("stand_ins", false)) o << stand_in_banner(d);
+  o << "<table class=\"kv\">\n"
     << "<tr><th>run directory</th><td>" << esc(d.dir) << "</td></tr>\n";
   if (!d.summary) {
     o << "</table>\n"

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -209,4 +210,28 @@ TEST_CASE("numbers and text for the page") {
   CHECK(has(svg, "<polyline"));
   CHECK(has(svg, "x&lt;y"));
   CHECK_FALSE(pipeline::has_points({pipeline::chart_series{"none", {}, {}}}));
+}
+
+TEST_CASE("a stand-in run's report says at the top that its kernels and speedups are synthetic") {
+  run_dir d("standin");
+  craft(d, true);
+  CHECK_FALSE(has(render(d), "id=\"stand-in\""));  // every stage real: no such line
+
+  // The run of deploy/manifests/stand_in.toml: stand-in sampler, sandbox and trainer.
+  std::ifstream f(KFORGE_SOURCE_DIR "/deploy/manifests/stand_in.toml");
+  d.write("manifest.toml", std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()));
+  d.write("summary.json", R"({"outcome": "completed", "steps": 3, "stand_ins": true})");
+  auto html = render(d);
+  const auto banner = html.find("<p class=\"bad\" id=\"stand-in\">Stand-in run: the kernels and speedups in "
+                                "this report are synthetic");
+  INFO(html.substr(0, 2000));
+  REQUIRE(banner != std::string::npos);
+  CHECK(banner < html.find("<table"));  // before anything else about the run
+  CHECK(has(html, "Stand-in stages: sampler, sandbox_worker, trainer."));
+
+  // A snapshot that does not parse still gets the line, without the stage names.
+  d.write("manifest.toml", "[run]\nname = \"x\"\n");
+  html = render(d);
+  CHECK(has(html, "the kernels and speedups in this report are synthetic"));
+  CHECK_FALSE(has(html, "Stand-in stages"));
 }

@@ -1196,3 +1196,86 @@ TEST_CASE("a --resume that cannot go on keeps the first leg's summary and record
   fs::remove_all(dir);
 }
 #endif
+
+namespace {
+
+kforge::process_output run_kforge(const std::vector<std::string>& args) {
+  std::vector<std::string> all{KFORGE_BINARY};
+  all.insert(all.end(), args.begin(), args.end());
+  auto r = kforge::run_process(all, 60s);
+  REQUIRE(r.ok());
+  return *r;
+}
+
+}  // namespace
+
+TEST_CASE("usage errors exit 2 with CLI11's message; --help and --version exit 0") {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> usage_errors{
+      {{"run", "--bogus"}, "--bogus"},
+      {{"report"}, "run_dir is required"},
+      {{"tasks", "list", "--bogus"}, "--bogus"},
+      {{"run", "--steps", "abc"}, "abc"},
+      {{}, "A subcommand is required"}};
+  for (const auto& [args, message] : usage_errors) {
+    const auto r = run_kforge(args);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find(message) != std::string::npos);
+  }
+  for (const auto& args : {std::vector<std::string>{"--help"}, {"run", "--help"}, {"--version"}}) {
+    const auto r = run_kforge(args);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+  }
+}
+
+TEST_CASE("the subcommands kforge starts itself, run by hand, say who starts them and exit 2") {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> internal{
+      {{"sandbox-child"}, "kforge sandbox-child is started by the sandbox: fd 3 is not its control socket"},
+      {{"sandbox-ref"}, "kforge sandbox-ref is started by the sandbox: fd 3 is not its control socket"},
+      {{"trainer-rank"}, "kforge trainer-rank is started by the trainer: fd 3 is not its control socket"},
+      {{"tasks", "check-server"}, "kforge tasks check-server is started by kforge tasks validate"}};
+  for (const auto& [args, reason] : internal) {
+    const auto r = run_kforge(args);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find(reason) != std::string::npos);
+  }
+}
+
+TEST_CASE("kforge run --check prints one line per check and exits 0 only when all pass") {
+  const auto dir = fresh_dir("runcheck");
+  auto check = [&](const std::string& extra_toml, const std::string& trainer_group = "\"auto\"") {
+    const auto manifest = dir / "m.toml";
+    std::string text = read_text(stand_in_manifest);
+    const std::string automatic = "trainer = \"auto\"";
+    REQUIRE(text.find(automatic) != std::string::npos);
+    text.replace(text.find(automatic), automatic.size(), "trainer = " + trainer_group);
+    std::ofstream(manifest) << text << extra_toml;
+    return run_manifest(manifest, dir / "run", 60s, {"--check"});
+  };
+  auto r = check("");
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  CHECK(r->output.find("ok      gpus: ") != std::string::npos);
+  CHECK(r->output.find("ok      model: none") != std::string::npos);
+  CHECK(r->output.find("PROBLEM") == std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "run"));  // nothing started
+
+  // A model directory without a tokenizer or weights.
+  fs::create_directories(dir / "model");
+  std::ofstream(dir / "model" / "config.json") << "{}";
+  r = check("[sampler]\nmodel = \"" + (dir / "model").string() + "\"\n");
+  INFO(r->output);
+  CHECK(r->exit_code == 2);
+  CHECK(r->output.find("PROBLEM model: " + (dir / "model").string() +
+                       ": missing tokenizer.json, tokenizer_config.json, model.safetensors") !=
+        std::string::npos);
+
+  // A GPU group naming a GPU no host has.
+  r = check("", "[63]");
+  INFO(r->output);
+  CHECK(r->exit_code == 2);
+  CHECK(r->output.find("PROBLEM gpus: ") != std::string::npos);
+  fs::remove_all(dir);
+}
