@@ -34,11 +34,14 @@ inline error file_error(const std::string& path, const char* what) {
 /// close().
 class file_writer {
  public:
-  enum class mode { truncate, append };
+  /// create_new: `path` must not exist yet, not even as a symbolic link (O_CREAT | O_EXCL never
+  /// follows one), so nothing is written through a name someone else put there.
+  enum class mode { truncate, append, create_new };
 
-  /// Opens (creates) `path` for writing: emptied, or kept and written at its end.
+  /// Opens (creates) `path` for writing: emptied, kept and written at its end, or made anew.
   static result<file_writer> open(const std::string& path, mode m) {
-    const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (m == mode::append ? O_APPEND : O_TRUNC);
+    const int how = m == mode::append ? O_APPEND : m == mode::truncate ? O_TRUNC : O_EXCL;
+    const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | how;
     const int fd = ::open(path.c_str(), flags, 0644);
     if (fd < 0) return file_error(path, "open for writing");
     struct stat st {};

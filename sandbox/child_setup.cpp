@@ -1,12 +1,13 @@
 #include "sandbox/child_setup.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "common/file_writer.hpp"
+#include "common/text_file.hpp"
 #include "common/visible_gpus.hpp"
 #include "sandbox/runner.hpp"
 
@@ -93,33 +94,14 @@ child_options candidate_scratch::options(const run_options& o) const {
 }
 
 result<std::string> candidate_scratch::stage(const std::string& library, const std::string& name) const {
+  auto bytes = read_text_file(library);
+  if (!bytes) return error{bytes.err().message};
   const std::string target = lib_ + "/" + name;
-  const int in = ::open(library.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) return error{"cannot read " + library + ": " + std::strerror(errno)};
   ::unlink(target.c_str());
-  // O_EXCL | O_NOFOLLOW: never write through a name someone else put there.
-  const int out = ::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (out < 0) {
-    ::close(in);
-    return error{"cannot create " + target + ": " + std::strerror(errno)};
-  }
-  char buf[1 << 16];
-  bool ok = true;
-  for (ssize_t n; ok && (n = ::read(in, buf, sizeof buf)) != 0;) {
-    if (n < 0) {
-      ok = errno == EINTR;
-      continue;
-    }
-    for (ssize_t done = 0; ok && done < n;) {
-      const ssize_t w = ::write(out, buf + done, static_cast<std::size_t>(n - done));
-      if (w > 0) done += w;
-      else ok = w < 0 && errno == EINTR;
-    }
-  }
-  const int copy_errno = errno;
-  ::close(in);
-  if (::close(out) != 0) ok = false;
-  if (!ok) return error{"cannot copy " + library + " to " + target + ": " + std::strerror(copy_errno)};
+  auto out = file_writer::open(target, file_writer::mode::create_new);
+  if (!out) return error{out.err().message};
+  if (auto st = out->append(*bytes); !st) return error{st.err().message};
+  if (auto st = out->close(); !st) return error{st.err().message};
   return target;
 }
 

@@ -115,3 +115,22 @@ TEST_CASE("a file that cannot be opened is an error naming it") {
   CHECK(names(f.message(), path, "No such file or directory"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("create_new makes a file anew and refuses a name that is already there, links too") {
+  const auto d = fresh_dir("create-new");
+  const auto made = (d / "made").string();
+  auto w = file_writer::open(made, file_writer::mode::create_new);
+  REQUIRE(w.ok());
+  CHECK(w->append("bytes").ok());
+  CHECK(w->close().ok());
+  CHECK(read_text(made) == "bytes");
+  CHECK_FALSE(file_writer::open(made, file_writer::mode::create_new).ok());
+  const auto target = d / "target";
+  std::ofstream(target) << "keep";
+  fs::create_symlink(target, d / "link");
+  const auto through = file_writer::open((d / "link").string(), file_writer::mode::create_new);
+  REQUIRE_FALSE(through.ok());
+  CHECK(through.message().find("link") != std::string::npos);
+  CHECK(read_text(target) == "keep");
+  fs::remove_all(d);
+}
