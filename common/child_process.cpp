@@ -61,7 +61,8 @@ std::string request_nonce(const std::string& json_line) {
 
 namespace {
 
-/// What the child does between its start and exec, prepared before: only system calls there.
+/// What the child does between its start (and confinement) and exec, prepared before: only
+/// system calls there.
 struct exec_plan {
   const char* exe;
   char* const* argv;
@@ -70,25 +71,10 @@ struct exec_plan {
   const char* working_dir;  ///< nullptr: keep ours
   int output;               ///< becomes fds 1 and 2
   int control;              ///< becomes fd 3
-  const detail::confinement_plan* confine;  ///< nullptr: none
-  int released;             ///< with confine: readable once the parent has mapped our ids
-  pid_t parent;
 };
 
 [[noreturn]] void become_child(void* p) {
   const auto& x = *static_cast<const exec_plan*>(p);
-  if (x.confine) {
-    char go = 0;
-    if (::read(x.released, &go, 1) != 1) detail::child_fail("the supervisor did not release the child\n");
-    if (const char* bad = x.confine->enter(x.parent)) {
-      const char* why = std::strerror(errno);
-      (void)!::write(x.output, "cannot confine the child: ", 26);
-      (void)!::write(x.output, bad, std::strlen(bad));
-      (void)!::write(x.output, ": ", 2);
-      (void)!::write(x.output, why, std::strlen(why));
-      detail::child_fail("\n");
-    }
-  }
   // fd 3 is the control socket.
   const int devnull = ::open("/dev/null", O_RDONLY);
   ::dup2(devnull, 0);
@@ -100,8 +86,6 @@ struct exec_plan {
   ::execve(x.exe, x.argv, x.envp);
   detail::child_fail("cannot run the program: exec failed\n");
 }
-
-void become_child_entry(void* p) { become_child(p); }
 
 }  // namespace
 
@@ -125,36 +109,28 @@ result<child_process> child_process::start(const std::vector<std::string>& argv,
     ::close(sv[1]);
     return error{std::string("pipe: ") + std::strerror(errno)};
   }
-  int release[2] = {-1, -1};
-  if (confine && ::pipe2(release, O_CLOEXEC) != 0) {
-    for (int fd : {sv[0], sv[1], out[0], out[1]}) ::close(fd);
-    return error{std::string("pipe: ") + std::strerror(errno)};
+  exec_plan plan{exe.c_str(),
+                 args.data(),
+                 envp.data(),
+                 {0, options.file_size_bytes, options.cpu_seconds, options.processes, false},
+                 options.working_dir.empty() ? nullptr : options.working_dir.c_str(),
+                 out[1],
+                 sv[1]};
+  pid_t pid = -1;
+  std::string start_error;
+  if (confine) {
+    // A confinement that fails is said on the child's output, where the first request finds it.
+    auto started = detail::start_confined(*confine, out[1], become_child, &plan);
+    if (started) pid = *started;
+    else start_error = started.err().message;
+  } else {
+    pid = ::fork();
+    if (pid == 0) become_child(&plan);
+    if (pid < 0) start_error = std::string("fork: ") + std::strerror(errno);
   }
-  const exec_plan plan{exe.c_str(),
-                       args.data(),
-                       envp.data(),
-                       {0, options.file_size_bytes, options.cpu_seconds, options.processes, false},
-                       options.working_dir.empty() ? nullptr : options.working_dir.c_str(),
-                       out[1],
-                       sv[1],
-                       confine ? &*confine : nullptr,
-                       release[0],
-                       ::getpid()};
-  const pid_t pid = confine ? detail::clone_from_lasting_thread(confine->clone_flags(), become_child_entry,
-                                                                const_cast<exec_plan*>(&plan))
-                            : ::fork();
-  if (pid == 0) become_child(const_cast<exec_plan*>(&plan));
-  const int start_errno = errno;
-  std::string confine_error;
-  if (pid > 0 && confine) {
-    if (auto mapped = confine->map_ids(pid); !mapped) confine_error = mapped.err().message;
-    else if (::write(release[1], "g", 1) != 1) confine_error = "cannot release the child";
-  }
-  for (int fd : {release[0], release[1]})
-    if (fd >= 0) ::close(fd);
   if (pid < 0) {
     for (int fd : {sv[0], sv[1], out[0], out[1]}) ::close(fd);
-    return error{std::string(confine ? "clone" : "fork") + ": " + std::strerror(start_errno)};
+    return error{start_error};
   }
   ::setpgid(pid, pid);
   ::close(sv[1]);
@@ -165,10 +141,6 @@ result<child_process> child_process::start(const std::vector<std::string>& argv,
   c.output_ = out[0];
   c.options_ = options;
   ::fcntl(c.output_, F_SETFL, ::fcntl(c.output_, F_GETFL) | O_NONBLOCK);
-  if (!confine_error.empty()) {
-    c.kill();
-    return error{confine_error};
-  }
   return c;
 }
 

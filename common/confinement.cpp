@@ -339,8 +339,7 @@ void serve_clone_jobs() {
   }
 }
 
-}  // namespace
-
+// Like fork() with `flags` added, from the lasting thread; the pid, or -1 with errno.
 pid_t clone_from_lasting_thread(int flags, void (*child)(void*), void* arg) {
   static std::once_flag started;
   std::call_once(started, [] { std::thread(serve_clone_jobs).detach(); });
@@ -354,65 +353,79 @@ pid_t clone_from_lasting_thread(int flags, void (*child)(void*), void* arg) {
   return job.pid;
 }
 
+struct confined_start {
+  const confinement_plan* plan;
+  int released;  ///< readable once the parent has mapped the child's ids (EOF: it could not)
+  int report;
+  pid_t parent;
+  void (*then)(void*);
+  void* arg;
+};
+
+void enter_then(void* p) {
+  const auto& s = *static_cast<const confined_start*>(p);
+  char go = 0;
+  if (::read(s.released, &go, 1) != 1) ::_exit(1);
+  if (const char* bad = s.plan->enter(s.parent)) {
+    const char* why = std::strerror(errno);
+    for (const char* piece : {"cannot confine the child: ", bad, ": ", why, "\n"})
+      (void)!::write(s.report, piece, std::strlen(piece));
+    ::_exit(1);
+  }
+  s.then(s.arg);
+  ::_exit(127);
+}
+
+}  // namespace
+
+result<pid_t> start_confined(const confinement_plan& plan, int report_fd, void (*then)(void*), void* arg) {
+  int release[2];
+  if (::pipe2(release, O_CLOEXEC) != 0) return error{std::string("pipe: ") + std::strerror(errno)};
+  confined_start s{&plan, release[0], report_fd, ::getpid(), then, arg};
+  const pid_t pid = clone_from_lasting_thread(plan.clone_flags(), enter_then, &s);
+  const int clone_errno = errno;
+  ::close(release[0]);
+  auto mapped = pid < 0 ? status{} : plan.map_ids(pid);
+  if (pid > 0 && mapped && ::write(release[1], "g", 1) != 1) mapped = error{"cannot release the confined child"};
+  ::close(release[1]);  // an unreleased child reads EOF and exits
+  if (pid < 0) return error{std::string("clone: ") + std::strerror(clone_errno)};
+  if (!mapped) {
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return error{mapped.err().message};
+  }
+  return pid;
+}
+
 }  // namespace detail
 
 // ---- what the host grants ----
 
 namespace {
 
-struct probe_child_args {
-  const detail::confinement_plan* plan;
-  int sync_read;
-  int report_write;
-  pid_t parent;
-};
-
-void probe_child(void* p) {
-  auto* a = static_cast<probe_child_args*>(p);
-  char go = 0;
-  if (::read(a->sync_read, &go, 1) != 1) ::_exit(2);
-  if (const char* bad = a->plan->enter(a->parent)) {
-    const int err = errno;
-    (void)!::write(a->report_write, bad, std::strlen(bad));
-    (void)!::write(a->report_write, ": ", 2);
-    const char* why = std::strerror(err);
-    (void)!::write(a->report_write, why, std::strlen(why));
-    ::_exit(1);
-  }
-  ::_exit(0);
-}
-
 // One try of `c` in a child that enters it and exits: "" when it worked, else what failed.
 std::string try_confinement(const confinement& c) {
   const detail::confinement_plan plan(c);
-  int sync[2], report[2];
-  if (::pipe2(sync, O_CLOEXEC) != 0) return std::string("pipe: ") + std::strerror(errno);
-  if (::pipe2(report, O_CLOEXEC) != 0) {
-    ::close(sync[0]);
-    ::close(sync[1]);
-    return std::string("pipe: ") + std::strerror(errno);
-  }
-  probe_child_args args{&plan, sync[0], report[1], ::getpid()};
-  const pid_t pid = detail::clone_from_lasting_thread(plan.clone_flags(), probe_child, &args);
-  const int clone_errno = errno;
-  ::close(sync[0]);
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return std::string("pipe: ") + std::strerror(errno);
+  auto pid = detail::start_confined(plan, report[1], [](void*) { ::_exit(0); }, nullptr);
   ::close(report[1]);
   std::string failure;
-  if (pid < 0) {
-    failure = std::string("clone: ") + std::strerror(clone_errno);
+  if (!pid) {
+    failure = pid.err().message;
   } else {
-    if (auto mapped = plan.map_ids(pid); !mapped) failure = mapped.err().message;
-    (void)!::write(sync[1], "g", 1);
     char buf[512];
-    ssize_t n = 0;
-    while ((n = ::read(report[0], buf, sizeof buf)) > 0) failure.append(buf, static_cast<std::size_t>(n));
+    for (ssize_t n; (n = ::read(report[0], buf, sizeof buf)) > 0;) failure.append(buf, static_cast<std::size_t>(n));
     int st = 0;
-    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    while (::waitpid(*pid, &st, 0) < 0 && errno == EINTR) {
     }
     if (failure.empty() && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) failure = "the test child did not finish";
   }
-  ::close(sync[1]);
   ::close(report[0]);
+  const std::string prefix = "cannot confine the child: ";
+  if (failure.rfind(prefix, 0) == 0) failure.erase(0, prefix.size());
+  while (!failure.empty() && failure.back() == '\n') failure.pop_back();
   return failure;
 }
 

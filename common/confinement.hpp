@@ -98,11 +98,13 @@ class confinement_plan {
   std::string old_root_;
 };
 
-/// Starts a process like fork() would, with `flags` (CLONE_NEW*) added, from one thread of this
-/// process that never ends: a child's death signal (PR_SET_PDEATHSIG) follows the thread that
-/// started it, and the thread of a pool that ends must not take the children it started along.
-/// `child` runs in the new process and must not return; the parent gets the pid or -1 (errno).
-pid_t clone_from_lasting_thread(int flags, void (*child)(void*), void* arg);
+/// Starts a confined child: cloned like fork() with the plan's namespaces, from one thread of this
+/// process that never ends (a child's death signal, PR_SET_PDEATHSIG, follows the thread that
+/// started it, and a pool thread that ends must not take its children along), its ids mapped, then
+/// released. The child enters the plan; if that fails it writes "cannot confine the child: STEP:
+/// REASON" and a newline to `report_fd` and exits 1, else it runs `then(arg)`, which must not
+/// return. The child's pid, or why it could not be started (a child that was is reaped first).
+result<pid_t> start_confined(const confinement_plan& plan, int report_fd, void (*then)(void*), void* arg);
 
 }  // namespace detail
 }  // namespace kforge
