@@ -52,14 +52,6 @@ status add(scmp_filter_ctx ctx, const char* name, std::uint32_t action, unsigned
 
 }  // namespace
 
-std::vector<std::string> denied_system_calls() {
-  std::vector<std::string> all(std::begin(killed), std::end(killed));
-  for (const char* n : {"clone (without CLONE_THREAD)", "clone3 (ENOSYS)", "kill, tgkill, rt_sigqueueinfo, "
-                        "rt_tgsigqueueinfo (to another process)"})
-    all.emplace_back(n);
-  return all;
-}
-
 status install_candidate_filter() {
   std::unique_ptr<void, filter_deleter> ctx(seccomp_init(SCMP_ACT_ALLOW));
   if (!ctx) return error{"seccomp_init failed"};

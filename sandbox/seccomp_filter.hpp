@@ -15,9 +15,6 @@
 // clone3 fails with ENOSYS instead (its flags sit in memory the filter cannot read; glibc then
 // falls back to clone, whose flags it can). Writes outside the scratch directory are stopped by
 // the read-only root (common/confinement.hpp), not here.
-#include <string>
-#include <vector>
-
 #include "common/result.hpp"
 
 namespace kforge::sandbox {
@@ -25,8 +22,5 @@ namespace kforge::sandbox {
 /// Installs the filter on the calling process and every thread it has (TSYNC). An error names why
 /// libseccomp or the kernel refused.
 status install_candidate_filter();
-
-/// The names of the system calls the filter denies (for docs and tests).
-std::vector<std::string> denied_system_calls();
 
 }  // namespace kforge::sandbox

@@ -57,5 +57,4 @@ TEST_CASE("the seccomp filter lets a kernel's process work and kills its escapes
   CHECK(under_filter([] { return ::kill(-1, 0); }) == killed);
   CHECK(under_filter([] { return ::setsid() >= 0 ? 0 : 1; }) == killed);
   CHECK(under_filter([] { return ::unshare(0); }) == killed);
-  CHECK(!kforge::sandbox::denied_system_calls().empty());
 }
