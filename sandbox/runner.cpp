@@ -128,13 +128,10 @@ result<json> start_child(const run_options& o, const char* role, const child_opt
   return reply;
 }
 
-/// Says once per process what a candidate child's probe reported of its seccomp filter when it
-/// is not on.
-void note_seccomp(const run_options& o, const json& probe_reply) {
-  const std::string state = probe_reply.value("seccomp", "on");
-  if (state == "on" || !o.confine) return;
-  static std::once_flag said;
-  std::call_once(said, [&] { std::fprintf(stderr, "sandbox: candidate children run without a seccomp filter (%s)\n", state.c_str()); });
+/// Prints "sandbox: LINE" once per process for each `flag`: what one child's probe reports of the
+/// host, every child on it would report.
+void say_once(std::once_flag& flag, const std::string& line) {
+  std::call_once(flag, [&] { std::fprintf(stderr, "sandbox: %s\n", line.c_str()); });
 }
 
 }  // namespace
@@ -311,15 +308,12 @@ result<bool> runner::ensure_child(double& gpu_wait_ms, bool fresh) {
     child_.kill();
     return error{probed.err().message};
   }
-  note_seccomp(o, *probed);
-  if (probed->value("leak_check", "") != protocol::own_usage_leak_check) {
-    // Said once per process: every child on this host would say the same.
-    static std::once_flag said;
-    std::call_once(said, [&] {
-      std::fprintf(stderr, "sandbox: the leak check reads the GPU's free memory, not each child's own (%s)\n",
-                   probed->value("leak_check_note", "no reason given").c_str());
-    });
-  }
+  static std::once_flag seccomp_said, leak_check_said;
+  if (const std::string seccomp = probed->value("seccomp", "on"); o.confine && seccomp != "on")
+    say_once(seccomp_said, "candidate children run without a seccomp filter (" + seccomp + ")");
+  if (probed->value("leak_check", "") != protocol::own_usage_leak_check)
+    say_once(leak_check_said, "the leak check reads the GPU's free memory, not each child's own (" +
+                                  probed->value("leak_check_note", "no reason given") + ")");
   return true;
 }
 
