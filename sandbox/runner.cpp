@@ -514,8 +514,9 @@ class candidate_run {
     const bool shared = reply.contains("ipc");
     if (shared) {
       request["ipc"] = reply.at("ipc");
-    } else if (!own_output_files(reply, r_.scratch_->work(), index, output_count(spec))) {
-      // The server would read, and this runner delete, whatever the reply names.
+    } else if (!own_output_files(reply, r_.scratch_->work(), index, shapes_.at(0).size())) {
+      // The server would read, and this runner delete, whatever the reply names. (Every input set
+      // has the task's number of outputs: the first set's shapes count them.)
       verdict(wire::VerdictStatus::hack_suspected, "the candidate's process named files other than its outputs");
       return error{out_.reason};
     } else {
@@ -535,12 +536,6 @@ class candidate_run {
       infra(cmp.err().message);
     }
     return cmp;
-  }
-
-  std::size_t output_count(const json& spec) const {
-    for (std::size_t k = 0; k < checks_.size(); ++k)
-      if (checks_[k].seed == spec.at("seed").get<std::uint64_t>()) return shapes_.at(k).size();
-    return shapes_.at(0).size();  // a fresh seed at the primary shapes
   }
 
   // A compare reply's verdict on input set `what` ("input set 2 (primary shapes)"): true when the
