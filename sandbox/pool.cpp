@@ -14,9 +14,9 @@ std::string sandbox_program() {
   return self_executable();
 }
 
-result<gpu_facts> probe_gpu_facts(int gpu) {
+result<gpu_facts> probe_gpu_facts(int gpu, const std::string& program) {
   run_options ro;
-  ro.program = sandbox_program();
+  ro.program = program.empty() ? sandbox_program() : program;
   ro.gpu = gpu;
   gpu_slot slot(ro);  // its reference server holds the CUDA context; gone when slot goes
   auto facts = slot.facts();
@@ -50,13 +50,8 @@ namespace {
 result<std::optional<gpu_facts>> facts_for_arch(const pool_options& o) {
   if (o.eval.compile.arch != auto_arch || o.compile_only || o.gpus.empty())
     return std::optional<gpu_facts>{};
-  run_options ro = o.run;
-  ro.gpu = o.gpus.front();
-  ro.reference_servers = 1;
-  gpu_slot slot(ro);
-  auto facts = slot.facts();
-  if (!facts)
-    return error{"GPU " + std::to_string(ro.gpu) + " (asked for its architecture: arch auto): " + facts.message()};
+  auto facts = probe_gpu_facts(o.gpus.front(), o.run.program);
+  if (!facts) return error{facts.message() + " (asked for its architecture: arch auto)"};
   return std::optional<gpu_facts>(*facts);
 }
 

@@ -25,7 +25,8 @@ std::string sandbox_program();
 
 /// The facts of GPU `gpu`, asked of a short-lived reference server (this process makes no CUDA
 /// context). An error when the GPU or the server does not work.
-result<gpu_facts> probe_gpu_facts(int gpu);
+/// `program`: the kforge executable serving `sandbox-ref` (empty: sandbox_program()).
+result<gpu_facts> probe_gpu_facts(int gpu, const std::string& program = {});
 
 /// The nvcc target a sandbox builds for, and how it was chosen (for the banner), e.g.
 /// {"sm_90a", "auto: GPU 0's compute capability 9.0"}.
