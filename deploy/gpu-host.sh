@@ -253,13 +253,6 @@ fi
       step "kforge tasks synth --count 1000" synth.log "$build/kforge" tasks synth --count 1000 \
         --seed 1 --out "$out/synth.jsonl" --max-seconds 420
     fi
-    # sandboxwall (only when named): the sandbox's walls on this host — the confinement of a child
-    # (test_common), then the candidate suite, the confinement attacks with the static checks off
-    # and the reference server's memory (test_sandbox_suite_gpu).
-    if asked sandboxwall; then
-      step "confinement on this host" confine.log "$build/tests/common/test_common" -tc="*confine*" -s
-      step "sandbox suite + confinement attacks" suite-gpu.log "$build/tests/sandbox/test_sandbox_suite_gpu"
-    fi
     # sandboxcost (only when named): sandbox_bench without the confinement, then with it, in one
     # call on one machine (KFORGE_SANDBOX_BENCH_ARGS: more flags for both, e.g. --no-anchor).
     if asked sandboxcost; then
@@ -267,6 +260,13 @@ fi
         --json "$out/sandbox_bench_open.json" --no-confine ${KFORGE_SANDBOX_BENCH_ARGS:-}
       step "sandbox_bench (confined)" sandbox_bench_confined.log "$build/bench/sandbox_bench" \
         --json "$out/sandbox_bench_confined.json" ${KFORGE_SANDBOX_BENCH_ARGS:-}
+    fi
+    # sandboxwall (only when named): the sandbox's walls on this host — the confinement of a child
+    # (test_common), then the candidate suite, the confinement attacks with the static checks off
+    # and the reference server's memory (test_sandbox_suite_gpu).
+    if asked sandboxwall; then
+      step "confinement on this host" confine.log "$build/tests/common/test_common" -tc="*confine*" -s
+      step "sandbox suite + confinement attacks" suite-gpu.log "$build/tests/sandbox/test_sandbox_suite_gpu"
     fi
     for b in "$build"/bench/*_bench; do
       [[ -x $b ]] || continue
