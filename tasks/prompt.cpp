@@ -9,7 +9,7 @@
 
 #include "common/hash.hpp"
 
-// Written by pipeline/embed_text.cmake (tasks/CMakeLists.txt reuses it, hence the namespace).
+// Written by cmake/embed_text.cmake (tasks/CMakeLists.txt reuses it, hence the namespace).
 namespace kforge::pipeline::detail {
 extern const char tasks_prompt_template_data[];
 extern const std::size_t tasks_prompt_template_size;

@@ -34,7 +34,7 @@ using hardware_context = kforge::gpu_facts;
 /// The embedded default template (tasks/prompt_template.txt).
 std::string_view default_prompt_template();
 
-/// The text of sandbox/include/kforge/kernel_abi.h, embedded at build time.
+/// The text of include/kforge/kernel_abi.h, embedded at build time.
 std::string_view kernel_abi_header();
 
 /// Every placeholder name a prompt template may use, sorted.
