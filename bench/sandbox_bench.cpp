@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
   std::printf("sandbox: %s\n", (*pool)->describe().c_str());
   {
     // Every child and reference server up before anything is measured: the goals are about a
-    // pool that is running (a sandbox worker starts them once per run, pipeline/sandbox_stage).
+    // pool that is running (a sandbox worker starts them once per run, stages/sandbox_stage).
     const auto t = clk::now();
     if (auto st = (*pool)->start_all(); !st) return std::fprintf(stderr, "pool: %s\n", st.err().message.c_str()), 1;
     out["pool_start_ms"] = since_ms(t);

@@ -8,7 +8,7 @@
 // A name that does not resolve is left as written, so the bind fails naming it. A host's own name
 // that resolves to loopback here (Debian's 127.0.1.1) binds loopback: endpoints that other hosts
 // reach name an address they route to, or *. Other schemes bind as written. Shared by the bus
-// links (pipeline/process_runtime), the trainer's socket group and the port rank 0 waits on for
+// links (runtime/process_runtime), the trainer's socket group and the port rank 0 waits on for
 // ranks from other hosts.
 #include <string>
 

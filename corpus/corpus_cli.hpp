@@ -1,5 +1,5 @@
 #pragma once
-// The flags of `kforge corpus`, for pipeline/cli.cpp (header-only: only the kforge executable,
+// The flags of `kforge corpus`, for commands/cli.cpp (header-only: only the kforge executable,
 // which links CLI11, includes it).
 
 #include <CLI/CLI.hpp>

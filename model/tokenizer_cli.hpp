@@ -1,5 +1,5 @@
 #pragma once
-// The flags of `kforge tokenizer`, for pipeline/cli.cpp (header-only: only the kforge executable,
+// The flags of `kforge tokenizer`, for commands/cli.cpp (header-only: only the kforge executable,
 // which links CLI11, includes it), as tasks/tasks_cli.hpp does for `kforge tasks`.
 
 #include <CLI/CLI.hpp>

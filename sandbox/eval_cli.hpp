@@ -1,5 +1,5 @@
 #pragma once
-// The flags of `kforge eval` and the sandbox's hidden child commands, for pipeline/cli.cpp
+// The flags of `kforge eval` and the sandbox's hidden child commands, for commands/cli.cpp
 // (header-only: only the kforge executable links CLI11).
 #include <CLI/CLI.hpp>
 

@@ -3,7 +3,7 @@
 // are checked on the same input sets (the members of a GRPO group in a run; all of a task's
 // samples in `kforge eval`, which seeds inputs per task), judging the second again only re-times
 // the same code on the same inputs: seconds of GPU time, and timing runs one candidate at a time.
-// (A run may also share a verdict across groups, on other inputs: pipeline/verdict_reuse.hpp.)
+// (A run may also share a verdict across groups, on other inputs: stages/verdict_reuse.hpp.)
 // A small policy repeats itself often: 151 of v12's 456 held-out samples repeat an earlier
 // source of their task, and with them judged once its eval took 97 s instead of 181 s, every
 // status the same (bench/RESULTS.md, kforge-tiny v12, 2026-12-03).

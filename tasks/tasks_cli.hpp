@@ -1,5 +1,5 @@
 #pragma once
-// The flags of `kforge tasks`, for pipeline/cli.cpp (header-only: only the kforge executable,
+// The flags of `kforge tasks`, for commands/cli.cpp (header-only: only the kforge executable,
 // which links CLI11, includes it). Kept here so the command and its flags change together.
 
 #include <CLI/CLI.hpp>

@@ -8,7 +8,7 @@
 //
 // One device: one rank on the caller's thread with no group, exactly the single-device trainer.
 // One device and a `group`: this process holds one rank of a group whose other ranks are other
-// processes (pipeline/trainer_ranks.hpp starts and drives them); the group is joined before.
+// processes (stages/trainer_ranks.hpp starts and drives them); the group is joined before.
 //
 // Includes LibTorch through policy_trainer.hpp.
 

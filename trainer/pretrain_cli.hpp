@@ -1,5 +1,5 @@
 #pragma once
-// The flags of `kforge pretrain`, for pipeline/cli.cpp (header-only: only the kforge executable,
+// The flags of `kforge pretrain`, for commands/cli.cpp (header-only: only the kforge executable,
 // which links CLI11, includes it). Kept beside the command so that flags and options change
 // together; every flag fills a pretrain_options field documented in pretrain.hpp.
 

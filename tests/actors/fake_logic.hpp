@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "actors/stage_logic.hpp"
+#include "actors/logic_interfaces.hpp"
 #include "common/hash.hpp"
 
 namespace kforge::actors::testing {

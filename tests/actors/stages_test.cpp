@@ -9,12 +9,12 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/buffer.hpp"
-#include "actors/reward.hpp"
-#include "actors/sampler.hpp"
-#include "actors/sandbox_pool.hpp"
-#include "actors/task_generator.hpp"
-#include "actors/trainer.hpp"
+#include "actors/buffer_actor.hpp"
+#include "actors/reward_actor.hpp"
+#include "actors/sampler_actor.hpp"
+#include "actors/sandbox_pool_actor.hpp"
+#include "actors/task_generator_actor.hpp"
+#include "actors/trainer_actor.hpp"
 #include "tests/actors/caf_fixture.hpp"
 #include "tests/actors/fake_logic.hpp"
 

@@ -1,7 +1,7 @@
 // The engine sampler on the fixture Qwen2 model (tests/model/fixtures), fp32 on the CPU: candidates
 // and their consistency, determinism per sample id, the tie to the trainer's scoring pass, weight
 // updates (good, bad and unsupported ones leave the old weights serving), and the source rule.
-#include "pipeline/engine_sampler.hpp"
+#include "stages/engine_sampler.hpp"
 
 
 #include <cmath>
@@ -19,8 +19,8 @@
 #include "model/chat.hpp"
 #include "model/generate.hpp"
 #include "model/weights.hpp"
-#include "pipeline/manifest.hpp"
-#include "pipeline/sample_command.hpp"
+#include "config/manifest.hpp"
+#include "commands/sample_command.hpp"
 #include "tests/file_size_limit.hpp"
 #include "tests/model/test_files.hpp"
 #include "tests/doctest_torch.hpp"  // last: after every header that may include LibTorch

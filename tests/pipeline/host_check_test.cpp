@@ -9,7 +9,7 @@
 #include <iterator>
 #include <string>
 
-#include "pipeline/host_check.hpp"
+#include "runtime/host_check.hpp"
 
 namespace fs = std::filesystem;
 using namespace kforge::pipeline;

@@ -3,7 +3,7 @@
 //
 // The reader's keys are asked of the reader itself, not kept by hand: a table holding an unknown key
 // `zz_probe` is refused with "unknown key (known here: a, b, ...)", which lists every key that
-// table's reader asks for (pipeline/toml_reader.cpp, table_reader::finish). Each key found is then
+// table's reader asks for (config/toml_reader.cpp, table_reader::finish). Each key found is then
 // probed as a table of its own, so a new sub-table is found too. The other refusals say what a
 // table holds instead: "unknown link (known: ...)" ([endpoints]), "unknown actor kind (known: ...)"
 // ([process.actors]), and any other complaint about `zz_probe` itself means the table takes names
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/manifest.hpp"
+#include "config/manifest.hpp"
 
 using namespace kforge::pipeline;
 

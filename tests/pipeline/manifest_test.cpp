@@ -8,7 +8,7 @@
 #include <iterator>
 #include <string>
 
-#include "pipeline/manifest.hpp"
+#include "config/manifest.hpp"
 
 using namespace kforge;
 using namespace kforge::pipeline;

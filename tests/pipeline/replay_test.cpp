@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "messages/recording.hpp"
-#include "pipeline/manifest.hpp"
-#include "pipeline/replay_command.hpp"
-#include "pipeline/stage_factory.hpp"
+#include "config/manifest.hpp"
+#include "commands/replay_command.hpp"
+#include "stages/stage_factory.hpp"
 #include "stage_fixtures.hpp"
 
 using namespace kforge;

@@ -10,8 +10,8 @@
 #include <sstream>
 #include <string>
 
-#include "pipeline/report.hpp"
-#include "pipeline/svg_chart.hpp"
+#include "report/report.hpp"
+#include "report/svg_chart.hpp"
 
 namespace fs = std::filesystem;
 using namespace kforge;

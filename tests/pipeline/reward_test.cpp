@@ -9,13 +9,14 @@
 #include <sstream>
 #include <vector>
 
-#include "pipeline/best_kernels.hpp"
-#include "pipeline/infra_error_log.hpp"
-#include "pipeline/manifest.hpp"
-#include "pipeline/reward.hpp"
-#include "pipeline/reward_state_file.hpp"
-#include "pipeline/stage_factory.hpp"
-#include "pipeline/stage_logic.hpp"
+#include "stages/best_kernels.hpp"
+#include "stages/infra_error_log.hpp"
+#include "config/manifest.hpp"
+#include "stages/reward.hpp"
+#include "stages/reward_state_file.hpp"
+#include "stages/stage_factory.hpp"
+#include "stages/buffer_stage.hpp"
+#include "stages/reward_stage.hpp"
 #include "stage_fixtures.hpp"
 #include "tests/file_size_limit.hpp"
 

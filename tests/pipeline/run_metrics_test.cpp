@@ -1,8 +1,8 @@
-// The head's reading of the stage metrics: when the loop has run dry (pipeline/run_metrics.hpp).
+// The head's reading of the stage metrics: when the loop has run dry (runtime/run_metrics.hpp).
 
 #include <doctest/doctest.h>
 
-#include "pipeline/run_metrics.hpp"
+#include "runtime/run_metrics.hpp"
 
 namespace {
 
@@ -140,7 +140,7 @@ TEST_CASE("sandbox time per judged candidate: summed over worker rows, averaged,
         "sandbox per judged candidate (4): nvcc 2.00 s, waiting for the GPU 0.50 s, verifying "
         "0.30 s, timing 0.50 s, other 0.10 s");
   CHECK(t.reused == 0);
-  // Verdicts copied to a group's repeated kernels (pipeline/verdict_reuse.hpp) are said.
+  // Verdicts copied to a group's repeated kernels (stages/verdict_reuse.hpp) are said.
   b.latest["w1"] = worker("w1", 1, {{"compile_us", 2'000'000}, {"load_us", 200'000},
                                     {"compare_us", 200'000}, {"baseline_us", 1'000'000},
                                     {"unload_us", 200'000}, {"reused_verdicts", 2},

@@ -8,11 +8,12 @@
 
 #include <unistd.h>
 
-#include "pipeline/manifest.hpp"
-#include "pipeline/sample_buffer.hpp"
-#include "pipeline/stage_factory.hpp"
-#include "pipeline/stage_logic.hpp"
-#include "pipeline/seen_kernels_journal.hpp"
+#include "config/manifest.hpp"
+#include "stages/sample_buffer.hpp"
+#include "stages/stage_factory.hpp"
+#include "stages/buffer_stage.hpp"
+#include "stages/reward_stage.hpp"
+#include "stages/seen_kernels_journal.hpp"
 #include "stage_fixtures.hpp"
 #include "tests/file_size_limit.hpp"
 

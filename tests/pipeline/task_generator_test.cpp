@@ -9,7 +9,7 @@
 
 #include "common/hash.hpp"
 #include "messages/envelope.hpp"
-#include "pipeline/task_generator.hpp"
+#include "stages/task_generator.hpp"
 #include "tasks/builtin.hpp"
 #include "tasks/task_wire.hpp"
 

@@ -12,9 +12,9 @@
 #include <string>
 
 #include "messages/envelope.hpp"
-#include "pipeline/manifest.hpp"
-#include "pipeline/stage_factory.hpp"
-#include "pipeline/task_generator.hpp"
+#include "config/manifest.hpp"
+#include "stages/stage_factory.hpp"
+#include "stages/task_generator.hpp"
 #include "tasks/builtin.hpp"
 #include "tasks/task_parser.hpp"
 #include "tasks/task_wire.hpp"

@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "common/child_process.hpp"
-#include "pipeline/manifest.hpp"
-#include "pipeline/trainer_ranks.hpp"
+#include "config/manifest.hpp"
+#include "stages/trainer_ranks.hpp"
 #include "tests/pipeline/process_ended.hpp"
 
 using namespace kforge::pipeline;

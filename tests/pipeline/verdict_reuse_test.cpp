@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "messages/rollout_generated.h"
-#include "pipeline/verdict_reuse.hpp"
+#include "stages/verdict_reuse.hpp"
 
 using namespace kforge;
 

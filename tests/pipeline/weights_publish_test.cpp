@@ -1,4 +1,4 @@
-// How the trainer's weights reach the samplers (pipeline/weights_publish.hpp): NCCL exactly where
+// How the trainer's weights reach the samplers (config/weights_publish.hpp): NCCL exactly where
 // every sampler is an engine on a GPU of its own, ranks in process order, and an explicit
 // trainer.publish = "nccl" that cannot be honoured is an error saying why.
 
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/manifest.hpp"
-#include "pipeline/weights_publish.hpp"
+#include "config/manifest.hpp"
+#include "config/weights_publish.hpp"
 
 using namespace kforge;
 using namespace kforge::pipeline;

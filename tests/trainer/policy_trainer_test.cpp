@@ -256,7 +256,7 @@ TEST_CASE("data-parallel trainer: 2 CPU ranks step like one, checkpoint from ran
 
 // What a trainer whose ranks are processes (trainer.ranks = "processes") runs in each process: one
 // data_parallel_trainer per rank, joined over a socket group. Here the two ranks are threads with a
-// socket each; pipeline/trainer_ranks drives real processes (test_run).
+// socket each; stages/trainer_ranks drives real processes (test_run).
 TEST_CASE("data-parallel trainer: ranks joined over a socket group step bit-identically to thread ranks") {
   policy_trainer source(load_policy(), resume_options());
   std::vector<train_batch> batches;

@@ -1,0 +1,148 @@
+#include "actors/sampler_actor.hpp"
+
+#include <algorithm>
+#include <iterator>
+
+#include <caf/actor_system.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/stage_handlers.hpp"
+
+namespace kforge::actors {
+
+namespace {
+
+using self_ptr = sampler_actor::stateful_pointer<sampler_state>;
+
+// Sends one request's group downstream, or counts why there is none.
+void emit(self_ptr self, const envelope_info& info, result<std::vector<wire::CandidateT>>& out) {
+  auto& st = self->state;
+  if (!out.ok()) {
+    st.core.count_error(out.err());
+    return;
+  }
+  auto& group = out.value();
+  if (group.empty()) {
+    st.core.count_dropped();
+    return;
+  }
+  const auto group_size = static_cast<std::uint32_t>(group.size());
+  for (std::uint32_t i = 0; i < group_size; ++i) {
+    auto& c = group[i];
+    c.group_id = info.sample_id;
+    c.group_index = i;
+    c.group_size = group_size;
+    auto h = st.core.next_header(derive_sample_id(info.sample_id, i), st.policy_version);
+    detail::forward(self, st.downstream, candidate_msg::pack(h, c));
+  }
+}
+
+// Requests wait for a flush the actor sends itself behind the first of them, so that every request
+// already in the mailbox by then is generated in the same batch.
+void schedule_flush(self_ptr self) {
+  auto& st = self->state;
+  if (st.flush_sent) return;
+  st.flush_sent = true;
+  self->send(self, flush_atom_v);
+}
+
+void enqueue(self_ptr self, const generate_request_msg& m) {
+  self->state.pending.push_back(m);
+  schedule_flush(self);
+}
+
+void flush(self_ptr self) {
+  auto& st = self->state;
+  st.flush_sent = false;
+  if (st.pending.empty()) return;
+  const std::size_t take = std::min(st.pending.size(), std::max<std::size_t>(1, st.logic->max_batch()));
+  std::vector<generate_request_msg> batch(std::make_move_iterator(st.pending.begin()),
+                                          std::make_move_iterator(st.pending.begin() + take));
+  st.pending.erase(st.pending.begin(), st.pending.begin() + take);
+  if (!st.pending.empty()) schedule_flush(self);  // the rest go in the next batch
+  std::vector<sampler_logic::request_item> items;
+  items.reserve(batch.size());
+  for (const auto& m : batch) items.push_back({&m.payload(), envelope_info::of(m.header())});
+  using outputs = std::vector<result<std::vector<wire::CandidateT>>>;
+  auto out = st.core.call([&]() -> result<outputs> { return st.logic->generate_batch(items); });
+  if (!out.ok() || out->size() != items.size()) {
+    const error e = out.ok() ? error{"the sampler logic returned " + std::to_string(out->size()) +
+                                     " results for " + std::to_string(items.size()) + " requests"}
+                             : out.err();
+    for (std::size_t i = 0; i < items.size(); ++i) st.core.count_error(e);
+    return;
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) emit(self, items[i].info, (*out)[i]);
+}
+
+void set_weights(self_ptr self, const policy_weights_msg& m) {
+  auto& st = self->state;
+  if (!m.valid()) {
+    st.core.count_error(error{"empty policy weights message"});
+    return;
+  }
+  const auto version = m.payload().version();
+  if (version <= st.policy_version) {
+    st.core.count_dropped();
+    return;
+  }
+  auto s = st.core.call([&] { return st.logic->set_weights(m.payload()); });
+  if (!s.ok()) {
+    st.core.count_error(error{"weights version " + std::to_string(version) +
+                              " not loaded, still at " + std::to_string(st.policy_version) +
+                              ": " + s.message()});
+    return;
+  }
+  st.policy_version = version;
+}
+
+}  // namespace
+
+sampler_actor::behavior_type sampler_stage(self_ptr self, std::string name,
+                                           std::shared_ptr<sampler_logic> logic,
+                                           candidate_sink downstream,
+                                           std::uint64_t policy_version) {
+  auto& st = self->state;
+  st.core = stage_core{"sampler", std::move(name)};
+  st.logic = std::move(logic);
+  st.downstream = std::move(downstream);
+  st.policy_version = policy_version;
+  auto work = [self](const generate_request_msg& m) { enqueue(self, m); };
+  return {
+      [=](generate_request_msg& m) { detail::accept(self, std::move(m), work); },
+      [=](flush_atom) { flush(self); },
+      [=](policy_weights_msg& m) { set_weights(self, m); },
+      [=](const messages::envelope& e) {
+        if (detail::route<generate_request_msg>(
+                e, [&](generate_request_msg m) { detail::accept(self, std::move(m), work); }))
+          return;
+        if (detail::route<policy_weights_msg>(
+                e, [&](policy_weights_msg m) { set_weights(self, m); }))
+          return;
+        if (detail::route<control_msg>(e, [&](control_msg m) { detail::control(self, m, work); }))
+          return;
+        detail::reject(self, e, "GenerateRequest, PolicyWeights or Control");
+      },
+      [=](control_msg& m) { detail::control(self, m, work); },
+      [=](metrics_atom) {
+        auto out = detail::metrics(self);
+        out.queue_depth += self->state.pending.size();
+        return out;
+      },
+  };
+}
+
+result<sampler_actor> spawn_sampler(caf::actor_system& sys, std::string name,
+                                    std::shared_ptr<sampler_logic> logic,
+                                    candidate_sink downstream, std::uint64_t policy_version,
+                                    spawn_mode mode) {
+  if (!logic) return error{"sampler \"" + name + "\": no sampler logic given"};
+  if (mode == spawn_mode::detached)
+    return sys.spawn<caf::detached>(sampler_stage, std::move(name), std::move(logic),
+                                    std::move(downstream), policy_version);
+  return sys.spawn(sampler_stage, std::move(name), std::move(logic), std::move(downstream),
+                   policy_version);
+}
+
+}  // namespace kforge::actors

@@ -1,0 +1,345 @@
+#include "stages/engine_sampler.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <torch/cuda.h>
+
+#include "common/gpu_use_lock.hpp"
+#include "common/hash.hpp"
+#include "common/visible_gpus.hpp"
+#include "model/chat.hpp"
+#include "model/generate.hpp"
+#include "model/tokenizer.hpp"
+#include "model/weights.hpp"
+#include "config/manifest.hpp"
+#include "config/weights_publish.hpp"
+#include "tasks/prompt.hpp"
+#include "trainer/nccl_id.hpp"
+#if defined(KFORGE_WITH_CUDA)
+#include "trainer/weight_broadcast.hpp"
+#endif
+
+namespace kforge::pipeline {
+
+namespace {
+
+int visible_cuda_devices() {
+  return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+}
+
+#if defined(KFORGE_WITH_CUDA)
+// What an nccl weights message announces, checked for the fields the receiver needs.
+result<trainer::broadcast_info> broadcast_of(const wire::PolicyWeights& w) {
+  trainer::broadcast_info b;
+  b.version = w.version();
+  const auto* id = w.nccl_unique_id();
+  if (id == nullptr || id->size() != b.id.bytes.size())
+    return error{"transport nccl without a " + std::to_string(b.id.bytes.size()) + "-byte nccl_unique_id"};
+  std::memcpy(b.id.bytes.data(), id->data(), id->size());
+  b.ranks = w.nccl_ranks();
+  b.bytes = w.bytes();
+  b.layout_hash = w.checksum();
+  b.dtype = w.dtype() ? w.dtype()->str() : "";
+  return b;
+}
+#endif
+
+class engine_sampler final : public actors::sampler_logic {
+ public:
+  engine_sampler(engine_sampler_options o, model::CausalLM m, model::tokenizer tok, model::chat_format chat,
+                 std::vector<std::int64_t> stops, std::int64_t pad)
+      : o_(std::move(o)), model_(std::move(m)), tok_(std::move(tok)), chat_(std::move(chat)),
+        stops_(std::move(stops)), pad_(pad) {}
+
+  result<std::vector<wire::CandidateT>> generate(const wire::GenerateRequest& req,
+                                                 const actors::envelope_info& info) override {
+    auto out = generate_batch({{&req, info}});
+    return std::move(out.front());
+  }
+
+  // Requests with the same sampling settings share one model::generate call; each keeps its own
+  // seed (prompt_seeds), so it gets the candidates it would get alone.
+  std::vector<result<std::vector<wire::CandidateT>>> generate_batch(
+      const std::vector<request_item>& items) override {
+    std::vector<result<std::vector<wire::CandidateT>>> out(items.size(), error{"not generated"});
+    std::vector<prepared> ready;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      auto p = prepare(*items[i].request, items[i].info);
+      if (!p) {
+        out[i] = p.err();
+        continue;
+      }
+      p->item = i;
+      ready.push_back(std::move(*p));
+    }
+    std::vector<bool> done(ready.size(), false);
+    for (std::size_t a = 0; a < ready.size(); ++a) {
+      if (done[a]) continue;
+      std::vector<const prepared*> group;
+      for (std::size_t b = a; b < ready.size(); ++b)
+        if (!done[b] && same_settings(ready[a].options, ready[b].options)) {
+          group.push_back(&ready[b]);
+          done[b] = true;
+        }
+      run_group(items, group, out);
+    }
+    return out;
+  }
+
+  std::size_t max_batch() const override {
+    return static_cast<std::size_t>(std::max(1, o_.sampler.batch_requests));
+  }
+
+  // The pump's early word of an NCCL version: the receiver takes it while this sampler generates.
+  // A file version instead means the trainer has given NCCL up for good (a broadcast failed or
+  // timed out there): the receiver stops too, rather than wait out its own timeout for a version
+  // the trainer has abandoned.
+  void weights_arrived(const wire::PolicyWeights& w) override {
+#if defined(KFORGE_WITH_CUDA)
+    if (!receiver_) return;
+    if (w.transport() == wire::WeightsTransport::nccl) {
+      if (auto b = broadcast_of(w)) receiver_->announce(*b);
+    } else {
+      receiver_->stop("the trainer publishes by file now");
+    }
+#else
+    (void)w;
+#endif
+  }
+
+  void shutting_down() override {
+#if defined(KFORGE_WITH_CUDA)
+    if (receiver_) receiver_->stop("the process is stopping");
+#endif
+  }
+
+  status set_weights(const wire::PolicyWeights& w) override {
+    const std::string where = "engine sampler: weights version " + std::to_string(w.version()) + ": ";
+    switch (w.transport()) {
+      case wire::WeightsTransport::file: {
+        const std::string path = w.path() ? w.path()->str() : "";
+        if (path.empty()) return error{where + "transport file without a path"};
+        std::error_code ec;
+        const auto size = std::filesystem::file_size(path, ec);
+        if (ec) return error{where + path + ": " + ec.message()};
+        if (w.bytes() != 0 && w.bytes() != size)
+          return error{where + path + ": the file has " + std::to_string(size) + " bytes, the message says " +
+                       std::to_string(w.bytes()) + " (still being written, or replaced?)"};
+        auto f = model::safetensors_file::open(path);
+        if (!f) return error{where + f.message()};
+        return load(where, std::move(*f));
+      }
+      case wire::WeightsTransport::inline_bytes: {
+        const auto* data = w.data();
+        if (data == nullptr || data->size() == 0) return error{where + "transport inline_bytes without data"};
+        if (w.bytes() != 0 && w.bytes() != data->size())
+          return error{where + "inline data has " + std::to_string(data->size()) + " bytes, the message says " +
+                       std::to_string(w.bytes())};
+        auto f = model::safetensors_file::from_bytes(std::vector<std::uint8_t>(data->begin(), data->end()),
+                                                     "<inline weights>");
+        if (!f) return error{where + f.message()};
+        return load(where, std::move(*f));
+      }
+      case wire::WeightsTransport::nccl: {
+#if defined(KFORGE_WITH_CUDA)
+        if (!receiver_) return error{where + "transport nccl, and this sampler is in no NCCL group (trainer.publish)"};
+        auto b = broadcast_of(w);
+        if (!b) return error{where + b.message()};
+        if (auto s = receiver_->apply(*b, *model_); !s) return error{where + s.message()};
+        return status::success();
+#else
+        return error{where + "transport nccl, and this kforge was built without CUDA"};
+#endif
+      }
+    }
+    return error{where + "unknown transport " + std::to_string(static_cast<int>(w.transport()))};
+  }
+
+ private:
+  // load_weights checks every tensor before copying any, so on error the old weights stay.
+  status load(const std::string& where, model::safetensors_file f) {
+    try {
+      auto s = model::load_weights(*model_, model::checkpoint_tensors::of(std::move(f)));
+      if (!s) return error{where + s.message()};
+      return status::success();
+    } catch (const c10::Error& e) {
+      return error{where + "copying the weights failed: " + e.what_without_backtrace()};
+    }
+  }
+
+  // A request checked and tokenized, with its sampling settings.
+  struct prepared {
+    std::size_t item = 0;
+    std::string where;  ///< "engine sampler: request N (task T): ", for errors
+    model::sampling_options options;
+    std::vector<std::int64_t> ids;
+  };
+
+  result<prepared> prepare(const wire::GenerateRequest& req, const actors::envelope_info& info) const {
+    prepared p;
+    const std::string task = req.task() && req.task()->id() ? req.task()->id()->str() : "";
+    p.where = "engine sampler: request " + std::to_string(info.sample_id) +
+              (task.empty() ? "" : " (task " + task + ")") + ": ";
+    if (req.prompt() == nullptr || req.prompt()->size() == 0) return error{p.where + "the request has no prompt"};
+    const std::string_view prompt(req.prompt()->c_str(), req.prompt()->size());
+    const auto& d = o_.sampler;
+    auto& so = p.options;
+    so.n = req.group_size() >= 1 ? req.group_size() : d.group_size;
+    so.temperature = req.temperature() > 0 ? req.temperature() : d.temperature;
+    so.top_p = req.top_p() > 0 && req.top_p() <= 1 ? req.top_p() : d.top_p;
+    so.max_new_tokens = req.max_new_tokens() >= 1 ? std::min<std::int64_t>(req.max_new_tokens(), d.max_new_tokens)
+                                                  : d.max_new_tokens;
+    so.stop_tokens = stops_;
+    so.pad_token = pad_;
+    so.seed = group_seed(o_.seed, info.sample_id);
+    p.ids = tok_.encode(chat_.wrap(prompt), chat_.add_special_tokens());
+    return p;
+  }
+
+  static bool same_settings(const model::sampling_options& a, const model::sampling_options& b) {
+    return a.n == b.n && a.temperature == b.temperature && a.top_p == b.top_p &&
+           a.max_new_tokens == b.max_new_tokens;
+  }
+
+  void run_group(const std::vector<request_item>& items, const std::vector<const prepared*>& group,
+                 std::vector<result<std::vector<wire::CandidateT>>>& out) {
+    model::sampling_options so = group.front()->options;
+    std::vector<std::vector<std::int64_t>> prompts;
+    so.prompt_seeds.clear();
+    for (const auto* p : group) {
+      prompts.push_back(p->ids);
+      so.prompt_seeds.push_back(p->options.seed);
+    }
+    if (o_.device >= 0) so.device_use = gpu_use_;
+    auto gens = model::generate(*model_, prompts, so, &tok_);
+    if (!gens) {
+      for (const auto* p : group) out[p->item] = error{p->where + gens.message()};
+      return;
+    }
+    std::vector<std::vector<wire::CandidateT>> per(group.size());
+    for (auto& g : *gens) {
+      const prepared& p = *group[g.prompt];
+      const wire::GenerateRequest& req = *items[p.item].request;
+      wire::CandidateT c;
+      c.task.reset(req.task() ? req.task()->UnPack() : nullptr);
+      c.prompt_hash = req.prompt_hash();
+      c.completion = std::move(g.text);
+      c.source = candidate_source(c.completion);
+      c.code_hash = fnv1a64(c.source);
+      c.prompt_tokens.assign(p.ids.begin(), p.ids.end());
+      c.completion_tokens.assign(g.tokens.begin(), g.tokens.end());
+      c.logprobs = std::move(g.logprobs);
+      per[g.prompt].push_back(std::move(c));
+    }
+    for (std::size_t k = 0; k < group.size(); ++k) out[group[k]->item] = std::move(per[k]);
+  }
+
+  engine_sampler_options o_;
+  // On a GPU: a host-wide shared use of it while generation's work is on it, so that a sandbox
+  // timing on the same GPU (one GPU for rollout and sandbox) times alone.
+  std::function<void(bool)> gpu_use_ = [held = std::make_shared<std::optional<gpu_use_lock>>(),
+                                        gpu = o_.device >= 0 ? physical_gpu(o_.device) : std::string()](
+                                           bool in_use) {
+    if (in_use) held->emplace(gpu, false);
+    else held->reset();
+  };
+  model::CausalLM model_;
+  model::tokenizer tok_;
+  model::chat_format chat_;
+  std::vector<std::int64_t> stops_;
+  std::int64_t pad_ = 0;
+#if defined(KFORGE_WITH_CUDA)
+  std::unique_ptr<trainer::weight_receiver> receiver_;  ///< NCCL weights; null: files only
+
+ public:
+  void receive_by(std::unique_ptr<trainer::weight_receiver> r) { receiver_ = std::move(r); }
+  model::CausalLMImpl& model() { return *model_; }
+#endif
+};
+
+}  // namespace
+
+std::string candidate_source(std::string_view completion) {
+  auto block = tasks::extract_kernel_source(completion);
+  return block ? std::move(block).value() : std::string(completion);
+}
+
+std::uint64_t group_seed(std::uint64_t run_seed, std::uint64_t sample_id) noexcept {
+  const std::uint64_t both[2] = {run_seed, sample_id};
+  return fnv1a64(both, sizeof both);
+}
+
+result<std::shared_ptr<actors::sampler_logic>> make_engine_sampler(const engine_sampler_options& o) {
+  const std::string& dir = o.sampler.model;
+  if (dir.empty()) return error{"engine sampler: [sampler] model is empty: name a checkpoint directory"};
+  const std::string tok_dir = o.tokenizer_dir.empty() ? dir : o.tokenizer_dir;
+  model::load_options lo;
+  if (o.device >= 0) {
+    const int n = visible_cuda_devices();
+    if (o.device >= n)
+      return error{"engine sampler: CUDA device " + std::to_string(o.device) + " requested, LibTorch sees " +
+                   std::to_string(n)};
+    lo.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(o.device));
+    lo.dtype = at::kBFloat16;
+  }
+  auto m = model::load_causal_lm(dir, lo);
+  if (!m) return error{"engine sampler: " + m.message()};
+  auto tok = model::tokenizer::load(tok_dir);
+  if (!tok) return error{"engine sampler: " + tok.message()};
+  const model::model_config& config = (*m)->config;
+  if (tok->vocab_size() > config.vocab_size)
+    return error{"engine sampler: " + tok_dir + ": the tokenizer has " + std::to_string(tok->vocab_size()) +
+                 " ids, more than the model's vocab_size " + std::to_string(config.vocab_size) + " (" + dir + ")"};
+  auto defaults = model::load_generation_defaults(dir, *tok, o.tokenizer_dir);
+  if (!defaults) return error{"engine sampler: " + defaults.message()};
+  auto chat = model::detect_chat_format(defaults->chat_template, *tok, defaults->bos_token,
+                                        (std::filesystem::path(tok_dir) / "tokenizer_config.json").string());
+  if (!chat) return error{"engine sampler: " + chat.message()};
+  std::vector<std::int64_t> stops = defaults->stop_tokens;
+  if (stops.empty()) stops = config.eos_token_ids;
+  const std::int64_t pad = defaults->pad_token.value_or(stops.empty() ? 0 : stops.front());
+  auto sampler = std::make_shared<engine_sampler>(o, std::move(*m), std::move(*tok), std::move(*chat),
+                                                  std::move(stops), pad);
+  if (o.publish_rank > 0) {
+#if defined(KFORGE_WITH_CUDA)
+    if (o.device < 0) return error{"engine sampler: NCCL weights need the sampler on a GPU"};
+    auto r = trainer::weight_receiver::create(sampler->model(), o.device, o.publish_rank, o.publish_timeout);
+    if (!r) return error{"engine sampler: " + r.message()};
+    sampler->receive_by(std::move(*r));
+#else
+    return error{"engine sampler: NCCL weights asked for, and this kforge was built without CUDA"};
+#endif
+  }
+  return std::shared_ptr<actors::sampler_logic>(std::move(sampler));
+}
+
+result<engine_sampler_options> engine_sampler_options_from(const manifest& m, const std::string& process) {
+  engine_sampler_options o;
+  o.sampler = m.sampler;
+  o.seed = static_cast<std::uint64_t>(m.run.seed);
+  auto gpus = stage_gpus(m, actor_kind::sampler);
+  if (!gpus) return error{"engine sampler: " + gpus.message()};
+  if (auto s = check_sampler_gpu(m); !s) return error{"engine sampler: " + s.message()};
+  // make_engine_sampler checks that LibTorch sees this GPU too (a CPU LibTorch on a GPU host
+  // does not).
+  if (!gpus->empty()) o.device = gpus->front();
+  auto plan = plan_weights_publish(m, trainer::nccl_built);
+  if (!plan) return error{"engine sampler: " + plan.message()};
+  if (plan->nccl) {
+    const auto it = plan->sampler_rank.find(process);
+    if (it == plan->sampler_rank.end())
+      return error{"engine sampler: weights go by NCCL and process \"" + process + "\" hosts no sampler of the plan"};
+    o.publish_rank = it->second;
+    o.publish_timeout = publish_timeout(m.trainer);
+  }
+  return o;
+}
+
+}  // namespace kforge::pipeline

@@ -1,0 +1,83 @@
+#pragma once
+// The sampler's `engine` backend: the policy as an in-process LibTorch model (kforge::model), bf16
+// on a GPU, fp32 on the CPU.
+//
+// generate(): the request's prompt, wrapped in the checkpoint's chat format (model/chat.hpp; raw
+// when the tokenizer has no chat template), is sampled group_size times in one batch. Sampling
+// settings come from the request (the task generator copies them from the manifest's [sampler]
+// table); a value out of range there falls back to these options, and max_new_tokens is capped at
+// the options' value. A group's random numbers are seeded from (run seed, the request's sample id),
+// so a rerun gives the same candidates. generate_batch() samples the requests waiting together
+// (up to [sampler] batch_requests; those with equal sampling settings in one model::generate call),
+// each still with its own seed, so batching changes no candidate. Generation stops at the
+// checkpoint's eos tokens
+// (generation_config.json, tokenizer_config.json, else config.json).
+// Each candidate carries the completion's text (special tokens skipped, a final eos not included),
+// its tokens (the eos included) with their behaviour log-probs (model/generate.hpp: under the
+// sampling temperature, before top-p truncation — what the trainer's scoring pass computes), the
+// prompt's tokens as fed to the model (chat wrapping included), and the kernel source taken out of
+// the completion (candidate_source).
+//
+// set_weights(): `file` (a safetensors file at `path`, e.g. written by model::save_weights or the
+// trainer's checkpoint: Hugging Face tensor names, every parameter of the model, any float dtype)
+// or `inline_bytes` (the same file's bytes in `data`). `bytes`, when not 0, must equal the file's
+// size. Everything is checked before any weight is copied, so a bad file leaves the old weights
+// serving. `nccl` (trainer.publish, config/weights_publish.hpp): the sampler is a rank of the
+// trainer's weights group; weights_arrived() (the pump, at once) starts receiving the version into a
+// staging buffer while this sampler generates, and set_weights() (between batches) waits for it and
+// copies it into the model. Only in builds with CUDA.
+//
+// This header is torch-free; engine_sampler.cpp is the only pipeline TU that includes LibTorch.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "actors/logic_interfaces.hpp"
+#include "common/result.hpp"
+#include "config/options/sampler_options.hpp"
+
+namespace kforge::pipeline {
+
+struct manifest;
+
+struct engine_sampler_options {
+  /// The manifest's [sampler] table: `model` is the checkpoint directory (config.json,
+  /// safetensors, tokenizer files); the sampling settings are the fallbacks described above.
+  sampler_options sampler;
+  /// Directory of tokenizer.json and tokenizer_config.json; empty: the model directory.
+  std::string tokenizer_dir;
+  /// CUDA device ordinal (bf16), or -1 for the CPU (fp32).
+  int device = -1;
+  /// The run's seed; with each request's sample id it seeds that group's sampling.
+  std::uint64_t seed = 0;
+  /// > 0: this sampler's rank in the trainer's NCCL weights group; 0: weights come by file.
+  int publish_rank = 0;
+  /// How long a version may take to arrive (trainer.publish_timeout_s).
+  std::chrono::milliseconds publish_timeout{std::chrono::minutes(10)};
+};
+
+/// Loads the checkpoint and tokenizer. Errors name the directory or file and what is wrong.
+[[nodiscard]] result<std::shared_ptr<actors::sampler_logic>> make_engine_sampler(const engine_sampler_options& o);
+
+/// The options for a manifest: [sampler], run.seed, and the device: the first GPU of the sampler's
+/// gpu_group (stage_gpus, as for every stage); no group or an empty one means the CPU. A group that
+/// cannot be resolved here is an error; a GPU LibTorch cannot see is make_engine_sampler's error.
+/// With weights by NCCL, `process` (the hosting process's name) gives the sampler's rank.
+[[nodiscard]] result<engine_sampler_options> engine_sampler_options_from(const manifest& m,
+                                                                         const std::string& process);
+
+/// The kernel source in a completion: the block tasks::extract_kernel_source picks (the last ```cuda,
+/// ```cu, ```cpp, ```c++, ```c or bare ``` block that mentions kf_forward, the rule the prompt
+/// template states); when it finds none (no block, no block with kf_forward, a block never closed)
+/// the whole completion. The sandbox_worker stage's nvcc backend rejects such a source with the
+/// reason where it opened a fence (tasks::fenced_answer_problem, stages/sandbox_stage.cpp) and
+/// compiles it where it has none (bare code); `kforge eval` compiles every source as before.
+std::string candidate_source(std::string_view completion);
+
+/// The sampling seed of the group answering request `sample_id` in a run seeded `run_seed`.
+std::uint64_t group_seed(std::uint64_t run_seed, std::uint64_t sample_id) noexcept;
+
+}  // namespace kforge::pipeline
