@@ -1,5 +1,6 @@
 #pragma once
-// `kforge run` (the head) and `kforge worker` (any other process of a topology).
+// `kforge run` (the head) and `kforge worker` (any other process of a topology). The head's
+// phases are head_run's (head_run.hpp); its run directory is run_directory.hpp's.
 //
 // The head writes the run directory (manifest snapshot, recordings, metrics.jsonl, logs,
 // summary.json, and at the end report.html: report.hpp), spawns the manifest's other local processes as `kforge worker`, runs its own

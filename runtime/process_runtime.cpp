@@ -216,19 +216,9 @@ struct process_runtime::impl {
     control_targets.push_back(caf::actor_cast<caf::actor>(h));
   }
 
-  status build() {
-    for (const char* sub : {"recordings", "logs"}) fs::create_directories(fs::path(o.run_dir) / sub);
-    actors::init_actor_types(cfg);
-    cfg.set("logger.file-verbosity", caf::atom("quiet"));
-    cfg.set("scheduler.max-threads", 2);
-    sys = std::make_unique<caf::actor_system>(cfg);
-
-    const bool sampler = hosts(self, actor_kind::sampler);
-    const bool buffer = hosts(self, actor_kind::buffer);
-    const bool generator = hosts(self, actor_kind::task_generator);
-
-    // Inputs first: the trainer's process waits for weights subscribers, which may be us. The head
-    // process hears its own control link too, so its stages get commands as any other's do.
+  /// Inputs first: the trainer's process waits for weights subscribers, which may be us. The head
+  /// process hears its own control link too, so its stages get commands as any other's do.
+  status open_links(bool sampler, bool buffer, bool generator) {
     if (auto s = open_input(link::control, false, {""}); !s) return s;
     if (sampler || buffer || generator)
       if (auto s = open_input(link::weights, false, {"weights"}); !s) return s;
@@ -247,80 +237,119 @@ struct process_runtime::impl {
       if (!s) return error{"link metrics: " + s.message()};
       metrics_out = std::make_unique<bus::sender>(std::move(*s));
     }
+    return {};
+  }
 
-    if (generator) {
-      auto out = open_outlet(link::tasks, true);
-      if (!out) return out.err();
-      auto source = make_task_source(m, o.run_dir, o.resume.has_value());
-      if (!source) return source.err();
-      auto g = actors::spawn_task_generator(*sys, "task_generator", std::move(source).value(),
-                                            {actors::request_sink(*out)});
-      if (!g) return g.err();
-      add_stage("task_generator", *g);
-      input(link::feedback)->targets.push_back(caf::actor_cast<caf::actor>(*g));
-      driver.emplace();
-      driver->generator = *g;
-      driver->steps = static_cast<std::uint64_t>(m.run.steps);
-      driver->lookahead = step_lookahead(m);
+  /// The task generator, its outlet and the step driver that paces it.
+  status spawn_task_generator() {
+    auto out = open_outlet(link::tasks, true);
+    if (!out) return out.err();
+    auto source = make_task_source(m, o.run_dir, o.resume.has_value());
+    if (!source) return source.err();
+    auto g = actors::spawn_task_generator(*sys, "task_generator", std::move(source).value(),
+                                          {actors::request_sink(*out)});
+    if (!g) return g.err();
+    add_stage("task_generator", *g);
+    input(link::feedback)->targets.push_back(caf::actor_cast<caf::actor>(*g));
+    driver.emplace();
+    driver->generator = *g;
+    driver->steps = static_cast<std::uint64_t>(m.run.steps);
+    driver->lookahead = step_lookahead(m);
+    return {};
+  }
+
+  /// This process's samplers, on one candidates outlet.
+  status spawn_samplers() {
+    auto out = open_outlet(link::candidates, false);
+    if (!out) return out.err();
+    const int n = self.count(actor_kind::sampler);
+    for (int i = 0; i < n; ++i) {
+      const auto name = stage_name(actor_kind::sampler, self.name, i, n);
+      auto logic = make_sampler_logic(m, self.name);
+      if (!logic) return error{name + ": " + logic.message()};
+      weights_listeners.push_back(*logic);
+      auto s = actors::spawn_sampler(*sys, name, std::move(logic).value(),
+                                     actors::candidate_sink(*out), 0, actors::spawn_mode::detached);
+      if (!s) return s.err();
+      add_stage(name, *s);
+      input(link::tasks)->targets.push_back(caf::actor_cast<caf::actor>(*s));
+      input(link::weights)->targets.push_back(caf::actor_cast<caf::actor>(*s));
     }
-    if (sampler) {
-      auto out = open_outlet(link::candidates, false);
-      if (!out) return out.err();
-      const int n = self.count(actor_kind::sampler);
-      for (int i = 0; i < n; ++i) {
-        const auto name = stage_name(actor_kind::sampler, self.name, i, n);
-        auto logic = make_sampler_logic(m, self.name);
-        if (!logic) return error{name + ": " + logic.message()};
-        weights_listeners.push_back(*logic);
-        auto s = actors::spawn_sampler(*sys, name, std::move(logic).value(),
-                                       actors::candidate_sink(*out), 0, actors::spawn_mode::detached);
-        if (!s) return s.err();
-        add_stage(name, *s);
-        input(link::tasks)->targets.push_back(caf::actor_cast<caf::actor>(*s));
-        input(link::weights)->targets.push_back(caf::actor_cast<caf::actor>(*s));
-      }
-    }
-    if (hosts(self, actor_kind::reward)) {
-      auto out = open_outlet(link::scored, false);
-      if (!out) return out.err();
-      auto feedback = open_outlet(link::feedback, false);
-      if (!feedback) return feedback.err();
-      auto logic = make_run_reward_logic(
-          m, o.run_dir, o.resume ? std::optional<std::uint64_t>(o.resume->step) : std::nullopt);
+    return {};
+  }
+
+  /// The reward, with its scored and feedback outlets.
+  status spawn_reward() {
+    auto out = open_outlet(link::scored, false);
+    if (!out) return out.err();
+    auto feedback = open_outlet(link::feedback, false);
+    if (!feedback) return feedback.err();
+    auto logic = make_run_reward_logic(
+        m, o.run_dir, o.resume ? std::optional<std::uint64_t>(o.resume->step) : std::nullopt);
+    if (!logic) return logic.err();
+    auto r = actors::spawn_reward(*sys, "reward", std::move(*logic), actors::scored_sink(*out),
+                                  actors::scored_sink(*feedback));
+    if (!r) return r.err();
+    add_stage("reward", *r);
+    input(link::verdicts)->targets.push_back(caf::actor_cast<caf::actor>(*r));
+    return {};
+  }
+
+  /// The buffer, on the batches outlet.
+  status spawn_buffer() {
+    auto out = open_outlet(link::batches, true);
+    if (!out) return out.err();
+    auto logic = make_run_buffer_logic(
+        m, o.run_dir, o.resume ? std::optional<std::uint64_t>(o.resume->step) : std::nullopt);
+    if (!logic) return logic.err();
+    auto b = actors::spawn_buffer(*sys, "buffer", std::move(*logic), actors::batch_sink(*out));
+    if (!b) return b.err();
+    add_stage("buffer", *b);
+    input(link::scored)->targets.push_back(caf::actor_cast<caf::actor>(*b));
+    input(link::weights)->targets.push_back(caf::actor_cast<caf::actor>(*b));
+    return {};
+  }
+
+  /// This process's trainers, on the weights outlet.
+  status spawn_trainers() {
+    auto out = open_outlet(link::weights, true);
+    if (!out) return out.err();
+    const int n = self.count(actor_kind::trainer);
+    for (int i = 0; i < n; ++i) {
+      const auto name = stage_name(actor_kind::trainer, self.name, i, n);
+      auto logic = make_trainer_logic(m, o.run_dir, o.resume ? o.resume->checkpoint : "");
       if (!logic) return logic.err();
-      auto r = actors::spawn_reward(*sys, "reward", std::move(*logic), actors::scored_sink(*out),
-                                    actors::scored_sink(*feedback));
-      if (!r) return r.err();
-      add_stage("reward", *r);
-      input(link::verdicts)->targets.push_back(caf::actor_cast<caf::actor>(*r));
+      auto t = actors::spawn_trainer(*sys, name, std::move(*logic),
+                                     {actors::weights_sink(*out)}, actors::spawn_mode::detached);
+      if (!t) return t.err();
+      add_stage(name, *t);
+      input(link::batches)->targets.push_back(caf::actor_cast<caf::actor>(*t));
     }
-    if (buffer) {
-      auto out = open_outlet(link::batches, true);
-      if (!out) return out.err();
-      auto logic = make_run_buffer_logic(
-          m, o.run_dir, o.resume ? std::optional<std::uint64_t>(o.resume->step) : std::nullopt);
-      if (!logic) return logic.err();
-      auto b = actors::spawn_buffer(*sys, "buffer", std::move(*logic), actors::batch_sink(*out));
-      if (!b) return b.err();
-      add_stage("buffer", *b);
-      input(link::scored)->targets.push_back(caf::actor_cast<caf::actor>(*b));
-      input(link::weights)->targets.push_back(caf::actor_cast<caf::actor>(*b));
-    }
-    if (hosts(self, actor_kind::trainer)) {
-      auto out = open_outlet(link::weights, true);
-      if (!out) return out.err();
-      const int n = self.count(actor_kind::trainer);
-      for (int i = 0; i < n; ++i) {
-        const auto name = stage_name(actor_kind::trainer, self.name, i, n);
-        auto logic = make_trainer_logic(m, o.run_dir, o.resume ? o.resume->checkpoint : "");
-        if (!logic) return logic.err();
-        auto t = actors::spawn_trainer(*sys, name, std::move(*logic),
-                                       {actors::weights_sink(*out)}, actors::spawn_mode::detached);
-        if (!t) return t.err();
-        add_stage(name, *t);
-        input(link::batches)->targets.push_back(caf::actor_cast<caf::actor>(*t));
-      }
-    }
+    return {};
+  }
+
+  status build() {
+    for (const char* sub : {"recordings", "logs"}) fs::create_directories(fs::path(o.run_dir) / sub);
+    actors::init_actor_types(cfg);
+    cfg.set("logger.file-verbosity", caf::atom("quiet"));
+    cfg.set("scheduler.max-threads", 2);
+    sys = std::make_unique<caf::actor_system>(cfg);
+
+    const bool sampler = hosts(self, actor_kind::sampler);
+    const bool buffer = hosts(self, actor_kind::buffer);
+    const bool generator = hosts(self, actor_kind::task_generator);
+
+    if (auto s = open_links(sampler, buffer, generator); !s) return s;
+    if (generator)
+      if (auto s = spawn_task_generator(); !s) return s;
+    if (sampler)
+      if (auto s = spawn_samplers(); !s) return s;
+    if (hosts(self, actor_kind::reward))
+      if (auto s = spawn_reward(); !s) return s;
+    if (buffer)
+      if (auto s = spawn_buffer(); !s) return s;
+    if (hosts(self, actor_kind::trainer))
+      if (auto s = spawn_trainers(); !s) return s;
     if (hosts(self, actor_kind::sandbox_pool))
       if (auto s = start_broker(); !s) return s;
     for (int i = 0, n = self.count(actor_kind::sandbox_worker); i < n; ++i)

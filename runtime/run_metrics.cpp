@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iomanip>
+#include <sstream>
 
 #include "actors/stage_metrics.hpp"
+#include "stages/reward.hpp"
 
 namespace kforge::pipeline {
 
@@ -234,6 +237,28 @@ void progress_line::draw(std::ostream& err, const std::string& text, bool force)
 
 void progress_line::end(std::ostream& err) {
   if (enabled_ && tty_) err << "\n";
+}
+
+std::string progress_text(const metrics_board& b, std::uint64_t version, std::int64_t steps,
+                          double elapsed_s, double time_limit_s) {
+  using M = wire::StageMetricsT;
+  std::ostringstream s;
+  const auto verdicts = b.sum("reward", &M::received);
+  s << "step " << version << "/" << steps << " | candidates " << b.sum("sampler", &M::sent)
+    << " | verdicts " << verdicts;
+  if (verdicts > 0) {
+    const double n = static_cast<double>(verdicts);
+    s << std::fixed << std::setprecision(1) << " (pass "
+      << 100.0 * static_cast<double>(b.extra("reward", "status_ok")) / n << "%, reward "
+      << std::setprecision(3) << static_cast<double>(b.extra("reward", reward_sum_counter)) / 1e6 / n
+      << ")";
+  }
+  s << " | batches " << b.sum("trainer", &M::received) << " | queued " << b.queued(false)
+    << " | workers " << b.extra("sandbox_pool", "workers_alive") << " alive, "
+    << b.extra("sandbox_pool", "requeued") << " requeued | " << std::fixed << std::setprecision(1)
+    << elapsed_s << " s";
+  if (time_limit_s > 0) s << " (" << std::max(0.0, time_limit_s - elapsed_s) << " s left)";
+  return s.str();
 }
 
 }  // namespace kforge::pipeline

@@ -146,6 +146,12 @@ nlohmann::json to_json(const sandbox_time& t);
 /// "sandbox per judged candidate: nvcc 1.20 s, ..." or "" when nothing was judged by the nvcc sandbox.
 std::string describe(const sandbox_time& t);
 
+/// The progress line's text: the step, candidates, verdicts with their pass rate and mean reward
+/// (over every verdict so far), batches, queued work, sandbox workers, elapsed time, and with a
+/// time limit (> 0) the time left.
+std::string progress_text(const metrics_board& b, std::uint64_t version, std::int64_t steps,
+                          double elapsed_s, double time_limit_s);
+
 /// The live progress line: redrawn in place on a terminal, one line every 5 s otherwise.
 class progress_line {
  public:

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "runtime/run_metrics.hpp"
+#include "stages/reward.hpp"
 
 namespace {
 
@@ -153,4 +154,26 @@ TEST_CASE("sandbox time per judged candidate: summed over worker rows, averaged,
   CHECK(kforge::pipeline::describe(r).find("; 2 of them repeated a kernel of their group (verdict reused); 3 "
                                            "repeated a kernel judged for their prompt in an earlier group") !=
         std::string::npos);
+}
+
+TEST_CASE("the progress line: pass rate and mean reward over the verdicts so far, time left under a limit") {
+  metrics_board b;
+  row(b, "sampler", 0, 40);
+  row(b, "reward", 20, 20);
+  for (auto [name, value] : {std::pair<const char*, std::uint64_t>{"status_ok", 5},
+                             {kforge::pipeline::reward_sum_counter, 3'000'000}}) {
+    auto c = std::make_unique<wire::CounterT>();
+    c->name = name;
+    c->value = value;
+    b.latest["reward"].extra.push_back(std::move(c));
+  }
+  const auto text = kforge::pipeline::progress_text(b, 3, 10, 100.0, 450.0);
+  CHECK(text.find("step 3/10") == 0);
+  CHECK(text.find("verdicts 20 (pass 25.0%, reward 0.150)") != std::string::npos);
+  CHECK(text.find("100.0 s (350.0 s left)") != std::string::npos);
+  // No verdicts yet: no rates; no time limit: no time left.
+  metrics_board empty;
+  const auto quiet = kforge::pipeline::progress_text(empty, 0, 10, 5.0, 0.0);
+  CHECK(quiet.find("pass") == std::string::npos);
+  CHECK(quiet.find("left") == std::string::npos);
 }

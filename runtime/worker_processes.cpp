@@ -1,0 +1,92 @@
+#include "runtime/worker_processes.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "common/subprocess.hpp"
+
+namespace kforge::pipeline {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string describe_exit(int st) {
+  if (WIFEXITED(st)) return "exited with status " + std::to_string(WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) return std::string("killed by signal ") + std::to_string(WTERMSIG(st)) +
+                              " (" + ::strsignal(WTERMSIG(st)) + ")";
+  return "ended";
+}
+
+}  // namespace
+
+bool required_process(const process_spec& p) {
+  for (auto k : all_actor_kinds)
+    if (k != actor_kind::sandbox_worker && p.count(k) > 0) return true;
+  return false;
+}
+
+result<worker_process> spawn_worker(const std::string& manifest_path, const std::string& process,
+                                    const std::string& run_dir, std::int64_t steps,
+                                    const std::optional<resume_point>& resume) {
+  const auto exe = self_executable();
+  std::vector<std::string> args{exe,        "worker",  "--manifest", manifest_path,
+                                "--process", process,   "--run-dir",  run_dir,
+                                "--steps",   std::to_string(steps)};
+  if (resume)
+    for (const auto& a : {std::string("--resume-step"), std::to_string(resume->step),
+                          std::string("--resume-checkpoint"), resume->checkpoint})
+      args.push_back(a);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const auto log = (fs::path(run_dir) / "logs" / (process + ".log")).string();
+  const int mode = O_WRONLY | O_CREAT | O_CLOEXEC | (resume ? O_APPEND : O_TRUNC);
+  const pid_t pid = ::fork();
+  if (pid < 0) return error{"cannot start process " + process + ": fork failed"};
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), mode, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    ::execv(exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return worker_process{process, pid, true, true, ""};
+}
+
+bool reap_worker(worker_process& w) {
+  if (!w.running) return false;
+  int st = 0;
+  if (::waitpid(w.pid, &st, WNOHANG) != w.pid) return false;
+  w.running = false;
+  w.exit = describe_exit(st);
+  return true;
+}
+
+void kill_worker(worker_process& w, const std::string& why) {
+  if (!w.running) return;
+  ::kill(w.pid, SIGKILL);
+  int st = 0;
+  ::waitpid(w.pid, &st, 0);
+  w.running = false;
+  w.exit = why;
+}
+
+std::string last_line_of(const std::string& path) {
+  std::ifstream in(path);
+  std::string last;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) last = line;
+  return last;
+}
+
+}  // namespace kforge::pipeline

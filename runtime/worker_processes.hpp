@@ -1,0 +1,45 @@
+#pragma once
+// The head's other local processes: each a `kforge worker` child on the run's manifest snapshot,
+// logging to RUN_DIR/logs/PROCESS.log.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/result.hpp"
+#include "config/manifest.hpp"
+#include "runtime/process_runtime.hpp"
+
+namespace kforge::pipeline {
+
+struct worker_process {
+  std::string name;
+  pid_t pid = -1;
+  bool running = true;
+  bool required = true;  ///< the run cannot go on without it (required_process)
+  std::string exit;      ///< how it ended, once it has
+};
+
+/// Whether the run needs process `p` to the end: one hosting only sandbox workers may die (the
+/// pool re-queues what they held and the other workers judge it); the loss of any other stage
+/// stops the loop for good, so the run ends as failed at once rather than as stalled much later.
+bool required_process(const process_spec& p);
+
+/// Starts `kforge worker` for `process`. A resumed run's logs go on after the first run's.
+result<worker_process> spawn_worker(const std::string& manifest_path, const std::string& process,
+                                    const std::string& run_dir, std::int64_t steps,
+                                    const std::optional<resume_point>& resume);
+
+/// Whether `w` has ended (without waiting); when it has, its `exit` says how.
+bool reap_worker(worker_process& w);
+
+/// Kills a worker still running and waits for it.
+void kill_worker(worker_process& w, const std::string& why);
+
+/// The last non-empty line of the text file `path` ("" when there is none): a worker's log ends
+/// with why it stopped.
+std::string last_line_of(const std::string& path);
+
+}  // namespace kforge::pipeline
