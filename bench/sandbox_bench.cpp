@@ -144,9 +144,9 @@ void print_phases(const char* what, const json& j) {
   for (const auto& [name, f] : ks::run_phases::fields())
     std::printf(" %.*s %.0f", static_cast<int>(std::strlen(name) - 3), name, j.at(name).get<double>());
   std::printf("\n    children started %d, recycled by the leak check %d, leak checks on device-wide "
-              "free memory %d\n",
+              "free memory %d, speedups re-timed %d\n",
               j.at("children_started").get<int>(), j.at("leak_recycles").get<int>(),
-              j.at("device_wide_leak_checks").get<int>());
+              j.at("device_wide_leak_checks").get<int>(), j.at("confirmations").get<int>());
 }
 
 const char* load_inline_script = R"PY(

@@ -412,8 +412,17 @@ class candidate_child {
     // slow_ms > 0: a kernel slower than that is timed in protocol::slow_trials trials, not all
     // (runner.hpp, run_options::slow_cutoff); one warm-up call of that length warms it enough.
     const double slow_ms = req.value("slow_ms", 0.0);
+    // How long staging the calls and handing over the outputs took: the runner reports them as
+    // parts of its trials phase.
+    double staging_ms = 0;
+    auto staged = [&](std::uint64_t seed, bool fresh_set) {
+      const auto s0 = std::chrono::steady_clock::now();
+      auto bad = stage_call(last_seed = seed, fresh_set);
+      staging_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count();
+      return bad;
+    };
     for (int i = 0; i < warmup; ++i) {
-      if (auto bad = stage_call(last_seed = next_seed(), fresh)) return *bad;
+      if (auto bad = staged(next_seed(), fresh)) return *bad;
       const auto w0 = std::chrono::steady_clock::now();
       if (auto bad = call(timed_frame_)) return *bad;
       const auto w1 = std::chrono::steady_clock::now();
@@ -427,8 +436,7 @@ class candidate_child {
     const std::uint64_t final_seed = req.value("final_seed", std::uint64_t{0});
     for (int i = 0; i < trials; ++i) {
       const bool final_call = final_seed != 0 && i == trials - 1;
-      if (auto bad = stage_call(last_seed = final_call ? final_seed : next_seed(), fresh || final_call))
-        return *bad;
+      if (auto bad = staged(final_call ? final_seed : next_seed(), fresh || final_call)) return *bad;
       flusher_.flush(stream_);
       cudaStreamSynchronize(stream_);
       const auto t0 = std::chrono::steady_clock::now();
@@ -450,8 +458,11 @@ class candidate_child {
       if (slow_ms > 0 && e_ms > slow_ms && ++slow == i + 1 && slow >= protocol::slow_trials) break;
     }
     // The last call's outputs go to the reference server for a check of their own.
+    const auto d0 = std::chrono::steady_clock::now();
     json reply = deliver(timed_outputs_, req);
     if (!reply.value("ok", false)) return reply;
+    reply["staging_ms"] = staging_ms;
+    reply["delivery_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - d0).count();
     reply["event_ms"] = event_ms;
     reply["wall_ms"] = wall_ms;
     reply["last_seed"] = last_seed;

@@ -31,6 +31,9 @@
 //   time    {seeds, fresh, final_seed, warmup, trials, slow_ms (optional), output_shapes, check,
 //            dir, ipc}
 //                                          -> event_ms[], wall_ms[] (primary shapes), last_seed,
+//                                             staging_ms and delivery_ms (the time spent before
+//                                             the calls and handing over the outputs, for the
+//                                             runner's phases),
 //                                             and the last trial's outputs as a check's (ipc or
 //                                             files, numbered `check`). Before every call the
 //                                             inputs of the next seed (rotating over `seeds`; with

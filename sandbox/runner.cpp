@@ -156,7 +156,8 @@ const std::vector<std::pair<const char*, double run_phases::*>>& run_phases::fie
       {"prepare_ms", &run_phases::prepare_ms},   {"load_ms", &run_phases::load_ms},
       {"check_ms", &run_phases::check_ms},       {"compare_ms", &run_phases::compare_ms},
       {"trials_ms", &run_phases::trials_ms},     {"baseline_ms", &run_phases::baseline_ms},
-      {"unload_ms", &run_phases::unload_ms}};
+      {"unload_ms", &run_phases::unload_ms},     {"trial_staging_ms", &run_phases::trial_staging_ms},
+      {"trial_delivery_ms", &run_phases::trial_delivery_ms}, {"confirm_ms", &run_phases::confirm_ms}};
   return all;
 }
 
@@ -164,7 +165,8 @@ const std::vector<std::pair<const char*, int run_phases::*>>& run_phases::counts
   static const std::vector<std::pair<const char*, int run_phases::*>> all = {
       {"children_started", &run_phases::children_started},
       {"leak_recycles", &run_phases::leak_recycles},
-      {"device_wide_leak_checks", &run_phases::device_wide_leak_checks}};
+      {"device_wide_leak_checks", &run_phases::device_wide_leak_checks},
+      {"confirmations", &run_phases::confirmations}};
   return all;
 }
 
@@ -655,6 +657,8 @@ class candidate_run {
         phase_timer t(ph_.trials_ms);
         if (!ask(req, reply)) return false;
       }
+      ph_.trial_staging_ms += reply.value("staging_ms", 0.0);
+      ph_.trial_delivery_ms += reply.value("delivery_ms", 0.0);
       for (const auto& v : reply.at("event_ms")) event_ms.push_back(v.get<double>());
       for (const auto& v : reply.at("wall_ms")) wall_ms.push_back(v.get<double>());
       cut = reply.at("event_ms").size() < static_cast<std::size_t>(o_.trials_per_round);
@@ -703,7 +707,12 @@ class candidate_run {
       seeds.push_back(fnv1a64(parts, sizeof parts));
     }
     own_gpu();
-    const bool asked = ask(time_request(seeds, 1, o_.confirm_trials, true), reply);
+    bool asked = false;
+    {
+      phase_timer t(ph_.confirm_ms);
+      ++ph_.confirmations;
+      asked = ask(time_request(seeds, 1, o_.confirm_trials, true), reply);
+    }
     step_done();
     if (!asked) return false;
     std::vector<double> event_ms, wall_ms;

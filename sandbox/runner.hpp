@@ -127,13 +127,19 @@ struct run_phases {
   double load_ms = 0;       ///< the candidate's child loading its library
   double check_ms = 0;      ///< the candidate's child running the input sets
   double compare_ms = 0;    ///< reference server: comparing outputs
-  double trials_ms = 0;     ///< the candidate's timed trials
+  double trials_ms = 0;     ///< the candidate's timed trials, with the two parts below
+  double trial_staging_ms = 0;   ///< of trials_ms: the rotation's inputs copied into place, outputs
+                                 ///< poisoned, each round's last set drawn, before every call
+  double trial_delivery_ms = 0;  ///< of trials_ms: the last trial's outputs handed over
+  double confirm_ms = 0;    ///< re-timing a speedup above confirm_speedup in a fresh child (its
+                            ///< start, load and compare are counted in those phases)
   double baseline_ms = 0;   ///< the reference server's baseline trials
   double unload_ms = 0;     ///< unloading (and the leak check)
   int children_started = 0;        ///< fresh children for candidates (not runner::start's)
   int leak_recycles = 0;           ///< children ended because the leak check said so
   /// (children started by runner::start before any candidate are not counted)
   int device_wide_leak_checks = 0; ///< leak checks on the GPU's free memory, not the child's own
+  int confirmations = 0;           ///< speedups re-timed (confirm_ms)
   /// Every time field with its name: the one list that sums, differences and reports walk.
   static const std::vector<std::pair<const char*, double run_phases::*>>& fields();
   /// Every count (children_started and after) with its name, likewise.
