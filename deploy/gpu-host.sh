@@ -17,8 +17,8 @@ build=${KFORGE_GPU_BUILD:-$root/build-gpu}
 mkdir -p "$out"
 declare -a rows=()
 # KFORGE_STEPS (a comma list of: tests (all), gputests (the gpu label only), run, loop, baseline,
-# synth, bench; default all; loopmodes, loopnccl, loopranks, sandboxwall, sandboxcost, demobefore,
-# demorun and demoafter only when named) and
+# synth, bench; default all; loopmodes, loopnccl, loopranks, sandboxwall, sandboxcost, sandboxanchor,
+# demobefore, demorun and demoafter only when named) and
 # KFORGE_BENCHES (bench program names; default all) pick what runs, so one device call fits its
 # time limit. The build always runs: every target, or the KFORGE_TARGETS list (space-separated).
 # tiny (only when named): deploy/make_tiny.sh with KFORGE_TINY_ARGS (its --steps and sizes; e.g.
@@ -260,6 +260,19 @@ fi
         --json "$out/sandbox_bench_open.json" --no-confine ${KFORGE_SANDBOX_BENCH_ARGS:-}
       step "sandbox_bench (confined)" sandbox_bench_confined.log "$build/bench/sandbox_bench" \
         --json "$out/sandbox_bench_confined.json" ${KFORGE_SANDBOX_BENCH_ARGS:-}
+    fi
+    # sandboxanchor (only when named): sandbox_bench of an older tree against this one, in one
+    # call. KFORGE_ANCHOR_TREE: a folder holding the older sources (`git archive COMMIT | tar x -C
+    # DIR` here, carried along), built with its own deploy/gpu-host.sh into DIR/build-gpu.
+    if asked sandboxanchor && [[ -d ${KFORGE_ANCHOR_TREE:-} ]]; then
+      step "anchor tree: build sandbox_bench" anchor_build.log env OUT="$out/anchor" \
+        KFORGE_DEPS="$deps" KFORGE_TARGETS=sandbox_bench KFORGE_STEPS=none \
+        bash "$KFORGE_ANCHOR_TREE/deploy/gpu-host.sh" &&
+        step "sandbox_bench (anchor tree)" sandbox_bench_anchor.log \
+          "$KFORGE_ANCHOR_TREE/build-gpu/bench/sandbox_bench" --json "$out/sandbox_bench_anchor.json" \
+          ${KFORGE_SANDBOX_BENCH_ARGS:-}
+      step "sandbox_bench (this tree)" sandbox_bench_this.log "$build/bench/sandbox_bench" \
+        --json "$out/sandbox_bench_this.json" ${KFORGE_SANDBOX_BENCH_ARGS:-}
     fi
     # sandboxwall (only when named): the sandbox's walls on this host — the confinement of a child
     # (test_common), then the candidate suite, the confinement attacks with the static checks off
