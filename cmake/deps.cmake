@@ -37,6 +37,8 @@ kforge_dep(pcre2 HEADER pcre2.h LIBS pcre2-8 DEFS PCRE2_CODE_UNIT_WIDTH=8)
 kforge_dep(cli11 HEADER CLI/CLI.hpp)
 kforge_dep(doctest HEADER doctest/doctest.h)
 kforge_dep(seccomp HEADER seccomp.h LIBS seccomp)
+# spdlog as Debian builds it: a shared library over an external fmt.
+kforge_dep(spdlog HEADER spdlog/spdlog.h LIBS spdlog fmt DEFS SPDLOG_SHARED_LIB SPDLOG_COMPILED_LIB SPDLOG_FMT_EXTERNAL)
 
 find_program(FLATC_EXECUTABLE flatc REQUIRED)
 

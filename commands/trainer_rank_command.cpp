@@ -18,6 +18,7 @@
 
 #include "bus/socket.hpp"
 #include "common/child_process.hpp"
+#include "common/log.hpp"
 #include "config/manifest.hpp"
 #include "stages/policy_trainer_common.hpp"
 #include "stages/policy_trainer_stage.hpp"
@@ -137,7 +138,7 @@ int trainer_rank_main(const std::string& connect, int device) {
           std::vector<zmq::message_t> event;  // what happened does not matter, only that it did
           (void)bus::receive_within(events, event, 0, std::chrono::milliseconds(0));
           if (heard && !done) {
-            std::cerr << "kforge trainer-rank: rank 0 at " << connect << " went away: ending" << std::endl;
+            kforge::log::error("kforge trainer-rank: rank 0 at " + connect + " went away: ending");
             std::_Exit(3);
           }
         }
@@ -153,8 +154,8 @@ int trainer_rank_main(const std::string& connect, int device) {
       }
     } joiner{done, watchdog};
     const std::string hello = nlohmann::json{{"op", "hello"}, {"device", device}}.dump();
-    std::cerr << "kforge trainer-rank: waiting for rank 0 at " << connect << " (device "
-              << (device < 0 ? std::string("cpu") : "cuda:" + std::to_string(device)) << ")" << std::endl;
+    kforge::log::info("kforge trainer-rank: waiting for rank 0 at " + connect + " (device " +
+                      (device < 0 ? std::string("cpu") : "cuda:" + std::to_string(device)) + ")");
     // Rank 0 asks at least once per step; silent this long, it is gone (no orphan waits forever).
     const auto silence = 2 * std::chrono::milliseconds(rank_step_timeout) + std::chrono::milliseconds(rank_join_timeout);
     // Hello again every 2 s until rank 0 speaks: a rank 0 that started later, or again, hears it.
@@ -165,8 +166,9 @@ int trainer_rank_main(const std::string& connect, int device) {
         if (zmq::poll(&item, 1, std::chrono::milliseconds(2000)) > 0) heard = true;
       }
       if (!heard || zmq::poll(&item, 1, silence) <= 0) {
-        std::cerr << "kforge trainer-rank: rank 0 at " << connect << " has been silent for "
-                  << std::chrono::duration_cast<std::chrono::minutes>(silence).count() << " minutes: ending" << std::endl;
+        kforge::log::error("kforge trainer-rank: rank 0 at " + connect + " has been silent for " +
+                           std::to_string(std::chrono::duration_cast<std::chrono::minutes>(silence).count()) +
+                           " minutes: ending");
         return false;
       }
       zmq::message_t m;
@@ -179,7 +181,7 @@ int trainer_rank_main(const std::string& connect, int device) {
     const auto write = [&](const std::string& s) { return socket.send(zmq::buffer(s), zmq::send_flags::none).has_value(); };
     return serve_rank(read, write);
   } catch (const zmq::error_t& e) {
-    std::cerr << "kforge trainer-rank: " << connect << ": " << e.what() << std::endl;
+    kforge::log::error("kforge trainer-rank: " + connect + ": " + e.what());
     return 2;
   }
 }

@@ -40,11 +40,12 @@ packages=(
   libzmq3-dev cppzmq-dev                  # bus
   libflatbuffers-dev flatbuffers-compiler # messages
   libtorch-dev                            # trainer, policy model (LibTorch 1.13, CPU)
-  libboost-dev
   doctest-dev                             # tests
   libtomlplusplus-dev                     # manifest
-  nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
-  libpcre2-dev libseccomp-dev libbenchmark-dev
+  nlohmann-json3-dev libcli11-dev         # settings, flags
+  libfmt-dev libspdlog-dev                # log lines (common/log.hpp)
+  libpcre2-dev                            # tokenizer's pre-split
+  libseccomp-dev                          # the candidate child's seccomp filter
 )
 
 if [[ ${KFORGE_SKIP_APT:-0} != 1 && -z $deps && $dry != 1 ]]; then

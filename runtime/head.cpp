@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/log.hpp"
 #include "config/manifest.hpp"
 #include "runtime/head_run.hpp"
 #include "runtime/host_check.hpp"
@@ -32,17 +33,19 @@ int worker_command(const worker_command_options& opt, std::ostream& err) {
   if (opt.resume_step && opt.resume_checkpoint)
     ro.resume = resume_point{*opt.resume_step, *opt.resume_checkpoint};
   auto rt = process_runtime::create(*m, opt.process, ro);
+  // From here on the process's stderr is its log (RUN_DIR/logs/PROCESS.log): lines with a time
+  // and a level, the last one saying why it stopped (the head quotes it).
   if (!rt) {
-    err << "kforge worker: " << rt.message() << "\n";
+    kforge::log::error("kforge worker: " + rt.message());
     return 1;
   }
-  err << "kforge worker: process " << opt.process << " running (pid " << ::getpid() << ")\n";
+  kforge::log::info("kforge worker: process " + opt.process + " running (pid " + std::to_string(::getpid()) + ")");
   auto s = (*rt)->run();
   if (!s) {
-    err << "kforge worker: " << s.message() << "\n";
+    kforge::log::error("kforge worker: " + s.message());
     return 1;
   }
-  err << "kforge worker: process " << opt.process << " shut down\n";
+  kforge::log::info("kforge worker: process " + opt.process + " shut down");
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/hash.hpp"
+#include "common/log.hpp"
 #include "common/parallel.hpp"
 #include "common/visible_gpus.hpp"
 #include "sandbox/child_protocol.hpp"
@@ -131,7 +132,7 @@ result<json> start_child(const run_options& o, const char* role, const child_opt
 /// Prints "sandbox: LINE" once per process for each `flag`: what one child's probe reports of the
 /// host, every child on it would report.
 void say_once(std::once_flag& flag, const std::string& line) {
-  std::call_once(flag, [&] { std::fprintf(stderr, "sandbox: %s\n", line.c_str()); });
+  std::call_once(flag, [&] { kforge::log::warn("sandbox: " + line); });
 }
 
 }  // namespace

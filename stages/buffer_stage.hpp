@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/logic_interfaces.hpp"
+#include "common/log.hpp"
 #include "stages/sample_buffer.hpp"
 #include "stages/seen_kernels_journal.hpp"
 
@@ -31,7 +32,7 @@ class buffer_stage final : public actors::buffer_logic {
       const auto* c = s.verdict()->candidate();
       // Not writing it down loses nothing now, only the resume's memory of it: said once.
       if (auto w = journal_->append({c->prompt_hash(), c->code_hash()}); !w && !told_) {
-        std::cerr << "kforge " << w.message() << " (a resumed run may train on it again)\n";
+        kforge::log::warn("kforge " + w.message() + " (a resumed run may train on it again)");
         told_ = true;
       }
     }

@@ -18,6 +18,7 @@
 #include "common/file_writer.hpp"
 #include "common/gpu_use_lock.hpp"
 #include "common/hex.hpp"
+#include "common/log.hpp"
 #include "common/subprocess.hpp"
 #include "common/visible_gpus.hpp"
 #include "model/weights.hpp"
@@ -128,7 +129,7 @@ class policy_trainer_stage final : public actors::trainer_logic {
     if (auto s = log(*stats, how, publish_s); !s) {
       // An NCCL broadcast has started: the samplers must hear of it, or it waits for nobody.
       if (w && w->transport == wire::WeightsTransport::nccl) {
-        std::cerr << "trainer: " << s.message() << std::endl;
+        kforge::log::error("trainer: " + s.message());
         return w;
       }
       return s.err();
@@ -212,8 +213,8 @@ class policy_trainer_stage final : public actors::trainer_logic {
         w.dtype = b->dtype;
         return w;
       }
-      std::cerr << "trainer: NCCL weight publishing failed, weights go by file from version " << version << ": "
-                << b.message() << std::endl;
+      kforge::log::warn("trainer: NCCL weight publishing failed, weights go by file from version " +
+                        std::to_string(version) + ": " + b.message());
       sender_.reset();
     }
 #endif
@@ -299,9 +300,10 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
 #endif
     }
     if (remote > 0)
-      std::cerr << "trainer: waiting up to " << rank_join_timeout.count() << " min for " << remote
-                << " rank(s) from other hosts: start each there with kforge trainer-rank --connect "
-                << ro.remote_endpoint << " --device N" << std::endl;
+      kforge::log::info("trainer: waiting up to " + std::to_string(rank_join_timeout.count()) + " min for " +
+                        std::to_string(remote) +
+                        " rank(s) from other hosts: start each there with kforge trainer-rank --connect " +
+                        ro.remote_endpoint + " --device N");
     auto started = rank_processes::start(ro);
     if (!started) return error{"trainer: " + started.message()};
     ranks = std::move(*started);
@@ -324,8 +326,8 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
   }
   if (ranks) {
     if (auto s = ranks->joined((*pt)->lead().steps()); !s) return error{"trainer: " + s.message()};
-    std::cerr << "trainer: ranks 1.." << ranks->size() - 1 << " joined from processes of their own ("
-              << ranks->describe() << ")" << std::endl;
+    kforge::log::info("trainer: ranks 1.." + std::to_string(ranks->size() - 1) +
+                      " joined from processes of their own (" + ranks->describe() + ")");
   }
   auto stage = std::make_shared<policy_trainer_stage>(std::move(*pt), o, std::move(ranks));
   if (o.publish_ranks > 0) {
@@ -338,9 +340,10 @@ result<std::shared_ptr<actors::trainer_logic>> make_policy_trainer_stage(
     return error{"trainer: NCCL publishing asked for, and this kforge was built without CUDA"};
 #endif
   }
-  std::cerr << "trainer: new weights go to the samplers by "
-            << (o.publish_ranks > 0 ? "NCCL broadcast (" + std::to_string(o.publish_ranks) + " ranks)" : "file")
-            << ": " << o.publish_reason << std::endl;
+  kforge::log::info("trainer: new weights go to the samplers by " +
+                    (o.publish_ranks > 0 ? "NCCL broadcast (" + std::to_string(o.publish_ranks) + " ranks)"
+                                         : std::string("file")) +
+                    ": " + o.publish_reason);
   return std::shared_ptr<actors::trainer_logic>(std::move(stage));
 }
 

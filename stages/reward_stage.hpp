@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/logic_interfaces.hpp"
+#include "common/log.hpp"
 #include "common/text_file.hpp"
 #include "stages/best_kernels.hpp"
 #include "stages/infra_error_log.hpp"
@@ -49,8 +50,8 @@ class reward_stage final : public actors::reward_logic {
     if (auto b = best_.offer(v, info.policy_version); !b) {
       ++counters_.best_write_errors;
       if (!told_)
-        std::cerr << "kforge reward: best kernel not saved: " << b.message()
-                  << " (further failures are counted as best_write_errors)\n";
+        kforge::log::warn("kforge reward: best kernel not saved: " + b.message() +
+                          " (further failures are counted as best_write_errors)");
       told_ = true;
     } else if (*b) {
       ++counters_.best_updates;
@@ -74,8 +75,8 @@ class reward_stage final : public actors::reward_logic {
     if (state_file_.empty() || !unsaved_) return;
     unsaved_ = false;
     if (auto s = write_text_file_atomically(state_file_, model_.to_json()); !s && !state_told_) {
-      std::cerr << "kforge reward: state not saved: " << s.message()
-                << " (a resumed run would start every task's baseline anew)\n";
+      kforge::log::warn("kforge reward: state not saved: " + s.message() +
+                        " (a resumed run would start every task's baseline anew)");
       state_told_ = true;
     }
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/hash.hpp"
+#include "common/log.hpp"
 #include "stages/verdict_reuse.hpp"
 #include "sandbox/pool.hpp"
 #include "tasks/prompt.hpp"
@@ -130,7 +131,7 @@ result<std::shared_ptr<actors::sandbox_logic>> shared_nvcc_sandbox(const manifes
   po.run.confirm_speedup = so.confirm_speedup;
   auto pool = sandbox::sandbox_pool::create(po);
   if (!pool) return error{"sandbox: " + pool.message()};
-  std::fprintf(stderr, "sandbox: %s\n", (*pool)->describe().c_str());
+  kforge::log::info("sandbox: " + (*pool)->describe());
   // A worker lives for the whole run: its children start now, together, not one by one under
   // the first groups.
   if (auto st = (*pool)->start_all(); !st) return error{"sandbox: " + st.err().message};

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/gpu_arch.hpp"
+#include "common/log.hpp"
 #include "common/text_file.hpp"
 #include "sandbox/pool.hpp"
 #include "tasks/builtin.hpp"
@@ -166,8 +167,8 @@ result<std::vector<wire::GenerateRequestT>> task_generator::next(std::uint64_t s
   // Not saving it loses nothing now, only a resumed run's memory of it: said once.
   if (!options_.state_file.empty())
     if (auto s = write_text_file_atomically(options_.state_file, checkpoint()); !s && !told_) {
-      std::cerr << "kforge task generator: curriculum state not saved: " << s.message()
-                << " (a resumed run would start it anew)\n";
+      kforge::log::warn("kforge task generator: curriculum state not saved: " + s.message() +
+                        " (a resumed run would start it anew)");
       told_ = true;
     }
   return out;
