@@ -9,8 +9,7 @@ namespace {
 
 // (what the code or message holds, the explanation); the first match wins, so the more specific
 // wordings come first.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 19> known = {{
-    {"missing_entry_point", "kf_forward must be defined, with extern \"C\" linkage and the ABI's exact signature"},
+constexpr std::array<std::pair<std::string_view, std::string_view>, 18> known = {{
     {"calling a __host__ function", "device code calls a host-only function: only __device__ functions run on the GPU"},
     {"calling a __device__ function", "host code calls a device-only function: launch a kernel instead"},
     {"is undefined", "a name that is not declared here: a typo, a missing #include, or a function defined after its use"},

@@ -18,6 +18,7 @@
 #include "sandbox/eval_cli.hpp"
 #include "tasks/tasks_cli.hpp"
 #ifdef KFORGE_HAVE_SAMPLE
+#include "commands/optimize_cli.hpp"
 #include "commands/sample_cli.hpp"
 #endif
 #ifdef KFORGE_HAVE_TRAINER_RANK
@@ -152,6 +153,9 @@ int main(int argc, char** argv) {
   kforge::pipeline::sample_options sample;
   optional.push_back({kforge::pipeline::add_sample_subcommand(app, sample),
                       [&] { return kforge::pipeline::sample_command(sample, std::cout, std::cerr); }});
+  kforge::pipeline::optimize_options optimize;
+  optional.push_back({kforge::pipeline::add_optimize_subcommand(app, optimize),
+                      [&] { return kforge::pipeline::optimize_command(optimize, std::cout, std::cerr); }});
 #endif
 #ifdef KFORGE_HAVE_CORPUS
   kforge::corpus::corpus_options corpus;

@@ -70,6 +70,21 @@ std::string chat_format::wrap(std::string_view user) const {
   return std::string(user);
 }
 
+std::string chat_format::follow_up(std::string_view user, bool closed) const {
+  switch (style) {
+    case chat_style::raw:
+      return "\n\n" + std::string(user) + "\n\n";
+    case chat_style::chatml:
+      return (closed ? std::string() : std::string(im_end)) + "\n" + std::string(im_start) + "user\n" +
+             std::string(user) + std::string(im_end) + "\n" + std::string(im_start) + "assistant\n";
+    case chat_style::llama3:
+      return (closed ? std::string() : std::string("<|eot_id|>")) +
+             "<|start_header_id|>user<|end_header_id|>\n\n" + std::string(trim(user)) +
+             "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+  }
+  return std::string(user);
+}
+
 std::string_view chat_format::name() const noexcept {
   switch (style) {
     case chat_style::raw: return "raw";

@@ -36,6 +36,11 @@ struct chat_format {
 
   /// The text to tokenize for one user message, the assistant's turn opened.
   std::string wrap(std::string_view user) const;
+  /// The text that follows the assistant's turn with one more user message (an observation of an
+  /// agent episode) and opens the assistant's next turn. `closed`: the assistant's turn already
+  /// ended with its end token (<|im_end|>, <|eot_id|>), which is then not written again. Raw: the
+  /// message between blank lines.
+  std::string follow_up(std::string_view user, bool closed) const;
   /// Whether to tokenize with the tokenizer's post-processor (a bos, ...): only raw prompts; a
   /// wrapped one already carries its special tokens, as apply_chat_template's text does.
   bool add_special_tokens() const noexcept { return style == chat_style::raw; }

@@ -78,15 +78,11 @@ std::string format_summary(const json& s) {
   return os.str();
 }
 
-namespace {
-
-std::string default_cache() {
+std::string default_compile_cache() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/kforge/compile";
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/kforge/compile";
   return "/tmp/kforge-compile-cache";
 }
-
-}  // namespace
 
 int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) {
   auto loaded = opt.tasks.empty() ? tasks::builtin_tasks() : tasks::load_task_file(opt.tasks);
@@ -134,7 +130,7 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
   if (seed == 0) seed = (static_cast<std::uint64_t>(std::random_device{}()) << 32) | std::random_device{}();
   pool_options po;
   po.eval.compile.arch = opt.arch;
-  if (!opt.no_cache) po.eval.compile.cache_dir = opt.cache.empty() ? default_cache() : opt.cache;
+  if (!opt.no_cache) po.eval.compile.cache_dir = opt.cache.empty() ? default_compile_cache() : opt.cache;
   po.gpus = opt.gpus;
   po.compile_only = opt.compile_only;
   po.runners_per_gpu = opt.runners_per_gpu;

@@ -52,4 +52,8 @@ std::string format_summary(const nlohmann::json& summary);
 
 int eval_command(const eval_options& options, std::ostream& out, std::ostream& err);
 
+/// The compile cache of commands run by hand: $XDG_CACHE_HOME/kforge/compile, else
+/// ~/.cache/kforge/compile, else /tmp/kforge-compile-cache.
+std::string default_compile_cache();
+
 }  // namespace kforge::sandbox

@@ -51,7 +51,7 @@ result<trainer::broadcast_info> broadcast_of(const wire::PolicyWeights& w) {
 }
 #endif
 
-class engine_sampler final : public actors::sampler_logic {
+class engine_sampler final : public actors::sampler_logic, public engine_policy {
  public:
   engine_sampler(engine_sampler_options o, model::CausalLM m, model::tokenizer tok, model::chat_format chat,
                  std::vector<std::int64_t> stops, std::int64_t pad)
@@ -241,6 +241,53 @@ class engine_sampler final : public actors::sampler_logic {
     for (std::size_t k = 0; k < group.size(); ++k) out[group[k]->item] = std::move(per[k]);
   }
 
+  std::vector<std::int32_t> prompt_ids(std::string_view prompt) const override {
+    return narrow(tok_.encode(chat_.wrap(prompt), chat_.add_special_tokens()));
+  }
+
+  std::vector<std::int32_t> follow_up_ids(std::string_view message,
+                                          const std::vector<std::int32_t>& previous) const override {
+    const bool closed = !previous.empty() &&
+                        std::find(stops_.begin(), stops_.end(), previous.back()) != stops_.end();
+    return narrow(tok_.encode(chat_.follow_up(message, closed), false));
+  }
+
+  std::string decode(const std::vector<std::int32_t>& ids) const override {
+    return tok_.decode(std::vector<std::int64_t>(ids.begin(), ids.end()), false);
+  }
+
+  result<std::vector<continuation>> continue_each(const std::vector<std::vector<std::int32_t>>& contexts,
+                                                  const std::vector<std::uint64_t>& seeds, double temperature,
+                                                  double top_p, int max_new_tokens) override {
+    if (contexts.size() != seeds.size()) return error{"engine policy: one seed per context"};
+    if (contexts.empty()) return std::vector<continuation>{};
+    model::sampling_options so;
+    so.n = 1;
+    so.temperature = temperature;
+    so.top_p = top_p;
+    so.max_new_tokens = max_new_tokens;
+    so.stop_tokens = stops_;
+    so.pad_token = pad_;
+    so.prompt_seeds = seeds;
+    if (o_.device >= 0) so.device_use = gpu_use_;
+    std::vector<std::vector<std::int64_t>> prompts;
+    for (const auto& c : contexts) prompts.emplace_back(c.begin(), c.end());
+    auto gens = model::generate(*model_, prompts, so, &tok_);
+    if (!gens) return error{"engine policy: " + gens.message()};
+    std::vector<continuation> out(contexts.size());
+    for (auto& g : *gens) {
+      auto& c = out[g.prompt];
+      c.tokens = narrow(g.tokens);
+      c.logprobs = std::move(g.logprobs);
+      c.text = std::move(g.text);
+    }
+    return out;
+  }
+
+  static std::vector<std::int32_t> narrow(const std::vector<std::int64_t>& ids) {
+    return std::vector<std::int32_t>(ids.begin(), ids.end());
+  }
+
   engine_sampler_options o_;
   // On a GPU: a host-wide shared use of it while generation's work is on it, so that a sandbox
   // timing on the same GPU (one GPU for rollout and sandbox) times alone.
@@ -276,7 +323,10 @@ std::uint64_t group_seed(std::uint64_t run_seed, std::uint64_t sample_id) noexce
   return fnv1a64(both, sizeof both);
 }
 
-result<std::shared_ptr<actors::sampler_logic>> make_engine_sampler(const engine_sampler_options& o) {
+namespace {
+
+/// The checkpoint, tokenizer, chat format and stop tokens of `o`, as an engine.
+result<std::shared_ptr<engine_sampler>> load_engine(const engine_sampler_options& o) {
   const std::string& dir = o.sampler.model;
   if (dir.empty()) return error{"engine sampler: [sampler] model is empty: name a checkpoint directory"};
   const std::string tok_dir = o.tokenizer_dir.empty() ? dir : o.tokenizer_dir;
@@ -305,8 +355,22 @@ result<std::shared_ptr<actors::sampler_logic>> make_engine_sampler(const engine_
   std::vector<std::int64_t> stops = defaults->stop_tokens;
   if (stops.empty()) stops = config.eos_token_ids;
   const std::int64_t pad = defaults->pad_token.value_or(stops.empty() ? 0 : stops.front());
-  auto sampler = std::make_shared<engine_sampler>(o, std::move(*m), std::move(*tok), std::move(*chat),
-                                                  std::move(stops), pad);
+  return std::make_shared<engine_sampler>(o, std::move(*m), std::move(*tok), std::move(*chat),
+                                         std::move(stops), pad);
+}
+
+}  // namespace
+
+result<std::shared_ptr<engine_policy>> load_engine_policy(const engine_sampler_options& o) {
+  auto engine = load_engine(o);
+  if (!engine) return engine.err();
+  return std::shared_ptr<engine_policy>(std::move(*engine));
+}
+
+result<std::shared_ptr<actors::sampler_logic>> make_engine_sampler(const engine_sampler_options& o) {
+  auto loaded = load_engine(o);
+  if (!loaded) return loaded.err();
+  auto sampler = std::move(*loaded);
   if (o.publish_rank > 0) {
 #if defined(KFORGE_WITH_CUDA)
     if (o.device < 0) return error{"engine sampler: NCCL weights need the sampler on a GPU"};

@@ -34,6 +34,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "actors/logic_interfaces.hpp"
 #include "common/result.hpp"
@@ -58,6 +59,37 @@ struct engine_sampler_options {
   /// How long a version may take to arrive (trainer.publish_timeout_s).
   std::chrono::milliseconds publish_timeout{std::chrono::minutes(10)};
 };
+
+/// The engine's policy used directly, outside the stage actors: an agent episode's turns
+/// (agent/episode.hpp) continue token ids rather than a prompt's text. Torch-free interface.
+class engine_policy {
+ public:
+  virtual ~engine_policy() = default;
+  /// A prompt's ids exactly as the sampler feeds them (the checkpoint's chat wrapping included).
+  virtual std::vector<std::int32_t> prompt_ids(std::string_view prompt) const = 0;
+  /// The ids of a message that follows the model's turn `previous` (its completion tokens): the
+  /// turn closed where it did not stop on its end token, the message as a user turn, and the
+  /// assistant's next turn opened (model::chat_format::follow_up).
+  virtual std::vector<std::int32_t> follow_up_ids(std::string_view message,
+                                                  const std::vector<std::int32_t>& previous) const = 0;
+  /// Text of ids, special tokens included (for transcripts).
+  virtual std::string decode(const std::vector<std::int32_t>& ids) const = 0;
+
+  struct continuation {
+    std::vector<std::int32_t> tokens;  ///< new tokens, a final stop token included
+    std::vector<float> logprobs;       ///< the behaviour policy's, one per token
+    std::string text;                  ///< decoded, special tokens and the final stop token left out
+  };
+  /// One sampled continuation of each of `contexts`, context k drawing from a generator seeded
+  /// seeds[k] (so a context's continuation does not depend on what shares the batch).
+  virtual result<std::vector<continuation>> continue_each(const std::vector<std::vector<std::int32_t>>& contexts,
+                                                          const std::vector<std::uint64_t>& seeds,
+                                                          double temperature, double top_p,
+                                                          int max_new_tokens) = 0;
+};
+
+/// The checkpoint and tokenizer of `o` as an engine_policy (o.publish_rank is not used).
+[[nodiscard]] result<std::shared_ptr<engine_policy>> load_engine_policy(const engine_sampler_options& o);
 
 /// Loads the checkpoint and tokenizer. Errors name the directory or file and what is wrong.
 [[nodiscard]] result<std::shared_ptr<actors::sampler_logic>> make_engine_sampler(const engine_sampler_options& o);

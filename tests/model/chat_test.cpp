@@ -38,6 +38,11 @@ TEST_CASE("chat: ChatML from the fixture's template, its special tokens encoded 
   const auto ids = tok.encode(text, f->add_special_tokens());
   CHECK(ids.front() == 1);  // <|im_start|>
   CHECK(std::count(ids.begin(), ids.end(), 2) == 1);  // <|im_end|>
+  // An observation after the assistant's turn: its end token written only when it did not stop on it.
+  CHECK(f->follow_up("It failed.", true) ==
+        "\n<|im_start|>user\nIt failed.<|im_end|>\n<|im_start|>assistant\n");
+  CHECK(f->follow_up("It failed.", false) ==
+        "<|im_end|>\n<|im_start|>user\nIt failed.<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST_CASE("chat: a Qwen2.5-style default system message is taken from the template") {
@@ -62,6 +67,7 @@ TEST_CASE("chat: Llama 3, raw prompts, and templates or tokens that do not fit a
   CHECK(raw->style == chat_style::raw);
   CHECK(raw->add_special_tokens());
   CHECK(raw->wrap("  as is ") == "  as is ");
+  CHECK(raw->follow_up("note", true) == "\n\nnote\n\n");
 
   auto unknown = detect_chat_format("{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}", tok,
                                     std::nullopt, "dir/tokenizer_config.json");
@@ -90,6 +96,9 @@ TEST_CASE("chat: Llama 3, raw prompts, and templates or tokens that do not fit a
   CHECK(f->style == chat_style::llama3);
   CHECK(f->wrap(" go \n") ==
         "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\ngo<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  CHECK(f->follow_up(" slow \n", false) ==
+        "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nslow<|eot_id|>"
         "<|start_header_id|>assistant<|end_header_id|>\n\n");
   auto no_bos = detect_chat_format(llama_tpl, *full, std::nullopt, "cfg");
   REQUIRE_FALSE(no_bos.ok());

@@ -30,7 +30,7 @@ wire::ScoredT score(pipeline::reward_model& m, const messages::envelope& e, std:
 }
 }  // namespace
 
-TEST_CASE("reward follows the formula of ARCHITECTURE.md") {
+TEST_CASE("reward follows the formula of docs/architecture.md") {
   pipeline::reward_model m(reward_options{});
   // Wrong answers and compile errors earn nothing.
   CHECK(score(m, verdict("a", VerdictStatus::wrong_answer, 1, 1)).reward == 0);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -76,4 +77,44 @@ TEST_CASE("the shipped model loads, writes a kernel for a held-out task, and the
   }
   std::error_code ec;
   fs::remove_all(dir, ec);
+}
+
+// `kforge optimize` with the shipped model on the CPU: the sandbox compiles only, so no turn is
+// correct and every episode runs its turns; each turn's verdict comes back as an observation.
+TEST_CASE("kforge optimize: episodes of the shipped model, each turn judged and fed back") {
+  if (const auto tc = kforge::sandbox::find_toolchain(); !tc) {
+    MESSAGE("skipped: no CUDA toolchain (" << tc.message() << ")");
+    return;
+  }
+  const fs::path dir = fs::temp_directory_path() / ("kforge-optimize-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const auto task = fs::temp_directory_path() / ("kforge-optimize-task-" + std::to_string(::getpid()) + ".jsonl");
+  write_heldout_task("l1/mish", task);
+  const auto r = kforge_cli({"optimize", "--task", task.string(), "--model",
+                             (fs::path(KFORGE_SOURCE_DIR) / "models/kforge-tiny").string(), "--out", dir.string(),
+                             "--turns", "2", "--samples", "1", "--max-new-tokens", "96", "--compile-only"});
+  CHECK(r.output.find("turn 2: 0 of 1 episode(s) with a correct kernel, 0 going on") != std::string::npos);
+  for (const char* f : {"report.md", "episode-0/turn-1.cu", "episode-0/turn-2.cu", "episode-0/transcript.md"})
+    CHECK_MESSAGE(fs::exists(dir / f), f);
+  const auto verdict = json::parse(std::ifstream(dir / "episode-0/turn-1.json"));
+  CHECK(verdict.at("turn") == 1);
+  std::stringstream transcript;
+  transcript << std::ifstream(dir / "episode-0/transcript.md").rdbuf();
+  INFO(transcript.str());
+  // Turn 1's verdict became an observation before the model's second turn.
+  const auto first = transcript.str().find("## Turn 1: the model");
+  REQUIRE(first != std::string::npos);
+  const auto observed = transcript.str().find("## Turn 1: ", first + 1);  // the observation's header
+  const auto second = transcript.str().find("## Turn 2: the model");
+  CHECK(transcript.str().find("Fix it: write the whole file again") < second);
+  CHECK(observed < second);
+  // Bad input is refused before anything runs.
+  std::vector<std::string> argv{KFORGE_BINARY, "optimize", "--task", "l1/no_such_task", "--out", (dir / "x").string()};
+  auto bad = kforge::run_process(argv, std::chrono::minutes(1));
+  REQUIRE(bad.ok());
+  CHECK(bad->exit_code == 2);
+  CHECK(bad->output.find("--task l1/no_such_task: no built-in task of that id") != std::string::npos);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::remove(task, ec);
 }

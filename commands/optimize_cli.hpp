@@ -1,0 +1,34 @@
+#pragma once
+// The flags of `kforge optimize`, for commands/cli.cpp (header-only: only the kforge executable
+// links CLI11).
+#include <CLI/CLI.hpp>
+
+#include "commands/optimize_command.hpp"
+
+namespace kforge::pipeline {
+
+inline CLI::App* add_optimize_subcommand(CLI::App& app, optimize_options& o) {
+  auto* cmd = app.add_subcommand(
+      "optimize", "Work one task in episodes: the model writes a kernel, reads the sandbox's verdict, and writes it again");
+  cmd->add_option("--task", o.task, "A built-in task id, or a task file")->required();
+  cmd->add_option("--task-id", o.task_id, "Which task of a task file holding several");
+  cmd->add_option("--model", o.model, "Checkpoint directory (default: models/kforge-tiny)");
+  cmd->add_option("--out,-o", o.out, "Output directory")->required();
+  cmd->add_option("--turns,-T", o.turns, "Turns per episode, 1-64 (default 3)");
+  cmd->add_option("--samples,-G", o.samples, "Episodes, 1-256 (default 4)");
+  cmd->add_option("--target-speedup", o.target_speedup, "An episode stops at a correct kernel this fast (default: none)");
+  cmd->add_option("--temperature", o.temperature, "Sampling temperature (default 0.8)");
+  cmd->add_option("--top-p", o.top_p, "Nucleus mass (default 1)");
+  cmd->add_option("--max-new-tokens", o.max_new_tokens, "Tokens per turn, at most (default 1024)");
+  cmd->add_option("--feedback", o.feedback,
+                  "What observations show: compile, resources, correctness, runtime, timing, profile (default: all)")
+      ->delimiter(',');
+  cmd->add_option("--observation-template", o.observation_template, "Observation template file");
+  cmd->add_option("--gpu", o.gpu, "CUDA ordinal for the model (default: -1, the CPU)");
+  cmd->add_flag("--compile-only", o.compile_only, "The sandbox compiles only, even with GPUs");
+  cmd->add_option("--arch", o.arch, "nvcc target (default auto: the sandbox GPU's)");
+  cmd->add_option("--seed", o.seed, "Sampling and input-set seed (default 1)");
+  return cmd;
+}
+
+}  // namespace kforge::pipeline

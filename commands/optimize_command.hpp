@@ -1,0 +1,43 @@
+#pragma once
+// `kforge optimize --task ID|FILE --turns N --samples G --out DIR`: the agent loop at inference time,
+// for an engineer with a task and a trained policy. G episodes of up to N turns each: the model
+// writes a kernel, the sandbox judges it, the verdict comes back as an observation
+// (agent/observation.hpp) and the model writes the next one, until a turn reaches
+// --target-speedup or the turns run out. Written to DIR:
+//   best.cu, best.json      the fastest correct kernel (episode, turn, speedup, verdict)
+//   episode-K/turn-T.cu     every turn's kernel, turn-T.json its verdict
+//   episode-K/transcript.md the conversation: prompt, the model's turns, the observations
+//   report.md               per turn: how many episodes had a correct kernel, the best speedup
+// Without a GPU (or with --compile-only) the sandbox only compiles: the best verdict is `compiled`
+// and no kernel is correct, and the command says so.
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace kforge::pipeline {
+
+struct optimize_options {
+  std::string task;                    ///< a built-in task id, or a task file holding it
+  std::string task_id;                 ///< which task of a file of several
+  std::string model = "models/kforge-tiny";
+  std::string out;                     ///< output directory (created; must not hold a report yet)
+  int turns = 3;
+  int samples = 4;                     ///< episodes
+  double target_speedup = 0;           ///< > 0: an episode stops at a correct kernel this fast
+  double temperature = 0.8;
+  double top_p = 1.0;
+  int max_new_tokens = 1024;
+  std::vector<std::string> feedback;   ///< observation kinds (agent::feedback_kinds); empty: all
+  std::string observation_template;    ///< a template file; empty: the embedded one
+  int gpu = -1;                        ///< CUDA ordinal for the model; -1: the CPU
+  bool compile_only = false;           ///< the sandbox compiles only, even with GPUs
+  std::string arch = "auto";           ///< nvcc target, as kforge eval's --arch
+  std::uint64_t seed = 1;              ///< sampling and the sandbox's input sets
+};
+
+/// Runs the command: 0 when it ran (whether or not a correct kernel was found), 2 on bad input.
+int optimize_command(const optimize_options& o, std::ostream& out, std::ostream& err);
+
+}  // namespace kforge::pipeline
