@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "common/log.hpp"
 #include "config/manifest.hpp"
 #include "runtime/head_run.hpp"
+#include "runtime/memory_plan.hpp"
 #include "runtime/host_check.hpp"
 #include "runtime/process_runtime.hpp"
 #include "runtime/readiness.hpp"
@@ -86,6 +88,31 @@ result<run_plan> plan_run(const run_command_options& opt) {
   return plan;
 }
 
+/// The memory plan (memory_plan.hpp) of a real policy on GPUs: printed, and a plan that does not
+/// fit the GPUs it will run on is the reason the run stops. Nothing for the stand-in policy, a
+/// policy on the CPU, or a model whose config cannot be read here (host_checks says so).
+std::optional<std::string> memory_plan_problem(const manifest& m, const host_facts& host, std::ostream& out) {
+  if (m.sampler.model.empty() || m.sampler.backend != sampler_backend::engine) return std::nullopt;
+  auto shape = policy_shape_of(m.sampler.model);
+  if (!shape) return std::nullopt;
+  const auto sampler_gpus = stage_gpus(m, actor_kind::sampler);
+  const auto trainer_gpus = stage_gpus(m, actor_kind::trainer);
+  if (!sampler_gpus || !trainer_gpus || (sampler_gpus->empty() && trainer_gpus->empty())) return std::nullopt;
+  const auto sampler = sampler_memory(*shape, m.sampler, planned_prompt_tokens);
+  const auto trainer = trainer_memory(*shape, m.trainer, m.sampler, planned_prompt_tokens);
+  const bool shared = !sampler_gpus->empty() && !trainer_gpus->empty() && sampler_gpus->front() == trainer_gpus->front();
+  double gpu = 0;  // the smallest GPU either stage uses, where nvidia-smi said
+  for (const auto* g : {&*sampler_gpus, &*trainer_gpus})
+    for (int i : *g)
+      if (i >= 0 && static_cast<std::size_t>(i) < host.gpu_memory.size())
+        gpu = gpu == 0 ? host.gpu_memory[static_cast<std::size_t>(i)] : std::min(gpu, host.gpu_memory[static_cast<std::size_t>(i)]);
+  const auto verdict = judge_memory(sampler, trainer, shared, gpu);
+  out << "memory plan (an estimate from " << m.sampler.model << "/config.json, " << shape->parameters()
+      << " parameters, prompts of " << planned_prompt_tokens << " tokens):\n" << verdict.text << "\n\n";
+  if (verdict.fits) return std::nullopt;
+  return "the memory plan does not fit the GPUs (above)";
+}
+
 /// Prints the plan and what each stage needs on this host (with --check, the host's checks too),
 /// then makes the checks that stop a run before any process starts. Returns the exit code when the
 /// run ends here (always with --check), nullopt when it may start; `stand_ins` says whether stand-ins run.
@@ -100,6 +127,10 @@ std::optional<int> announce_and_check(const run_plan& plan, bool check_only, boo
   out << readiness_report(m, host) << "\n";
   const auto needs = check_only ? host_checks(m, host) : std::vector<host_check>{};
   if (check_only) out << "checks:\n" << format_host_checks(needs) << "\n";
+  if (auto problem = memory_plan_problem(m, host, out)) {
+    err << "kforge run: " << *problem << "\n";
+    return 2;
+  }
   stand_ins = false;
   for (auto k : all_actor_kinds) stand_ins = stand_ins || (is_stand_in(k, &m) && m.count(k) > 0);
   if (stand_ins)

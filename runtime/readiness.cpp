@@ -1,5 +1,6 @@
 #include "runtime/readiness.hpp"
 
+#include <cstdlib>
 #include <iomanip>
 #include <sstream>
 
@@ -38,6 +39,14 @@ host_facts probe_host() {
       h.gpu_source = "no CUDA LibTorch and no working nvidia-smi";
     }
   }
+  if (h.gpus > 0)
+    if (auto smi = run_process({"nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"},
+                               std::chrono::seconds(10));
+        smi && smi->exit_code == 0) {
+      std::istringstream lines(smi->output);
+      for (std::string l; std::getline(lines, l);)
+        if (!l.empty()) h.gpu_memory.push_back(std::strtod(l.c_str(), nullptr) * 1024 * 1024);  // MiB
+    }
   auto tc = sandbox::find_toolchain();
   h.nvcc_ok = tc.ok();
   h.nvcc = tc ? "nvcc " + tc->release + " (" + tc->nvcc + ")" : tc.message();

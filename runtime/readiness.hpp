@@ -17,6 +17,8 @@ struct host_facts {
   bool torch_cuda = false;
   std::string nvcc;                  ///< "nvcc 13.0 (/usr/local/cuda/bin/nvcc)" or why it is absent
   bool nvcc_ok = false;
+  /// Each GPU's memory in bytes, by index, as nvidia-smi reports it (empty: unknown).
+  std::vector<double> gpu_memory;
 };
 
 /// Looks at this host: LibTorch (when built with it), GPUs, nvcc.

@@ -1,0 +1,128 @@
+#include "runtime/memory_plan.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <sstream>
+
+#if defined(KFORGE_HAVE_MODEL_CONFIG)
+#include "model/config.hpp"
+#endif
+
+namespace kforge::pipeline {
+
+namespace {
+
+constexpr double bf16 = 2, fp32 = 4;
+
+memory_estimate sorted(memory_estimate e) {
+  std::sort(e.parts.begin(), e.parts.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return e;
+}
+
+std::string line(const memory_estimate& e) {
+  std::string parts;
+  for (const auto& [what, bytes] : e.parts) parts += (parts.empty() ? "" : ", ") + what + " " + gib(bytes);
+  return e.stage + ": " + gib(e.total()) + " (" + parts + ")";
+}
+
+}  // namespace
+
+std::int64_t policy_shape::parameters() const {
+  const std::int64_t q = heads * head_dim, kv = kv_heads * head_dim;
+  const std::int64_t attention = hidden * q + q + 2 * (hidden * kv + kv) + q * hidden;
+  const std::int64_t mlp = 3 * hidden * intermediate;
+  const std::int64_t per_layer = attention + mlp + 2 * hidden;
+  return vocab * hidden * (tied_embeddings ? 1 : 2) + layers * per_layer + hidden;
+}
+
+result<policy_shape> policy_shape_of(const std::string& model_dir) {
+#if defined(KFORGE_HAVE_MODEL_CONFIG)
+  auto c = model::load_model_config(model_dir);
+  if (!c) return c.err();
+  policy_shape p;
+  p.hidden = c->hidden_size;
+  p.intermediate = c->intermediate_size;
+  p.layers = c->num_hidden_layers;
+  p.heads = c->num_attention_heads;
+  p.kv_heads = c->num_key_value_heads;
+  p.head_dim = c->head_dim;
+  p.vocab = c->vocab_size;
+  p.tied_embeddings = c->tie_word_embeddings;
+  return p;
+#else
+  return error{model_dir + ": this kforge is built without the model library, so it cannot read config.json"};
+#endif
+}
+
+double memory_estimate::total() const {
+  return std::accumulate(parts.begin(), parts.end(), 0.0, [](double s, const auto& p) { return s + p.second; });
+}
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+memory_estimate sampler_memory(const policy_shape& p, const sampler_options& s, std::int64_t prompt_tokens) {
+  const double params = static_cast<double>(p.parameters());
+  const double rows = static_cast<double>(s.batch_requests) * s.group_size;
+  const double seq = static_cast<double>(prompt_tokens + s.max_new_tokens);
+  const double kv = rows * seq * static_cast<double>(p.layers) * 2 * static_cast<double>(p.kv_heads * p.head_dim) * bf16;
+  return sorted({"sampler", {{"weights (bf16)", params * bf16},
+                             {"KV cache (" + std::to_string(static_cast<long long>(rows)) + " sequences)", kv},
+                             {"logits (fp32)", rows * static_cast<double>(p.vocab) * fp32}}});
+}
+
+memory_estimate trainer_memory(const policy_shape& p, const trainer_options& t, const sampler_options& s,
+                               std::int64_t prompt_tokens) {
+  const double params = static_cast<double>(p.parameters());
+  const double tokens = static_cast<double>(t.micro_batch) * static_cast<double>(prompt_tokens + s.max_new_tokens);
+  const double seq = static_cast<double>(prompt_tokens + s.max_new_tokens);
+  // What one layer keeps for backward per token, in bf16 elements: the norms' inputs and outputs,
+  // q, k, v, the attention output and its projection's input, the residuals, the MLP's gate, up,
+  // activation and product; plus the attention probabilities (heads x sequence) of an attention
+  // without a fused kernel.
+  const double per_token_layer = 8.0 * p.hidden + 2.0 * p.kv_heads * p.head_dim + 4.0 * p.intermediate +
+                                 static_cast<double>(p.heads) * seq;
+  return sorted({"trainer", {{"weights and reference (bf16)", 2 * params * bf16},
+                             {"master weights and gradients (fp32)", 2 * params * fp32},
+                             {"AdamW moments (fp32)", 2 * params * fp32},
+                             {"activations of a micro-batch", tokens * static_cast<double>(p.layers) * per_token_layer * bf16},
+                             {"logits and log-softmax", tokens * static_cast<double>(p.vocab) * (bf16 + fp32)}}});
+}
+
+memory_verdict judge_memory(const memory_estimate& sampler, const memory_estimate& trainer, bool shared,
+                            double gpu_bytes, double margin) {
+  memory_verdict v;
+  std::ostringstream s;
+  s << line(sampler) << "\n" << line(trainer) << "\n";
+  if (gpu_bytes <= 0) {
+    s << "GPU memory unknown here: not checked against it";
+    v.text = s.str();
+    return v;
+  }
+  const double room = gpu_bytes * (1 - margin);
+  auto check = [&](const std::string& who, double need) {
+    if (need <= room) return;
+    v.fits = false;
+    s << who << " needs " << gib(need) << ", more than " << gib(room) << " (the GPU's " << gib(gpu_bytes)
+      << " less a " << static_cast<int>(margin * 100) << " % margin)\n";
+  };
+  if (shared) check("the sampler and trainer on one GPU", sampler.total() + trainer.total());
+  else {
+    check("the sampler", sampler.total());
+    check("the trainer", trainer.total());
+  }
+  if (!v.fits)
+    s << "lower [trainer] micro_batch, [sampler] max_new_tokens, group_size or batch_requests, give the "
+         "sampler and trainer GPUs of their own, or use a smaller model (LoRA and sharded optimizer "
+         "state are not built yet)";
+  else
+    s << "fits a GPU of " << gib(gpu_bytes) << (shared ? " with both on it" : "");
+  v.text = s.str();
+  return v;
+}
+
+}  // namespace kforge::pipeline

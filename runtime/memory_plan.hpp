@@ -1,0 +1,62 @@
+#pragma once
+// The memory a manifest's policy needs on a GPU, estimated before anything loads, for
+// `kforge run --check`: the sampler (bf16 weights, the KV cache of a full batch of groups at the
+// longest sequence) and the trainer as it is built today (full fine-tuning: a bf16 copy of the
+// policy, a frozen bf16 reference, fp32 master weights and gradients, AdamW's two fp32 moments,
+// and the activations of one micro-batch kept for backward, the logits' log-softmax included).
+// Estimates from the model's shapes (config.json), not measurements; what they leave out (the
+// allocator's slack, CUDA's context, workspace) is why a plan must keep a margin.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/result.hpp"
+#include "config/options/sampler_options.hpp"
+#include "config/options/trainer_options.hpp"
+
+namespace kforge::pipeline {
+
+/// The shapes of a decoder-only policy that decide its memory (model/config.hpp's fields).
+struct policy_shape {
+  std::int64_t hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
+  bool tied_embeddings = false;
+  /// Parameters: embeddings, per layer the attention (q, k, v with their biases, o) and the gated
+  /// MLP and two norms, the final norm, and an untied output head.
+  std::int64_t parameters() const;
+};
+
+/// A stage's estimate: its parts in bytes, largest first once built.
+struct memory_estimate {
+  std::string stage;
+  std::vector<std::pair<std::string, double>> parts;
+  double total() const;
+};
+
+/// Longest sequence the loop makes: a prompt of `prompt_tokens` plus the sampler's max_new_tokens.
+memory_estimate sampler_memory(const policy_shape& p, const sampler_options& s, std::int64_t prompt_tokens);
+memory_estimate trainer_memory(const policy_shape& p, const trainer_options& t, const sampler_options& s,
+                               std::int64_t prompt_tokens);
+
+/// The shapes in `model_dir`'s config.json; an error where it cannot be read, or where this build
+/// has no model library to read it with.
+result<policy_shape> policy_shape_of(const std::string& model_dir);
+
+/// "12.3 GiB".
+std::string gib(double bytes);
+
+/// The estimates side by side with the GPU's memory (0: unknown), and whether they fit: the
+/// stages that share one GPU must fit it together with `margin` (a fraction) to spare. `shared`:
+/// sampler and trainer on the same GPU.
+struct memory_verdict {
+  bool fits = true;
+  std::string text;  ///< one line per estimate, then what to change when it does not fit
+};
+memory_verdict judge_memory(const memory_estimate& sampler, const memory_estimate& trainer, bool shared,
+                            double gpu_bytes, double margin = 0.1);
+
+/// The prompt length the plan assumes (a rendered prompt of the embedded template is ~1,500 tokens).
+inline constexpr std::int64_t planned_prompt_tokens = 2048;
+
+}  // namespace kforge::pipeline

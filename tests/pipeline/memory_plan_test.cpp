@@ -1,0 +1,85 @@
+// runtime/memory_plan.hpp: parameter counts from shapes, the stages' estimates, and a plan that
+// does not fit refused with what to change.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "runtime/memory_plan.hpp"
+
+using namespace kforge::pipeline;
+using kforge::sampler_options;
+using kforge::trainer_options;
+
+namespace {
+
+// Qwen2.5-Coder-7B's shapes (its config.json): 7.62 B parameters as published.
+policy_shape qwen_7b() {
+  policy_shape p;
+  p.hidden = 3584;
+  p.intermediate = 18944;
+  p.layers = 28;
+  p.heads = 28;
+  p.kv_heads = 4;
+  p.head_dim = 128;
+  p.vocab = 152064;
+  return p;
+}
+
+constexpr double gib80 = 80.0 * 1024 * 1024 * 1024;
+
+}  // namespace
+
+TEST_CASE("memory plan: parameters from shapes, as the checkpoint counts them") {
+  CHECK(static_cast<double>(qwen_7b().parameters()) == doctest::Approx(7.6156e9).epsilon(0.002));
+  // The shipped model's own config.json, read the way `kforge run --check` reads it.
+  auto tiny = policy_shape_of(std::string(KFORGE_SOURCE_DIR) + "/models/kforge-tiny");
+  if (!tiny) {
+    MESSAGE("the model library is not in this build: " << tiny.message());
+    return;
+  }
+  CHECK(tiny->parameters() > 7'000'000);
+  CHECK(tiny->parameters() < 8'500'000);
+}
+
+TEST_CASE("memory plan: a 7B policy trained in full at 4 x 4k tokens does not fit one 80 GiB GPU") {
+  sampler_options s;
+  s.max_new_tokens = 2048;
+  trainer_options t;
+  t.micro_batch = 4;
+  const auto sampler = sampler_memory(qwen_7b(), s, planned_prompt_tokens);
+  const auto trainer = trainer_memory(qwen_7b(), t, s, planned_prompt_tokens);
+  // 20 bytes a parameter before activations: bf16 policy and reference, fp32 masters, gradients, moments.
+  CHECK(trainer.total() > 20 * 7.6e9);
+  const auto v = judge_memory(sampler, trainer, false, gib80);
+  CHECK_FALSE(v.fits);
+  CHECK(v.text.find("the trainer needs") != std::string::npos);
+  CHECK(v.text.find("[trainer] micro_batch") != std::string::npos);
+  // Unknown GPU memory: said, not refused.
+  const auto unknown = judge_memory(sampler, trainer, false, 0);
+  CHECK(unknown.fits);
+  CHECK(unknown.text.find("GPU memory unknown") != std::string::npos);
+}
+
+TEST_CASE("memory plan: a small policy fits, and sharing one GPU adds the two stages") {
+  policy_shape small = qwen_7b();
+  small.layers = 2;
+  small.hidden = 512;
+  small.intermediate = 1024;
+  small.heads = 8;
+  small.kv_heads = 2;
+  small.head_dim = 64;
+  small.vocab = 4096;
+  sampler_options s;
+  trainer_options t;
+  const auto sampler = sampler_memory(small, s, planned_prompt_tokens);
+  const auto trainer = trainer_memory(small, t, s, planned_prompt_tokens);
+  CHECK(judge_memory(sampler, trainer, true, gib80).fits);
+  // A GPU just big enough for each alone, not for both.
+  const double each = std::max(sampler.total(), trainer.total()) / 0.9 * 1.01;
+  CHECK(judge_memory(sampler, trainer, false, each).fits);
+  const auto both = judge_memory(sampler, trainer, true, each);
+  CHECK_FALSE(both.fits);
+  CHECK(both.text.find("the sampler and trainer on one GPU needs") != std::string::npos);
+}
