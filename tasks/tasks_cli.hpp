@@ -13,8 +13,8 @@ namespace kforge::tasks {
 /// Adds `tasks` and its subcommands to `app`, filling `opt`; after parsing, when the returned
 /// subcommand was given, run_tasks_subcommand runs it.
 inline CLI::App* add_tasks_subcommand(CLI::App& app, tasks_options& opt) {
-  auto* cmd = app.add_subcommand("tasks", "Task library: list, show, validate, synthesize and time "
-                                          "tasks");
+  auto* cmd = app.add_subcommand("tasks", "Task library: list, show, validate, synthesize, time and "
+                                          "import tasks");
   cmd->require_subcommand(1);
   auto* list = cmd->add_subcommand("list", "List tasks (default: the built-in library)");
   list->add_option("--category,-c", opt.category,
@@ -81,6 +81,18 @@ inline CLI::App* add_tasks_subcommand(CLI::App& app, tasks_options& opt) {
     opt.device = "cuda";
     opt.shapes = "primary";
   });
+  auto* kb = cmd->add_subcommand(
+      "import-kernelbench", "KernelBench problem files (Model, get_inputs, get_init_inputs) into kforge "
+                            "tasks, by the machine's Python torch; the problems not converted are listed "
+                            "with the reason");
+  kb->add_option("paths", opt.kernelbench.paths, "Problem files or folders (e.g. KernelBench/level1)")->required();
+  kb->add_option("--out,-o", opt.kernelbench.out, "Task file to write (JSON Lines)")->required();
+  kb->add_option("--failures", opt.kernelbench.failures, "JSON Lines of the problems not converted");
+  kb->add_option("--scale", opt.kernelbench.scale,
+                 "Divide the problems' size globals by this, for a quick check (default 1)")
+      ->check(CLI::PositiveNumber);
+  kb->add_option("--cpu-budget", opt.kernelbench.cpu_budget_gib,
+                 "GiB of inputs and parameters a trace on the CPU may hold (default 2)");
   return cmd;
 }
 

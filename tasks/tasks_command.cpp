@@ -329,8 +329,9 @@ int tasks_command(const tasks_options& opt, std::ostream& out, std::ostream& err
     return 3;
 #endif
   }
+  if (opt.action == "import-kernelbench") return import_kernelbench(opt.kernelbench, out, err);
   err << "kforge tasks: unknown action '" << opt.action
-      << "' (expected list, show, validate, synth or baseline)\n";
+      << "' (expected list, show, validate, synth, baseline or import-kernelbench)\n";
   return 2;
 }
 

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "tasks/kernelbench_import.hpp"
+
 namespace kforge::tasks {
 
 /// Upper bounds of synth's --count and the --trials of synth and baseline: far above any real
@@ -30,8 +32,10 @@ inline constexpr int max_synth_count = 100000;
 inline constexpr int max_timed_trials = 100000;
 
 struct tasks_options {
-  /// list, show, validate, synth or baseline.
+  /// list, show, validate, synth, baseline or import-kernelbench.
   std::string action;
+  /// import-kernelbench: its own options (tasks/kernelbench_import.hpp).
+  kernelbench_import_options kernelbench;
   /// Task files (`.json`: one task; else JSON Lines); empty: the built-in library.
   std::vector<std::string> files;
   /// show: the task id.

@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""KernelBench problem files -> kforge tasks (docs/task-format.md), one JSON line each.
+
+A problem file defines `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`. For each:
+  - the module is built as `Model(*get_init_inputs())` on the CPU; its parameters and buffers
+    become task inputs after the problem's own inputs, each with an init spec read off the values
+    the module's own initialisation drew (constant, uniform over their range, or normal with their
+    mean and std), so every check draws fresh weights of the same kind;
+  - `get_inputs()` runs with torch's random factories recording what each input is drawn from
+    (randn: normal(0, 1), rand: uniform [0, 1), randint: its range) and returning meta tensors,
+    so no input of the full size is ever allocated;
+  - the forward, with the parameters passed in, is traced on meta tensors into TorchScript, the
+    task's reference; the outputs' shapes and dtypes come from that trace.
+A problem that cannot be converted is reported with the reason on stderr (and in --failures as JSON
+lines); nothing is dropped silently. Python torch (Debian's 1.13 or a GPU host's 2.x) does the work;
+`kforge tasks import-kernelbench` runs this script, and `kforge tasks validate` checks its output.
+
+--scale F divides the problem's size globals (every module-level int >= 256, and such ints in
+tuples, except kernel_size, stride, padding, dilation, groups and the like) by F, for a quick check
+on a small machine; the tasks then say so in their description and provenance.
+"""
+import argparse
+import importlib.util
+import json
+import math
+import os
+import re
+import sys
+import traceback
+
+import torch
+
+KEEP_AS_IS = {"kernel_size", "stride", "padding", "dilation", "groups", "output_padding", "num_groups",
+              "num_heads", "heads", "n_heads", "num_classes", "dim_head", "head_dim"}
+DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
+          torch.int32: "int32", torch.int64: "int64", torch.bool: "bool"}
+
+
+class unsupported(Exception):
+    pass
+
+
+def problem_files(paths):
+    for p in paths:
+        if os.path.isdir(p):
+            for root, _, files in sorted(os.walk(p)):
+                for f in sorted(files, key=lambda n: (int(n.split("_")[0]) if n.split("_")[0].isdigit() else 1 << 30, n)):
+                    if f.endswith(".py"):
+                        yield os.path.join(root, f)
+        else:
+            yield p
+
+
+def level_of(path):
+    m = re.search(r"level(\d+)", path)
+    return int(m.group(1)) if m else 0
+
+
+def task_id(path):
+    stem = os.path.splitext(os.path.basename(path))[0]
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", stem).strip("_") or "problem"
+    return "kb/l%d/%s" % (level_of(path), stem)
+
+
+def load_module(path, scale):
+    spec = importlib.util.spec_from_file_location("kernelbench_problem", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # a syntax error or import failure is the problem's
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(mod, name):
+            raise unsupported("no %s in the file" % name)
+    if scale > 1:
+        for name, value in list(vars(mod).items()):
+            if name.startswith("_") or name in KEEP_AS_IS:
+                continue
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 256:
+                setattr(mod, name, max(1, value // scale))
+            elif isinstance(value, tuple) and value and all(isinstance(v, int) for v in value):
+                setattr(mod, name, tuple(max(1, v // scale) if v >= 256 else v for v in value))
+    return mod
+
+
+class recorded_inputs:
+    """torch's random factories, patched while get_inputs runs: each returns a meta tensor and
+    records the distribution it stands for."""
+
+    def __init__(self):
+        self.specs = {}
+
+    def _shape(self, size):
+        if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+            size = tuple(size[0])
+        return tuple(int(s) for s in size)
+
+    def _make(self, init, size, kw):
+        dtype = kw.get("dtype") or torch.get_default_dtype()
+        t = self.saved["empty"](self._shape(size), dtype=dtype, device="meta")
+        self.specs[id(t)] = init
+        return t
+
+    def __enter__(self):
+        self.saved = {n: getattr(torch, n) for n in ("randn", "rand", "randint", "zeros", "ones", "empty")}
+        rec = self
+
+        def randn(*size, **kw):
+            return rec._make({"dist": "normal", "mean": 0.0, "std": 1.0}, size, kw)
+
+        def rand(*size, **kw):
+            return rec._make({"dist": "uniform", "low": 0.0, "high": 1.0}, size, kw)
+
+        def randint(*args, **kw):
+            low, high, size = (0, args[0], args[1]) if len(args) == 2 else (args[0], args[1], args[2])
+            kw.setdefault("dtype", torch.int64)
+            return rec._make({"dist": "randint", "low": int(low), "high": int(high)}, (size,), kw)
+
+        def zeros(*size, **kw):
+            return rec._make({"dist": "constant", "value": 0}, size, kw)
+
+        def ones(*size, **kw):
+            return rec._make({"dist": "constant", "value": 1}, size, kw)
+
+        def empty(*size, **kw):
+            raise unsupported("get_inputs uses torch.empty (no distribution to draw from)")
+
+        for n, f in (("randn", randn), ("rand", rand), ("randint", randint), ("zeros", zeros),
+                     ("ones", ones), ("empty", empty)):
+            setattr(torch, n, f)
+        return self
+
+    def __exit__(self, *exc):
+        for n, f in self.saved.items():
+            setattr(torch, n, f)
+
+
+def init_of_values(t):
+    """The init spec a parameter's own values suggest: constant, uniform over [min, max], or normal."""
+    if t.dtype not in DTYPES:
+        raise unsupported("a parameter of dtype %s" % t.dtype)
+    if t.numel() == 0:
+        return {"dist": "constant", "value": 0}
+    if not t.is_floating_point():
+        lo, hi = int(t.min()), int(t.max())
+        return {"dist": "constant", "value": lo} if lo == hi else {"dist": "randint", "low": lo, "high": hi + 1}
+    f = t.detach().double().flatten()
+    lo, hi = float(f.min()), float(f.max())
+    if lo == hi:
+        return {"dist": "constant", "value": lo}
+    mean, std = float(f.mean()), float(f.std()) if f.numel() > 1 else 0.0
+    # A uniform draw's std is its range / sqrt(12); a normal's range spans many stds.
+    if std > 0 and abs(std - (hi - lo) / math.sqrt(12)) <= 0.05 * std:
+        return {"dist": "uniform", "low": lo, "high": hi}
+    return {"dist": "normal", "mean": mean, "std": std if std > 0 else 1e-6}
+
+
+def sanitize(name, taken):
+    n = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    if not n or n[0].isdigit():
+        n = "p_" + n
+    base, k = n, 1
+    while n in taken:
+        k += 1
+        n = "%s_%d" % (base, k)
+    taken.add(n)
+    return n
+
+
+def category_of(path, level):
+    s = os.path.basename(path).lower()
+    if level >= 2:
+        return "fused"
+    for words, cat in ((("conv",), "conv"), (("matmul", "gemm", "linear", "matrix"), "gemm"),
+                       (("norm",), "normalization"),
+                       (("sum", "mean", "max", "min", "argm", "prod", "softmax", "cumsum", "cumprod", "loss", "reduction"), "reduction"),
+                       (("relu", "gelu", "sigmoid", "tanh", "swish", "elu", "selu", "softplus", "softsign", "hardtanh", "hardsigmoid"), "elementwise")):
+        if any(w in s for w in words):
+            return cat
+    return "other"
+
+
+def describe(mod, path, scale):
+    doc = (mod.Model.__doc__ or "").strip().splitlines()
+    first = doc[0].strip() if doc else "KernelBench problem %s." % os.path.basename(path)
+    if scale > 1:
+        first += " (sizes divided by %d for a quick check)" % scale
+    return first[:300]
+
+
+def lower(model, example):
+    """The forward traced on `example`'s device, with the module's parameters and buffers lifted out
+    of the graph into arguments after the inputs: (code, tensor constants, the lifted names in
+    argument order, the forward's result)."""
+    state = dict(model.named_parameters())
+    state.update(dict(model.named_buffers()))
+    device = example[0].device if example else torch.device("cpu")
+    model.to(device)
+    by_id = {id(v): k for k, v in list(model.named_parameters()) + list(model.named_buffers())}
+    with torch.no_grad():
+        try:
+            traced = torch.jit.trace(model, tuple(example), check_trace=False)
+        except Exception as e:  # control flow on values, an unsupported op, ...
+            raise unsupported("tracing the forward failed: %s" % str(e).strip().splitlines()[0][:300])
+        out = traced(*example)
+    graph, lifted = torch._C._jit_pass_lower_graph(traced.graph, traced._c)
+    order = [by_id.get(id(p)) for p in lifted]
+    if None in order:
+        raise unsupported("the trace holds a tensor that is neither an input nor a parameter")
+    code = torch._C._create_function_from_graph("forward", graph).code
+    # The printer names the graph's tensor constants CONSTANTS.c0, c1, ... in node order.
+    consts = [n.t("value") for n in graph.nodes()
+              if n.kind() == "prim::Constant" and n.output().type().kind() == "TensorType"]
+    return code, consts, order, out
+
+
+def materialize(meta, init):
+    """A real CPU tensor of `meta`'s shape and dtype, drawn as `init` says."""
+    t = torch.empty(meta.shape, dtype=meta.dtype)
+    d = init["dist"]
+    if d == "normal":
+        return t.normal_(init["mean"], init["std"])
+    if d == "uniform":
+        return t.uniform_(init["low"], init["high"])
+    if d == "randint":
+        return t.random_(init["low"], init["high"])
+    return t.fill_(init["value"])
+
+
+def convert(path, scale, cpu_budget):
+    mod = load_module(path, scale)
+    torch.manual_seed(0)
+    model = mod.Model(*mod.get_init_inputs())
+    if not isinstance(model, torch.nn.Module):
+        raise unsupported("Model(...) is not an nn.Module")
+    model.eval()
+    with recorded_inputs() as rec:
+        example = list(mod.get_inputs())
+    for t in example:
+        if not isinstance(t, torch.Tensor):
+            raise unsupported("get_inputs returns a %s, not only tensors" % type(t).__name__)
+        if id(t) not in rec.specs:
+            raise unsupported("an input is not drawn by torch.randn/rand/randint/zeros/ones")
+        if t.dtype not in DTYPES:
+            raise unsupported("an input of dtype %s" % t.dtype)
+    state = dict(model.named_parameters())
+    state.update(dict(model.named_buffers()))
+    taken = set()
+    import inspect
+    try:
+        arg_names = list(inspect.signature(model.forward).parameters)[: len(example)]
+    except (TypeError, ValueError):
+        arg_names = []
+    arg_names += ["x%d" % i for i in range(len(arg_names), len(example))]
+    inputs = []
+    for name, t in zip(arg_names, example):
+        inputs.append({"name": sanitize(name, taken), "shape": list(t.shape), "dtype": DTYPES[t.dtype],
+                       "init": rec.specs[id(t)]})
+    param_inits = {k: init_of_values(v) for k, v in state.items()}
+    # Traced on meta tensors first (nothing of the full size is allocated); where an op's meta
+    # version is not the op itself (a Python shape function), traced again on the CPU with real
+    # tensors, within --cpu-budget.
+    code, consts, order, out = lower(model, example)
+    if "meta" in code:
+        need = sum(t.numel() * t.element_size() for t in example) + sum(
+            t.numel() * t.element_size() for t in state.values())
+        if need > cpu_budget:
+            raise unsupported("its ops trace only with real tensors, and those need %.1f GiB (--cpu-budget %.1f)"
+                              % (need / 2**30, cpu_budget / 2**30))
+        torch.manual_seed(0)
+        model = mod.Model(*mod.get_init_inputs()).eval()
+        state = dict(model.named_parameters())
+        state.update(dict(model.named_buffers()))
+        code, consts, order, out = lower(model, [materialize(t, rec.specs[id(t)]) for t in example])
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+        raise unsupported("forward returns something other than tensors")
+    for pname in order:
+        t = state[pname]
+        inputs.append({"name": sanitize(pname, taken), "shape": list(t.shape), "dtype": DTYPES.get(t.dtype, "?"),
+                       "init": param_inits[pname]})
+    # A scalar the trace kept as a 0-d tensor constant (x * 2.0) goes back into the code as a number.
+    def literal(m):
+        k = int(m.group(1))
+        value = consts[k] if k < len(consts) else None
+        if value is None or value.dim() != 0 or value.device.type == "meta":
+            raise unsupported("the forward holds a tensor constant the reference cannot express")
+        return repr(float(value)) if value.is_floating_point() else repr(int(value))
+    code = re.sub(r"CONSTANTS\.c(\d+)\b", literal, code)
+    if "meta" in code or "CONSTANTS" in code:
+        raise unsupported("the forward makes tensors on a device, or holds constants, the reference cannot")
+    names = [i["name"] for i in inputs]
+    m = re.match(r"\s*def forward\(([^)]*)\)", code)
+    if not m:
+        raise unsupported("the trace has no forward")
+    traced_args = [a.split(":")[0].strip() for a in m.group(1).split(",") if a.strip()]
+    # The trace's own argument names, renamed to the task's input names.
+    body = code[m.end():]
+    for old, new in zip(traced_args, names):
+        body = re.sub(r"\b%s\b" % re.escape(old), new, body)
+    reference = "def forward(%s)%s" % (", ".join(names), body)
+    outputs = [{"name": "out%d" % i if len(outs) > 1 else "out", "shape": list(o.shape),
+                "dtype": DTYPES.get(o.dtype, "?")} for i, o in enumerate(outs)]
+    if any(o["dtype"] == "?" for o in outputs):
+        raise unsupported("an output of a dtype the task format has no name for")
+    level = level_of(path)
+    rel = os.path.join("level%d" % level, os.path.basename(path)) if level else os.path.basename(path)
+    return {"id": task_id(path), "category": category_of(path, level), "description": describe(mod, path, scale),
+            "inputs": inputs, "outputs": outputs, "reference": reference,
+            # KernelBench's own check: allclose with atol = rtol = 1e-2.
+            "tolerance": {"atol": 1e-2, "rtol": 1e-2},
+            "provenance": "kernelbench:%s%s" % (rel, "" if scale <= 1 else ":scaled/%d" % scale)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="+", help="problem files or folders of them")
+    ap.add_argument("--out", required=True, help="task file to write (JSON Lines)")
+    ap.add_argument("--failures", help="JSON Lines of the problems not converted, with the reason")
+    ap.add_argument("--scale", type=int, default=1, help="divide size globals by this (>= 1)")
+    ap.add_argument("--cpu-budget", type=float, default=2.0,
+                    help="GiB of inputs and parameters a trace on the CPU may use (default 2)")
+    a = ap.parse_args()
+    if a.scale < 1:
+        ap.error("--scale must be >= 1")
+    done, failed = 0, []
+    with open(a.out + ".tmp", "w") as out:
+        for path in problem_files(a.paths):
+            try:
+                task = convert(path, a.scale, a.cpu_budget * 2**30)
+            except unsupported as e:
+                failed.append({"file": path, "reason": str(e)})
+            except Exception as e:  # the problem file's own error
+                last = traceback.extract_tb(e.__traceback__)[-1]
+                failed.append({"file": path, "reason": "%s: %s (line %s of %s)" % (
+                    type(e).__name__, str(e).strip().splitlines()[0][:300] if str(e).strip() else "",
+                    last.lineno, os.path.basename(last.filename))})
+            else:
+                out.write(json.dumps(task) + "\n")
+                done += 1
+    os.replace(a.out + ".tmp", a.out)
+    for f in failed:
+        print("not imported: %s: %s" % (f["file"], f["reason"]), file=sys.stderr)
+    if a.failures:
+        with open(a.failures, "w") as f:
+            for x in failed:
+                f.write(json.dumps(x) + "\n")
+    print("imported %d of %d problem(s) into %s (torch %s)" % (done, done + len(failed), a.out, torch.__version__))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+// `kforge tasks import-kernelbench` on KernelBench's own problem files (../shared/kernelbench, test
+// data beside the repository): a sample of three, sizes divided by 16 so their references run on a
+// CPU, imported and validated (compiled and run in LibTorch, with the degenerate-task checks); and
+// bad problem files refused with their reasons. Skipped, saying why, where the problem files or a
+// Python with torch are missing.
+
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/subprocess.hpp"
+#include "tasks/kernelbench_import.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path problems = fs::path(KFORGE_SOURCE_DIR) / ".." / "shared" / "kernelbench";
+
+kforge::process_output run_kforge(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{KFORGE_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = kforge::run_process(argv, std::chrono::minutes(10), 4 << 20);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.message()));
+  return *r;
+}
+
+std::vector<nlohmann::json> lines_of(const fs::path& p) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(p);
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty()) out.push_back(nlohmann::json::parse(l));
+  return out;
+}
+
+bool ready() {
+  if (!fs::exists(problems / "level1")) {
+    MESSAGE("skipped: no KernelBench problem files at " << problems.string());
+    return false;
+  }
+  if (auto py = kforge::tasks::python_with_torch(); !py) {
+    MESSAGE("skipped: " << py.message());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("KernelBench problems import as kforge tasks whose references run") {
+  if (!ready()) return;
+  const fs::path dir = fs::temp_directory_path() / ("kforge-kb-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto out = (dir / "kb.jsonl").string();
+  const auto r = run_kforge({"tasks", "import-kernelbench", (problems / "level1/19_ReLU.py").string(),
+                         (problems / "level1/63_conv_standard_2D__square_input__square_kernel.py").string(),
+                         (problems / "level2/12_Gemm_Multiply_LeakyReLU.py").string(), "--out", out, "--scale", "16"});
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto tasks = lines_of(out);
+  REQUIRE(tasks.size() == 3);
+  CHECK(tasks[0].at("id") == "kb/l1/19_ReLU");
+  CHECK(tasks[0].at("inputs")[0].at("init").at("dist") == "uniform");  // torch.rand
+  // The module's parameters became inputs after the problem's own, with the module's init kind.
+  const auto& gemm = tasks[2];
+  CHECK(gemm.at("id") == "kb/l2/12_Gemm_Multiply_LeakyReLU");
+  REQUIRE(gemm.at("inputs").size() == 3);
+  CHECK(gemm.at("inputs")[1].at("name") == "gemm_weight");
+  CHECK(gemm.at("inputs")[1].at("init").at("dist") == "uniform");
+  CHECK(gemm.at("inputs")[1].at("shape") == nlohmann::json::array({512, 512}));
+  CHECK(gemm.at("reference").get<std::string>().find("torch.leaky_relu") != std::string::npos);
+  // Scaled sizes are said, never silent.
+  CHECK(gemm.at("description").get<std::string>().find("sizes divided by 16") != std::string::npos);
+  CHECK(gemm.at("provenance") == "kernelbench:level2/12_Gemm_Multiply_LeakyReLU.py:scaled/16");
+  const auto v = run_kforge({"tasks", "validate", out, "--time-limit-s", "300"});
+  INFO(v.output);
+  CHECK(v.exit_code == 0);
+  CHECK(v.output.find("3 ok, 0 failed") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("problem files that cannot be imported are listed with the reason") {
+  if (!ready()) return;
+  const fs::path dir = fs::temp_directory_path() / ("kforge-kb-bad-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "level1");
+  std::ofstream(dir / "level1/1_syntax.py") << "import torch\nclass Model(torch.nn.Module:\n";
+  std::ofstream(dir / "level1/2_no_inputs.py")
+      << "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+         "def get_init_inputs():\n    return []\n";
+  std::ofstream(dir / "level1/3_returns_int.py")
+      << "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x, 3\n"
+         "def get_inputs():\n    return [torch.randn(4, 4)]\ndef get_init_inputs():\n    return []\n";
+  const auto failures = dir / "failures.jsonl";
+  const auto r = run_kforge({"tasks", "import-kernelbench", (dir / "level1").string(), "--out", (dir / "kb.jsonl").string(),
+                         "--failures", failures.string()});
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("imported 0 of 3") != std::string::npos);
+  const auto listed = lines_of(failures);
+  REQUIRE(listed.size() == 3);
+  CHECK(listed[0].at("reason").get<std::string>().find("SyntaxError") != std::string::npos);
+  CHECK(listed[1].at("reason").get<std::string>().find("no get_inputs") != std::string::npos);
+  CHECK(listed[2].at("reason").get<std::string>().find("tracing the forward failed") != std::string::npos);
+  fs::remove_all(dir);
+}
