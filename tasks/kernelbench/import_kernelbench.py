@@ -286,15 +286,27 @@ def convert(path, scale, cpu_budget):
     code = re.sub(r"CONSTANTS\.c(\d+)\b", literal, code)
     if "meta" in code or "CONSTANTS" in code:
         raise unsupported("the forward makes tensors on a device, or holds constants, the reference cannot")
-    names = [i["name"] for i in inputs]
     m = re.match(r"\s*def forward\(([^)]*)\)", code)
     if not m:
         raise unsupported("the trace has no forward")
     traced_args = [a.split(":")[0].strip() for a in m.group(1).split(",") if a.strip()]
-    # The trace's own argument names, renamed to the task's input names.
     body = code[m.end():]
-    for old, new in zip(traced_args, names):
-        body = re.sub(r"\b%s\b" % re.escape(old), new, body)
+    # An input named like one of the trace's local variables is renamed, so the rename below
+    # cannot capture it.
+    local_names = set(re.findall(r"^\s*(\w+)\s*(?::[^=]*)?=", body, re.M)) | set(traced_args)
+    for k, i in enumerate(inputs):
+        own = traced_args[k] if k < len(traced_args) else None
+        while i["name"] in local_names and i["name"] != own:
+            i["name"] += "_in"
+    names = [i["name"] for i in inputs]
+    if len(traced_args) != len(names):
+        raise unsupported("the trace takes %d arguments, the task has %d inputs" % (len(traced_args), len(names)))
+    # The trace's own argument names, renamed to the task's input names (through placeholders, so
+    # one rename never feeds another).
+    for k, old in enumerate(traced_args):
+        body = re.sub(r"\b%s\b" % re.escape(old), "__kf_arg_%d__" % k, body)
+    for k, new in enumerate(names):
+        body = body.replace("__kf_arg_%d__" % k, new)
     reference = "def forward(%s)%s" % (", ".join(names), body)
     outputs = [{"name": "out%d" % i if len(outs) > 1 else "out", "shape": list(o.shape),
                 "dtype": DTYPES.get(o.dtype, "?")} for i, o in enumerate(outs)]
