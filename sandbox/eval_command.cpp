@@ -27,34 +27,109 @@ namespace kforge::sandbox {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+namespace {
+
+constexpr double fast_ps[] = {0.0, 1.0, 1.5, 2.0};
+
+std::string fast_key(double p) {
+  char key[32];
+  std::snprintf(key, sizeof key, "fast_%g", p);
+  return key;
+}
+
+/// A task's level as the field reports it: "l1" of "l1/relu" or "kb/l1/19_ReLU"; "" for none.
+std::string level_of(const std::string& task) {
+  std::size_t start = 0;
+  while (start < task.size()) {
+    const auto end = std::min(task.find('/', start), task.size());
+    const auto part = task.substr(start, end - start);
+    if (part.size() >= 2 && part[0] == 'l' && part.find_first_not_of("0123456789", 1) == std::string::npos)
+      return part;
+    start = end + 1;
+  }
+  return "";
+}
+
+/// Per task, as KernelBench and CUDA Agent count: a task is fast_p when its best correct kernel's
+/// speedup exceeds p (best of its samples), and on average over its samples (the mean of each
+/// sample's 0/1); correctness alike.
+json per_task(const std::vector<const json*>& verdicts) {
+  std::map<std::string, std::vector<const json*>> by_task;
+  for (const auto* v : verdicts) by_task[v->value("task", "")].push_back(v);
+  double correct_best = 0, correct_mean = 0;
+  double best[4] = {0, 0, 0, 0}, mean[4] = {0, 0, 0, 0};
+  for (const auto& [task, vs] : by_task) {
+    double top = -1, ok = 0, fast[4] = {0, 0, 0, 0};
+    for (const auto* v : vs) {
+      if (v->value("status", "") != "ok") continue;
+      const double s = v->value("speedup", 0.0);
+      ok += 1;
+      top = std::max(top, s);
+      for (int i = 0; i < 4; ++i) fast[i] += s > fast_ps[i];
+    }
+    const double n = static_cast<double>(vs.size());
+    correct_best += ok > 0;
+    correct_mean += ok / n;
+    for (int i = 0; i < 4; ++i) {
+      best[i] += top > fast_ps[i];
+      mean[i] += fast[i] / n;
+    }
+  }
+  const double t = static_cast<double>(std::max<std::size_t>(by_task.size(), 1));
+  json fast_best = json::object(), fast_mean = json::object();
+  for (int i = 0; i < 4; ++i) {
+    fast_best[fast_key(fast_ps[i])] = best[i] / t;
+    fast_mean[fast_key(fast_ps[i])] = mean[i] / t;
+  }
+  return json{{"tasks", by_task.size()},
+              {"correct_best_of_samples", correct_best / t},
+              {"correct_mean_over_samples", correct_mean / t},
+              {"fast_p_best_of_samples", fast_best},
+              {"fast_p_mean_over_samples", fast_mean}};
+}
+
+}  // namespace
+
 json summarize_verdicts(const std::vector<json>& verdicts) {
   std::map<std::string, int> counts;
   int correct = 0;
   double log_sum = 0;
-  const double ps[] = {0.0, 1.0, 1.5, 2.0};
   int fast[4] = {0, 0, 0, 0};
+  std::vector<double> speedups;
+  std::vector<const json*> all;
+  std::map<std::string, std::vector<const json*>> by_level;
   for (const auto& v : verdicts) {
+    all.push_back(&v);
+    if (const auto level = level_of(v.value("task", "")); !level.empty()) by_level[level].push_back(&v);
     const std::string status = v.value("status", "infra_error");
     ++counts[status];
     if (status != "ok") continue;
     ++correct;
     const double s = v.value("speedup", 0.0);
     if (s > 0) log_sum += std::log(s);
+    speedups.push_back(s);
     for (int i = 0; i < 4; ++i)
-      if (s > ps[i]) ++fast[i];
+      if (s > fast_ps[i]) ++fast[i];
   }
   const double n = static_cast<double>(verdicts.size());
   json fast_p = json::object();
-  for (int i = 0; i < 4; ++i) {
-    char key[32];
-    std::snprintf(key, sizeof key, "fast_%g", ps[i]);
-    fast_p[key] = n > 0 ? fast[i] / n : 0.0;
+  for (int i = 0; i < 4; ++i) fast_p[fast_key(fast_ps[i])] = n > 0 ? fast[i] / n : 0.0;
+  double median = 0;
+  if (!speedups.empty()) {
+    std::sort(speedups.begin(), speedups.end());
+    const auto k = speedups.size();
+    median = k % 2 ? speedups[k / 2] : (speedups[k / 2 - 1] + speedups[k / 2]) / 2;
   }
+  json levels = json::object();
+  for (const auto& [level, vs] : by_level) levels[level] = per_task(vs);
   return json{{"candidates", verdicts.size()},
               {"correct", correct},
               {"correctness_rate", n > 0 ? correct / n : 0.0},
               {"fast_p", fast_p},
               {"geomean_speedup", correct > 0 ? std::exp(log_sum / correct) : 0.0},
+              {"median_speedup", median},
+              {"per_task", per_task(all)},
+              {"by_level", levels},
               {"counts", counts}};
 }
 
@@ -70,7 +145,22 @@ std::string format_summary(const json& s) {
     std::snprintf(buf, sizeof buf, " %s=%.3f", k.c_str(), v.get<double>());
     os << buf;
   }
-  os << "\nverdicts:";
+  os << "\n";
+  auto task_line = [&](const std::string& label, const json& t) {
+    std::snprintf(buf, sizeof buf, "%s%d task(s): correct %.3f best of samples, %.3f mean over samples;",
+                  label.c_str(), t.at("tasks").get<int>(), t.at("correct_best_of_samples").get<double>(),
+                  t.at("correct_mean_over_samples").get<double>());
+    os << buf << " fast_p best of samples:";
+    for (const auto& [k, v] : t.at("fast_p_best_of_samples").items()) {
+      std::snprintf(buf, sizeof buf, " %s=%.3f", k.c_str(), v.get<double>());
+      os << buf;
+    }
+    os << "\n";
+  };
+  if (s.contains("per_task")) task_line("per task: ", s.at("per_task"));
+  if (s.contains("by_level"))
+    for (const auto& [level, t] : s.at("by_level").items()) task_line("  " + level + ": ", t);
+  os << "verdicts:";
   for (const auto& [k, v] : s.at("counts").items()) os << " " << k << "=" << v.get<int>();
   os << "\n";
   if (s.contains("reused"))

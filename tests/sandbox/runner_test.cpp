@@ -289,5 +289,31 @@ TEST_CASE("eval summary: correctness rate, fast_p and the geometric mean over co
   CHECK(s["fast_p"]["fast_2"].get<double>() == doctest::Approx(0.0));
   CHECK(s["geomean_speedup"].get<double>() == doctest::Approx(std::cbrt(2.0 * 0.5 * 1.2)));
   CHECK(s["counts"]["wrong_answer"] == 1);
+  CHECK(s["median_speedup"].get<double>() == doctest::Approx(1.2));
   CHECK(ks::format_summary(s).find("fast_p") != std::string::npos);
+}
+
+TEST_CASE("eval summary per task, as the field counts: best of a task's samples and their mean, by level") {
+  using nlohmann::json;
+  // kb/l1/a: samples 2.0x and wrong; l1/b: 0.5x and 0.8x; kb/l2/c: only wrong.
+  const std::vector<json> v = {
+      {{"task", "kb/l1/a"}, {"status", "ok"}, {"speedup", 2.0}},
+      {{"task", "kb/l1/a"}, {"status", "wrong_answer"}},
+      {{"task", "l1/b"}, {"status", "ok"}, {"speedup", 0.5}},
+      {{"task", "l1/b"}, {"status", "ok"}, {"speedup", 0.8}},
+      {{"task", "kb/l2/c"}, {"status", "compile_error"}},
+  };
+  const auto s = ks::summarize_verdicts(v);
+  const auto& t = s["per_task"];
+  CHECK(t["tasks"] == 3);
+  CHECK(t["correct_best_of_samples"].get<double>() == doctest::Approx(2.0 / 3));
+  CHECK(t["correct_mean_over_samples"].get<double>() == doctest::Approx((0.5 + 1.0 + 0.0) / 3));
+  CHECK(t["fast_p_best_of_samples"]["fast_1"].get<double>() == doctest::Approx(1.0 / 3));
+  CHECK(t["fast_p_mean_over_samples"]["fast_1"].get<double>() == doctest::Approx(0.5 / 3));
+  CHECK(t["fast_p_best_of_samples"]["fast_0"].get<double>() == doctest::Approx(2.0 / 3));
+  // By level: l1 holds a and b, l2 holds c.
+  CHECK(s["by_level"]["l1"]["tasks"] == 2);
+  CHECK(s["by_level"]["l1"]["correct_best_of_samples"].get<double>() == doctest::Approx(1.0));
+  CHECK(s["by_level"]["l2"]["correct_best_of_samples"].get<double>() == doctest::Approx(0.0));
+  CHECK(ks::format_summary(s).find("per task: 3 task(s)") != std::string::npos);
 }
