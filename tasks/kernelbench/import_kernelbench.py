@@ -211,9 +211,13 @@ def lower(model, example):
     return code, consts, order, out
 
 
-def materialize(meta, init):
-    """A real CPU tensor of `meta`'s shape and dtype, drawn as `init` says."""
-    t = torch.empty(meta.shape, dtype=meta.dtype)
+def materialize(meta, init, first_dim=None):
+    """A real CPU tensor of `meta`'s shape (its first dimension `first_dim` when given) and dtype,
+    drawn as `init` says."""
+    shape = list(meta.shape)
+    if first_dim is not None and shape:
+        shape[0] = min(shape[0], first_dim)
+    t = torch.empty(shape, dtype=meta.dtype)
     d = init["dist"]
     if d == "normal":
         return t.normal_(init["mean"], init["std"])
@@ -222,6 +226,17 @@ def materialize(meta, init):
     if d == "randint":
         return t.random_(init["low"], init["high"])
     return t.fill_(init["value"])
+
+
+def scalar_code(code, consts):
+    """`code` with the trace's 0-d tensor constants (CONSTANTS.cK, in node order) written as numbers."""
+    def literal(m):
+        k = int(m.group(1))
+        value = consts[k] if k < len(consts) else None
+        if value is None or value.dim() != 0 or value.device.type == "meta":
+            raise unsupported("the forward holds a tensor constant the reference cannot express")
+        return repr(float(value)) if value.is_floating_point() else repr(int(value))
+    return re.sub(r"CONSTANTS\.c(\d+)\b", literal, code)
 
 
 def convert(path, scale, cpu_budget):
@@ -254,21 +269,31 @@ def convert(path, scale, cpu_budget):
         inputs.append({"name": sanitize(name, taken), "shape": list(t.shape), "dtype": DTYPES[t.dtype],
                        "init": rec.specs[id(t)]})
     param_inits = {k: init_of_values(v) for k, v in state.items()}
-    # Traced on meta tensors first (nothing of the full size is allocated); where an op's meta
-    # version is not the op itself (a Python shape function), traced again on the CPU with real
-    # tensors, within --cpu-budget.
+    # Traced on meta tensors first (nothing of the full size is allocated). Where an op's meta
+    # version is not the op itself (a Python shape function: convolutions in torch 1.13), the
+    # forward is traced again on the CPU with real tensors whose first dimension is cut to 1 (cheap
+    # whatever the problem's size), and that trace is kept only if a trace with the first dimension
+    # cut to 2 is the same code (a size baked into the trace would differ); the outputs' full shapes
+    # are the meta run's.
     code, consts, order, out = lower(model, example)
     if "meta" in code:
-        need = sum(t.numel() * t.element_size() for t in example) + sum(
+        small = [materialize(t, rec.specs[id(t)], first_dim=1) for t in example]
+        need = sum(t.numel() * t.element_size() for t in small) + sum(
             t.numel() * t.element_size() for t in state.values())
         if need > cpu_budget:
             raise unsupported("its ops trace only with real tensors, and those need %.1f GiB (--cpu-budget %.1f)"
                               % (need / 2**30, cpu_budget / 2**30))
+        full_out = out
         torch.manual_seed(0)
         model = mod.Model(*mod.get_init_inputs()).eval()
         state = dict(model.named_parameters())
         state.update(dict(model.named_buffers()))
-        code, consts, order, out = lower(model, [materialize(t, rec.specs[id(t)]) for t in example])
+        code, consts, order, _ = lower(model, small)
+        if any(t.dim() > 0 and t.shape[0] >= 2 for t in example):
+            code2, consts2, _, _ = lower(model, [materialize(t, rec.specs[id(t)], first_dim=2) for t in example])
+            if scalar_code(code2, consts2) != scalar_code(code, consts):
+                raise unsupported("the trace holds a size (traced at two sizes, the code differs)")
+        out = full_out
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
         raise unsupported("forward returns something other than tensors")
@@ -277,14 +302,8 @@ def convert(path, scale, cpu_budget):
         inputs.append({"name": sanitize(pname, taken), "shape": list(t.shape), "dtype": DTYPES.get(t.dtype, "?"),
                        "init": param_inits[pname]})
     # A scalar the trace kept as a 0-d tensor constant (x * 2.0) goes back into the code as a number.
-    def literal(m):
-        k = int(m.group(1))
-        value = consts[k] if k < len(consts) else None
-        if value is None or value.dim() != 0 or value.device.type == "meta":
-            raise unsupported("the forward holds a tensor constant the reference cannot express")
-        return repr(float(value)) if value.is_floating_point() else repr(int(value))
-    code = re.sub(r"CONSTANTS\.c(\d+)\b", literal, code)
-    if "meta" in code or "CONSTANTS" in code:
+    code = scalar_code(code, consts)
+    if "meta" in code or 'device("cpu")' in code or "CONSTANTS" in code:
         raise unsupported("the forward makes tensors on a device, or holds constants, the reference cannot")
     m = re.match(r"\s*def forward\(([^)]*)\)", code)
     if not m:
