@@ -25,6 +25,7 @@ import json
 import math
 import os
 import re
+import signal
 import sys
 import traceback
 
@@ -346,14 +347,22 @@ def main():
     ap.add_argument("--out", required=True, help="task file to write (JSON Lines)")
     ap.add_argument("--failures", help="JSON Lines of the problems not converted, with the reason")
     ap.add_argument("--scale", type=int, default=1, help="divide size globals by this (>= 1)")
+    ap.add_argument("--time-limit", type=int, default=300,
+                    help="seconds one problem may take before it is listed as not imported (default 300)")
     ap.add_argument("--cpu-budget", type=float, default=2.0,
                     help="GiB of inputs and parameters a trace on the CPU may use (default 2)")
     a = ap.parse_args()
     if a.scale < 1:
         ap.error("--scale must be >= 1")
     done, failed = 0, []
+
+    def too_long(signum, frame):
+        raise unsupported("took more than %d s (--time-limit)" % a.time_limit)
+    signal.signal(signal.SIGALRM, too_long)
     with open(a.out + ".tmp", "w") as out:
         for path in problem_files(a.paths):
+            print("importing %s" % path, file=sys.stderr, flush=True)
+            signal.alarm(a.time_limit)
             try:
                 task = convert(path, a.scale, a.cpu_budget * 2**30)
             except unsupported as e:
@@ -365,7 +374,10 @@ def main():
                     last.lineno, os.path.basename(last.filename))})
             else:
                 out.write(json.dumps(task) + "\n")
+                out.flush()
                 done += 1
+            finally:
+                signal.alarm(0)
     os.replace(a.out + ".tmp", a.out)
     for f in failed:
         print("not imported: %s: %s" % (f["file"], f["reason"]), file=sys.stderr)
