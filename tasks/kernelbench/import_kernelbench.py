@@ -240,6 +240,25 @@ def scalar_code(code, consts):
     return re.sub(r"CONSTANTS\.c(\d+)\b", literal, code)
 
 
+def full_shapes(example, out1, out2, why):
+    """Meta tensors of the outputs' full shapes, from the outputs at first dimension 1 and 2: each
+    output's first dimension linear in the inputs' shared first dimension N, its others unchanged.
+    Anything else is refused (`why`: the meta trace's failure)."""
+    firsts = {t.shape[0] for t in example if t.dim() > 0}
+    o1 = list(out1) if isinstance(out1, (tuple, list)) else [out1]
+    o2 = list(out2) if isinstance(out2, (tuple, list)) else [out2]
+    if len(firsts) != 1:
+        raise unsupported(why + "; and the inputs share no first dimension to cut")
+    n = firsts.pop()
+    full = []
+    for a, b in zip(o1, o2):
+        if a.dim() == 0 or a.shape[1:] != b.shape[1:]:
+            raise unsupported(why + "; and the outputs' shapes do not follow the first dimension")
+        full.append(torch.empty([a.shape[0] + (b.shape[0] - a.shape[0]) * (n - 1)] + list(a.shape[1:]),
+                                dtype=a.dtype, device="meta"))
+    return full if isinstance(out1, (tuple, list)) else full[0]
+
+
 def convert(path, scale, cpu_budget):
     mod = load_module(path, scale)
     torch.manual_seed(0)
@@ -276,25 +295,32 @@ def convert(path, scale, cpu_budget):
     # whatever the problem's size), and that trace is kept only if a trace with the first dimension
     # cut to 2 is the same code (a size baked into the trace would differ); the outputs' full shapes
     # are the meta run's.
-    code, consts, order, out = lower(model, example)
-    if "meta" in code:
+    try:
+        code, consts, order, out = lower(model, example)
+        meta_failed = None
+    except unsupported as e:  # an op with no meta kernel at all (max_pool3d in torch 1.13)
+        meta_failed, code, out = str(e), "", None
+    if meta_failed or "meta" in code:
         small = [materialize(t, rec.specs[id(t)], first_dim=1) for t in example]
         need = sum(t.numel() * t.element_size() for t in small) + sum(
             t.numel() * t.element_size() for t in state.values())
         if need > cpu_budget:
             raise unsupported("its ops trace only with real tensors, and those need %.1f GiB (--cpu-budget %.1f)"
                               % (need / 2**30, cpu_budget / 2**30))
-        full_out = out
         torch.manual_seed(0)
         model = mod.Model(*mod.get_init_inputs()).eval()
         state = dict(model.named_parameters())
         state.update(dict(model.named_buffers()))
-        code, consts, order, _ = lower(model, small)
+        code, consts, order, out1 = lower(model, small)
         if any(t.dim() > 0 and t.shape[0] >= 2 for t in example):
-            code2, consts2, _, _ = lower(model, [materialize(t, rec.specs[id(t)], first_dim=2) for t in example])
+            code2, consts2, _, out2 = lower(model, [materialize(t, rec.specs[id(t)], first_dim=2) for t in example])
             if scalar_code(code2, consts2) != scalar_code(code, consts):
                 raise unsupported("the trace holds a size (traced at two sizes, the code differs)")
-        out = full_out
+        else:
+            out2 = out1
+        # Without a meta run, the full shapes come from the two cut ones: outputs whose first
+        # dimension grows with the inputs' shared first dimension, the rest unchanged.
+        out = out if not meta_failed else full_shapes(example, out1, out2, meta_failed)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
         raise unsupported("forward returns something other than tensors")
@@ -304,8 +330,15 @@ def convert(path, scale, cpu_budget):
                        "init": param_inits[pname]})
     # A scalar the trace kept as a 0-d tensor constant (x * 2.0) goes back into the code as a number.
     code = scalar_code(code, consts)
-    if "meta" in code or 'device("cpu")' in code or "CONSTANTS" in code:
-        raise unsupported("the forward makes tensors on a device, or holds constants, the reference cannot")
+    # A tensor the forward makes on its input's device: the trace wrote the device it saw.
+    first_arg = re.match(r"\s*def forward\(\s*(\w+)", code)
+    if first_arg:
+        code = code.replace('torch.device("meta")', first_arg.group(1) + ".device").replace(
+            'torch.device("cpu")', first_arg.group(1) + ".device")
+    if "meta" in code or "CONSTANTS" in code:
+        raise unsupported("the forward holds constants the reference cannot")
+    if re.search(r"torch\.(randn|rand|randint|randperm|bernoulli|normal|multinomial)\(", code):
+        raise unsupported("the forward draws random numbers (its result is not a function of its inputs)")
     m = re.match(r"\s*def forward\(([^)]*)\)", code)
     if not m:
         raise unsupported("the trace has no forward")
