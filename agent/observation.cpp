@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "agent/compiler_messages.hpp"
+#include "common/text.hpp"
 #include "tasks/prompt.hpp"
 
 namespace kforge::pipeline::detail {
@@ -51,12 +52,6 @@ std::string num(double x, const char* format = "%.3g") {
   return buf;
 }
 
-std::string trim(std::string s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return {};
-  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
-}
-
 /// Line `n` (1-based) of `source`, trimmed and cut short; "" when there is none.
 std::string source_line(const std::string& source, int n) {
   if (n <= 0) return {};
@@ -64,7 +59,7 @@ std::string source_line(const std::string& source, int n) {
   std::string line;
   for (int i = 0; i < n; ++i)
     if (!std::getline(in, line)) return {};
-  line = trim(line);
+  line = std::string(trim(line));
   if (line.size() > max_source_line_chars) line = line.substr(0, max_source_line_chars) + " ...";
   return line;
 }
@@ -104,7 +99,7 @@ std::map<std::string, std::string> compile_error_values(const wire::VerdictT& v)
   const std::size_t n = std::max<std::size_t>(errors.size(), 1);
   return {{"error_count", std::to_string(n)},
           {"more", n > max_errors_listed ? ", the first " + std::to_string(max_errors_listed) + " below" : ""},
-          {"errors", trim(list)}};
+          {"errors", std::string(trim(list))}};
 }
 
 /// Each kernel's registers, shared memory and spills, and with the GPU's facts how many threads
@@ -127,7 +122,7 @@ std::string resources_text(const wire::VerdictT& v, const gpu_facts* gpu) {
              " resident blocks per SM";
     out += "\n";
   }
-  return trim(out);
+  return std::string(trim(out));
 }
 
 std::map<std::string, std::string> correct_values(const wire::VerdictT& v, const turn_context& ctx) {
@@ -223,7 +218,7 @@ result<observation_template> observation_template::from_text(const std::string& 
       missing.push_back("[[" + names[i] + "]]");
       continue;
     }
-    found[i] = trim(found[i]);
+    found[i] = std::string(trim(found[i]));
     std::map<std::string, std::string> probe;
     for (const auto& p : sections()[i].second) probe[p] = "";
     if (auto r = tasks::render_template(found[i], probe, origin + ": section [[" + names[i] + "]] at line " +

@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "common/text.hpp"
+
 namespace kforge::model {
 namespace {
 
@@ -9,12 +11,6 @@ constexpr std::string_view im_start = "<|im_start|>";
 constexpr std::string_view im_end = "<|im_end|>";
 
 bool has(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 // A Jinja string literal's escapes as they appear in templates (\n, \t, \', \", \\).
 std::string unescape(std::string_view s) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/hash.hpp"
+#include "common/text.hpp"
 
 // Written by cmake/embed_text.cmake (tasks/CMakeLists.txt reuses it, hence the namespace).
 namespace kforge::pipeline::detail {
@@ -112,13 +113,6 @@ std::string_view placeholder_at(std::string_view text, std::size_t i, std::size_
   return text.substr(name_begin, name_end - name_begin);
 }
 
-std::string trim(std::string_view s) {
-  std::size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
-
 /// Values for every known placeholder, used to check a template before any task exists.
 std::map<std::string, std::string> placeholder_probe() {
   std::map<std::string, std::string> v;
@@ -190,8 +184,8 @@ std::map<std::string, std::string> prompt_values(const task& t, const hardware_c
   std::map<std::string, std::string> v;
   v["task_id"] = t.id;
   v["category"] = std::string(to_string(t.category));
-  v["description"] = trim(t.description);
-  v["reference"] = trim(t.reference);
+  v["description"] = std::string(trim(t.description));
+  v["reference"] = std::string(trim(t.reference));
 
   std::vector<std::string> in_names, out_names;
   std::string inputs, outputs;
@@ -229,7 +223,7 @@ std::map<std::string, std::string> prompt_values(const task& t, const hardware_c
       t.allow_cublas
           ? "This task also allows cuBLAS (cublas_v2.h, cublasLt.h): bind it to the given stream."
           : "No CUDA library beyond the runtime (no cuBLAS, cuDNN, cuFFT, cuRAND, NVRTC, ...).";
-  v["kernel_abi"] = trim(kernel_abi_header());
+  v["kernel_abi"] = std::string(trim(kernel_abi_header()));
 
   v["gpu_name"] = hw.name.empty() ? unknown : hw.name;
   const bool cc = hw.major > 0;
@@ -300,7 +294,7 @@ fence_line parse_fence_line(std::string_view line) {
   while (b < line.size() && (line[b] == ' ' || line[b] == '\t')) ++b;
   fence_line f;
   while (b + f.ticks < line.size() && line[b + f.ticks] == '`') ++f.ticks;
-  f.info = trim(line.substr(b + f.ticks));
+  f.info = std::string(trim(line.substr(b + f.ticks)));
   return f;
 }
 
