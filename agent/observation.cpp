@@ -10,6 +10,7 @@
 
 #include "agent/compiler_messages.hpp"
 #include "common/text.hpp"
+#include "sandbox/verdict_json.hpp"
 #include "tasks/prompt.hpp"
 
 namespace kforge::pipeline::detail {
@@ -128,7 +129,7 @@ std::string resources_text(const wire::VerdictT& v, const gpu_facts* gpu) {
 std::map<std::string, std::string> correct_values(const wire::VerdictT& v, const turn_context& ctx) {
   const double cand = v.candidate_timing ? v.candidate_timing->median_ms : 0;
   const double base = v.baseline_timing ? v.baseline_timing->median_ms : 0;
-  const double speedup = cand > 0 ? base / cand : 0;
+  const double speedup = sandbox::speedup_of(v);
   std::string best = ctx.best_speedup <= 0      ? "the episode's first correct kernel"
                      : speedup > ctx.best_speedup ? "faster than the episode's best so far, " +
                                                         num(ctx.best_speedup, "%.2f") + "x"

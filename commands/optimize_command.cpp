@@ -63,12 +63,6 @@ struct episode_run {
   std::vector<std::string> sources;
 };
 
-double speedup_of(const wire::VerdictT& v) {
-  const double c = v.candidate_timing ? v.candidate_timing->median_ms : 0;
-  const double b = v.baseline_timing ? v.baseline_timing->median_ms : 0;
-  return c > 0 ? b / c : 0;
-}
-
 /// The pieces one run of the loop shares.
 struct loop {
   const optimize_options& o;
@@ -106,15 +100,13 @@ struct loop {
   void record(episode_run& r, int t, engine_policy::continuation c, wire::VerdictT& v) {
     const std::string source = candidate_source(c.text);
     const bool correct = v.status == wire::VerdictStatus::ok;
-    const double speedup = correct ? speedup_of(v) : 0;
+    const double speedup = sandbox::speedup_of(v);  // 0 unless correct
     const double best_before = r.ep.best_speedup();
-    const auto previous = c.tokens;
     r.transcript += "## Turn " + std::to_string(t) + ": the model\n\n" + c.text + "\n\n";
     (void)r.ep.add_completion(std::move(c.tokens), std::move(c.logprobs));
     (void)r.ep.score(speedup, correct, speedup);
     auto j = sandbox::verdict_json(v);
     j["turn"] = t;
-    if (correct) j["speedup"] = speedup;
     r.verdicts.push_back(j);
     r.sources.push_back(source);
     v.candidate = std::make_unique<wire::CandidateT>();
@@ -126,7 +118,7 @@ struct loop {
     ctx.gpu = gpu.registers_per_sm > 0 ? &gpu : nullptr;
     const std::string text = observations.render(v, ctx, kinds);
     r.transcript += text + "\n";
-    if (!r.ep.done()) (void)r.ep.observe(policy.follow_up_ids(text, previous));
+    if (!r.ep.done()) (void)r.ep.observe(policy.follow_up_ids(text, r.ep.turns().back().completion));
   }
 };
 
@@ -149,8 +141,9 @@ std::string report_text(const optimize_options& o, const tasks::task& t, const s
     double best = 0;
     for (const auto& r : runs) {
       double b = 0;
-      for (const auto& tt : r.ep.turns())
-        if (&tt - r.ep.turns().data() < turn && tt.correct) b = std::max(b, tt.speedup);
+      const auto& turns = r.ep.turns();
+      for (std::size_t k = 0; k < turns.size() && k < static_cast<std::size_t>(turn); ++k)
+        if (turns[k].correct) b = std::max(b, turns[k].speedup);
       correct += b > 0;
       best = std::max(best, b);
     }
