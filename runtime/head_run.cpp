@@ -42,11 +42,14 @@ head_run::head_run(manifest m, std::optional<resume_point> resume, std::string s
 
 head_run::~head_run() {
   for (auto& c : children_) kill_worker(c, "killed: the head ended before the run could start");
-  if (head_thread_.joinable()) {
-    while (!head_ready_ && !head_done_) std::this_thread::sleep_for(10ms);
-    if (head_rt_) head_rt_->stop();
-    head_thread_.join();
-  }
+  stop_head_stages();
+}
+
+void head_run::stop_head_stages() {
+  if (!head_thread_.joinable()) return;
+  while (!head_ready_ && !head_done_) std::this_thread::sleep_for(10ms);
+  if (head_rt_) head_rt_->stop();
+  head_thread_.join();
 }
 
 int head_run::launch() {
@@ -370,9 +373,7 @@ void head_run::shut_down() {
     reap();
   }
   for (auto& c : children_) kill_worker(c, "did not stop in 10 s; killed");
-  while (!head_ready_ && !head_done_) std::this_thread::sleep_for(10ms);
-  if (head_rt_) head_rt_->stop();
-  head_thread_.join();
+  stop_head_stages();
   for (int i = 0; i < 10; ++i) {  // the head stages' final report is on its way
     std::this_thread::sleep_for(20ms);
     pump_links();

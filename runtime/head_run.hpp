@@ -8,6 +8,7 @@
 //   shut_down  every process, then the head's own stages;
 //   summarize  summary.json, the console table, the report, and the exit code (run_summary.cpp).
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -54,6 +55,8 @@ class head_run {
   int summarize();
 
  private:
+  /// Stops the head's own stages (once their runtime exists) and joins their thread, if it runs.
+  void stop_head_stages();
   void pump_links();
   void reap();
   void publish(wire::ControlCommand command, const std::string& why);
@@ -67,8 +70,16 @@ class head_run {
   /// The lowest checkpoint step the trainers report, once every one of them has reported one.
   std::optional<std::uint64_t> reported_checkpoint() const;
   bool trainer_gone() const;
-  nlohmann::json summary_json(bool balanced, const nlohmann::json& checks, std::uint64_t unjudged) const;
-  void print_table(const std::vector<balance_check>& checks, std::uint64_t unjudged) const;
+  /// How busy each GPU group was over the loop, as this host resolves the groups.
+  std::vector<gpu_group_use> gpu_groups() const;
+  /// The policy versions this leg published (a resumed run's earlier legs left out).
+  std::uint64_t leg_versions() const noexcept {
+    return version_ - std::min(version_, resume_ ? resume_->step : 0);
+  }
+  nlohmann::json summary_json(bool balanced, const nlohmann::json& checks, std::uint64_t unjudged,
+                              const std::vector<gpu_group_use>& groups) const;
+  void print_table(const std::vector<balance_check>& checks, std::uint64_t unjudged,
+                   const std::vector<gpu_group_use>& groups) const;
 
   manifest m_;
   std::optional<resume_point> resume_;

@@ -16,18 +16,20 @@ namespace kforge::pipeline {
 
 namespace fs = std::filesystem;
 
-nlohmann::json head_run::summary_json(bool balanced, const nlohmann::json& checks,
-                                      std::uint64_t unjudged) const {
+std::vector<gpu_group_use> head_run::gpu_groups() const {
+  // GPUs as this host resolves the groups (what the local stages got); an unresolvable manifest
+  // would not have started, but keeps its explicit lists if it did.
+  auto resolved = resolve_gpu_groups(m_, visible_gpu_count());
+  return gpu_groups_use(m_, resolved ? *resolved : std::map<std::string, std::vector<int>>{}, board_, loop_s_);
+}
+
+nlohmann::json head_run::summary_json(bool balanced, const nlohmann::json& checks, std::uint64_t unjudged,
+                                      const std::vector<gpu_group_use>& groups) const {
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& [k, s] : board_.latest) stages.push_back(to_json(s));
   nlohmann::json procs = nlohmann::json::array();
   for (const auto& c : children_) procs.push_back({{"name", c.name}, {"pid", c.pid}, {"exit", c.exit}});
   const double elapsed = std::chrono::duration<double>(clock_type::now() - started_).count();
-  // GPUs as this host resolves the groups (what the local stages got); an unresolvable manifest
-  // would not have started, but keeps its explicit lists if it did.
-  auto resolved = resolve_gpu_groups(m_, visible_gpu_count());
-  const auto groups = gpu_groups_use(
-      m_, resolved ? *resolved : std::map<std::string, std::vector<int>>{}, board_, loop_s_);
   nlohmann::json js_groups = nlohmann::json::array();
   for (const auto& g : groups) js_groups.push_back(to_json(g));
   nlohmann::json summary = {{"outcome", outcome_},   {"steps", m_.run.steps},
@@ -51,14 +53,14 @@ nlohmann::json head_run::summary_json(bool balanced, const nlohmann::json& check
   // Per published version over the loop's window (not elapsed_s, whose start-up and shutdown are
   // fixed costs that would blur a sync/async comparison); null before the first version.
   // A resumed run counts the versions of this leg only, its loop being this leg's.
-  const std::uint64_t leg_versions = version_ - std::min(version_, resume_ ? resume_->step : 0);
-  summary["seconds_per_step"] = leg_versions > 0
-                                   ? nlohmann::json(loop_s_ / static_cast<double>(leg_versions))
+  const std::uint64_t legs = leg_versions();
+  summary["seconds_per_step"] = legs > 0 ? nlohmann::json(loop_s_ / static_cast<double>(legs))
                                    : nlohmann::json();
   return summary;
 }
 
-void head_run::print_table(const std::vector<balance_check>& checks, std::uint64_t unjudged) const {
+void head_run::print_table(const std::vector<balance_check>& checks, std::uint64_t unjudged,
+                           const std::vector<gpu_group_use>& groups) const {
   out_ << std::left << std::setw(26) << "stage" << std::right << std::setw(10) << "received"
        << std::setw(10) << "sent" << std::setw(9) << "dropped" << std::setw(8) << "errors"
        << std::setw(8) << "queued" << std::setw(11) << "p50 us" << "\n";
@@ -72,14 +74,10 @@ void head_run::print_table(const std::vector<balance_check>& checks, std::uint64
   if (checkpoint_.is_string())
     out_ << "checkpoint: " << (fs::path(dir_) / checkpoint_.get<std::string>()).string()
          << " (continue with kforge run --resume " << dir_ << ")\n";
-  const std::uint64_t leg_versions = version_ - std::min(version_, resume_ ? resume_->step : 0);
-  if (leg_versions > 0)
-    out_ << std::setprecision(2) << "seconds per step: " << loop_s_ / static_cast<double>(leg_versions)
-         << " (" << leg_versions << " versions in a " << std::setprecision(1) << loop_s_
+  if (const std::uint64_t legs = leg_versions(); legs > 0)
+    out_ << std::setprecision(2) << "seconds per step: " << loop_s_ / static_cast<double>(legs)
+         << " (" << legs << " versions in a " << std::setprecision(1) << loop_s_
          << " s loop, start-up and shutdown left out)\n";
-  auto resolved = resolve_gpu_groups(m_, visible_gpu_count());
-  const auto groups = gpu_groups_use(
-      m_, resolved ? *resolved : std::map<std::string, std::vector<int>>{}, board_, loop_s_);
   if (!groups.empty()) {
     out_ << "GPU groups (busy = time inside logic calls over the loop; see README):\n";
     for (const auto& g : groups) {
@@ -121,7 +119,8 @@ int head_run::summarize() {
     balanced = balanced && c.ok();
     js_checks.push_back({{"check", c.what}, {"left", c.left}, {"right", c.right}, {"ok", c.ok()}});
   }
-  const auto summary = summary_json(balanced, js_checks, unjudged);
+  const auto groups = gpu_groups();
+  const auto summary = summary_json(balanced, js_checks, unjudged, groups);
   if (auto s = write_file_atomically((fs::path(dir_) / "summary.json").string(), summary.dump(2) + "\n");
       !s) {
     err_ << "kforge run: " << s.message() << "\n";
@@ -136,7 +135,7 @@ int head_run::summarize() {
          << m_.run.steps << ")";
   out_ << " after " << std::fixed << std::setprecision(1) << summary["elapsed_s"].get<double>()
        << " s; " << version_ << " policy versions; run directory " << dir_ << "\n";
-  print_table(checks, unjudged);
+  print_table(checks, unjudged, groups);
   if (!head_error_.empty()) err_ << "kforge run: head: " << head_error_ << "\n";
   if (!write_failed_) err_ << "kforge run: " << write_failed_.message() << "\n";
   // The report reads what was just written (summary.json last). It is a view of the run, not part
