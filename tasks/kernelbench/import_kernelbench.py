@@ -21,6 +21,7 @@ on a small machine; the tasks then say so in their description and provenance.
 """
 import argparse
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -278,7 +279,6 @@ def convert(path, scale, cpu_budget):
     state = dict(model.named_parameters())
     state.update(dict(model.named_buffers()))
     taken = set()
-    import inspect
     try:
         arg_names = list(inspect.signature(model.forward).parameters)[: len(example)]
     except (TypeError, ValueError):
