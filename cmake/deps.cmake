@@ -1,12 +1,17 @@
 # Third-party dependencies, found the same way on the Debian build machine and on the GPU host.
-# The GPU host has no Debian packages: ../shared/device/pack-deps.sh copies their headers and
-# libraries into .gpu-deps, which deploy/gpu-host.sh passes as KFORGE_DEPS_DIR. So everything but
+# A host without package access (the GPU host) gets them from deploy/pack-deps.sh's folder, which
+# deploy/setup.sh and deploy/gpu-host.sh pass as KFORGE_DEPS_DIR. So everything but
 # LibTorch, CUDA and NCCL is found with find_path/find_library and plain imported targets rather than
 # the packages' own CMake configs, which .gpu-deps does not carry.
 set(KFORGE_DEPS_DIR "" CACHE PATH "Extra prefix with include/, lib/ and bin/ of packed dependencies")
 if(KFORGE_DEPS_DIR)
   list(PREPEND CMAKE_PREFIX_PATH "${KFORGE_DEPS_DIR}")
   list(PREPEND CMAKE_PROGRAM_PATH "${KFORGE_DEPS_DIR}/bin")
+  # The binaries find the packed libraries without LD_LIBRARY_PATH, so `build/kforge` runs from any
+  # shell. An old-style RPATH (not RUNPATH) also serves the packed libraries' own dependencies
+  # (libzmq's libsodium), which they cannot find by themselves.
+  list(APPEND CMAKE_BUILD_RPATH "${KFORGE_DEPS_DIR}/lib")
+  add_link_options(LINKER:--disable-new-dtags)
 endif()
 
 find_package(Threads REQUIRED)
