@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <link.h>
 #include <grp.h>
 #include <sched.h>
 #include <signal.h>
@@ -36,14 +37,29 @@ std::vector<std::string> system_read_only_paths(const std::string& program) {
   // persistence daemon; /etc: the dynamic loader's cache.
   std::vector<std::string> paths = {"/usr", "/etc", "/sys", "/opt", "/bin", "/sbin", "/lib", "/lib64",
                                     "/lib32", "/libx32", "/run/nvidia-persistenced"};
+  std::vector<std::string> more;
   std::error_code ec;
   const auto exe = fs::canonical(program, ec);
-  if (!ec) paths.push_back(exe.parent_path().string());
+  if (!ec) more.push_back(exe.parent_path().string());
   if (const char* ld = std::getenv("LD_LIBRARY_PATH")) {
     std::stringstream ss(ld);
     for (std::string dir; std::getline(ss, dir, ':');)
-      if (!dir.empty() && dir.front() == '/') paths.push_back(dir);
+      if (!dir.empty() && dir.front() == '/') more.push_back(dir);
   }
+  // The folders of the libraries this process loaded: the sandbox's children run kforge itself,
+  // and the libraries it finds by RPATH (a packed dependency folder, pip's LibTorch) are on no
+  // list above.
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* out) {
+        const std::string name = info->dlpi_name ? info->dlpi_name : "";
+        if (!name.empty() && name.front() == '/')
+          static_cast<std::vector<std::string>*>(out)->push_back(fs::path(name).parent_path().string());
+        return 0;
+      },
+      &more);
+  std::sort(more.begin(), more.end());
+  more.erase(std::unique(more.begin(), more.end()), more.end());
+  paths.insert(paths.end(), more.begin(), more.end());
   return paths;
 }
 

@@ -49,7 +49,8 @@ uid_t confined_uid() noexcept;
 gid_t confined_gid() noexcept;
 
 /// The paths a program needs to run inside a confined root: the system's (/usr, /etc, /sys,
-/// /lib*, ...), the program's own directory, and every LD_LIBRARY_PATH entry.
+/// /lib*, ...), the program's own directory, every LD_LIBRARY_PATH entry and the folder of every
+/// library this process loaded.
 std::vector<std::string> system_read_only_paths(const std::string& program);
 
 /// What this host grants of `wanted`: the pieces that did not work in a short-lived test child

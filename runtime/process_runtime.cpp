@@ -458,10 +458,10 @@ struct process_runtime::impl {
     wo.liveness = o.liveness;
     auto made = make_sandbox_logic(m);
     if (!made) {
-      // No silent fallback to the stand-in: the worker stays out, the error shows in its metrics
-      // and the run ends as stalled with it.
+      // No silent fallback to the stand-in, and no wait for a stall: the run fails at once,
+      // naming why (a sandbox that cannot start its children judges nothing).
       std::lock_guard<std::mutex> g(slot.mu);
-      slot.core.count_error(made.err());
+      slot.core.count_fatal(made.err());
       return;
     }
     serve_sandbox_worker(m.endpoint(link::sandbox_workers), wo, *made, slot, stop_requested);

@@ -1,12 +1,14 @@
 // The OS confinement of untrusted children (common/confinement.hpp), on this host: every piece the
 // host grants is checked from inside a child started with it (a shell that reports what it could
 // do); every piece it does not grant must be named by probe_confinement.
+#include <dlfcn.h>
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -94,6 +96,16 @@ bool process_named(const std::string& name) {
 }
 
 }  // namespace
+
+TEST_CASE("a confined root shows the folders of the libraries this process loaded") {
+  // A library found by RPATH (a packed dependency folder) is on no system list; without its folder
+  // the confined child cannot load it.
+  Dl_info info{};
+  REQUIRE(::dladdr(reinterpret_cast<void*>(&::getpid), &info) != 0);
+  const auto libc_dir = std::filesystem::path(info.dli_fname).parent_path().string();
+  const auto paths = kforge::system_read_only_paths("/bin/bash");
+  CHECK(std::find(paths.begin(), paths.end(), libc_dir) != paths.end());
+}
 
 TEST_CASE("probe_confinement grants each piece or names why not") {
   const auto& s = support();
