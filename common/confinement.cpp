@@ -264,12 +264,18 @@ const char* confinement_plan::run(const step& s) const noexcept {
 
 namespace {
 
+// Runs in the child of a raw clone() of a threaded process, so it makes the system calls itself:
+// glibc's setgroups/setresgid/setresuid broadcast the change to every thread glibc knows of and wait
+// for each, and a thread that was being created in the parent at the clone never answers (such
+// children hung until the supervisor's 120 s hello timeout). The child has one thread; the raw
+// calls change it alone, which is all of it.
 const char* become_unprivileged() noexcept {
-  (void)::setgroups(0, nullptr);  // refused (and not needed) where the parent was unprivileged
+  // setgroups is refused (and not needed) where the parent was unprivileged.
+  (void)::syscall(SYS_setgroups, 0, nullptr);
   const gid_t g = confined_gid();
   const uid_t u = confined_uid();
-  if (::setresgid(g, g, g) != 0) return "the unprivileged group";
-  if (::setresuid(u, u, u) != 0) return "the unprivileged user";
+  if (::syscall(SYS_setresgid, g, g, g) != 0) return "the unprivileged group";
+  if (::syscall(SYS_setresuid, u, u, u) != 0) return "the unprivileged user";
   return nullptr;
 }
 

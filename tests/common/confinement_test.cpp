@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -177,4 +178,33 @@ TEST_CASE("whatever a confined child starts dies with it") {
     if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   CHECK(gone);
+}
+
+TEST_CASE("confined children start while other threads of the parent come and go") {
+  // The sandbox starts children from a process whose threads start and end all the time (one per
+  // candidate in flight). A child that ran glibc's credential calls after the clone could wait
+  // forever for a thread that was being created at that instant.
+  const auto& g = support().granted;
+  if (!g.user) {
+    MESSAGE("SKIP: this host grants no user namespace (see the test above for why)");
+    return;
+  }
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    while (!stop.load()) std::thread([] {}).join();
+  });
+  confinement c;
+  c.mount = c.pid = c.net = c.ipc = false;  // the credential change is what is under test
+  kforge::child_options o;
+  o.confine = c;
+  int answered = 0;
+  const int children = 150;
+  for (int i = 0; i < children; ++i) {
+    auto child = kforge::child_process::start({"/bin/sh", "-c", "read -r r <&3; echo '{}' >&3"}, o);
+    REQUIRE(child.ok());
+    if (child->request("{}", std::chrono::seconds(5)).failure == kforge::child_failure::none) ++answered;
+  }
+  stop = true;
+  churn.join();
+  CHECK(answered == children);
 }
