@@ -314,6 +314,38 @@ void read_buffer(table_reader r, buffer_options& o) {
   r.finish();
 }
 
+void read_lora(table_reader r, trainer_lora& o) {
+  o.enabled = true;
+  r.read("rank", o.rank, 1, 4096);
+  r.read("alpha", o.alpha, above(0));
+  r.read("dropout", o.dropout, real_range{0, 1, false, true});
+  if (const toml::node* n = r.take("targets")) {
+    const toml::array* a = n->as_array();
+    if (a == nullptr) {
+      r.fail("targets", "expected an array of projection names, got " + std::string(type_name(*n)));
+    } else {
+      std::string known;
+      for (const auto& k : lora_projection_names()) known += (known.empty() ? "\"" : ", \"") + k + "\"";
+      std::vector<std::string> targets;
+      for (std::size_t i = 0; i < a->size(); ++i) {
+        const toml::node& e = *a->get(i);
+        const std::string key = r.key("targets") + "[" + std::to_string(i) + "]";
+        const auto& names = lora_projection_names();
+        if (!e.is_string() || std::find(names.begin(), names.end(), e.as_string()->get()) == names.end()) {
+          r.diag().add(&e, key, "expected one of " + known);
+          continue;
+        }
+        const std::string t = e.as_string()->get();
+        if (std::find(targets.begin(), targets.end(), t) != targets.end()) r.diag().add(&e, key, "\"" + t + "\" named twice");
+        else targets.push_back(t);
+      }
+      if (a->empty()) r.fail("targets", "must name at least one projection");
+      else o.targets = targets;
+    }
+  }
+  r.finish();
+}
+
 void read_trainer(table_reader r, trainer_options& o) {
   r.read("lr", o.lr, above(0));
   r.read("kl_coef", o.kl_coef, at_least(0));
@@ -351,6 +383,8 @@ void read_trainer(table_reader r, trainer_options& o) {
   r.read_choice("publish", o.publish,
                 {{"auto", weights_publish::automatic}, {"file", weights_publish::file}, {"nccl", weights_publish::nccl}});
   r.read("publish_timeout_s", o.publish_timeout_s, above(0));
+  if (const toml::table* t = r.subtable("lora")) read_lora(table_reader(r.diag(), *t, r.key("lora")), o.lora);
+  r.read("activation_checkpointing", o.activation_checkpointing);
   r.finish();
 }
 

@@ -21,6 +21,9 @@ std::vector<int> group_of(const manifest& m, const std::map<std::string, std::ve
 
 // Empty when NCCL can carry the weights, else why not.
 std::string why_not_nccl(const manifest& m, const std::map<std::string, std::vector<int>>& groups, bool nccl_built) {
+  // The broadcast sends the model's parameters as they lie; with LoRA the samplers need the
+  // adapters merged into them, which the trainer writes to a file.
+  if (m.trainer.lora.enabled) return "trainer.lora is set: the samplers get the merged weights by file";
   if (!nccl_built) return "this kforge was built without CUDA and NCCL";
   if (m.sampler.model.empty()) return "the stand-in sampler has no weights";
   if (m.sampler.backend != sampler_backend::engine) return "the samplers are not engines";

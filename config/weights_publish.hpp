@@ -10,7 +10,7 @@
 // trainer is rank 0 (its first GPU); the samplers are ranks 1..n in the manifest's process order.
 // "auto" also keeps to the trainer's node: another node may have no NCCL network to it, and
 // resolves its "auto" GPU groups from its own GPUs (every process must work out the same plan);
-// an explicit "nccl" vouches for both.
+// an explicit "nccl" vouches for both. With trainer.lora the weights go by file (merged).
 
 #include <chrono>
 #include <map>

@@ -5,7 +5,11 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/version.h>
+
+#include "model/layer_checkpoint.hpp"
+#include "model/lora.hpp"
 
 // LibTorch 2.4+ has fused CUDA kernels for RMSNorm and attention. Decoding is bound by kernel
 // launches on the host (about 48 per layer per token with the composite ops below), so on CUDA
@@ -58,6 +62,16 @@ torch::nn::Linear linear(std::int64_t in, std::int64_t out, bool bias) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
+// transformers normalises and takes the softmax in fp32; an fp64 model (the gradient checks of the
+// tests) keeps fp64 there, or its finite differences would drown in fp32 rounding.
+at::ScalarType at_least_fp32(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
+
+// A projection with its LoRA adapter, if it has one.
+at::Tensor project(torch::nn::Linear& proj, const std::shared_ptr<lora_adapter>& adapter, const at::Tensor& x) {
+  at::Tensor y = proj(x);
+  return adapter ? apply_lora(*adapter, y, x, proj->is_training()) : y;
+}
+
 }  // namespace
 
 RMSNormImpl::RMSNormImpl(std::int64_t dim, double eps_) : eps(eps_) {
@@ -68,7 +82,7 @@ at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
 #if defined(KFORGE_FUSED_CUDA_OPS)
   if (x.is_cuda()) return at::rms_norm(x, {weight.size(0)}, weight, eps);
 #endif
-  const at::Tensor h = x.to(at::kFloat);
+  const at::Tensor h = x.to(at_least_fp32(x.scalar_type()));
   const at::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
   return weight * (h * at::rsqrt(variance + eps)).to(x.scalar_type());
 }
@@ -84,9 +98,9 @@ AttentionImpl::AttentionImpl(const model_config& c)
 at::Tensor AttentionImpl::forward(const at::Tensor& x, const rotary_tables& rope, const at::Tensor& mask,
                                   at::Tensor* k_cache, at::Tensor* v_cache, std::int64_t past) {
   const std::int64_t B = x.size(0), T = x.size(1);
-  at::Tensor q = q_proj(x).view({B, T, heads, head_dim}).transpose(1, 2);
-  at::Tensor k = k_proj(x).view({B, T, kv_heads, head_dim}).transpose(1, 2);
-  at::Tensor v = v_proj(x).view({B, T, kv_heads, head_dim}).transpose(1, 2);
+  at::Tensor q = project(q_proj, q_lora, x).view({B, T, heads, head_dim}).transpose(1, 2);
+  at::Tensor k = project(k_proj, k_lora, x).view({B, T, kv_heads, head_dim}).transpose(1, 2);
+  at::Tensor v = project(v_proj, v_lora, x).view({B, T, kv_heads, head_dim}).transpose(1, 2);
   q = apply_rotary(q, rope);
   k = apply_rotary(k, rope);
   if (k_cache != nullptr) {
@@ -120,14 +134,14 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const rotary_tables& rope
                                        .expand({mask.size(0), 1, rep, T, S})
                                        .reshape({mask.size(0), 1, rep * T, S});
     const at::Tensor out = at::scaled_dot_product_attention(qg, k, v, folded_mask);
-    return o_proj(out.reshape({B, heads, T, head_dim}).transpose(1, 2).reshape({B, T, heads * head_dim}));
+    return project(o_proj, o_lora, out.reshape({B, heads, T, head_dim}).transpose(1, 2).reshape({B, T, heads * head_dim}));
   }
 #endif
   at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim));
   scores = scores.reshape({B, kv_heads, rep, T, S}) + mask.unsqueeze(1);
-  const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
+  const at::Tensor probs = at::softmax(scores, -1, at_least_fp32(scores.scalar_type())).to(q.scalar_type());
   const at::Tensor out = at::matmul(probs.reshape({B, kv_heads, rep * T, S}), v);  // [B, kv, rep*T, D]
-  return o_proj(out.reshape({B, heads, T, head_dim}).transpose(1, 2).reshape({B, T, heads * head_dim}));
+  return project(o_proj, o_lora, out.reshape({B, heads, T, head_dim}).transpose(1, 2).reshape({B, T, heads * head_dim}));
 }
 
 MLPImpl::MLPImpl(const model_config& c) {
@@ -137,7 +151,7 @@ MLPImpl::MLPImpl(const model_config& c) {
 }
 
 at::Tensor MLPImpl::forward(const at::Tensor& x) {
-  return down_proj(at::silu(gate_proj(x)) * up_proj(x));
+  return project(down_proj, down_lora, at::silu(project(gate_proj, gate_lora, x)) * project(up_proj, up_lora, x));
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const model_config& c) {
@@ -208,8 +222,14 @@ at::Tensor TransformerImpl::forward(const at::Tensor& ids, const forward_args& a
       at::where(allowed, at::zeros({}, opts.dtype(dtype)), at::full({}, lowest, opts.dtype(dtype))).unsqueeze(1);
 
   const rotary_tables rope = make_rotary(positions, config.head_dim, config.rope_theta, dtype);
+  // Recomputing a layer needs its inputs only; with a cache (generation) nothing is recorded.
+  const bool recompute = checkpoint_layers && cache == nullptr && at::GradMode::is_enabled();
   for (std::int64_t i = 0; i < config.num_hidden_layers; ++i) {
     auto layer = layers->ptr<DecoderLayerImpl>(static_cast<std::size_t>(i));
+    if (recompute) {
+      h = checkpointed_layer(layer, h, rope, mask);
+      continue;
+    }
     at::Tensor* kc = cache != nullptr ? &cache->k[static_cast<std::size_t>(i)] : nullptr;
     at::Tensor* vc = cache != nullptr ? &cache->v[static_cast<std::size_t>(i)] : nullptr;
     h = layer->forward(h, rope, mask, kc, vc, past);

@@ -6,9 +6,14 @@
 //
 // Parameters are registered under Hugging Face's names, so `named_parameters()` of a CausalLM reads
 // "model.layers.0.self_attn.q_proj.weight", ... and weights.hpp loads and saves checkpoints by name.
+//
+// Two training options hang on the modules: LoRA adapters on projections (model/lora.hpp) and
+// recomputing each decoder layer in backward instead of keeping its activations
+// (TransformerImpl::checkpoint_layers, model/layer_checkpoint.hpp).
 // Includes LibTorch: only the model's torch TUs and their users include this header.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <torch/nn/module.h>
@@ -20,6 +25,9 @@
 #include "model/config.hpp"
 
 namespace kforge::model {
+
+struct lora_adapter;  // model/lora.hpp
+struct lora_state;
 
 /// Keys and values of every layer for a batch, preallocated to a capacity: [B, kv_heads, capacity,
 /// head_dim] each. The first `length` positions are filled; forward() appends after them.
@@ -65,6 +73,8 @@ class AttentionImpl : public torch::nn::Module {
                      at::Tensor* k_cache, at::Tensor* v_cache, std::int64_t past);
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  /// LoRA adapters of the projections (model/lora.hpp); null: none.
+  std::shared_ptr<lora_adapter> q_lora, k_lora, v_lora, o_lora;
   std::int64_t heads, kv_heads, head_dim;
 };
 TORCH_MODULE(Attention);
@@ -76,6 +86,8 @@ class MLPImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x);
 
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  /// LoRA adapters of the projections (model/lora.hpp); null: none.
+  std::shared_ptr<lora_adapter> gate_lora, up_lora, down_lora;
 };
 TORCH_MODULE(MLP);
 
@@ -116,6 +128,10 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};
   model_config config;
+  /// Activation checkpointing: while gradients are recorded and no KV cache is given, each layer
+  /// keeps only its input for backward and is run again there (model/layer_checkpoint.hpp). The
+  /// same gradients for a fraction of the activation memory, at the cost of a second forward.
+  bool checkpoint_layers = false;
 };
 TORCH_MODULE(Transformer);
 
@@ -131,6 +147,8 @@ class CausalLMImpl : public torch::nn::Module {
   Transformer model{nullptr};
   torch::nn::Linear lm_head{nullptr};  ///< null when tie_word_embeddings
   model_config config;
+  /// Its LoRA adapters and their on/off switch (model/lora.hpp); null: none.
+  std::shared_ptr<lora_state> lora;
 };
 TORCH_MODULE(CausalLM);
 

@@ -10,6 +10,8 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include "model/lora.hpp"
+
 namespace kforge::model {
 namespace {
 
@@ -145,7 +147,8 @@ status save_weights(CausalLMImpl& model, const std::string& path) {
   std::vector<at::Tensor> keep;  // contiguous CPU copies, alive until written
   std::vector<tensor_bytes> entries;
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {
-    const at::Tensor t = item.value().detach().to(at::kCPU).contiguous();
+    // With LoRA adapters on, the merged weight: the file is the model as it computes.
+    const at::Tensor t = effective_parameter(model, item.key(), item.value()).detach().to(at::kCPU).contiguous();
     auto dt = to_st_dtype(t.scalar_type());
     if (!dt) return error{path + ": tensor '" + item.key() + "': " + dt.message()};
     keep.push_back(t);

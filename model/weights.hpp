@@ -39,7 +39,9 @@ struct load_options {
 [[nodiscard]] result<CausalLM> load_causal_lm(const std::string& dir, const load_options& options = {});
 
 /// Writes every parameter (Hugging Face names; lm_head omitted when tied, as transformers does) to
-/// one safetensors file, in the parameters' dtype, with metadata {"format": "pt"}.
+/// one safetensors file, in the parameters' dtype, with metadata {"format": "pt"}. A projection
+/// with a LoRA adapter that is on is written merged (model/lora.hpp, effective_weight), so the
+/// file loads as a plain model computing what this one computes.
 [[nodiscard]] status save_weights(CausalLMImpl& model, const std::string& path);
 
 /// A checkpoint directory that load_causal_lm and transformers both read: model.safetensors (as

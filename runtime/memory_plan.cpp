@@ -36,6 +36,23 @@ std::int64_t policy_shape::parameters() const {
   return vocab * hidden * (tied_embeddings ? 1 : 2) + layers * per_layer + hidden;
 }
 
+std::int64_t policy_shape::lora_parameters(std::int64_t rank, const std::vector<std::string>& targets) const {
+  const std::int64_t q = heads * head_dim, kv = kv_heads * head_dim;
+  std::int64_t per_layer = 0;
+  for (const auto& t : targets) {
+    const std::pair<std::int64_t, std::int64_t> in_out = t == "q_proj"      ? std::make_pair(hidden, q)
+                                                         : t == "k_proj"    ? std::make_pair(hidden, kv)
+                                                         : t == "v_proj"    ? std::make_pair(hidden, kv)
+                                                         : t == "o_proj"    ? std::make_pair(q, hidden)
+                                                         : t == "gate_proj" ? std::make_pair(hidden, intermediate)
+                                                         : t == "up_proj"   ? std::make_pair(hidden, intermediate)
+                                                         : t == "down_proj" ? std::make_pair(intermediate, hidden)
+                                                                            : std::make_pair(std::int64_t{0}, std::int64_t{0});
+    per_layer += rank * (in_out.first + in_out.second);
+  }
+  return layers * per_layer;
+}
+
 result<policy_shape> policy_shape_of(const std::string& model_dir) {
 #if defined(KFORGE_HAVE_MODEL_CONFIG)
   auto c = model::load_model_config(model_dir);
@@ -86,11 +103,24 @@ memory_estimate trainer_memory(const policy_shape& p, const trainer_options& t, 
   // without a fused kernel.
   const double per_token_layer = 8.0 * p.hidden + 2.0 * p.kv_heads * p.head_dim + 4.0 * p.intermediate +
                                  static_cast<double>(p.heads) * seq;
-  return sorted({"trainer", {{"weights and reference (bf16)", 2 * params * bf16},
-                             {"master weights and gradients (fp32)", 2 * params * fp32},
-                             {"AdamW moments (fp32)", 2 * params * fp32},
-                             {"activations of a micro-batch", tokens * static_cast<double>(p.layers) * per_token_layer * bf16},
-                             {"logits and log-softmax", tokens * static_cast<double>(p.vocab) * (bf16 + fp32)}}});
+  memory_estimate e{"trainer", {}};
+  if (t.lora.enabled) {
+    const double adapters = static_cast<double>(p.lora_parameters(t.lora.rank, t.lora.targets));
+    e.parts.push_back({"frozen weights, also the reference (bf16)", params * bf16});
+    e.parts.push_back({"LoRA adapters, gradients and AdamW moments (fp32)", 4 * adapters * fp32});
+  } else {
+    e.parts.push_back({"weights and reference (bf16)", 2 * params * bf16});
+    e.parts.push_back({"master weights and gradients (fp32)", 2 * params * fp32});
+    e.parts.push_back({"AdamW moments (fp32)", 2 * params * fp32});
+  }
+  const double layers = static_cast<double>(p.layers);
+  if (t.activation_checkpointing)
+    e.parts.push_back({"activations of a micro-batch (layer inputs, one layer recomputed)",
+                       tokens * (layers * static_cast<double>(p.hidden) + per_token_layer) * bf16});
+  else
+    e.parts.push_back({"activations of a micro-batch", tokens * layers * per_token_layer * bf16});
+  e.parts.push_back({"logits and log-softmax", tokens * static_cast<double>(p.vocab) * (bf16 + fp32)});
+  return sorted(std::move(e));
 }
 
 memory_verdict judge_memory(const memory_estimate& sampler, const memory_estimate& trainer, bool shared,
@@ -116,9 +146,9 @@ memory_verdict judge_memory(const memory_estimate& sampler, const memory_estimat
     check("the trainer", trainer.total());
   }
   if (!v.fits)
-    s << "lower [trainer] micro_batch, [sampler] max_new_tokens, group_size or batch_requests, give the "
-         "sampler and trainer GPUs of their own, or use a smaller model (LoRA and sharded optimizer "
-         "state are not built yet)";
+    s << "lower [trainer] micro_batch, [sampler] max_new_tokens, group_size or batch_requests, set [trainer] "
+         "lora or activation_checkpointing = true, give the sampler and trainer GPUs of their own, or use "
+         "a smaller model (sharded optimizer state is not built yet)";
   else
     s << "fits a GPU of " << gib(gpu_bytes) << (shared ? " with both on it" : "");
   v.text = s.str();

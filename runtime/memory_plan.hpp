@@ -1,9 +1,12 @@
 #pragma once
 // The memory a manifest's policy needs on a GPU, estimated before anything loads, for
 // `kforge run --check`: the sampler (bf16 weights, the KV cache of a full batch of groups at the
-// longest sequence) and the trainer as it is built today (full fine-tuning: a bf16 copy of the
-// policy, a frozen bf16 reference, fp32 master weights and gradients, AdamW's two fp32 moments,
-// and the activations of one micro-batch kept for backward, the logits' log-softmax included).
+// longest sequence) and the trainer as the manifest builds it: full fine-tuning (a bf16 copy of
+// the policy, a frozen bf16 reference, fp32 master weights and gradients, AdamW's two fp32
+// moments) or LoRA (trainer.lora: the frozen bf16 base, which is also the reference, and fp32
+// adapters with their gradients and moments); and the activations of one micro-batch kept for
+// backward (with trainer.activation_checkpointing: each layer's input, plus one layer's activations
+// while it is recomputed), the logits' log-softmax included.
 // Estimates from the model's shapes (config.json), not measurements; what they leave out (the
 // allocator's slack, CUDA's context, workspace) is why a plan must keep a margin.
 
@@ -25,6 +28,9 @@ struct policy_shape {
   /// Parameters: embeddings, per layer the attention (q, k, v with their biases, o) and the gated
   /// MLP and two norms, the final norm, and an untied output head.
   std::int64_t parameters() const;
+  /// Parameters of LoRA adapters of rank `rank` on the named projections of every layer (A: rank x
+  /// in, B: out x rank; names as config/options/trainer_options.hpp's lora_projection_names).
+  std::int64_t lora_parameters(std::int64_t rank, const std::vector<std::string>& targets) const;
 };
 
 /// A stage's estimate: its parts in bytes, largest first once built.

@@ -69,6 +69,16 @@ inline trainer::data_parallel_options dp_options(const policy_trainer_stage_opti
   po.kl.window = t.kl_window;
   po.kl.step = t.kl_step;
   po.bf16_compute = o.bf16_compute;
+  if (t.lora.enabled) {
+    model::lora_options lo;
+    lo.rank = t.lora.rank;
+    lo.alpha = t.lora.alpha;
+    lo.dropout = t.lora.dropout;
+    lo.targets = t.lora.targets;
+    lo.seed = o.seed;  // every rank draws the same A
+    po.lora = lo;
+  }
+  po.activation_checkpointing = t.activation_checkpointing;
   po.temperature = o.temperature;
   po.seed = o.seed;
   po.source_dir = o.model_dir;

@@ -240,7 +240,11 @@ std::string logic_description(actor_kind k, const manifest* m) {
                                 (m->trainer.ranks == trainer_ranks::processes ? ", a process per rank)" : ")")
                           : std::string()) +
                ", " +
-               (o->bf16_compute ? "bf16 compute on fp32 master weights" : "fp32") +
+               (m->trainer.lora.enabled
+                    ? "LoRA rank " + std::to_string(m->trainer.lora.rank) + " on a frozen " +
+                          (o->bf16_compute ? "bf16" : "fp32") + " base (fp32 adapters)"
+                    : std::string(o->bf16_compute ? "bf16 compute on fp32 master weights" : "fp32")) +
+               (m->trainer.activation_checkpointing ? ", layers recomputed in backward" : "") +
                (o->publish_ranks > 0 ? ", weights published by NCCL broadcast to " +
                                            std::to_string(o->publish_ranks - 1) + " sampler(s)"
                                      : ", weights published by file (" + o->publish_reason + ")");

@@ -5,6 +5,8 @@
 //   model.safetensors     policy weights, Hugging Face names (model/weights.hpp); with config.json,
 //                         generation_config.json and tokenizer files when the trainer knows the
 //                         checkpoint it started from, so the directory is a loadable model too
+//   adapter_config.json,  with LoRA only: the adapters in Hugging Face PEFT's layout
+//   adapter_model.safetensors  (model/lora.hpp); model.safetensors then holds the merged weights
 //   optimizer.pt          AdamW state and the stepper's step count (grpo_stepper::save_state)
 //   trainer_state.json    this file's trainer_state: step, policy version, seed, KL controller
 //                         state, RNG states

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "model/lora.hpp"
 #include "model/weights.hpp"
 #include "trainer/checkpoint.hpp"
 
@@ -46,6 +47,24 @@ logprob_fn logprobs_of(model::CausalLM lm, double temperature, std::int64_t pad)
     if (temperature > 0 && temperature != 1.0) logits = logits.to(at::kFloat) / temperature;
     return gather_completion_logp(logits, packed);
   };
+}
+
+/// The reference of LoRA training: `lm` with its adapters off.
+logprob_fn logprobs_without_adapters(model::CausalLM lm, double temperature, std::int64_t pad) {
+  return [lm, fn = logprobs_of(lm, temperature, pad)](const std::vector<const grpo_sample*>& samples) {
+    model::lora_disabled off(*lm);
+    return fn(samples);
+  };
+}
+
+/// With LoRA: the policy in the compute dtype with adapters on it (base frozen). Else as given.
+model::CausalLM prepared(model::CausalLM policy, const policy_trainer_options& o) {
+  if (!o.lora) return policy;
+  // The base never changes, so it needs no fp32 master copy: it is kept in the dtype computed in.
+  if (o.bf16_compute) policy->to(at::kBFloat16);
+  if (auto s = model::attach_lora(*policy, *o.lora); !s)
+    throw std::invalid_argument("policy_trainer_options." + s.message());
+  return policy;
 }
 
 std::vector<at::Generator> default_generators() {
@@ -102,20 +121,22 @@ std::string format_step_log(const policy_step_stats& s) {
 
 struct policy_trainer::impl {
   impl(model::CausalLM p, policy_trainer_options o)
-      : policy(std::move(p)),
+      : policy(prepared(std::move(p), o)),
         opt(std::move(o)),
-        compute(opt.bf16_compute ? copy_of(policy, at::kBFloat16, /*trainable=*/true) : policy),
-        reference(copy_of(policy, opt.bf16_compute ? at::kBFloat16 : policy->output_weight().scalar_type(),
-                          /*trainable=*/false)),
-        stepper(policy->parameters(/*recurse=*/true), opt.step),
+        compute(opt.bf16_compute && !opt.lora ? copy_of(policy, at::kBFloat16, /*trainable=*/true) : policy),
+        reference(opt.lora ? policy
+                           : copy_of(policy, opt.bf16_compute ? at::kBFloat16 : policy->output_weight().scalar_type(),
+                                     /*trainable=*/false)),
+        stepper(opt.lora ? model::lora_parameters(*policy) : policy->parameters(/*recurse=*/true), opt.step),
         kl(opt.kl),
         version(opt.initial_version) {
-    if (opt.bf16_compute) stepper.set_compute_parameters(compute->parameters(/*recurse=*/true));
+    if (opt.bf16_compute && !opt.lora) stepper.set_compute_parameters(compute->parameters(/*recurse=*/true));
+    compute->model->checkpoint_layers = opt.activation_checkpointing;
   }
   model::CausalLM policy;  ///< the master weights: what is optimised, published and checkpointed
   policy_trainer_options opt;
   model::CausalLM compute;  ///< what forward and backward run on: `policy`, or its bf16 copy
-  model::CausalLM reference;
+  model::CausalLM reference;  ///< with LoRA: `policy` itself, run with its adapters off
   grpo_stepper stepper;
   kl_controller kl;
   std::int64_t steps = 0;
@@ -176,11 +197,16 @@ result<policy_step_stats> policy_trainer::step(const train_batch& batch) {
   st.compute->train();
   try {
     out.grpo = st.stepper.step(groups, logprobs_of(st.compute, st.opt.temperature, st.opt.pad_token),
-                               logprobs_of(st.reference, st.opt.temperature, st.opt.pad_token),
+                               st.opt.lora ? logprobs_without_adapters(st.reference, st.opt.temperature, st.opt.pad_token)
+                                           : logprobs_of(st.reference, st.opt.temperature, st.opt.pad_token),
                                st.kl.coef(), st.version, st.opt.group.get());
   } catch (const std::exception& e) {
+    st.compute->eval();
     return error{"train batch " + std::to_string(batch.step) + ": " + e.what()};
   }
+  // Training mode for the step only: LoRA's dropout must not reach whatever samples from the
+  // policy between steps.
+  st.compute->eval();
   out.completion_tokens = out.grpo.loss.tokens;
   ++st.version;  // every batch, see the header
   if (out.grpo.stepped) {
@@ -207,6 +233,9 @@ status policy_trainer::save_checkpoint(const std::string& dir) {
                  ? model::save_weights(*st.policy, (path / checkpoint_weights_file).string())
                  : model::save_checkpoint(*st.policy, *tmp, st.opt.source_dir);
   if (!s) return s;
+  // With LoRA the weights above are merged (a loadable model); what resumes is the adapters.
+  if (st.opt.lora)
+    if (s = model::save_lora(*st.policy, *tmp, st.opt.source_dir); !s) return s;
   if (s = st.stepper.save_state((path / checkpoint_optimizer_file).string()); !s) return s;
   trainer_state ts;
   ts.step = st.steps;
@@ -233,10 +262,17 @@ status policy_trainer::load_checkpoint(const std::string& dir) {
                  std::to_string(st.opt.seed)};
   kl_controller kl(st.opt.kl);
   if (auto s = kl.from_json(ts->kl_controller); !s) return error{dir + ": " + s.message()};
-  auto tensors = model::checkpoint_tensors::open((fs::path(dir) / checkpoint_weights_file).string());
-  if (!tensors) return tensors.err();
-  if (auto s = model::load_weights(*st.policy, *tensors); !s) return s;
-  if (st.opt.bf16_compute) st.stepper.set_compute_parameters(st.compute->parameters(/*recurse=*/true));
+  if (st.opt.lora) {
+    // The frozen base is the starting checkpoint's, as this trainer was built; the merged
+    // model.safetensors is for samplers and evaluation, not read back.
+    if (auto s = model::load_lora(*st.policy, dir); !s) return s;
+  } else {
+    auto tensors = model::checkpoint_tensors::open((fs::path(dir) / checkpoint_weights_file).string());
+    if (!tensors) return tensors.err();
+    if (auto s = model::load_weights(*st.policy, *tensors); !s) return s;
+  }
+  if (st.opt.bf16_compute && !st.opt.lora)
+    st.stepper.set_compute_parameters(st.compute->parameters(/*recurse=*/true));
   if (auto s = st.stepper.load_state((fs::path(dir) / checkpoint_optimizer_file).string()); !s)
     return s;
   try {

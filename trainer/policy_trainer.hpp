@@ -17,15 +17,24 @@
 // (tested bit for bit on CPU). Random numbers the trainer's caller draws elsewhere (e.g. a sampler's
 // seed) must come from the default generator or from (seed, step) to be covered.
 //
+// LoRA (options.lora): adapters (model/lora.hpp) on the policy are all that trains; the base
+// weights are frozen, in the compute dtype (bf16 with bf16_compute: no fp32 copy of them), the
+// adapters stay fp32 and are what AdamW steps. There is no compute copy and no reference copy: the
+// reference is the policy with its adapters off, so policy(), compute_model() and reference() are
+// one model. Checkpoints then also hold the adapters in PEFT's layout (checkpoint.hpp), and
+// load_checkpoint() restores the adapters (the base is the starting checkpoint's, as built).
+//
 // Includes LibTorch through model/transformer.hpp.
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/result.hpp"
+#include "model/lora.hpp"
 #include "model/transformer.hpp"
 #include "trainer/grpo_step.hpp"
 #include "trainer/kl_controller.hpp"
@@ -89,6 +98,12 @@ struct policy_trainer_options {
   /// sums the gradients. Null: one rank. Checkpoints and published weights are rank 0's job (the
   /// ranks' weights are identical).
   std::shared_ptr<collective> group;
+  /// LoRA adapters instead of full fine-tuning (see the top of this header); nullopt: every
+  /// parameter trains. Their `seed` initialises A the same way on every rank.
+  std::optional<model::lora_options> lora;
+  /// Recompute each decoder layer in backward (model/layer_checkpoint.hpp): the same gradients,
+  /// less activation memory.
+  bool activation_checkpointing = false;
   /// The checkpoint the policy was loaded from. Non-empty: checkpoints also get its config.json,
   /// generation_config.json and tokenizer files (model::save_checkpoint), so they load as models.
   std::string source_dir;
@@ -114,7 +129,8 @@ class policy_trainer {
   using log_sink = std::function<void(const policy_step_stats&)>;
 
   /// Trains `policy` in place (its parameters must require grad). The reference is a frozen copy of
-  /// its weights now. Invalid options throw std::invalid_argument (a bug in the caller).
+  /// its weights now (with LoRA: the policy with its adapters off). Invalid options throw
+  /// std::invalid_argument (a bug in the caller).
   policy_trainer(model::CausalLM policy, policy_trainer_options options);
   ~policy_trainer();
   policy_trainer(policy_trainer&&) noexcept;

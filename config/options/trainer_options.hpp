@@ -2,6 +2,8 @@
 // Settings of the trainer stage (GRPO), from the manifest's [trainer] table.
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace kforge {
 
@@ -21,6 +23,28 @@ enum class group_baseline { kept, draws };
 /// (sequences in one pass): far above any real setting, a larger value is a typo.
 inline constexpr std::int64_t max_kl_window = 1 << 20;
 inline constexpr std::int64_t max_micro_batch = 4096;
+
+/// The projections a LoRA adapter may sit on (model/lora.hpp's lora_target_names; kept here too so
+/// that the manifest is checked without the model library).
+inline const std::vector<std::string>& lora_projection_names() {
+  static const std::vector<std::string> names{"q_proj", "k_proj", "v_proj", "o_proj",
+                                              "gate_proj", "up_proj", "down_proj"};
+  return names;
+}
+
+/// [trainer] lora: LoRA adapters (model/lora.hpp) instead of full fine-tuning.
+struct trainer_lora {
+  /// The table is in the manifest: adapters are trained, the base weights frozen.
+  bool enabled = false;
+  /// Rank of the adapters. In [1, 4096].
+  std::int64_t rank = 16;
+  /// Their scale is alpha / rank. > 0.
+  double alpha = 32;
+  /// Dropout on the adapters' input while training. In [0, 1).
+  double dropout = 0;
+  /// Projections of every decoder layer that get an adapter (lora_projection_names). Not empty.
+  std::vector<std::string> targets{"q_proj", "k_proj", "v_proj", "o_proj"};
+};
 
 struct trainer_options {
   /// AdamW learning rate. > 0.
@@ -74,6 +98,11 @@ struct trainer_options {
   trainer_compute compute = trainer_compute::automatic;
   /// How new weights reach the samplers (config/weights_publish.hpp).
   weights_publish publish = weights_publish::automatic;
+  /// LoRA adapters; off by default (full fine-tuning).
+  trainer_lora lora;
+  /// Recompute each decoder layer in backward instead of keeping its activations
+  /// (model/layer_checkpoint.hpp): the same gradients, less memory, about one more forward pass.
+  bool activation_checkpointing = false;
   /// NCCL publishing: how long the trainer waits for every sampler to take a version (they take
   /// it between generation batches), and a sampler for the trainer's broadcast, before the
   /// channel is given up and weights go by file. > 0.

@@ -717,6 +717,45 @@ TEST_CASE("[tasks]: each bad value is an error naming the key and its position")
   CHECK(has(all, "tasks.window"));
 }
 
+TEST_CASE("[trainer] lora and activation_checkpointing: off by default, read inline or as a table, checked") {
+  auto plain = parse_manifest(minimal, "test.toml");
+  REQUIRE_MESSAGE(plain.ok(), plain.message());
+  CHECK_FALSE(plain->trainer.lora.enabled);
+  CHECK_FALSE(plain->trainer.activation_checkpointing);
+
+  auto inline_table = parse_manifest(minimal + "[trainer]\nactivation_checkpointing = true\n"
+                                               "lora = { rank = 64, alpha = 128, dropout = 0.05, "
+                                               "targets = [\"q_proj\", \"down_proj\"] }\n",
+                                     "test.toml");
+  REQUIRE_MESSAGE(inline_table.ok(), inline_table.message());
+  const auto& l = inline_table->trainer.lora;
+  CHECK(l.enabled);
+  CHECK(l.rank == 64);
+  CHECK(l.alpha == 128);
+  CHECK(l.dropout == doctest::Approx(0.05));
+  CHECK(l.targets == std::vector<std::string>{"q_proj", "down_proj"});
+  CHECK(inline_table->trainer.activation_checkpointing);
+
+  auto defaults = parse_manifest(minimal + "[trainer.lora]\n", "test.toml");  // the table alone turns it on
+  REQUIRE_MESSAGE(defaults.ok(), defaults.message());
+  CHECK(defaults->trainer.lora.enabled);
+  CHECK(defaults->trainer.lora.rank == 16);
+  CHECK(defaults->trainer.lora.targets == std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj"});
+
+  const auto bad = [](const std::string& lora) { return rejected(minimal + "[trainer.lora]\n" + lora); };
+  CHECK(has(bad("rank = 0\n"), "trainer.lora.rank: must be in [1, 4096], got 0"));
+  CHECK(has(bad("alpha = 0\n"), "trainer.lora.alpha: must be > 0"));
+  CHECK(has(bad("dropout = 1.0\n"), "trainer.lora.dropout"));
+  CHECK(has(bad("targets = [\"q_proj\", \"lm_head\"]\n"), "trainer.lora.targets[1]: expected one of \"q_proj\""));
+  CHECK(has(bad("targets = [\"q_proj\", \"q_proj\"]\n"), "trainer.lora.targets[1]: \"q_proj\" named twice"));
+  CHECK(has(bad("targets = []\n"), "trainer.lora.targets: must name at least one projection"));
+  CHECK(has(bad("targets = \"q_proj\"\n"), "trainer.lora.targets: expected an array"));
+  CHECK(has(bad("r = 8\n"), "trainer.lora.r: unknown key"));
+  CHECK(has(rejected(minimal + "[trainer]\nlora = true\n"), "trainer.lora: expected a table"));
+  CHECK(has(rejected(minimal + "[trainer]\nactivation_checkpointing = 1\n"),
+            "trainer.activation_checkpointing: expected a boolean"));
+}
+
 TEST_CASE("the manifests in deploy/manifests parse and validate (the loops' @MODEL@ filled in)") {
   for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(KFORGE_SOURCE_DIR) / "deploy/manifests")) {
     if (e.path().extension() != ".toml") continue;

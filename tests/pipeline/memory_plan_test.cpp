@@ -83,3 +83,28 @@ TEST_CASE("memory plan: a small policy fits, and sharing one GPU adds the two st
   CHECK_FALSE(both.fits);
   CHECK(both.text.find("the sampler and trainer on one GPU needs") != std::string::npos);
 }
+
+TEST_CASE("memory plan: LoRA and activation checkpointing bring a 7B trainer onto one 80 GiB GPU") {
+  sampler_options s;
+  s.max_new_tokens = 2048;
+  trainer_options t;
+  t.micro_batch = 4;
+  const auto full = trainer_memory(qwen_7b(), t, s, planned_prompt_tokens);
+  // LoRA rank 64 on the attention: A and B of each projection, every layer.
+  const std::int64_t q = 28 * 128, kv = 4 * 128;
+  CHECK(qwen_7b().lora_parameters(64, {"q_proj", "k_proj", "v_proj", "o_proj"}) ==
+        28 * 64 * ((3584 + q) + 2 * (3584 + kv) + (q + 3584)));
+  t.lora.enabled = true;
+  t.lora.rank = 64;
+  const auto lora = trainer_memory(qwen_7b(), t, s, planned_prompt_tokens);
+  t.activation_checkpointing = true;
+  const auto both = trainer_memory(qwen_7b(), t, s, planned_prompt_tokens);
+  // 2 bytes a parameter for the frozen base (the reference too), and far fewer activations.
+  CHECK(lora.total() < full.total() - 14 * 7.6e9);
+  CHECK(both.total() < lora.total() / 2);
+  const auto v = judge_memory(sampler_memory(qwen_7b(), s, planned_prompt_tokens), both, false, gib80);
+  INFO(v.text);
+  CHECK(v.fits);
+  CHECK(v.text.find("LoRA adapters") != std::string::npos);
+  CHECK(v.text.find("one layer recomputed") != std::string::npos);
+}

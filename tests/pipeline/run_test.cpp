@@ -900,6 +900,34 @@ TEST_CASE("a real model's trainer runs data parallel over 2 CPU ranks") {
   fs::remove_all(dir);
 }
 
+// LoRA with activation checkpointing from the manifest: the trainer builds adapters, the samplers
+// load the merged weights it publishes by file, and the final checkpoint holds the PEFT files.
+TEST_CASE("a real model's trainer trains LoRA adapters with its layers recomputed in backward") {
+  const auto dir = fresh_dir("model_lora");
+  const auto manifest = tiny_model_manifest(
+      dir, 2, "\n[trainer]\nactivation_checkpointing = true\nlora = { rank = 4, targets = [\"q_proj\", \"v_proj\"] }\n");
+  auto r = run_manifest(manifest, dir / "run", 300s);
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  CHECK(r->output.find("LoRA rank 4 on a frozen fp32 base (fp32 adapters), layers recomputed in backward") !=
+        std::string::npos);
+  CHECK(r->output.find("trainer.lora is set") != std::string::npos);  // weights by file, merged
+  const auto summary = read_json(dir / "run" / "summary.json");
+  REQUIRE(summary.is_object());
+  CHECK(summary["outcome"] == "completed");
+  CHECK(summary["balanced"] == true);
+  CHECK((*stage(summary, "trainer@head"))["errors"] == 0);
+  CHECK((*stage(summary, "sampler@head"))["errors"] == 0);  // it loaded the merged weights
+  CHECK(train_log(dir / "run").size() == 2);
+  const auto ckpt = dir / "run" / "checkpoints" / "step-2";
+  for (const char* f : {"adapter_config.json", "adapter_model.safetensors", "model.safetensors", "optimizer.pt"})
+    CHECK_MESSAGE(fs::exists(ckpt / f), f);
+  const auto config = read_json(ckpt / "adapter_config.json");
+  CHECK(config["r"] == 4);
+  CHECK(config["target_modules"] == json::array({"q_proj", "v_proj"}));
+  fs::remove_all(dir);
+}
+
 // The same with every rank but rank 0 in a `kforge trainer-rank` process of its own, summing over a
 // ZeroMQ socket (policy_trainer_test checks that arithmetic bit for bit against thread ranks).
 TEST_CASE("a real model's trainer runs its ranks as processes") {

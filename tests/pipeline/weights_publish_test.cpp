@@ -79,6 +79,11 @@ TEST_CASE("weights by file, and why, wherever NCCL cannot carry them") {
   CHECK(has(why(one_process(), {{"rollout", {0}}, {"trainer", {0}}}, true), "shares GPU 0 with the trainer"));
   const auto stand_in = parsed(topology("sampler = {}"));
   CHECK(has(why(stand_in, {}, true), "stand-in sampler"));
+  // LoRA: the samplers need the adapters merged, which only the file carries.
+  CHECK(has(why(one_process("[trainer]\nlora = { rank = 8 }\n"), two_gpus, true), "trainer.lora is set"));
+  auto forced = plan_weights_publish(one_process("[trainer]\npublish = \"nccl\"\nlora = { rank = 8 }\n"), two_gpus, true);
+  REQUIRE_FALSE(forced.ok());
+  CHECK(has(forced.message(), "trainer.lora"));
 }
 
 TEST_CASE("two samplers on one GPU, or two sampler processes on one node, go by file") {

@@ -617,3 +617,121 @@ TEST_CASE("gradient reducer: sums every parameter across ranks, frozen ones too,
     CHECK(early[static_cast<std::size_t>(r)] == 3);  // the frozen bucket did not hold back the one after it
   }
 }
+
+namespace {
+
+policy_trainer_options lora_options_for_test(bool checkpointing) {
+  auto o = resume_options();
+  model::lora_options lo;
+  lo.rank = 4;
+  lo.alpha = 8;
+  lo.dropout = 0.1;  // drawn from the default generator: resume and recomputation must keep it
+  lo.targets = {"q_proj", "v_proj", "o_proj", "down_proj"};
+  lo.seed = 3;
+  o.lora = lo;
+  o.activation_checkpointing = checkpointing;
+  return o;
+}
+
+bool same_adapters(const model::CausalLM& a, const model::CausalLM& b) {
+  const auto pa = model::named_lora_parameters(*a), pb = model::named_lora_parameters(*b);
+  bool same = !pa.empty() && pa.size() == pb.size();
+  for (std::size_t i = 0; same && i < pa.size(); ++i)
+    same = pa[i].first == pb[i].first && at::equal(pa[i].second, pb[i].second);
+  return same;
+}
+
+at::Tensor logits_of(model::CausalLMImpl& m) {
+  at::NoGradGuard no_grad;
+  return m.forward(at::tensor({1, 17, 42, 99, 250, 7}, at::kLong).view({1, 6}));
+}
+
+}  // namespace
+
+TEST_CASE("policy trainer with LoRA and activation checkpointing: adapters train, the base stays, resume is exact") {
+  scratch_dir dir;
+  const int n = 4;
+  auto base = load_policy();
+
+  at::manual_seed(5);
+  policy_trainer whole(load_policy(), lora_options_for_test(true));
+  CHECK(whole.stepper().steps() == 0);
+  CHECK(&*whole.reference() == &*whole.policy());  // no second copy: the reference is adapters off
+  CHECK(whole.compute_model()->model->checkpoint_layers);
+  train(whole, n);
+  CHECK(same_weights(whole.policy(), base));  // the base weights are frozen
+  double b_norm = 0;
+  for (const auto& [name, a] : whole.policy()->lora->adapters) b_norm += a->B.abs().sum().item<double>();
+  CHECK(b_norm > 0);  // the adapters trained
+  {
+    model::lora_disabled off(*whole.policy());  // the KL reference is the base model
+    CHECK(at::equal(logits_of(*whole.policy()), logits_of(*base)));
+  }
+  CHECK_FALSE(at::equal(logits_of(*whole.policy()), logits_of(*base)));
+
+  // Recomputing layers in backward changes no gradient and no dropout mask: the same run without
+  // it ends with the same adapters, bit for bit.
+  at::manual_seed(5);
+  policy_trainer plain(load_policy(), lora_options_for_test(false));
+  train(plain, n);
+  CHECK(same_adapters(plain.policy(), whole.policy()));
+
+  at::manual_seed(5);
+  {
+    policy_trainer first(load_policy(), lora_options_for_test(true));
+    train(first, n / 2);
+    REQUIRE(first.save_checkpoint(dir.path("ckpt")).ok());
+    // The checkpoint's model.safetensors is the merged policy: it loads as a plain model.
+    auto merged = model::load_causal_lm(dir.path("ckpt"));
+    REQUIRE_MESSAGE(merged.ok(), (merged.ok() ? "" : merged.message()));
+    CHECK((logits_of(**merged) - logits_of(*first.policy())).abs().max().item<double>() < 1e-4);
+  }
+  for (const char* f : {"adapter_config.json", "adapter_model.safetensors", "model.safetensors", "optimizer.pt"})
+    CHECK_MESSAGE(std::filesystem::exists(dir.path(std::string("ckpt/") + f)), f);
+
+  at::manual_seed(999);
+  policy_trainer resumed(load_policy(), lora_options_for_test(true));
+  const auto ok = resumed.load_checkpoint(dir.path("ckpt"));
+  REQUIRE_MESSAGE(ok.ok(), (ok.ok() ? "" : ok.message()));
+  train(resumed, n - n / 2);
+  CHECK(resumed.stepper().steps() == whole.stepper().steps());
+  CHECK(same_adapters(resumed.policy(), whole.policy()));
+  CHECK(same_weights(resumed.policy(), base));
+
+  // A control: a resume without the adapters' optimiser state goes elsewhere.
+  {
+    policy_trainer fresh(load_policy(), lora_options_for_test(true));
+    REQUIRE(fresh.save_checkpoint(dir.path("fresh")).ok());
+  }
+  std::filesystem::copy(dir.path("ckpt"), dir.path("no_moments"));
+  std::filesystem::copy_file(dir.path("fresh/optimizer.pt"), dir.path("no_moments/optimizer.pt"),
+                             std::filesystem::copy_options::overwrite_existing);
+  policy_trainer no_moments(load_policy(), lora_options_for_test(true));
+  REQUIRE(no_moments.load_checkpoint(dir.path("no_moments")).ok());
+  train(no_moments, n - n / 2);
+  CHECK_FALSE(same_adapters(no_moments.policy(), whole.policy()));
+
+  // A checkpoint of other adapters does not load.
+  auto other = lora_options_for_test(true);
+  other.lora->rank = 2;
+  policy_trainer mismatched(load_policy(), other);
+  CHECK_FALSE(mismatched.load_checkpoint(dir.path("ckpt")).ok());
+}
+
+TEST_CASE("data-parallel trainer with LoRA: 2 CPU ranks start from the same adapters and stay identical") {
+  policy_trainer source(load_policy(), resume_options());
+  std::vector<train_batch> batches;
+  for (std::uint64_t i = 0; i < 2; ++i) batches.push_back(sample_batch(source, prompts, 4, 5, 500 + i, -1));
+  auto o = lora_options_for_test(true);
+  o.lora->dropout = 0;  // ranks draw dropout from generators of their own
+  auto run = train_group({at::kCPU, at::kCPU}, o, batches);
+  CHECK(same_adapters(run.group->rank(1).policy(), run.group->lead().policy()));
+  policy_trainer one(load_policy(), o);
+  for (const auto& b : batches) REQUIRE(one.step(b).ok());
+  const auto pa = model::named_lora_parameters(*one.policy());
+  const auto pb = model::named_lora_parameters(*run.group->lead().policy());
+  double worst = 0;
+  for (std::size_t i = 0; i < pa.size(); ++i)
+    worst = std::max(worst, (pa[i].second - pb[i].second).abs().max().item<double>());
+  CHECK(worst < 1e-4);
+}
