@@ -36,6 +36,7 @@ class rank_process {
     const std::string op = req.value("op", "");
     if (op == "join") return join(req);
     if (op == "step") return step(req);
+    if (op == "save_shard") return save_shard(req);
     if (op == "stop") return {{"ok", true}};
     return {{"ok", false}, {"reason", "unknown op '" + op + "'"}};
   }
@@ -77,6 +78,14 @@ class rank_process {
     auto stats = trainer_->step(to_train_batch(*flatbuffers::GetRoot<wire::TrainBatch>(bytes.data())));
     if (!stats) return failed(stats.message());
     return {{"ok", true}, {"steps", trainer_->lead().steps()}, {"policy_version", stats->policy_version}};
+  }
+
+  // With trainer.shard_optimizer: this rank's optimiser shard into the checkpoint rank 0 is writing
+  // (its temporary directory, committed by rank 0 once every shard is in).
+  nlohmann::json save_shard(const nlohmann::json& req) {
+    if (!trainer_) return failed("save_shard before join");
+    if (auto s = trainer_->lead().save_optimizer_shard(req.at("dir").get<std::string>()); !s) return failed(s.message());
+    return {{"ok", true}, {"steps", trainer_->lead().steps()}};
   }
 
   static nlohmann::json failed(const std::string& why) { return {{"ok", false}, {"reason", why}}; }

@@ -99,7 +99,10 @@ std::optional<std::string> memory_plan_problem(const manifest& m, const host_fac
   const auto trainer_gpus = stage_gpus(m, actor_kind::trainer);
   if (!sampler_gpus || !trainer_gpus || (sampler_gpus->empty() && trainer_gpus->empty())) return std::nullopt;
   const auto sampler = sampler_memory(*shape, m.sampler, planned_prompt_tokens);
-  const auto trainer = trainer_memory(*shape, m.trainer, m.sampler, planned_prompt_tokens);
+  // The ranks optimiser state may be sharded over: one per GPU of the trainer's group, and those
+  // joining from other hosts.
+  const auto ranks = static_cast<std::int64_t>(std::max<std::size_t>(1, trainer_gpus->size())) + m.trainer.remote_ranks;
+  const auto trainer = trainer_memory(*shape, m.trainer, m.sampler, planned_prompt_tokens, ranks);
   const bool shared = !sampler_gpus->empty() && !trainer_gpus->empty() && sampler_gpus->front() == trainer_gpus->front();
   double gpu = 0;  // the smallest GPU either stage uses, where nvidia-smi said
   for (const auto* g : {&*sampler_gpus, &*trainer_gpus})

@@ -93,7 +93,7 @@ memory_estimate sampler_memory(const policy_shape& p, const sampler_options& s, 
 }
 
 memory_estimate trainer_memory(const policy_shape& p, const trainer_options& t, const sampler_options& s,
-                               std::int64_t prompt_tokens) {
+                               std::int64_t prompt_tokens, std::int64_t ranks) {
   const double params = static_cast<double>(p.parameters());
   const double tokens = static_cast<double>(t.micro_batch) * static_cast<double>(prompt_tokens + s.max_new_tokens);
   const double seq = static_cast<double>(prompt_tokens + s.max_new_tokens);
@@ -108,6 +108,13 @@ memory_estimate trainer_memory(const policy_shape& p, const trainer_options& t, 
     const double adapters = static_cast<double>(p.lora_parameters(t.lora.rank, t.lora.targets));
     e.parts.push_back({"frozen weights, also the reference (bf16)", params * bf16});
     e.parts.push_back({"LoRA adapters, gradients and AdamW moments (fp32)", 4 * adapters * fp32});
+  } else if (t.shard_optimizer && ranks > 1) {
+    const double n = static_cast<double>(ranks);
+    const std::string share = "1/" + std::to_string(ranks);
+    e.parts.push_back({"weights and reference (bf16)", 2 * params * bf16});
+    e.parts.push_back({"gradients of the backward pass (bf16)", params * bf16});
+    e.parts.push_back({"master weights and summed gradients, " + share + " (fp32)", 2 * params * fp32 / n});
+    e.parts.push_back({"AdamW moments, " + share + " (fp32)", 2 * params * fp32 / n});
   } else {
     e.parts.push_back({"weights and reference (bf16)", 2 * params * bf16});
     e.parts.push_back({"master weights and gradients (fp32)", 2 * params * fp32});
@@ -148,7 +155,7 @@ memory_verdict judge_memory(const memory_estimate& sampler, const memory_estimat
   if (!v.fits)
     s << "lower [trainer] micro_batch, [sampler] max_new_tokens, group_size or batch_requests, set [trainer] "
          "lora or activation_checkpointing = true, give the sampler and trainer GPUs of their own, or use "
-         "a smaller model (sharded optimizer state is not built yet)";
+         "a smaller model, or with several trainer GPUs set [trainer] shard_optimizer = true";
   else
     s << "fits a GPU of " << gib(gpu_bytes) << (shared ? " with both on it" : "");
   v.text = s.str();

@@ -4,7 +4,9 @@
 // longest sequence) and the trainer as the manifest builds it: full fine-tuning (a bf16 copy of
 // the policy, a frozen bf16 reference, fp32 master weights and gradients, AdamW's two fp32
 // moments) or LoRA (trainer.lora: the frozen bf16 base, which is also the reference, and fp32
-// adapters with their gradients and moments); and the activations of one micro-batch kept for
+// adapters with their gradients and moments); with trainer.shard_optimizer over N ranks, each rank
+// holds 1/N of the fp32 master weights, summed gradients and moments, plus the bf16 gradients its
+// backward pass writes (trainer/sharded_adamw.hpp); and the activations of one micro-batch kept for
 // backward (with trainer.activation_checkpointing: each layer's input, plus one layer's activations
 // while it is recomputed), the logits' log-softmax included.
 // Estimates from the model's shapes (config.json), not measurements; what they leave out (the
@@ -42,8 +44,10 @@ struct memory_estimate {
 
 /// Longest sequence the loop makes: a prompt of `prompt_tokens` plus the sampler's max_new_tokens.
 memory_estimate sampler_memory(const policy_shape& p, const sampler_options& s, std::int64_t prompt_tokens);
+/// Bytes on each trainer rank; `ranks`: the data-parallel ranks optimiser state is sharded over
+/// with trainer.shard_optimizer (1, or no sharding: every rank holds all of it).
 memory_estimate trainer_memory(const policy_shape& p, const trainer_options& t, const sampler_options& s,
-                               std::int64_t prompt_tokens);
+                               std::int64_t prompt_tokens, std::int64_t ranks = 1);
 
 /// The shapes in `model_dir`'s config.json; an error where it cannot be read, or where this build
 /// has no model library to read it with.

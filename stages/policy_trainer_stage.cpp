@@ -183,7 +183,11 @@ class policy_trainer_stage final : public actors::trainer_logic {
   status save(std::uint64_t step) {
     if (step == 0 || last_checkpoint_ == step) return {};
     const auto dir = fs::path(o_.run_dir) / "checkpoints" / ("step-" + std::to_string(step));
-    if (auto s = written(trainer_->save_checkpoint(dir.string())); !s) return s;
+    // With trainer.shard_optimizer each rank process adds its optimiser shard before the commit.
+    trainer::policy_trainer::shard_writer shards;
+    if (ranks_)
+      shards = [this](const std::string& tmp) { return ranks_->save_shards(tmp, trainer_->lead().steps()); };
+    if (auto s = written(trainer_->save_checkpoint(dir.string(), shards)); !s) return s;
     last_checkpoint_ = step;
     return {};
   }

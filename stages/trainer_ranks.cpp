@@ -319,6 +319,13 @@ std::string rank_processes::describe() const {
   return out + ", summing over " + (o_.collective == "socket" ? "a ZeroMQ socket" : "NCCL");
 }
 
+status rank_processes::save_shards(const std::string& dir, std::int64_t steps) {
+  if (broken_) return error{"the trainer's rank processes failed at an earlier step: no checkpoint of their state"};
+  send_all({{"op", "save_shard"}, {"dir", dir}}, o_.step_timeout);
+  if (auto s = collect("optimiser shard"); !s) return s;
+  return check_steps(steps);  // a shard of another step would resume another run
+}
+
 status rank_processes::step(const std::vector<std::uint8_t>& batch, const std::function<status()>& local,
                             const std::function<std::int64_t()>& local_step) {
   if (broken_)

@@ -12,6 +12,8 @@
 //          endpoint | nccl_id}  -> the child builds its trainer from the same manifest, joins the
 //          group (which completes when rank 0 joins too) and loads the checkpoint to resume from.
 //   step  {batch: hex of the TrainBatch FlatBuffer} -> one step on its share; {step, version}.
+//   save_shard {dir} -> with trainer.shard_optimizer, its optimiser shard into the checkpoint
+//          directory rank 0 is writing (a remote rank needs that path on a shared file system).
 //   stop  -> it exits.
 //
 // Every rank steps on every batch (grpo_stepper takes each rank's share) and the gradients are
@@ -90,6 +92,9 @@ class rank_processes {
   /// on this thread, then every child's reply, whose step must equal `local_step()` afterwards.
   status step(const std::vector<std::uint8_t>& batch, const std::function<status()>& local,
               const std::function<std::int64_t()>& local_step);
+  /// Every child writes its optimiser shard into `dir` (save_shard) and must then be at `steps`;
+  /// the first failure, rank named. A failure leaves the ranks' weights alone (not broken).
+  status save_shards(const std::string& dir, std::int64_t steps);
   int size() const noexcept { return static_cast<int>(replies_.size()) + 1; }
   /// "rank 1: pid 123 on cpu, rank 2: ..." for the log.
   std::string describe() const;

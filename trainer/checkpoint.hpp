@@ -8,6 +8,8 @@
 //   adapter_config.json,  with LoRA only: the adapters in Hugging Face PEFT's layout
 //   adapter_model.safetensors  (model/lora.hpp); model.safetensors then holds the merged weights
 //   optimizer.pt          AdamW state and the stepper's step count (grpo_stepper::save_state)
+//   optimizer-rank-R-of-N.pt  instead, with sharded optimiser state: rank R's shard, written by
+//                         rank R itself (sharded_adamw::save_state); resuming needs N ranks again
 //   trainer_state.json    this file's trainer_state: step, policy version, seed, KL controller
 //                         state, RNG states
 // It is written into `<dir>.tmp` and swapped into place only when complete (commit_checkpoint_dir),
@@ -27,6 +29,11 @@ namespace kforge::trainer {
 inline constexpr const char* checkpoint_weights_file = "model.safetensors";
 inline constexpr const char* checkpoint_optimizer_file = "optimizer.pt";
 inline constexpr const char* checkpoint_state_file = "trainer_state.json";
+
+/// Rank `rank`'s shard of a sharded optimiser's state, in a checkpoint of a group of `ranks`.
+inline std::string sharded_optimizer_file(int rank, int ranks) {
+  return "optimizer-rank-" + std::to_string(rank) + "-of-" + std::to_string(ranks) + ".pt";
+}
 
 /// Everything of a resumable run that is not a tensor of the model or the optimiser.
 struct trainer_state {

@@ -12,6 +12,20 @@ namespace kforge::trainer {
 
 namespace {
 
+// Whether `input` and `output` fit a reduce-scatter or all-gather of `ranks` ranks: `big` holds
+// `ranks` chunks the size of `small`. Empty when they do.
+std::string chunk_mismatch(const char* op, const at::Tensor& big, const at::Tensor& small, int ranks) {
+  if (!big.defined() || !small.defined()) return std::string(op) + ": an undefined tensor";
+  if (big.scalar_type() != small.scalar_type())
+    return std::string(op) + ": input and output differ in dtype (" + c10::toString(big.scalar_type()) + " vs " +
+           c10::toString(small.scalar_type()) + ")";
+  if (!big.is_contiguous() || !small.is_contiguous()) return std::string(op) + ": tensors must be contiguous";
+  if (big.numel() != small.numel() * ranks)
+    return std::string(op) + ": " + std::to_string(big.numel()) + " elements are not " + std::to_string(ranks) +
+           " chunks of " + std::to_string(small.numel());
+  return {};
+}
+
 // What the ranks of a thread group share: the tensors each rank posted for the current call and a
 // reusable barrier.
 struct thread_group_state {
@@ -131,12 +145,86 @@ class thread_rank final : public collective {
     return {};
   }
 
+  // Chunk rank() of every rank's input, added in rank order as all_reduce_sum adds.
+  status reduce_scatter_sum(const at::Tensor& input, const at::Tensor& output) override {
+    const std::vector<at::Tensor> mine{input};
+    st_->posted[static_cast<std::size_t>(rank_)] = &mine;
+    st_->barrier();
+    std::string why = st_->mismatch("reduce_scatter_sum");
+    if (why.empty()) why = chunk_mismatch("reduce_scatter_sum", input, output, st_->size);
+    at::Tensor sum;
+    if (why.empty()) {
+      try {
+        const std::int64_t n = output.numel(), at = n * rank_;
+        sum = (*st_->posted[0])[0].reshape(-1).narrow(0, at, n).to(output.device(), /*non_blocking=*/false, /*copy=*/true);
+        for (int r = 1; r < st_->size; ++r)
+          sum.add_((*st_->posted[static_cast<std::size_t>(r)])[0].reshape(-1).narrow(0, at, n).to(output.device()));
+      } catch (const std::exception& e) {
+        why = std::string("reduce_scatter_sum: ") + e.what();
+      }
+    }
+    st_->failed[static_cast<std::size_t>(rank_)] = why;
+    st_->barrier();  // every rank has read every other's input
+    if (const std::string any = st_->any_failure(); !any.empty()) return error{"thread group: " + any};
+    output.view(-1).copy_(sum);
+    return {};
+  }
+
+  status all_gather(const at::Tensor& input, const at::Tensor& output) override {
+    const std::vector<at::Tensor> mine{input};
+    st_->posted[static_cast<std::size_t>(rank_)] = &mine;
+    st_->barrier();
+    std::string why = st_->mismatch("all_gather");
+    if (why.empty()) why = chunk_mismatch("all_gather", output, input, st_->size);
+    if (why.empty()) {
+      try {
+        const std::int64_t n = input.numel();
+        at::Tensor flat = output.view(-1);
+        for (int r = 0; r < st_->size; ++r)
+          flat.narrow(0, n * r, n).copy_((*st_->posted[static_cast<std::size_t>(r)])[0].reshape(-1));
+      } catch (const std::exception& e) {
+        why = std::string("all_gather: ") + e.what();
+      }
+    }
+    st_->failed[static_cast<std::size_t>(rank_)] = why;
+    st_->barrier();  // every rank has read every other's input
+    if (const std::string any = st_->any_failure(); !any.empty()) return error{"thread group: " + any};
+    return {};
+  }
+
  private:
   std::shared_ptr<thread_group_state> st_;
   int rank_;
 };
 
 }  // namespace
+
+status collective::reduce_scatter_sum(const at::Tensor& input, const at::Tensor& output) {
+  // Every rank reaches the all-reduce even with wrong sizes here, so none waits for another.
+  const std::string why = chunk_mismatch("reduce_scatter_sum", input, output, size());
+  try {
+    at::Tensor sum = input.reshape(-1).clone();
+    if (auto s = all_reduce_sum({sum}); !s) return s;
+    if (!why.empty()) return error{why};
+    output.view(-1).copy_(sum.narrow(0, output.numel() * rank(), output.numel()));
+  } catch (const std::exception& e) {
+    return error{std::string("reduce_scatter_sum: ") + e.what()};
+  }
+  return {};
+}
+
+status collective::all_gather(const at::Tensor& input, const at::Tensor& output) {
+  const std::string why = chunk_mismatch("all_gather", output, input, size());
+  try {
+    output.zero_();
+    if (why.empty()) output.view(-1).narrow(0, input.numel() * rank(), input.numel()).copy_(input.reshape(-1));
+    if (auto s = all_reduce_sum({output}); !s) return s;
+    if (!why.empty()) return error{why};
+  } catch (const std::exception& e) {
+    return error{std::string("all_gather: ") + e.what()};
+  }
+  return {};
+}
 
 std::vector<std::shared_ptr<collective>> make_thread_group(int size) {
   if (size < 1) throw std::invalid_argument("make_thread_group: size must be >= 1");

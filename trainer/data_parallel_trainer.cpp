@@ -134,7 +134,16 @@ result<policy_step_stats> data_parallel_trainer::step(const train_batch& batch) 
   return std::move(results.front());
 }
 
-status data_parallel_trainer::save_checkpoint(const std::string& dir) { return lead().save_checkpoint(dir); }
+status data_parallel_trainer::save_checkpoint(const std::string& dir, const policy_trainer::shard_writer& remote_shards) {
+  if (ranks_.size() == 1) return lead().save_checkpoint(dir, remote_shards);
+  // Ranks of this process: each writes its own optimiser shard (nothing without shard_optimizer);
+  // no collective is involved, so one thread writes them in turn.
+  return lead().save_checkpoint(dir, [this](const std::string& tmp) -> status {
+    for (std::size_t r = 1; r < ranks_.size(); ++r)
+      if (auto s = ranks_[r]->save_optimizer_shard(tmp); !s) return error{"rank " + std::to_string(r) + ": " + s.message()};
+    return {};
+  });
+}
 
 status data_parallel_trainer::load_checkpoint(const std::string& dir) {
   // One rank after another: the checkpoint also restores LibTorch's process-wide generators.

@@ -46,8 +46,10 @@ class data_parallel_trainer {
 
   /// One step of every rank over `batch`; rank 0's statistics (the group's: summed across ranks).
   [[nodiscard]] result<policy_step_stats> step(const train_batch& batch);
-  /// Rank 0's checkpoint (policy_trainer::save_checkpoint).
-  [[nodiscard]] status save_checkpoint(const std::string& dir);
+  /// Rank 0's checkpoint (policy_trainer::save_checkpoint). With shard_optimizer every rank of this
+  /// process adds its optimiser shard; where this process holds one rank of a larger group,
+  /// `remote_shards` must have the other processes' ranks add theirs.
+  [[nodiscard]] status save_checkpoint(const std::string& dir, const policy_trainer::shard_writer& remote_shards = {});
   /// Loads `dir` into every rank.
   [[nodiscard]] status load_checkpoint(const std::string& dir);
 

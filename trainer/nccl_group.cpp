@@ -70,6 +70,26 @@ class nccl_rank final : public collective {
     });
   }
 
+  // NCCL's own reduce-scatter and all-gather: each rank sends and keeps 1/size of the traffic an
+  // all-reduce has. The sum's order is NCCL's, as for all_reduce_sum.
+  status reduce_scatter_sum(const at::Tensor& input, const at::Tensor& output) override {
+    if (auto why = chunks("reduce_scatter_sum", input, output); !why.empty()) return error{why};
+    if (auto s = wait_started(); !s) return s;
+    const void* in = input.data_ptr();
+    return each({output}, "reduce_scatter_sum", nullptr, [&](void* out, std::size_t n, ncclDataType_t dt, cudaStream_t st) {
+      return ncclReduceScatter(in, out, n, dt, ncclSum, comm_, st);
+    });
+  }
+
+  status all_gather(const at::Tensor& input, const at::Tensor& output) override {
+    if (auto why = chunks("all_gather", output, input); !why.empty()) return error{why};
+    if (auto s = wait_started(); !s) return s;
+    void* out = output.data_ptr();
+    return each({input}, "all_gather", nullptr, [&](void* in, std::size_t n, ncclDataType_t dt, cudaStream_t st) {
+      return ncclAllGather(in, out, n, dt, comm_, st);
+    });
+  }
+
   // On a stream of this rank's own, after an event on the default stream (the work that wrote the
   // tensors); the host does not wait.
   status all_reduce_sum_start(const std::vector<at::Tensor>& tensors) override {
@@ -107,6 +127,20 @@ class nccl_rank final : public collective {
   std::string late(const char* what) const {
     return std::string(what) + " did not finish within " + std::to_string(o_.timeout.count()) +
            " ms: a rank is gone or stuck";
+  }
+
+  // Why `big` and `small` do not fit a reduce-scatter or all-gather (big: size_ chunks of small, one
+  // dtype, both contiguous on this rank's device); empty when they do. `each` checks `small` again.
+  // The ranks run the same code on the same shapes, so they fail these checks together.
+  std::string chunks(const char* what, const at::Tensor& big, const at::Tensor& small) const {
+    const std::string where = who(rank_, size_) + what + ": ";
+    if (!big.defined() || !small.defined()) return where + "an undefined tensor";
+    if (!big.is_cuda() || big.device().index() != device_ || !big.is_contiguous())
+      return where + "must be a contiguous tensor on cuda:" + std::to_string(device_);
+    if (big.scalar_type() != small.scalar_type() || big.numel() != small.numel() * size_)
+      return where + std::to_string(big.numel()) + " elements are not " + std::to_string(size_) + " chunks of " +
+             std::to_string(small.numel()) + " of the same dtype";
+    return {};
   }
 
   // Checks every tensor first (a rank that returns early would leave the others waiting in NCCL;

@@ -164,6 +164,69 @@ class socket_rank final : public collective {
     }
   }
 
+  // Rank 0 adds every rank's input in rank order (all_reduce_sum's order, so each chunk is
+  // bit-identical to the all-reduce's) and sends each rank only its chunk of the sum.
+  status reduce_scatter_sum(const at::Tensor& input, const at::Tensor& output) override {
+    try {
+      json header = shape_header("reduce_scatter", {input, output});
+      if (rank_ != 0) {
+        std::vector<zmq::message_t> frames;
+        frames.push_back(frame_of(input));
+        send_to_root(numbered(std::move(header)), std::move(frames));
+        return take_reply({output}, "reduce_scatter_sum");
+      }
+      std::vector<std::optional<message>> parts;
+      ++seq_;
+      if (auto s = gather("reduce_scatter", parts); !s) return s;
+      if (auto why = chunk_check(parts, header, input, output); !why.empty()) return fail_all("reduce_scatter_sum: " + why);
+      const std::int64_t n = output.numel();
+      at::Tensor sum = input.to(at::kCPU).contiguous().reshape(-1).clone();
+      for (int r = 1; r < size_; ++r) sum.add_(tensor_of(sum, parts[r]->payload[0]));
+      for (int r = 1; r < size_; ++r) {
+        std::vector<zmq::message_t> frames;
+        frames.push_back(frame_of(sum.narrow(0, n * r, n)));
+        send_to(r, {{"op", "result"}, {"ok", true}, {"seq", seq_}}, std::move(frames));
+      }
+      output.view(-1).copy_(sum.narrow(0, 0, n));
+      return {};
+    } catch (const std::exception& e) {
+      return error{std::string("reduce_scatter_sum: ") + e.what()};
+    }
+  }
+
+  // Rank 0 puts every rank's input side by side and sends the whole to every rank.
+  status all_gather(const at::Tensor& input, const at::Tensor& output) override {
+    try {
+      json header = shape_header("all_gather", {input, output});
+      if (rank_ != 0) {
+        std::vector<zmq::message_t> frames;
+        frames.push_back(frame_of(input));
+        send_to_root(numbered(std::move(header)), std::move(frames));
+        return take_reply({output}, "all_gather");
+      }
+      std::vector<std::optional<message>> parts;
+      ++seq_;
+      if (auto s = gather("all_gather", parts); !s) return s;
+      if (auto why = chunk_check(parts, header, output, input); !why.empty()) return fail_all("all_gather: " + why);
+      const std::int64_t n = input.numel();
+      at::Tensor whole = at::empty({output.numel()}, output.options().device(at::kCPU));
+      whole.narrow(0, 0, n).copy_(input.reshape(-1));
+      for (int r = 1; r < size_; ++r) {
+        at::Tensor chunk = whole.narrow(0, n * r, n);
+        copy_into(chunk, parts[r]->payload[0]);
+      }
+      for (int r = 1; r < size_; ++r) {
+        std::vector<zmq::message_t> frames;
+        frames.push_back(frame_of(whole));
+        send_to(r, {{"op", "result"}, {"ok", true}, {"seq", seq_}}, std::move(frames));
+      }
+      output.view(-1).copy_(whole);
+      return {};
+    } catch (const std::exception& e) {
+      return error{std::string("all_gather: ") + e.what()};
+    }
+  }
+
  private:
   void send(std::optional<std::string> to, const json& header, std::vector<zmq::message_t> payload) {
     if (to) socket_.send(zmq::buffer(*to), zmq::send_flags::sndmore);
@@ -257,6 +320,25 @@ class socket_rank final : public collective {
         if (parts[r]->payload[i].size() != byte_size(mine[i]))
           return "rank " + std::to_string(r) + "'s tensor " + std::to_string(i) + " has " +
                  std::to_string(parts[r]->payload[i].size()) + " bytes, rank 0's " + std::to_string(byte_size(mine[i]));
+    }
+    return {};
+  }
+
+  // Rank 0, reduce-scatter and all-gather: why the ranks' (input, output) pairs differ from rank
+  // 0's, or do not hold `big` = ranks x `small` elements, or the one frame is of another size;
+  // empty when they fit.
+  std::string chunk_check(const std::vector<std::optional<message>>& parts, const json& mine, const at::Tensor& big,
+                          const at::Tensor& small) const {
+    if (big.scalar_type() != small.scalar_type() || big.numel() != small.numel() * size_)
+      return std::to_string(big.numel()) + " elements are not " + std::to_string(size_) + " chunks of " +
+             std::to_string(small.numel()) + " of the same dtype";
+    for (int r = 1; r < size_; ++r) {
+      if (parts[r]->header.value("tensors", json::array()) != mine.at("tensors"))
+        return "rank " + std::to_string(r) + " passed tensors " + parts[r]->header.value("tensors", json::array()).dump() +
+               ", rank 0 " + mine.at("tensors").dump();
+      const at::Tensor& sent = mine.at("op") == "all_gather" ? small : big;
+      if (parts[r]->payload.size() != 1 || parts[r]->payload[0].size() != byte_size(sent))
+        return "rank " + std::to_string(r) + " sent a part of the wrong size";
     }
     return {};
   }

@@ -100,6 +100,10 @@ struct trainer_options {
   weights_publish publish = weights_publish::automatic;
   /// LoRA adapters; off by default (full fine-tuning).
   trainer_lora lora;
+  /// Full fine-tuning over 2+ data-parallel ranks: fp32 master weights, AdamW's moments and the
+  /// summed gradients sharded over the ranks (trainer/sharded_adamw.hpp), 16/N bytes a parameter
+  /// on each of N ranks instead of 16. Refused with lora (adapters are small: nothing to save).
+  bool shard_optimizer = false;
   /// Recompute each decoder layer in backward instead of keeping its activations
   /// (model/layer_checkpoint.hpp): the same gradients, less memory, about one more forward pass.
   bool activation_checkpointing = false;

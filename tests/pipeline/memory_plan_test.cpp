@@ -108,3 +108,30 @@ TEST_CASE("memory plan: LoRA and activation checkpointing bring a 7B trainer ont
   CHECK(v.text.find("LoRA adapters") != std::string::npos);
   CHECK(v.text.find("one layer recomputed") != std::string::npos);
 }
+
+TEST_CASE("memory plan: sharded optimiser state is counted per rank") {
+  sampler_options s;
+  s.max_new_tokens = 2048;
+  trainer_options t;
+  t.micro_batch = 4;
+  const double params = static_cast<double>(qwen_7b().parameters());
+  const auto full = trainer_memory(qwen_7b(), t, s, planned_prompt_tokens, 4);
+  t.shard_optimizer = true;
+  // One rank has nothing to share with: the unsharded plan.
+  CHECK(trainer_memory(qwen_7b(), t, s, planned_prompt_tokens, 1).total() == full.total());
+  for (std::int64_t ranks : {2, 4, 8}) {
+    CAPTURE(ranks);
+    const auto sharded = trainer_memory(qwen_7b(), t, s, planned_prompt_tokens, ranks);
+    // 16 bytes a parameter of fp32 masters, gradients and moments become 16 / N, plus the bf16
+    // gradients of the backward pass (2).
+    CHECK(full.total() - sharded.total() == doctest::Approx(params * (16 - 2 - 16.0 / static_cast<double>(ranks))));
+    double optimiser = 0;
+    for (const auto& [what, bytes] : sharded.parts)
+      if (what.find("1/" + std::to_string(ranks) + " (fp32)") != std::string::npos) optimiser += bytes;
+    CHECK(optimiser == doctest::Approx(params * 16 / static_cast<double>(ranks)));
+  }
+  // LoRA is not sharded (the manifest refuses both): its plan ignores the ranks.
+  t.lora.enabled = true;
+  CHECK(trainer_memory(qwen_7b(), t, s, planned_prompt_tokens, 8).total() ==
+        trainer_memory(qwen_7b(), t, s, planned_prompt_tokens, 1).total());
+}

@@ -254,6 +254,140 @@ TEST_CASE("data-parallel trainer: 2 CPU ranks step like one, checkpoint from ran
   CHECK(bad.message().find("data parallel: rank 0:") != std::string::npos);
 }
 
+namespace {
+
+/// The largest |a - b| of any parameter, relative to the largest |b| of that parameter.
+double max_relative_diff(const model::CausalLM& a, const model::CausalLM& b) {
+  const auto pb = b->named_parameters();
+  double worst = 0;
+  for (const auto& item : a->named_parameters()) {
+    const at::Tensor want = pb[item.key()].detach().to(at::kDouble);
+    const double scale = std::max(want.abs().max().item<double>(), 1e-30);
+    worst = std::max(worst, (item.value().detach().to(at::kDouble) - want).abs().max().item<double>() / scale);
+  }
+  return worst;
+}
+
+}  // namespace
+
+// trainer.shard_optimizer: the GRPO step reduce-scatters the gradients into sharded_adamw instead of
+// all-reducing them into a whole AdamW; the weights must come out as the unsharded group's.
+// trainer.shard_optimizer: the GRPO step reduce-scatters the gradients into sharded_adamw instead of
+// all-reducing them into a whole AdamW; the weights must come out as the unsharded group's.
+TEST_CASE("data-parallel trainer with sharded optimiser state: 2 and 3 CPU ranks step as unsharded ones") {
+  policy_trainer source(load_policy(), resume_options());
+  std::vector<train_batch> batches;
+  for (std::uint64_t i = 0; i < 3; ++i) batches.push_back(sample_batch(source, prompts, 4, 5, 300 + i, -1));
+  // max_grad_norm 100: the norm (about 4, then 2) never clips. 1: it clips every step.
+  for (double clip : {100.0, 1.0})
+    for (int ranks : {2, 3}) {
+      CAPTURE(clip);
+      CAPTURE(ranks);
+      auto plain_o = resume_options();
+      plain_o.step.max_grad_norm = clip;
+      auto sharded = plain_o;
+      sharded.shard_optimizer = true;
+      sharded.step.grad_bucket_bytes = 64 << 10;  // several buckets, parameters split across chunks
+      const std::vector<at::Device> cpus(static_cast<std::size_t>(ranks), at::kCPU);
+      auto plain = train_group(cpus, plain_o, batches);
+      auto shard = train_group(cpus, sharded, batches);
+      auto first = train_group(cpus, sharded, {batches.front()});
+      auto plain_first = train_group(cpus, plain_o, {batches.front()});
+      CHECK(ranks_identical(*shard.group));
+      const auto* opt = shard.group->lead().stepper().sharded();
+      REQUIRE(opt != nullptr);
+      CHECK(plain.group->lead().stepper().sharded() == nullptr);
+      CHECK(opt->shard_numel() < opt->total_numel() / ranks + static_cast<std::int64_t>(opt->buckets().size()));
+      CHECK(shard.group->lead().stepper().steps() == 3);
+      CHECK(max_weight_diff(plain.group->lead().policy(), source.policy()) > 1e-3);  // they trained
+      // The same gradient sums (thread ranks add in rank order either way) and AdamW's operations:
+      // unclipped, the same weights. Clipping scales by a norm summed in another order (fp64 over
+      // chunks here, fp32 per parameter there): one step agrees to rounding, and over later steps
+      // AdamW's normalisation magnifies that rounding where a gradient is near zero.
+      const double one = max_relative_diff(first.group->lead().policy(), plain_first.group->lead().policy());
+      const double rel = max_relative_diff(shard.group->lead().policy(), plain.group->lead().policy());
+      MESSAGE("clip " << clip << ", ranks " << ranks << ": max relative weight difference to unsharded " << one
+                      << " after one step, " << rel << " after three");
+      CHECK(one < 1e-6);
+      CHECK(rel < (clip > 10 ? 1e-6 : 1e-3));
+      for (std::size_t i = 0; i < batches.size(); ++i) {
+        const auto& a = shard.stats[i].grpo;
+        const auto& b = plain.stats[i].grpo;
+        CHECK(a.stepped);
+        CHECK(a.loss.tokens == b.loss.tokens);
+        CHECK(a.loss.loss == doctest::Approx(b.loss.loss).epsilon(1e-5));
+        CHECK(a.grad_norm == doctest::Approx(b.grad_norm).epsilon(1e-5));
+        CHECK(a.grad_clipped == b.grad_clipped);
+        CHECK(a.grad_clipped == (clip < 10));
+      }
+    }
+
+  // LoRA trains a few adapters: nothing to shard, refused as the manifest refuses it.
+  auto lora = resume_options();
+  lora.shard_optimizer = true;
+  lora.lora = model::lora_options{};
+  std::string why;
+  try {
+    policy_trainer t(load_policy(), lora);
+  } catch (const std::invalid_argument& e) {
+    why = e.what();
+  }
+  CHECK(why.find("shard_optimizer") != std::string::npos);
+}
+
+TEST_CASE("data-parallel trainer with sharded optimiser state: every rank's shard in the checkpoint, resume is exact") {
+  scratch_dir dir;
+  policy_trainer source(load_policy(), resume_options());
+  std::vector<train_batch> batches;
+  for (std::uint64_t i = 0; i < 4; ++i) batches.push_back(sample_batch(source, prompts, 4, 5, 400 + i, -1));
+  auto o = resume_options();
+  o.shard_optimizer = true;
+  o.step.grad_bucket_bytes = 64 << 10;
+  auto whole = train_group({at::kCPU, at::kCPU}, o, batches);
+
+  data_parallel_options dp;
+  dp.model_dir = qwen2_dir;
+  dp.devices = {at::kCPU, at::kCPU};
+  dp.trainer = o;
+  {
+    auto first = data_parallel_trainer::create(dp);
+    REQUIRE(first.ok());
+    for (std::size_t i = 0; i < 2; ++i) REQUIRE((*first)->step(batches[i]).ok());
+    // One rank alone cannot write a checkpoint the others' shards are missing from.
+    const auto alone = (*first)->lead().save_checkpoint(dir.path("alone"));
+    CHECK(alone.message().find("sharded over 2 ranks") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir.path("alone")));
+    const auto saved = (*first)->save_checkpoint(dir.path("ckpt"));
+    REQUIRE_MESSAGE(saved.ok(), (saved.ok() ? "" : saved.message()));
+    // The weights written are the whole gathered model (every rank holds it after a step).
+    auto written = model::load_causal_lm(dir.path("ckpt"));
+    REQUIRE(written.ok());
+    CHECK(max_weight_diff(*written, (*first)->lead().policy()) == 0);
+  }
+  for (const std::string& f : {sharded_optimizer_file(0, 2), sharded_optimizer_file(1, 2)})
+    CHECK_MESSAGE(std::filesystem::exists(dir.path("ckpt/" + f)), f);
+  CHECK_FALSE(std::filesystem::exists(dir.path("ckpt/optimizer.pt")));
+
+  auto resumed = data_parallel_trainer::create(dp);
+  REQUIRE(resumed.ok());
+  const auto loaded = (*resumed)->load_checkpoint(dir.path("ckpt"));
+  REQUIRE_MESSAGE(loaded.ok(), (loaded.ok() ? "" : loaded.message()));
+  CHECK((*resumed)->lead().stepper().steps() == 2);
+  for (std::size_t i = 2; i < batches.size(); ++i) REQUIRE((*resumed)->step(batches[i]).ok());
+  CHECK(same_weights((*resumed)->lead().policy(), whole.group->lead().policy()));
+  CHECK(ranks_identical(**resumed));
+
+  // Another rank count, or an unsharded trainer, cannot resume it: each says why.
+  auto three = dp;
+  three.devices = {at::kCPU, at::kCPU, at::kCPU};
+  auto other = data_parallel_trainer::create(three);
+  REQUIRE(other.ok());
+  const auto refused = (*other)->load_checkpoint(dir.path("ckpt"));
+  CHECK(refused.message().find("same number of ranks") != std::string::npos);
+  policy_trainer plain(load_policy(), resume_options());
+  CHECK_FALSE(plain.load_checkpoint(dir.path("ckpt")).ok());
+}
+
 // What a trainer whose ranks are processes (trainer.ranks = "processes") runs in each process: one
 // data_parallel_trainer per rank, joined over a socket group. Here the two ranks are threads with a
 // socket each; stages/trainer_ranks drives real processes (test_run).

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <functional>
 #include <string>
 #include <thread>
@@ -123,4 +124,38 @@ TEST_CASE("socket group: a rank that never joins is an error naming it, after th
   REQUIRE_FALSE(given_up.ok());
   CHECK_MESSAGE(given_up.message().find("given up") != std::string::npos, given_up.message());
   CHECK(std::chrono::steady_clock::now() - t1 < std::chrono::seconds(5));
+}
+
+TEST_CASE("socket group: reduce-scatter and all-gather, the chunks an all-reduce gives; mismatches fail every rank") {
+  const int size = 3;
+  std::vector<at::Tensor> inputs;  // made up front: odd values, so the order of additions shows
+  at::manual_seed(7);
+  for (int r = 0; r < size; ++r) inputs.push_back(at::randn({12}, at::kFloat) * std::pow(10.0, 3 * r));
+  std::vector<at::Tensor> scattered(size), reduced(size), gathered(size);
+  std::vector<std::string> errors(size), bad(size);
+  on_socket_ranks(size, [&](int r, collective& g) {
+    const auto i = static_cast<std::size_t>(r);
+    at::Tensor out = at::empty({4}, at::kFloat);
+    if (auto s = g.reduce_scatter_sum(inputs[i], out); !s) errors[i] += s.message();
+    scattered[i] = out;
+    at::Tensor all = inputs[i].clone();
+    if (auto s = g.all_reduce_sum({all}); !s) errors[i] += s.message();
+    reduced[i] = all;
+    at::Tensor mine = at::full({2}, static_cast<double>(r + 1), at::kDouble);
+    at::Tensor whole = at::zeros({2, 3}, at::kDouble);  // any shape of 3 x 2 elements
+    if (auto s = g.all_gather(mine, whole); !s) errors[i] += s.message();
+    gathered[i] = whole;
+    at::Tensor wrong = at::empty({r == 2 ? 5 : 4}, at::kFloat);  // rank 2's output is too big
+    auto s = g.reduce_scatter_sum(inputs[i], wrong);
+    bad[i] = s ? "" : s.message();
+    at::Tensor after = at::ones({1});  // the group still works after the error
+    if (auto s2 = g.all_reduce_sum({after}); !s2 || after.item<float>() != 3.0f) errors[i] += "sum after errors";
+  });
+  for (std::size_t r = 0; r < size; ++r) {
+    CHECK_MESSAGE(errors[r].empty(), errors[r]);
+    // Rank r's chunk is bit for bit the all-reduce's: the same additions in the same order.
+    CHECK(at::equal(scattered[r], reduced[r].narrow(0, 4 * static_cast<std::int64_t>(r), 4)));
+    CHECK(at::equal(gathered[r].reshape(-1), at::tensor({1.0, 1.0, 2.0, 2.0, 3.0, 3.0}, at::kDouble)));
+    CHECK_MESSAGE(bad[r].find("rank 2 passed tensors") != std::string::npos, bad[r]);
+  }
 }
