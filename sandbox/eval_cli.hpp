@@ -40,6 +40,10 @@ inline CLI::App* add_eval_subcommand(CLI::App& app, eval_options& opt) {
                   "Time a speedup over eager above this again in a fresh child on fresh inputs; it keeps its "
                   "timing only if confirmed (default 5; 0: never)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--baselines", opt.baselines,
+                  "Eager and torch.compile times (kforge tasks baseline --against compile --out): "
+                  "also report speedups and fast_p against torch.compile, for the tasks measured on "
+                  "this sandbox's GPU model");
   return cmd;
 }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "common/hash.hpp"
 #include "common/parallel.hpp"
 #include "common/text_file.hpp"
+#include "sandbox/eval_against_compile.hpp"
 #include "sandbox/pool.hpp"
 #include "sandbox/repeat_verdicts.hpp"
 #include "sandbox/verdict_json.hpp"
@@ -182,6 +184,16 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
   }
   std::map<std::string, const tasks::task*> by_id;
   for (const auto& t : *loaded) by_id[t.id] = &t;
+  // Read before any candidate runs, so a bad file costs nothing.
+  std::optional<tasks::measured_baselines> baselines;
+  if (!opt.baselines.empty()) {
+    auto b = tasks::read_measured_baselines(opt.baselines);
+    if (!b) {
+      err << "kforge eval: --baselines: " << b.message() << "\n";
+      return 2;
+    }
+    baselines = std::move(b).value();
+  }
 
   // DIR/<task id>/*.cu; task ids hold '/', so walk the tree and match the parent path.
   struct item {
@@ -253,6 +265,10 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
     }
   }
   std::ostream& lines = opt.out.empty() ? out : file_out;
+  // Compile times count only where they were measured on this sandbox's GPU model.
+  const std::string device = (*pool)->runs_on_gpu() && (*pool)->facts() ? (*pool)->facts()->name : "";
+  const auto compile_ratios =
+      baselines && !device.empty() ? baselines->compile_ratios(device) : std::map<std::string, double>{};
   std::vector<json> verdicts(items.size());
   std::mutex write_mutex;
   repeat_verdicts repeats(items.size() + 1);
@@ -280,6 +296,7 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
     }
     j["task"] = it.task->id;
     j["file"] = it.file.string();
+    add_speedup_vs_compile(j, compile_ratios);
     std::lock_guard lock(write_mutex);
     lines << j.dump() << "\n" << std::flush;
     verdicts[i] = std::move(j);
@@ -294,6 +311,10 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
   if (opt.reuse_repeats) summary["reused"] = repeats.take_reused();
   summary["sandbox"] = (*pool)->describe();
   err << format_summary(summary);
+  if (baselines) {
+    summary["vs_compile"] = against_compile(verdicts, *baselines, device);
+    err << format_against_compile(summary["vs_compile"]);
+  }
   char buf[128];
   std::snprintf(buf, sizeof buf, "%.1f s, %.2f candidates/s\n", seconds,
                 summary["candidates_per_second"].get<double>());

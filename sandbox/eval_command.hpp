@@ -36,6 +36,8 @@ struct eval_options {
   bool confine = true;
   /// run_options::confirm_speedup: speedups above this are timed again in a fresh child.
   double confirm_speedup = 5.0;
+  /// Eager and torch.compile times (tasks/measured_baselines.hpp); empty: against eager only.
+  std::string baselines;
 };
 
 /// One candidate's line in the verdict file.

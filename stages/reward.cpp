@@ -102,15 +102,16 @@ wire::ScoredT reward_model::score(const wire::Verdict& v, std::uint64_t version)
   const double gen = v.candidate_timing() ? v.candidate_timing()->median_ms() : 0;
   const double ref = v.baseline_timing() ? v.baseline_timing()->median_ms() : 0;
   if (ref > 0) t.reference_ms = ref;
+  const double reference_base = t.reference_ms * reference_scale(task);
   // The baseline used for this sample is fixed before this sample updates the best time.
-  const double base = t.switched && t.best_ms > 0 ? t.best_ms : t.reference_ms;
+  const double base = t.switched && t.best_ms > 0 ? t.best_ms : reference_base;
   out.baseline_kind = t.switched && t.best_ms > 0 ? wire::BaselineKind::best_kernel
                                                   : wire::BaselineKind::reference_eager;
   out.baseline_ms = base;
   out.speedup = gen > 0 && base > 0 ? base / gen : 0;
   out.reward = correct_reward(out.speedup);
   if (gen > 0) {
-    if (t.reference_ms > 0) t.speedups.push_back(t.reference_ms / gen);
+    if (reference_base > 0) t.speedups.push_back(reference_base / gen);
     if (t.best_ms == 0 || gen < t.best_ms) t.best_ms = gen;
   }
   return out;

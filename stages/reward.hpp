@@ -6,9 +6,10 @@
 //   infra_error     -> no reward at all: the sample is marked excluded (the sandbox's fault, not the
 //                      candidate's) and still forwarded so its GRPO group can complete.
 //
-// t_base starts as the task's reference eager time and switches, per task, to the best kernel time
-// seen so far once the median speedup over the reference passes baseline_switch_speedup; the switch
-// is checked every baseline_check_every policy versions. The state is plain data, so it can be
+// t_base starts as the task's reference eager time (or, with [reward] baseline = "compile", that
+// time rescaled to torch.compile's: reward_compile_baseline.hpp) and switches, per task, to the
+// best kernel time seen so far once the median speedup over that first baseline passes
+// baseline_switch_speedup; the switch is checked every baseline_check_every policy versions. The state is plain data, so it can be
 // checkpointed (to_json / from_json) and a replay from the same inputs reproduces every output.
 
 #include <array>
@@ -21,6 +22,7 @@
 #include "common/result.hpp"
 #include "messages/envelope.hpp"
 #include "config/options/reward_options.hpp"
+#include "stages/reward_compile_baseline.hpp"
 
 namespace kforge::pipeline {
 
@@ -74,7 +76,9 @@ struct reward_counters {
 
 class reward_model {
  public:
-  explicit reward_model(reward_options opt) : opt_(opt) {}
+  /// `compile`: the per-task scale of baseline = "compile" (load_compile_scale); unused for eager.
+  explicit reward_model(reward_options opt, compile_scale compile = {})
+      : opt_(std::move(opt)), compile_(std::move(compile)) {}
 
   /// Scores `v`, produced by a candidate of policy version `version`.
   wire::ScoredT score(const wire::Verdict& v, std::uint64_t version);
@@ -88,6 +92,8 @@ class reward_model {
 
   std::uint64_t scored() const noexcept { return scored_; }
   std::uint64_t excluded() const noexcept { return excluded_; }
+  /// Correct kernels of tasks without a compile time, under baseline = "compile".
+  std::uint64_t compile_missing() const noexcept { return compile_missing_; }
   /// Tasks whose baseline is now the best kernel seen.
   std::size_t switched_tasks() const noexcept;
 
@@ -99,8 +105,13 @@ class reward_model {
     bool switched = false;               ///< baseline is best_ms from now on
   };
   void maybe_switch(std::uint64_t version);
+  /// What the reference's eager time is multiplied by to give the first baseline: 1 (eager), the
+  /// task's compile / eager ratio, or 0 where it has none (reward_compile_baseline.cpp).
+  double reference_scale(const std::string& task);
 
   reward_options opt_;
+  compile_scale compile_;
+  std::uint64_t compile_missing_ = 0;
   std::map<std::string, task_state> tasks_;
   std::uint64_t last_check_ = 0;
   std::uint64_t scored_ = 0;

@@ -77,6 +77,16 @@ inline CLI::App* add_tasks_subcommand(CLI::App& app, tasks_options& opt) {
       ->check(CLI::Range(1, max_timed_trials));
   baseline->add_option("--shapes", opt.shapes, "primary (default) or smallest")
       ->check(CLI::IsMember({"primary", "smallest"}));
+  baseline->add_option("--against", opt.against,
+                       "eager (default: LibTorch times each reference) or compile (the machine's "
+                       "Python torch >= 2.0 times eager and torch.compile; --out required)")
+      ->check(CLI::IsMember({"eager", "compile"}));
+  baseline->add_option("--mode", opt.compile.mode,
+                       "With --against compile: torch.compile mode (default, reduce-overhead, "
+                       "max-autotune, max-autotune-no-cudagraphs; default: default)")
+      ->check(CLI::IsMember(compile_modes()));
+  baseline->add_flag("--eager-only", opt.compile.eager_only,
+                     "With --against compile: time eager alone in Python (a torch without torch.compile)");
   baseline->preparse_callback([&opt](std::size_t) {
     opt.device = "cuda";
     opt.shapes = "primary";

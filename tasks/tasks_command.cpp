@@ -320,6 +320,24 @@ int tasks_command(const tasks_options& opt, std::ostream& out, std::ostream& err
     return 3;
 #endif
   }
+  if (opt.action == "baseline" && opt.against == "compile") {
+    // Python does the timing: this needs no LibTorch in kforge.
+    auto o = opt.compile;
+    o.files = opt.files;
+    o.out = opt.out;
+    o.device = opt.device;
+    o.shapes = opt.shapes;
+    o.trials = opt.trials;
+    return measure_compile_baselines(o, out, err);
+  }
+  if (opt.action == "baseline" && opt.against != "eager") {
+    err << "kforge tasks baseline: --against " << opt.against << ": expected eager or compile\n";
+    return 2;
+  }
+  if (opt.action == "baseline" && (opt.compile.eager_only || opt.compile.mode != "default")) {
+    err << "kforge tasks baseline: --mode and --eager-only go with --against compile\n";
+    return 2;
+  }
   if (opt.action == "baseline") {
 #ifdef KFORGE_TASKS_WITH_TORCH
     return baseline(opt, out, err);

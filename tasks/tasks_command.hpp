@@ -14,6 +14,9 @@
 //                                                         synthesize tasks (tasks/synth_run.hpp)
 //                                                         and print the rejection table
 //   kforge tasks baseline [FILE ...] [--device D] [--out F] eager time of every reference
+//   kforge tasks baseline [FILE ...] --against compile --out F [--device D] [--mode M]
+//                                                         eager and torch.compile times by the
+//                                                         machine's Python torch (compile_baseline.hpp)
 // Without files, the built-in library is used.
 
 #include <cstdint>
@@ -22,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "tasks/compile_baseline.hpp"
 #include "tasks/kernelbench_import.hpp"
 
 namespace kforge::tasks {
@@ -54,6 +58,11 @@ struct tasks_options {
   /// validate: the program that runs the checks (tasks/check_server.hpp); empty: this executable
   /// as `kforge tasks check-server`.
   std::vector<std::string> check_server;
+  /// baseline: "eager" (LibTorch times the references) or "compile" (compile_baseline.hpp).
+  std::string against = "eager";
+  /// baseline --against compile: its mode and eager_only (files, out, device, shapes and trials
+  /// are the fields above).
+  compile_baseline_options compile;
   /// baseline: JSON Lines file of the timings (empty: only the table); synth: of the kept tasks.
   std::string out;
   /// baseline, synth: timed trials per reference (the median is reported / filtered on).

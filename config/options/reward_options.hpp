@@ -4,8 +4,13 @@
 // for a correct kernel, 0 otherwise.
 
 #include <cstdint>
+#include <string>
 
 namespace kforge {
+
+/// What a task's first baseline t_base is: the reference's eager time as the sandbox measures it,
+/// or that time rescaled to torch.compile's by a baselines file (stages/reward_compile_baseline.hpp).
+enum class reward_baseline { eager, compile };
 
 struct reward_options {
   /// Slope of the speed term around speedup 1. >= 0 (0 ignores speed).
@@ -23,6 +28,11 @@ struct reward_options {
   /// was there to verify it (compile-only mode). The only signal such a run has. In
   /// [0, correctness_weight]: never more than a verified correct kernel gets for correctness.
   double compiled_reward = 0.1;
+  /// eager, or compile: t_base = the sandbox's eager time * compile_ms / eager_ms of `baselines`'
+  /// line for the task (tasks/measured_baselines.hpp).
+  reward_baseline baseline = reward_baseline::eager;
+  /// The baselines file (`kforge tasks baseline --against compile --out`); required with compile.
+  std::string baselines;
 };
 
 }  // namespace kforge

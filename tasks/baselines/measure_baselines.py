@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""Times each kforge task's reference eagerly and under torch.compile; one JSON line per task.
+
+For every task of a kforge task file (docs/task-format.md):
+  - inputs are drawn at the task's primary shapes (or its smallest with --shapes smallest) with the
+    task's dtypes and init distributions, on --device. The values come from torch's generator, not
+    kforge's, so they are the same distribution but not the same numbers as the sandbox's;
+  - eager is the task's TorchScript reference run as the sandbox runs it (torch.jit, graph
+    optimizer off so nothing is fused, TF32 off, no grad);
+  - compiled is the same source run as Python (names TorchScript resolves but Python's torch
+    lacks, like torch.linear, become torch.ops.aten.*) under torch.compile(fn, mode=--mode);
+    its first call, compilation included, is compile_s;
+  - timing follows the sandbox (docs/sandbox.md): warm-up calls, then rounds that alternate
+    eager and compiled trials, the L2 cache flushed before every trial, CUDA events around each
+    call, the median of all trials with its quartiles; on the CPU, wall clock without a flush;
+  - the compiled outputs must match eager within the task's tolerance, else the line is not ok.
+A task that cannot be measured gets a line with "ok": false and the reason; none is dropped.
+`kforge tasks baseline --against compile` runs this script (docs/kernelbench.md).
+
+Exit status: 0 every task measured; 1 some task failed; 2 bad input (unreadable task file, no
+such device); 3 this torch has no torch.compile (it came in torch 2.0) and --eager-only was not
+given: no eager-only numbers are written in its place.
+"""
+import argparse
+import json
+import math
+import re
+import signal
+import sys
+import time
+import traceback
+
+import torch
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+          "int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
+MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+
+
+class task_error(Exception):
+    pass
+
+
+def read_tasks(path):
+    """The task file's tasks: JSON Lines, or one object when the name ends in .json."""
+    with open(path) as f:
+        text = f.read()
+    if path.endswith(".json"):
+        return [json.loads(text)]
+    tasks = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                tasks.append(json.loads(line))
+            except ValueError as e:
+                raise ValueError("%s:%d: not JSON: %s" % (path, n, e))
+    return tasks
+
+
+def shapes_of(task, which):
+    """Input shapes by name: the primary ones, or those of the variant with the fewest elements
+    (the rule of smallest_shapes in tasks/task.cpp)."""
+    primary = {i["name"]: list(i["shape"]) for i in task["inputs"]}
+    if which == "primary":
+        return primary
+    best, best_n = primary, sum(math.prod(s) for s in primary.values())
+    for v in task.get("variants", []):
+        shapes = dict(primary, **v)
+        n = sum(math.prod(s) for s in shapes.values())
+        if n < best_n:
+            best, best_n = shapes, n
+    return best
+
+
+def draw(spec, shape, gen, device):
+    dtype = DTYPES[spec["dtype"]]
+    init = spec["init"]
+    dist = init["dist"]
+    if dist == "normal":
+        t = torch.empty(shape, dtype=torch.float32, device=device).normal_(init["mean"], init["std"], generator=gen)
+    elif dist == "uniform":
+        t = torch.empty(shape, dtype=torch.float32, device=device).uniform_(init["low"], init["high"], generator=gen)
+    elif dist == "randint":
+        t = torch.randint(int(init["low"]), int(init["high"]), shape, dtype=torch.int64, device=device, generator=gen)
+    elif dist == "constant":
+        return torch.full(shape, init["value"], dtype=dtype, device=device)
+    else:
+        raise task_error("input %s: unknown init %r" % (spec["name"], dist))
+    return t.to(dtype)
+
+
+def make_inputs(task, which, device, seed):
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    shapes = shapes_of(task, which)
+    return [draw(i, shapes[i["name"]], gen, device) for i in task["inputs"]]
+
+
+def resolved(source):
+    """The reference with every torch.NAME Python's torch lacks spelled torch.ops.aten.NAME.
+    LibTorch's TorchScript compiler (the sandbox's) resolves every aten operator under torch.*;
+    Python's, like Python itself, resolves torch.* in the torch module, which lacks some
+    (torch.linear, torch.leaky_relu) that torch.ops.aten has."""
+    def resolve(m):
+        name = m.group(1)
+        return m.group(0) if hasattr(torch, name) else "torch.ops.aten." + name
+    return re.sub(r"\btorch\.([A-Za-z_][A-Za-z0-9_]*)", resolve, source)
+
+
+def as_python(source):
+    """The TorchScript reference as a Python function, for torch.compile to trace."""
+    code = resolved(source)
+    import typing
+    scope = {"torch": torch, "Tensor": torch.Tensor, "List": typing.List, "Optional": typing.Optional,
+             "Tuple": typing.Tuple, "math": math}
+    try:
+        exec(compile(code, "<reference>", "exec"), scope)
+    except Exception as e:
+        raise task_error("the reference does not run as Python: %s" % e)
+    if "forward" not in scope:
+        raise task_error("the reference defines no forward")
+    return scope["forward"]
+
+
+def as_list(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def tolerance(task):
+    if "tolerance" in task:
+        return task["tolerance"]["atol"], task["tolerance"]["rtol"]
+    half = any(o["dtype"] in ("float16", "bfloat16") for o in task["outputs"])
+    return (1e-2, 1e-2) if half else (1e-4, 1e-4)
+
+
+def mismatch(task, expected, got):
+    """Why `got` is not `expected` within the task's tolerance (docs/task-format.md), or None."""
+    atol, rtol = tolerance(task)
+    if len(got) != len(expected):
+        return "%d outputs, eager gave %d" % (len(got), len(expected))
+    for k, (e, g) in enumerate(zip(expected, got)):
+        if not isinstance(g, torch.Tensor) or g.shape != e.shape or g.dtype != e.dtype:
+            return "output %d: %s, eager gave %s %s" % (k, (tuple(g.shape), g.dtype) if isinstance(g, torch.Tensor)
+                                                       else type(g).__name__, tuple(e.shape), e.dtype)
+        if e.is_floating_point():
+            ef, gf = e.double(), g.double()
+            bad = ~((gf - ef).abs() <= atol + rtol * ef.abs())
+            if bool(bad.any()):
+                return "output %d: max abs error %.3g beyond atol %g + rtol %g" % (
+                    k, float((gf - ef).abs().nan_to_num(float("inf")).max()), atol, rtol)
+        elif not torch.equal(e, g):
+            return "output %d: differs from eager (exact match required)" % k
+    return None
+
+
+class timer:
+    """One call timed the sandbox's way: CUDA events with the L2 cache flushed before, or the wall
+    clock on the CPU."""
+
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            props = torch.cuda.get_device_properties(device)
+            l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
+            self.flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)
+            self.start = torch.cuda.Event(enable_timing=True)
+            self.end = torch.cuda.Event(enable_timing=True)
+
+    def sync(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def ms(self, fn, inputs):
+        if self.cuda:
+            self.flush.zero_()
+            torch.cuda.synchronize()
+            self.start.record()
+            fn(*inputs)
+            self.end.record()
+            torch.cuda.synchronize()
+            return self.start.elapsed_time(self.end)
+        t0 = time.perf_counter()
+        fn(*inputs)
+        return (time.perf_counter() - t0) * 1e3
+
+
+def quartiles(ms):
+    s = sorted(ms)
+    at = lambda q: s[int(q * (len(s) - 1) + 0.5)]
+    return {"ms": at(0.5), "p25_ms": at(0.25), "p75_ms": at(0.75)}
+
+
+def measure(task, a, device, device_name):
+    line = {"id": task.get("id", "?"), "device": device_name, "torch": torch.__version__,
+            "mode": None if a.eager_only else a.mode, "shapes": a.shapes}
+    inputs = make_inputs(task, a.shapes, device, a.seed)
+    try:
+        eager = torch.jit.CompilationUnit(resolved(task["reference"])).forward
+    except Exception as e:
+        raise task_error("the reference does not compile as TorchScript: %s" % str(e).strip().splitlines()[0])
+    clock = timer(device)
+    with torch.no_grad():
+        expected = as_list(eager(*inputs))
+        clock.sync()
+        compiled = None
+        if not a.eager_only:
+            fn = as_python(task["reference"])
+            compiled = torch.compile(fn, mode=None if a.mode == "default" else a.mode)
+            t0 = time.perf_counter()
+            try:
+                got = as_list(compiled(*inputs))
+                clock.sync()
+            except Exception as e:
+                raise task_error("torch.compile failed: %s" % (str(e).strip().splitlines() or [type(e).__name__])[0])
+            line["compile_s"] = time.perf_counter() - t0
+            bad = mismatch(task, expected, got)
+            if bad:
+                raise task_error("compiled outputs differ from eager: " + bad)
+        for _ in range(a.warmup):
+            eager(*inputs)
+            if compiled:
+                compiled(*inputs)
+        clock.sync()
+        # As the sandbox times a candidate against eager: rounds that alternate the two, so a
+        # drift in clocks or temperature falls on both.
+        e_ms, c_ms = [], []
+        per_round = max(1, a.trials // a.rounds)
+        for _ in range(a.rounds):
+            e_ms += [clock.ms(eager, inputs) for _ in range(per_round)]
+            if compiled:
+                c_ms += [clock.ms(compiled, inputs) for _ in range(per_round)]
+    q = quartiles(e_ms)
+    line.update(eager_ms=q["ms"], eager_p25_ms=q["p25_ms"], eager_p75_ms=q["p75_ms"], trials=len(e_ms))
+    if compiled:
+        q = quartiles(c_ms)
+        line.update(compile_ms=q["ms"], compile_p25_ms=q["p25_ms"], compile_p75_ms=q["p75_ms"])
+    line["ok"] = True
+    return line
+
+
+def too_long(signum, frame):
+    raise task_error("took longer than --time-limit")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("tasks", help="kforge task file (JSON Lines, or one task in a .json)")
+    ap.add_argument("--out", required=True, help="JSON Lines file of the measurements")
+    ap.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
+    ap.add_argument("--mode", default="default", choices=MODES, help="torch.compile mode (default: default)")
+    ap.add_argument("--eager-only", action="store_true", help="time eager alone (any torch)")
+    ap.add_argument("--shapes", default="primary", choices=["primary", "smallest"],
+                    help="primary (default: the shapes the sandbox times) or smallest (a quick check)")
+    ap.add_argument("--trials", type=int, default=30, help="timed trials of each (default 30)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds the trials alternate in (default 3)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed calls after compiling (default 3)")
+    ap.add_argument("--seed", type=int, default=1, help="input seed (default 1)")
+    ap.add_argument("--time-limit", type=int, default=900, help="seconds per task, compile included (default 900)")
+    a = ap.parse_args()
+    if a.trials < 1 or a.rounds < 1 or a.warmup < 0 or a.time_limit < 1:
+        ap.error("--trials, --rounds and --time-limit must be >= 1, --warmup >= 0")
+    if not a.eager_only and not hasattr(torch, "compile"):
+        print("measure_baselines: torch %s has no torch.compile (it came in torch 2.0): no compile "
+              "baseline can be measured with it. Use a Python with torch >= 2.0 (KFORGE_PYTHON), or "
+              "--eager-only to time eager alone." % torch.__version__, file=sys.stderr)
+        return 3
+    try:
+        device = torch.device(a.device)
+    except RuntimeError as e:
+        print("measure_baselines: --device %s: %s" % (a.device, e), file=sys.stderr)
+        return 2
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            print("measure_baselines: --device %s: no CUDA device visible to torch %s" % (a.device, torch.__version__),
+                  file=sys.stderr)
+            return 2
+        device = torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device())
+        torch.cuda.set_device(device)
+        device_name = torch.cuda.get_device_name(device)
+        # The sandbox's reference runs without TF32 (tasks/reference.cpp); compiled code must too.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    elif device.type == "cpu":
+        device_name = "cpu"
+    else:
+        print("measure_baselines: --device %s: expected cuda, cuda:N or cpu" % a.device, file=sys.stderr)
+        return 2
+    try:
+        tasks = read_tasks(a.tasks)
+    except (OSError, ValueError) as e:
+        print("measure_baselines: %s" % e, file=sys.stderr)
+        return 2
+    # As the sandbox runs references: no fusion by the TorchScript executor.
+    torch._C._set_graph_executor_optimize(False)
+    signal.signal(signal.SIGALRM, too_long)
+    failed = 0
+    with open(a.out, "w") as out:
+        for task in tasks:
+            tid = task.get("id", "?")
+            print("measuring %s" % tid, file=sys.stderr, flush=True)
+            signal.alarm(a.time_limit)
+            try:
+                line = measure(task, a, device, device_name)
+            except task_error as e:
+                line = {"id": tid, "device": device_name, "torch": torch.__version__,
+                        "mode": None if a.eager_only else a.mode, "shapes": a.shapes, "ok": False, "error": str(e)}
+            except Exception as e:  # a task's own failure (bad field, out of memory): listed, never dropped
+                line = {"id": tid, "device": device_name, "torch": torch.__version__,
+                        "mode": None if a.eager_only else a.mode, "shapes": a.shapes, "ok": False,
+                        "error": "%s: %s" % (type(e).__name__, (str(e).strip().splitlines() or [""])[0])}
+                traceback.print_exc(file=sys.stderr)
+            finally:
+                signal.alarm(0)
+            if not line["ok"]:
+                failed += 1
+                print("not measured: %s: %s" % (tid, line["error"]), file=sys.stderr)
+            out.write(json.dumps(line) + "\n")
+            out.flush()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    what = "eager" if a.eager_only else "eager and torch.compile (mode %s)" % a.mode
+    print("measured %d of %d task(s), %s, on %s with torch %s, into %s" % (
+        len(tasks) - failed, len(tasks), what, device_name, torch.__version__, a.out), file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

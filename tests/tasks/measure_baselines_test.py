@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""tasks/baselines/measure_baselines.py and `kforge tasks baseline --against compile` on the CPU.
+
+On a tiny task file: eager times at the primary shapes with --eager-only (a reference spelled the
+way LibTorch resolves it, torch.linear, runs here too), a task whose reference does not compile
+listed with its reason rather than dropped, and on a torch without torch.compile (Debian's 1.13) a
+clear refusal with exit 3 and no eager numbers standing in. Where torch has torch.compile, the
+compiled time and the check against eager instead. Exits 77 (skipped) where this Python has no
+torch.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import torch
+except ImportError:
+    print("skipped: no torch in %s" % sys.executable)
+    sys.exit(77)
+
+GOOD = {"id": "t/linear_relu", "category": "fused", "description": "linear then relu",
+        "inputs": [{"name": "x", "shape": [16, 32], "dtype": "float32", "init": {"dist": "normal", "mean": 0.0, "std": 1.0}},
+                   {"name": "w", "shape": [8, 32], "dtype": "float32", "init": {"dist": "uniform", "low": -0.2, "high": 0.2}}],
+        "outputs": [{"name": "y", "shape": [16, 8], "dtype": "float32"}],
+        "reference": "def forward(x, w):\n    return torch.relu(torch.linear(x, w))\n"}
+BROKEN = dict(GOOD, id="t/broken", reference="def forward(x, w):\n    return torch.relu(x +)\n")
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAILED: " + what)
+
+
+def write(path, tasks):
+    with open(path, "w") as f:
+        for t in tasks:
+            f.write(json.dumps(t) + "\n")
+
+
+def lines(path):
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def run(argv):
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    print("$ %s -> %d\n%s" % (" ".join(argv), r.returncode, r.stdout))
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--script", required=True)
+    ap.add_argument("--kforge", required=True)
+    a = ap.parse_args()
+    has_compile = hasattr(torch, "compile")
+    with tempfile.TemporaryDirectory() as d:
+        both, good = os.path.join(d, "both.jsonl"), os.path.join(d, "good.jsonl")
+        write(both, [GOOD, BROKEN])
+        write(good, [GOOD])
+        out = os.path.join(d, "out.jsonl")
+        script = [sys.executable, a.script]
+
+        # Eager only: one line per task, the failure with its reason, exit 1 for it.
+        r = run(script + [both, "--out", out, "--device", "cpu", "--eager-only", "--trials", "3"])
+        check(r.returncode == 1, "a task not measured gives exit 1")
+        got = lines(out)
+        check(len(got) == 2, "one line per task, the failed one too")
+        if len(got) == 2:
+            ok, bad = got
+            check(ok["ok"] is True and ok["id"] == "t/linear_relu", "the good task is measured")
+            check(ok.get("eager_ms", 0) > 0 and ok["trials"] == 3 and ok["device"] == "cpu", "eager time on the cpu")
+            check(ok["mode"] is None and "compile_ms" not in ok, "eager-only lines hold no compile time")
+            check(ok["torch"] == torch.__version__ and ok["shapes"] == "primary", "torch version and shapes recorded")
+            check(bad["ok"] is False and "TorchScript" in bad.get("error", ""), "the broken reference is listed with why")
+        check("not measured: t/broken" in r.stdout, "the failure is said on stderr")
+
+        # Bad input: exit 2, saying what.
+        r = run(script + [good, "--out", out, "--device", "tpu", "--eager-only"])
+        check(r.returncode == 2 and "--device tpu" in r.stdout, "a bad device is refused with exit 2")
+        r = run(script + [os.path.join(d, "missing.jsonl"), "--out", out, "--eager-only"])
+        check(r.returncode == 2, "a missing task file is refused with exit 2")
+
+        # The kforge command runs the same script through the machine's Python torch.
+        kout = os.path.join(d, "kforge.jsonl")
+        r = run([a.kforge, "tasks", "baseline", good, "--against", "compile", "--device", "cpu", "--eager-only",
+                 "--trials", "3", "--out", kout])
+        check(r.returncode == 0 and lines(kout)[0]["ok"] is True, "kforge tasks baseline --against compile --eager-only")
+        r = run([a.kforge, "tasks", "baseline", good, "--against", "compile", "--device", "cpu"])
+        check(r.returncode == 2 and "--out FILE is required" in r.stdout, "--out is required")
+        r = run([a.kforge, "tasks", "baseline", good, "--mode", "max-autotune", "--device", "cpu"])
+        check(r.returncode == 2 and "go with --against compile" in r.stdout, "--mode alone is refused")
+        r = run([a.kforge, "tasks", "baseline", both, "--against", "compile", "--device", "cpu",
+                 "--eager-only", "--out", kout])
+        check(r.returncode == 1 and "their lines in" in r.stdout, "kforge says some tasks were not measured")
+
+        if not has_compile:
+            # No torch.compile: refused, exit 3, nothing written in compile's place.
+            os.remove(out)
+            r = run(script + [good, "--out", out, "--device", "cpu"])
+            check(r.returncode == 3 and "has no torch.compile" in r.stdout and "--eager-only" in r.stdout,
+                  "torch without torch.compile is refused with exit 3, naming --eager-only")
+            check(not os.path.exists(out), "and writes no file")
+            r = run([a.kforge, "tasks", "baseline", good, "--against", "compile", "--device", "cpu", "--out", kout])
+            check(r.returncode == 3 and "no torch.compile" in r.stdout, "kforge passes the refusal on with exit 3")
+        else:
+            r = run(script + [good, "--out", out, "--device", "cpu", "--trials", "3"])
+            got = lines(out)
+            check(r.returncode == 0 and got[0]["ok"] is True, "torch.compile measured on the cpu")
+            check(got[0].get("compile_ms", 0) > 0 and got[0].get("compile_s", 0) > 0 and got[0]["mode"] == "default",
+                  "compile time, compile seconds and mode recorded")
+    if failures:
+        print("%d check(s) failed" % len(failures))
+        return 1
+    print("all checks passed (torch %s, torch.compile %s)" % (torch.__version__, "present" if has_compile else "absent"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
