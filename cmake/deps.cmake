@@ -42,6 +42,10 @@ kforge_dep(pcre2 HEADER pcre2.h LIBS pcre2-8 DEFS PCRE2_CODE_UNIT_WIDTH=8)
 kforge_dep(cli11 HEADER CLI/CLI.hpp)
 kforge_dep(doctest HEADER doctest/doctest.h)
 kforge_dep(seccomp HEADER seccomp.h LIBS seccomp)
+# cpp-httplib as Debian builds it: a shared library, compiled with TLS and compression, so its
+# header must see the same options (they change its classes' layout).
+kforge_dep(httplib HEADER httplib.h LIBS cpp-httplib
+           DEFS CPPHTTPLIB_OPENSSL_SUPPORT CPPHTTPLIB_ZLIB_SUPPORT CPPHTTPLIB_BROTLI_SUPPORT)
 # spdlog as Debian builds it: a shared library over an external fmt.
 kforge_dep(spdlog HEADER spdlog/spdlog.h LIBS spdlog fmt DEFS SPDLOG_SHARED_LIB SPDLOG_COMPILED_LIB SPDLOG_FMT_EXTERNAL)
 

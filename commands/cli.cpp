@@ -20,6 +20,7 @@
 #ifdef KFORGE_HAVE_SAMPLE
 #include "commands/optimize_cli.hpp"
 #include "commands/sample_cli.hpp"
+#include "commands/serve_cli.hpp"
 #endif
 #ifdef KFORGE_HAVE_TRAINER_RANK
 #include "stages/policy_trainer_stage.hpp"
@@ -156,6 +157,9 @@ int main(int argc, char** argv) {
   kforge::pipeline::optimize_options optimize;
   optional.push_back({kforge::pipeline::add_optimize_subcommand(app, optimize),
                       [&] { return kforge::pipeline::optimize_command(optimize, std::cout, std::cerr); }});
+  kforge::pipeline::serve_options serve;
+  optional.push_back({kforge::pipeline::add_serve_subcommand(app, serve),
+                      [&] { return kforge::pipeline::serve_command(serve, std::cout, std::cerr); }});
 #endif
 #ifdef KFORGE_HAVE_CORPUS
   kforge::corpus::corpus_options corpus;

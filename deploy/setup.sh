@@ -46,6 +46,7 @@ packages=(
   libfmt-dev libspdlog-dev                # log lines (common/log.hpp)
   libpcre2-dev                            # tokenizer's pre-split
   libseccomp-dev                          # the candidate child's seccomp filter
+  libcpp-httplib-dev                      # the openai sampler backend, kforge serve
   python3-torch                           # kforge tasks import-kernelbench (PyTorch problem files)
 )
 

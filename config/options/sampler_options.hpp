@@ -4,13 +4,14 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kforge {
 
 /// Where the policy runs.
 enum class sampler_backend {
   engine,  ///< in-process LibTorch model
-  openai,  ///< an OpenAI-compatible server (vLLM, SGLang) at server_url
+  openai,  ///< OpenAI-compatible servers (vLLM, SGLang, `kforge serve`) at server_url(s)
 };
 
 /// Upper bounds of the counts below, for the manifest and `kforge sample`'s flags alike. Far above
@@ -40,8 +41,12 @@ struct sampler_options {
   /// Model: a directory for the engine backend, a model name for the openai backend. Empty: the
   /// stand-in sampler and trainer (synthetic candidates; nothing trained), as the run's banner says.
   std::string model;
-  /// Base URL of the server for the openai backend (e.g. http://127.0.0.1:8000/v1). Required there.
+  /// Base URL of the server for the openai backend (e.g. http://127.0.0.1:8000/v1). The openai
+  /// backend needs it or server_urls.
   std::string server_url;
+  /// More servers for the openai backend: data-parallel replicas of one model, sharing the requests
+  /// by load (after server_url when both are given).
+  std::vector<std::string> server_urls;
   /// Engine: refuse to start where the sampler's GPU group has no GPU, rather than sample on the
   /// CPU. A real model writing kernels of thousands of tokens takes hours a step there.
   bool require_gpu = false;

@@ -1,0 +1,385 @@
+#include "commands/serve_command.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "stages/chat_tokens.hpp"
+#include "stages/engine_sampler.hpp"
+
+namespace kforge::pipeline {
+
+namespace {
+
+using json = nlohmann::json;
+
+// A request the server refuses, with the status and OpenAI error type and code to answer.
+struct refusal {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string code;
+};
+
+void answer(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void answer(httplib::Response& res, const refusal& r) {
+  json e = {{"message", r.message}, {"type", r.type}, {"param", nullptr}, {"code", r.code.empty() ? json(nullptr) : json(r.code)}};
+  answer(res, r.status, json{{"error", e}});
+}
+
+refusal bad(std::string message, std::string code = "invalid_value") { return {400, std::move(message), "invalid_request_error", std::move(code)}; }
+
+std::int64_t now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The sampling settings every generation endpoint shares, read from a request body.
+struct sampling {
+  int n = 1;
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int max_tokens = 16;
+  std::uint64_t seed = 0;
+};
+
+// Reads the optional numeric field `k` into `out` within [lo, hi]; a refusal names the field.
+template <class T>
+std::optional<refusal> read_number(const json& j, const char* k, T& out, double lo, double hi) {
+  if (!j.contains(k) || j[k].is_null()) return std::nullopt;
+  const auto& v = j[k];
+  if constexpr (std::is_integral_v<T>) {
+    if (!v.is_number_integer()) return bad(std::string("\"") + k + "\" must be an integer");
+  } else {
+    if (!v.is_number()) return bad(std::string("\"") + k + "\" must be a number");
+  }
+  const double d = v.get<double>();
+  if (d < lo || d > hi)
+    return bad(std::string("\"") + k + "\" must be in [" + json(lo).dump() + ", " + json(hi).dump() + "], got " + v.dump());
+  if constexpr (std::is_same_v<T, std::uint64_t>) out = v.get<std::uint64_t>();
+  else out = v.get<T>();
+  return std::nullopt;
+}
+
+class server_state {
+ public:
+  server_state(serve_options o, chat_tokens tokens, std::shared_ptr<engine_policy> policy)
+      : o_(std::move(o)), tokens_(std::move(tokens)), policy_(std::move(policy)) {
+    name_ = o_.served_name.empty() ? std::filesystem::path(o_.model).lexically_normal().filename().string() : o_.served_name;
+    if (name_.empty()) name_ = std::filesystem::path(o_.model).lexically_normal().parent_path().filename().string();
+  }
+
+  void models(httplib::Response& res) {
+    std::lock_guard lock(m_);
+    json model = {{"id", name_}, {"object", "model"}, {"created", started_}, {"owned_by", "kforge"},
+                  {"root", o_.model}, {"version", version_}};
+    json body = {{"object", "list"}, {"data", json::array({model})}};
+    answer(res, 200, body);
+  }
+
+  void completions(const httplib::Request& req, httplib::Response& res) {
+    json j;
+    if (auto r = parse(req.body, j)) return answer(res, *r);
+    std::vector<std::int32_t> prompt;
+    if (auto r = read_prompt(j, prompt)) return answer(res, *r);
+    sampling s;
+    if (auto r = read_sampling(j, s)) return answer(res, *r);
+    int logprobs = -1;  // -1: not asked
+    if (j.contains("logprobs") && !j["logprobs"].is_null()) {
+      if (j["logprobs"].is_boolean()) logprobs = j["logprobs"].get<bool>() ? 1 : -1;
+      else if (!j["logprobs"].is_number_integer()) return answer(res, bad("\"logprobs\" must be an integer"));
+      else logprobs = j["logprobs"].get<int>();
+      if (logprobs > 1)
+        return answer(res, bad("\"logprobs\" may be 0 or 1: kforge serve reports the sampled token's log-prob, no alternatives"));
+    }
+    if (auto r = refuse_unsupported(j)) return answer(res, *r);
+    const bool ids_as_tokens = j.value("return_tokens_as_token_ids", false);
+    const bool return_ids = j.value("return_token_ids", false);
+    auto gens = generate(prompt, s);
+    if (!gens) return answer(res, refusal{500, gens.message(), "server_error", "generation_failed"});
+    json choices = json::array();
+    std::size_t completion_tokens = 0;
+    for (std::size_t k = 0; k < gens->size(); ++k) {
+      const auto& g = (*gens)[k];
+      completion_tokens += g.tokens.size();
+      json c = {{"index", k}, {"text", g.text}, {"finish_reason", finish_reason(g.tokens, s.max_tokens)}};
+      if (logprobs >= 0) {
+        json toks = json::array(), offsets = json::array();
+        std::size_t offset = 0;
+        for (auto id : g.tokens) {
+          const std::string piece = tokens_.decode({id});
+          toks.push_back(ids_as_tokens ? "token_id:" + std::to_string(id) : piece);
+          offsets.push_back(offset);
+          offset += piece.size();
+        }
+        c["logprobs"] = {{"tokens", toks}, {"token_logprobs", g.logprobs}, {"top_logprobs", nullptr}, {"text_offset", offsets}};
+      } else {
+        c["logprobs"] = nullptr;
+      }
+      if (return_ids) {
+        c["token_ids"] = g.tokens;
+        c["prompt_token_ids"] = prompt;
+      }
+      choices.push_back(std::move(c));
+    }
+    answer(res, 200, json{{"id", "cmpl-" + std::to_string(++requests_)}, {"object", "text_completion"}, {"created", now_s()},
+                          {"model", name_}, {"choices", choices}, {"usage", usage(prompt.size(), completion_tokens)}});
+  }
+
+  void chat(const httplib::Request& req, httplib::Response& res) {
+    json j;
+    if (auto r = parse(req.body, j)) return answer(res, *r);
+    if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
+      return answer(res, bad("\"messages\" must be a non-empty array", "missing_required_parameter"));
+    const auto& msgs = j["messages"];
+    // The checkpoint's chat format wraps a single user prompt (model/chat.hpp), so that is what is taken.
+    if (msgs.size() != 1 || !msgs[0].is_object() || msgs[0].value("role", "") != "user" || !msgs[0].contains("content") ||
+        !msgs[0]["content"].is_string())
+      return answer(res, bad("kforge serve answers exactly one message {\"role\": \"user\", \"content\": \"...\"} "
+                             "(the checkpoint's chat format wraps a single prompt)"));
+    if (j.contains("max_completion_tokens") && !j.contains("max_tokens")) j["max_tokens"] = j["max_completion_tokens"];
+    sampling s;
+    if (auto r = read_sampling(j, s)) return answer(res, *r);
+    if (j.contains("logprobs") && j["logprobs"].is_boolean() && j["logprobs"].get<bool>())
+      return answer(res, bad("chat completions carry no log-probs here: use /v1/completions with token ids"));
+    if (auto r = refuse_unsupported(j)) return answer(res, *r);
+    const auto prompt = tokens_.prompt_ids(msgs[0]["content"].get<std::string>());
+    auto gens = generate(prompt, s);
+    if (!gens) return answer(res, refusal{500, gens.message(), "server_error", "generation_failed"});
+    json choices = json::array();
+    std::size_t completion_tokens = 0;
+    for (std::size_t k = 0; k < gens->size(); ++k) {
+      completion_tokens += (*gens)[k].tokens.size();
+      choices.push_back({{"index", k},
+                         {"message", {{"role", "assistant"}, {"content", (*gens)[k].text}}},
+                         {"finish_reason", finish_reason((*gens)[k].tokens, s.max_tokens)}});
+    }
+    answer(res, 200, json{{"id", "chatcmpl-" + std::to_string(++requests_)}, {"object", "chat.completion"},
+                          {"created", now_s()}, {"model", name_}, {"choices", choices},
+                          {"usage", usage(prompt.size(), completion_tokens)}});
+  }
+
+  void update_weights(const httplib::Request& req, httplib::Response& res) {
+    json j;
+    if (auto r = parse(req.body, j)) return answer(res, *r);
+    if (!j.contains("model_path") || !j["model_path"].is_string() || j["model_path"].get<std::string>().empty())
+      return answer(res, bad("\"model_path\" (a safetensors file, or a directory holding model.safetensors) is required",
+                             "missing_required_parameter"));
+    std::string path = j["model_path"].get<std::string>();
+    std::optional<std::uint64_t> version;
+    if (j.contains("weight_version") && !j["weight_version"].is_null()) {
+      const auto& v = j["weight_version"];
+      try {
+        if (v.is_number_unsigned()) version = v.get<std::uint64_t>();
+        else if (v.is_string()) {
+          std::size_t used = 0;
+          const auto s = v.get<std::string>();
+          version = std::stoull(s, &used);
+          if (used != s.size()) version.reset();
+        }
+      } catch (const std::exception&) {
+        version.reset();
+      }
+      if (!version) return answer(res, bad("\"weight_version\" must be a non-negative integer (or its digits)"));
+    }
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) path = (std::filesystem::path(path) / "model.safetensors").string();
+    std::lock_guard lock(m_);
+    if (auto s = policy_->load_weights_file(path); !s) {
+      // SGLang's answer shape (success, message) with the OpenAI error body beside it.
+      json body = {{"success", false}, {"message", s.message()}};
+      body["error"] = {{"message", s.message()}, {"type", "invalid_request_error"}, {"param", "model_path"}, {"code", "weights_not_loaded"}};
+      return answer(res, 400, body);
+    }
+    version_ = version ? *version : version_ + 1;
+    std::cout << "kforge serve: weights from " << path << ", version " << version_ << std::endl;
+    answer(res, 200, json{{"success", true}, {"message", "loaded " + path}, {"version", version_}});
+  }
+
+ private:
+  static std::optional<refusal> parse(const std::string& body, json& j) {
+    j = json::parse(body, nullptr, false);
+    if (j.is_discarded()) return bad("the request body is not JSON", "invalid_json");
+    if (!j.is_object()) return bad("the request body must be a JSON object", "invalid_json");
+    return std::nullopt;
+  }
+
+  std::optional<refusal> check_model(const json& j) const {
+    if (!j.contains("model") || j["model"].is_null()) return std::nullopt;
+    if (!j["model"].is_string()) return bad("\"model\" must be a string");
+    const auto m = j["model"].get<std::string>();
+    if (m.empty() || m == name_ || m == o_.model) return std::nullopt;
+    return refusal{404, "The model `" + m + "` does not exist (this server serves `" + name_ + "`)", "invalid_request_error",
+                   "model_not_found"};
+  }
+
+  std::optional<refusal> read_prompt(const json& j, std::vector<std::int32_t>& out) const {
+    if (auto r = check_model(j)) return r;
+    if (!j.contains("prompt")) return bad("\"prompt\" is required", "missing_required_parameter");
+    json p = j["prompt"];
+    // A batch of one prompt is that prompt; more are refused rather than half answered.
+    if (p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array())) p = p[0];
+    if (p.is_string()) {
+      out = tokens_.encode(p.get<std::string>());
+    } else if (p.is_array()) {
+      for (const auto& t : p) {
+        if (!t.is_number_integer())
+          return bad("\"prompt\" must be a string or a list of token ids (one prompt per request)");
+        const auto id = t.get<long long>();
+        if (id < 0 || id >= tokens_.vocab_size())
+          return bad("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                     std::to_string(tokens_.vocab_size()) + ")");
+        out.push_back(static_cast<std::int32_t>(id));
+      }
+    } else {
+      return bad("\"prompt\" must be a string or a list of token ids");
+    }
+    if (out.empty()) return bad("the prompt is empty");
+    return std::nullopt;
+  }
+
+  std::optional<refusal> read_sampling(const json& j, sampling& s) const {
+    if (auto r = check_model(j)) return r;
+    if (auto r = read_number(j, "n", s.n, 1, 1024)) return r;
+    if (auto r = read_number(j, "temperature", s.temperature, 0, 100)) return r;
+    if (auto r = read_number(j, "top_p", s.top_p, 0, 1)) return r;
+    if (s.top_p <= 0) return bad("\"top_p\" must be above 0");
+    if (auto r = read_number(j, "max_tokens", s.max_tokens, 1, o_.max_tokens)) return r;
+    if (j.contains("seed") && !j["seed"].is_null()) {
+      if (!j["seed"].is_number_integer()) return bad("\"seed\" must be an integer");
+      s.seed = j["seed"].is_number_unsigned() ? j["seed"].get<std::uint64_t>()
+                                              : static_cast<std::uint64_t>(j["seed"].get<std::int64_t>());
+    } else {
+      s.seed = std::random_device{}();
+    }
+    return std::nullopt;
+  }
+
+  static std::optional<refusal> refuse_unsupported(const json& j) {
+    if (j.value("stream", false)) return bad("\"stream\" is not supported by kforge serve", "unsupported_parameter");
+    if (j.value("echo", false)) return bad("\"echo\" is not supported by kforge serve", "unsupported_parameter");
+    if (j.contains("stop") && !j["stop"].is_null() && !(j["stop"].is_array() && j["stop"].empty()))
+      return bad("stop strings are not supported by kforge serve: generation stops at the checkpoint's end tokens",
+                 "unsupported_parameter");
+    return std::nullopt;
+  }
+
+  result<std::vector<engine_policy::continuation>> generate(const std::vector<std::int32_t>& prompt, const sampling& s) {
+    // One generation at a time: the engine holds one model and its KV cache.
+    std::lock_guard lock(m_);
+    return policy_->sample_group(prompt, s.n, s.seed, s.temperature, s.top_p, s.max_tokens);
+  }
+
+  std::string finish_reason(const std::vector<std::int32_t>& t, int max_tokens) const {
+    const auto& stops = tokens_.stops();
+    if (!t.empty() && std::find(stops.begin(), stops.end(), t.back()) != stops.end()) return "stop";
+    return static_cast<int>(t.size()) >= max_tokens ? "length" : "stop";
+  }
+
+  static json usage(std::size_t prompt, std::size_t completion) {
+    return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+  }
+
+  serve_options o_;
+  chat_tokens tokens_;
+  std::shared_ptr<engine_policy> policy_;
+  std::string name_;
+  std::mutex m_;  ///< the model: generations and weight loads
+  std::uint64_t version_ = 0;
+  std::atomic<std::uint64_t> requests_{0};
+  std::int64_t started_ = now_s();
+};
+
+// Wraps a handler so that an exception is a 500 with an OpenAI error body, not a dropped connection.
+template <class F>
+httplib::Server::Handler guarded(F f) {
+  return [f](const httplib::Request& req, httplib::Response& res) {
+    try {
+      f(req, res);
+    } catch (const std::exception& e) {
+      answer(res, refusal{500, std::string("internal error: ") + e.what(), "server_error", "internal_error"});
+    }
+  };
+}
+
+}  // namespace
+
+int serve_command(const serve_options& o, std::ostream& out, std::ostream& err) {
+  auto tokens = chat_tokens::load(o.model, o.tokenizer);
+  if (!tokens) {
+    err << "kforge serve: " << tokens.message() << "\n";
+    return 1;
+  }
+  engine_sampler_options eo;
+  eo.sampler.model = o.model;
+  eo.tokenizer_dir = o.tokenizer;
+  eo.device = o.gpu;
+  auto policy = load_engine_policy(eo);
+  if (!policy) {
+    err << "kforge serve: " << policy.message() << "\n";
+    return 1;
+  }
+  if (o.max_tokens < 1) {
+    err << "kforge serve: --max-tokens must be at least 1\n";
+    return 2;
+  }
+  server_state state(o, std::move(*tokens), std::move(*policy));
+
+  // SIGINT and SIGTERM go to one waiting thread that stops the server: the server's own threads,
+  // started after this, inherit the blocked mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  httplib::Server svr;
+  svr.Get("/health", [](const httplib::Request&, httplib::Response& res) { answer(res, 200, json{{"status", "ok"}}); });
+  svr.Get("/v1/models", guarded([&](const httplib::Request&, httplib::Response& res) { state.models(res); }));
+  svr.Post("/v1/completions", guarded([&](const httplib::Request& q, httplib::Response& res) { state.completions(q, res); }));
+  svr.Post("/v1/chat/completions", guarded([&](const httplib::Request& q, httplib::Response& res) { state.chat(q, res); }));
+  svr.Post("/update_weights_from_disk",
+           guarded([&](const httplib::Request& q, httplib::Response& res) { state.update_weights(q, res); }));
+  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const bool missing = res.status == 404;
+    answer(res, refusal{res.status, missing ? "no such endpoint: " + req.method + " " + req.path
+                                             : "HTTP " + std::to_string(res.status) + " for " + req.method + " " + req.path,
+                        "invalid_request_error", missing ? "unknown_url" : ""});
+  });
+
+  const int port = o.port == 0 ? svr.bind_to_any_port(o.host) : (svr.bind_to_port(o.host, o.port) ? o.port : -1);
+  if (port < 0) {
+    err << "kforge serve: cannot listen on " << o.host << ":" << o.port << " (in use, or not an address here)\n";
+    return 1;
+  }
+  std::atomic<bool> signalled{false};
+  std::thread stopper([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    signalled = true;
+    svr.stop();
+  });
+  out << "kforge serve: listening on http://" << o.host << ":" << port << " (model " << o.model << ")" << std::endl;
+  const bool ok = svr.listen_after_bind();
+  // The stopper may still wait (listening failed): wake it.
+  if (!signalled) pthread_kill(stopper.native_handle(), SIGTERM);
+  stopper.join();
+  out << "kforge serve: stopped" << std::endl;
+  return ok ? 0 : 1;
+}
+
+}  // namespace kforge::pipeline

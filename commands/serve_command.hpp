@@ -1,0 +1,36 @@
+#pragma once
+// `kforge serve`: a kforge checkpoint behind the OpenAI-compatible HTTP API that vLLM and SGLang
+// offer, so the sampler's openai backend (and any OpenAI client) can use it, and so that backend is
+// tested against a real server on every machine. Endpoints:
+//   GET  /health                     200 while serving
+//   GET  /v1/models                  the served model, with the version of its weights
+//   POST /v1/completions             token ids or text in; token ids and their log-probs out
+//                                    (vLLM's options: logprobs, return_tokens_as_token_ids,
+//                                    return_token_ids)
+//   POST /v1/chat/completions        one user message in, the reply's text out
+//   POST /update_weights_from_disk   {"model_path": safetensors file or a directory holding
+//                                    model.safetensors, "weight_version": optional}: SGLang's name
+// Bad requests get the OpenAI error body {"error": {"message", "type", "code"}} and a 4xx status.
+// Requests are answered one generation at a time (no batching across requests).
+// The TU is torch-free: it drives the engine through engine_policy (stages/engine_sampler.hpp).
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+namespace kforge::pipeline {
+
+struct serve_options {
+  std::string model;      ///< checkpoint directory
+  std::string tokenizer;  ///< directory of the tokenizer files; empty: the model directory
+  std::string host = "127.0.0.1";
+  int port = 8000;  ///< 0: any free port (the one bound is printed)
+  int gpu = -1;     ///< CUDA ordinal, -1: the CPU
+  std::string served_name;  ///< the model id in /v1/models; empty: the directory's name
+  int max_tokens = 4096;    ///< the most new tokens one request may ask for
+};
+
+/// Serves until SIGINT or SIGTERM. Prints "kforge serve: listening on http://HOST:PORT" once bound.
+int serve_command(const serve_options& o, std::ostream& out, std::ostream& err);
+
+}  // namespace kforge::pipeline

@@ -1,0 +1,468 @@
+// The sampler's openai backend against `kforge serve` (the fixture model on the CPU, started as a
+// child process) and against a fake server in this process: the same candidates as the in-process
+// engine, weight updates through the endpoint, a replica killed mid-run, and clear errors for
+// malformed, cut and error responses. Torch-free: the engine is reached through its header only.
+#include "stages/openai_sampler.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include <doctest/doctest.h>
+#include <flatbuffers/flatbuffers.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "common/hash.hpp"
+#include "stages/openai_client.hpp"
+
+using namespace kforge;
+using namespace kforge::pipeline;
+namespace wire = ::kforge::wire;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string fx(const std::string& rel) { return std::string(KFORGE_MODEL_FIXTURES) + "/" + rel; }
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// `kforge serve` on the fixture model as a child process, on a free port it prints.
+struct served {
+  pid_t pid = -1;
+  std::string url;
+
+  explicit served(const std::string& model = fx("qwen2"), const std::string& tok = fx("tokenizer")) {
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      dup2(fds[1], 1);
+      close(fds[0]);
+      close(fds[1]);
+      execl(KFORGE_BINARY, KFORGE_BINARY, "serve", "--model", model.c_str(), "--tokenizer", tok.c_str(), "--port", "0",
+            "--max-tokens", "64", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(fds[1]);
+    // The first line says where it listens; read it byte by byte so nothing after it is consumed.
+    std::string line;
+    char c;
+    while (read(fds[0], &c, 1) == 1 && c != '\n') line += c;
+    close(fds[0]);
+    const auto at = line.find("http://");
+    REQUIRE_MESSAGE(at != std::string::npos, "kforge serve said: " << line);
+    url = line.substr(at, line.find(' ', at) - at);
+  }
+  void kill_now() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      pid = -1;
+    }
+  }
+  ~served() {
+    if (pid > 0) {
+      ::kill(pid, SIGTERM);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+template <class T>
+struct packed {
+  flatbuffers::FlatBufferBuilder fbb;
+  const T* get() const { return flatbuffers::GetRoot<T>(fbb.GetBufferPointer()); }
+};
+
+std::unique_ptr<packed<wire::GenerateRequest>> request(const std::string& prompt, std::uint32_t group = 3) {
+  wire::GenerateRequestT r;
+  r.task = std::make_unique<wire::TaskT>();
+  r.task->id = "l1/relu";
+  r.prompt = prompt;
+  r.prompt_hash = fnv1a64(prompt);
+  r.group_size = group;
+  r.temperature = 0.8f;
+  r.top_p = 1.0f;
+  r.max_new_tokens = 12;
+  auto p = std::make_unique<packed<wire::GenerateRequest>>();
+  p->fbb.Finish(wire::GenerateRequest::Pack(p->fbb, &r));
+  return p;
+}
+
+std::unique_ptr<packed<wire::PolicyWeights>> file_weights(const std::string& path, std::uint64_t version) {
+  wire::PolicyWeightsT w;
+  w.version = version;
+  w.transport = wire::WeightsTransport::file;
+  w.path = path;
+  auto p = std::make_unique<packed<wire::PolicyWeights>>();
+  p->fbb.Finish(wire::PolicyWeights::Pack(p->fbb, &w));
+  return p;
+}
+
+engine_sampler_options engine_options() {
+  engine_sampler_options o;
+  o.sampler.model = fx("qwen2");
+  o.tokenizer_dir = fx("tokenizer");
+  o.sampler.max_new_tokens = 16;
+  o.sampler.group_size = 3;
+  o.seed = 5;
+  return o;
+}
+
+openai_sampler_options openai_options(std::vector<std::string> urls) {
+  openai_sampler_options o;
+  const auto e = engine_options();
+  o.sampler = e.sampler;
+  o.sampler.backend = sampler_backend::openai;
+  o.tokenizer_dir = e.tokenizer_dir;
+  o.seed = e.seed;
+  o.urls = std::move(urls);
+  o.pool.backoff = std::chrono::milliseconds(20);
+  o.pool.max_backoff = std::chrono::milliseconds(100);
+  return o;
+}
+
+std::vector<wire::CandidateT> run(actors::sampler_logic& s, const wire::GenerateRequest& req, std::uint64_t id) {
+  actors::envelope_info info;
+  info.sample_id = id;
+  auto out = s.generate(req, info);
+  REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.message()));
+  return std::move(out).value();
+}
+
+std::string get(const std::string& url, const std::string& path) {
+  httplib::Client c(url);
+  auto r = c.Get(path);
+  REQUIRE(r);
+  return r->body;
+}
+
+std::pair<int, json> post(const std::string& url, const std::string& path, const std::string& body) {
+  httplib::Client c(url);
+  auto r = c.Post(path, body, "application/json");
+  REQUIRE(r);
+  return {r->status, json::parse(r->body, nullptr, false)};
+}
+
+// A server in this process answering /v1/completions with whatever `reply` gives.
+struct fake_server {
+  httplib::Server svr;
+  std::thread t;
+  int port = 0;
+  std::atomic<int> hits{0};
+  explicit fake_server(std::function<void(httplib::Response&)> reply) {
+    svr.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
+    svr.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(R"({"object":"list","data":[{"id":"fake","object":"model"}]})", "application/json");
+    });
+    svr.Post("/v1/completions", [this, reply](const httplib::Request&, httplib::Response& res) {
+      ++hits;
+      reply(res);
+    });
+    port = svr.bind_to_any_port("127.0.0.1");
+    t = std::thread([this] { svr.listen_after_bind(); });
+    // bind_to_any_port already listens: connections queue until the loop runs.
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port) + "/v1"; }
+  ~fake_server() {
+    svr.stop();
+    t.join();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("openai sampler: kforge serve gives the in-process engine's candidates, ids and log-probs") {
+  served server;
+  auto engine = make_engine_sampler(engine_options());
+  REQUIRE_MESSAGE(engine.ok(), (engine.ok() ? "" : engine.message()));
+  auto http = make_openai_sampler(openai_options({server.url + "/v1"}));
+  REQUIRE_MESSAGE(http.ok(), (http.ok() ? "" : http.message()));
+  const auto req = request("Write a CUDA kernel for relu.");
+  for (std::uint64_t id : {7u, 8u}) {
+    const auto a = run(**engine, *req->get(), id);
+    const auto b = run(**http, *req->get(), id);
+    REQUIRE(a.size() == 3);
+    REQUIRE(b.size() == 3);
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      CHECK(a[k].prompt_tokens == b[k].prompt_tokens);
+      CHECK(a[k].completion_tokens == b[k].completion_tokens);
+      REQUIRE(a[k].logprobs.size() == b[k].logprobs.size());
+      for (std::size_t t = 0; t < a[k].logprobs.size(); ++t) CHECK(a[k].logprobs[t] == doctest::Approx(b[k].logprobs[t]).epsilon(1e-5));
+      CHECK(a[k].completion == b[k].completion);
+      CHECK(a[k].source == b[k].source);
+    }
+  }
+  // Requests of a batch go out together and each still gets its own group.
+  std::vector<std::unique_ptr<packed<wire::GenerateRequest>>> reqs;
+  std::vector<actors::sampler_logic::request_item> items;
+  for (int i = 0; i < 4; ++i) {
+    reqs.push_back(request("task " + std::to_string(i)));
+    actors::envelope_info info;
+    info.sample_id = 100 + i;
+    items.push_back({reqs.back()->get(), info});
+  }
+  const auto batch = (*http)->generate_batch(items);
+  REQUIRE(batch.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    REQUIRE(batch[i].ok());
+    CHECK(batch[i].value().size() == 3);
+    CHECK(batch[i].value().front().completion_tokens == run(**engine, *reqs[i]->get(), 100 + i).front().completion_tokens);
+  }
+}
+
+TEST_CASE("kforge serve: weight updates bump the served version; bad requests get OpenAI errors") {
+  served server;
+  auto version = [&] { return json::parse(get(server.url, "/v1/models"))["data"][0]["version"].get<std::uint64_t>(); };
+  CHECK(json::parse(get(server.url, "/health"))["status"] == "ok");
+  CHECK(version() == 0);
+
+  auto h = make_openai_sampler_handles(openai_options({server.url}));
+  REQUIRE_MESSAGE(h.ok(), (h.ok() ? "" : h.message()));
+  const auto good = fx("qwen2/model.safetensors");
+  CHECK(h->sampler->set_weights(*file_weights(good, 7)->get()).ok());
+  CHECK(version() == 7);
+  // A file that is not weights leaves the old ones serving, and the version where it was.
+  const auto bad_file = fs::temp_directory_path() / "kforge-openai-not-weights.safetensors";
+  std::ofstream(bad_file) << "not a safetensors file";
+  const auto s = h->sampler->set_weights(*file_weights(bad_file.string(), 8)->get());
+  CHECK_FALSE(s.ok());
+  CHECK(contains(s.message(), "not loaded everywhere"));
+  CHECK(version() == 7);
+  fs::remove(bad_file);
+  // Without a version the endpoint counts one up; a directory means its model.safetensors.
+  auto [st, body] = post(server.url, "/update_weights_from_disk", json{{"model_path", fx("qwen2")}}.dump());
+  CHECK(st == 200);
+  CHECK(body["success"] == true);
+  CHECK(version() == 8);
+
+  auto error_of = [&](const std::string& path, const std::string& b, int status) {
+    auto [code, j] = post(server.url, path, b);
+    CHECK(code == status);
+    REQUIRE(j.is_object());
+    REQUIRE(j.contains("error"));
+    CHECK(j["error"]["message"].is_string());
+    CHECK(j["error"]["type"].is_string());
+    CHECK(j["error"].contains("code"));
+    return j["error"]["message"].get<std::string>();
+  };
+  CHECK(contains(error_of("/v1/completions", "{\"prompt\": [1, 2", 400), "not JSON"));
+  CHECK(contains(error_of("/v1/completions", R"({"max_tokens": 4})", 400), "\"prompt\" is required"));
+  CHECK(contains(error_of("/v1/completions", R"({"prompt": [1, 99999999]})", 400), "outside the vocabulary"));
+  CHECK(contains(error_of("/v1/completions", R"({"prompt": [1, 2], "n": 0})", 400), "\"n\""));
+  CHECK(contains(error_of("/v1/completions", R"({"prompt": [1, 2], "max_tokens": 100000})", 400), "\"max_tokens\""));
+  CHECK(contains(error_of("/v1/completions", R"({"prompt": [1, 2], "logprobs": 5})", 400), "logprobs"));
+  CHECK(contains(error_of("/v1/completions", R"({"prompt": [1, 2], "model": "other"})", 404), "does not exist"));
+  CHECK(contains(error_of("/v1/chat/completions", R"({"messages": []})", 400), "messages"));
+  CHECK(contains(error_of("/update_weights_from_disk", R"({})", 400), "model_path"));
+  CHECK(contains(error_of("/update_weights_from_disk", R"({"model_path": "/nonexistent/w.safetensors"})", 400),
+                 "/nonexistent/w.safetensors"));
+  // Text in, text out on the chat endpoint; a string prompt on the completions endpoint.
+  auto [cs, chat] = post(server.url, "/v1/chat/completions",
+                         R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "seed": 1})");
+  CHECK(cs == 200);
+  CHECK(chat["choices"][0]["message"]["content"].is_string());
+  auto [ts, text] = post(server.url, "/v1/completions", R"({"prompt": "hello", "max_tokens": 3, "logprobs": 0})");
+  CHECK(ts == 200);
+  CHECK(text["choices"][0]["logprobs"]["token_logprobs"].size() == 3);
+}
+
+TEST_CASE("openai sampler: a replica killed mid-run: its requests finish on the other") {
+  served a, b;
+  auto h = make_openai_sampler_handles(openai_options({a.url, b.url}));
+  REQUIRE_MESSAGE(h.ok(), (h.ok() ? "" : h.message()));
+  std::vector<std::unique_ptr<packed<wire::GenerateRequest>>> reqs;
+  std::vector<actors::sampler_logic::request_item> items;
+  for (int i = 0; i < 8; ++i) {
+    reqs.push_back(request("task " + std::to_string(i)));
+    actors::envelope_info info;
+    info.sample_id = 200 + i;
+    items.push_back({reqs.back()->get(), info});
+  }
+  auto first = h->sampler->generate_batch(items);
+  for (const auto& r : first) CHECK(r.ok());
+  const auto before = h->pool->answered();
+  CHECK(before[0] > 0);  // both shared the load
+  CHECK(before[1] > 0);
+  // Killed while the next batch is in flight: whatever it held is answered by the other.
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    a.kill_now();
+  });
+  auto second = h->sampler->generate_batch(items);
+  killer.join();
+  auto third = h->sampler->generate_batch(items);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    REQUIRE_MESSAGE(second[i].ok(), (second[i].ok() ? "" : second[i].message()));
+    REQUIRE_MESSAGE(third[i].ok(), (third[i].ok() ? "" : third[i].message()));
+    CHECK(second[i].value().size() == 3);
+    // The same seed on the other replica: the same candidates as before the kill.
+    CHECK(third[i].value().front().completion_tokens == first[i].value().front().completion_tokens);
+  }
+  // A replica that stays down is tried again after a rest, and dropped after drop_after failures
+  // in a row; meanwhile every request is still answered.
+  for (int round = 0; round < 20 && h->pool->live().size() > 1; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (const auto& r : h->sampler->generate_batch(items)) CHECK(r.ok());
+  }
+  CHECK(h->pool->live() == std::vector<std::string>{b.url});
+}
+
+TEST_CASE("openai client: malformed, cut, text-only and error responses give clear errors") {
+  SUBCASE("parse_completion") {
+    CHECK(contains(parse_completion("{\"choices\": [{\"text\": \"a\"", 1).message(), "not JSON"));
+    CHECK(contains(parse_completion("[]", 1).message(), "not a JSON object"));
+    CHECK(contains(parse_completion("{}", 1).message(), "no \"choices\""));
+    CHECK(contains(parse_completion(R"({"choices": [{"text": "a"}]})", 2).message(), "n = 2"));
+    const auto text_only = parse_completion(R"({"choices": [{"index": 0, "text": "a", "logprobs": null}]})", 1);
+    CHECK(contains(text_only.message(), "\"logprobs\": 1"));
+    const auto words =
+        parse_completion(R"({"choices": [{"text": "a", "logprobs": {"tokens": ["a"], "token_logprobs": [-1.0]}}]})", 1);
+    CHECK(contains(words.message(), "return_tokens_as_token_ids"));
+    const auto uneven = parse_completion(
+        R"({"choices": [{"token_ids": [1, 2], "logprobs": {"token_logprobs": [-1.0]}}]})", 1);
+    CHECK(contains(uneven.message(), "2 token ids but 1 log-probs"));
+    const auto err = parse_completion(R"({"error": {"message": "boom", "type": "server_error"}})", 1);
+    CHECK(contains(err.message(), "boom"));
+    const auto ok = parse_completion(
+        R"({"choices": [{"index": 1, "logprobs": {"tokens": ["token_id:5"], "token_logprobs": [-0.5]}},
+                        {"index": 0, "token_ids": [3], "logprobs": {"token_logprobs": [-0.25]}}]})", 2);
+    REQUIRE(ok.ok());
+    CHECK(ok.value()[0].tokens == std::vector<std::int32_t>{3});
+    CHECK(ok.value()[1].tokens == std::vector<std::int32_t>{5});
+    CHECK(ok.value()[1].logprobs == std::vector<float>{-0.5f});
+  }
+  replica_pool_options fast;
+  fast.backoff = std::chrono::milliseconds(5);
+  fast.max_backoff = std::chrono::milliseconds(10);
+  completion_request r;
+  r.prompt = {1, 2, 3};
+  SUBCASE("a cut body is retried, then reported") {
+    fake_server cut([](httplib::Response& res) { res.set_content("{\"choices\": [{\"tok", "application/json"); });
+    auto p = replica_pool::make({cut.url()}, fast);
+    REQUIRE(p.ok());
+    const auto c = p.value()->complete(r, "req: ");
+    CHECK_FALSE(c.ok());
+    CHECK(contains(c.message(), "not JSON"));
+    CHECK(contains(c.message(), "req: "));
+    CHECK(p.value()->live().empty());  // three failures in a row: dropped
+  }
+  SUBCASE("a 500 goes to the other replica; a 400 is the request's own error") {
+    fake_server broken([](httplib::Response& res) {
+      res.status = 500;
+      res.set_content(R"({"error": {"message": "out of memory", "type": "server_error", "code": null}})", "application/json");
+    });
+    fake_server fine([](httplib::Response& res) {
+      res.set_content(R"({"choices": [{"index": 0, "token_ids": [4], "logprobs": {"token_logprobs": [-0.1]}}]})",
+                      "application/json");
+    });
+    auto p = replica_pool::make({broken.url(), fine.url()}, fast);
+    REQUIRE(p.ok());
+    for (int i = 0; i < 5; ++i) {
+      const auto c = p.value()->complete(r, "");
+      REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.message()));
+      CHECK(c.value().front().tokens == std::vector<std::int32_t>{4});
+    }
+    fake_server refusing([](httplib::Response& res) {
+      res.status = 400;
+      res.set_content(R"({"error": {"message": "prompt too long", "type": "invalid_request_error", "code": null}})",
+                      "application/json");
+    });
+    auto q = replica_pool::make({refusing.url()}, fast);
+    const auto c = q.value()->complete(r, "");
+    CHECK(contains(c.message(), "HTTP 400"));
+    CHECK(contains(c.message(), "prompt too long"));
+    CHECK(refusing.hits == 1);
+  }
+  SUBCASE("a server that returns text only is refused, naming the option") {
+    fake_server text([](httplib::Response& res) {
+      res.set_content(R"({"choices": [{"index": 0, "text": "hello", "logprobs": null}]})", "application/json");
+    });
+    auto p = replica_pool::make({text.url()}, fast);
+    const auto c = p.value()->complete(r, "");
+    CHECK(contains(c.message(), "logprobs"));
+    CHECK(text.hits == 1);
+  }
+  SUBCASE("no server at all") {
+    auto p = replica_pool::make({"http://127.0.0.1:1"}, fast);
+    REQUIRE(p.ok());
+    CHECK_FALSE(p.value()->check_health().ok());
+    const auto c = p.value()->complete(r, "");
+    CHECK_FALSE(c.ok());
+    CHECK(contains(c.message(), "dropped"));
+    CHECK_FALSE(replica_pool::make({"ftp://x"}).ok());
+  }
+}
+
+TEST_CASE("kforge run with backend openai against kforge serve: the loop completes, counts balance") {
+  const auto dir = fs::temp_directory_path() / ("kforge-openai-run-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "model");
+  for (const char* sub : {"qwen2", "tokenizer"})
+    for (const auto& f : fs::directory_iterator(fx(sub))) fs::copy_file(f.path(), dir / "model" / f.path().filename());
+  served server((dir / "model").string(), "");
+  std::ofstream(dir / "tiny.toml") << R"([run]
+name = "tiny"
+mode = "sync"
+steps = 2
+seed = 1
+progress = false
+
+[gpu_groups]
+rollout = []
+trainer = []
+
+[[process]]
+name = "head"
+[process.actors]
+task_generator = { count = 1 }
+sampler        = { count = 1, gpu_group = "rollout" }
+sandbox_pool   = { count = 1 }
+sandbox_worker = { count = 1, gpu_group = "rollout" }
+reward         = { count = 1 }
+buffer         = { count = 1 }
+trainer        = { count = 1, gpu_group = "trainer" }
+
+[tasks]
+prompt_template = ")" << KFORGE_SOURCE_DIR << R"(/tests/pipeline/data/short_prompt_template.txt"
+
+[sampler]
+backend = "openai"
+server_urls = [")" << server.url << R"(/v1"]
+group_size = 4
+max_new_tokens = 32
+model = ")" << (dir / "model").string() << R"("
+
+[buffer]
+groups_per_batch = 2
+
+[sandbox]
+backend = "nvcc"
+)";
+  const std::string cmd = "cd " + dir.string() + " && " + KFORGE_BINARY + " run --manifest tiny.toml > run.log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream log(dir / "run.log");
+  const std::string out((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(contains(out, "real: openai backend"));
+  const auto summary = json::parse(std::ifstream(dir / "runs" / "tiny" / "summary.json"), nullptr, false);
+  REQUIRE(summary.is_object());
+  CHECK(summary["outcome"] == "completed");
+  CHECK(summary["balanced"] == true);
+  // Both published versions reached the server through /update_weights_from_disk.
+  CHECK(json::parse(get(server.url, "/v1/models"))["data"][0]["version"] == 2);
+  fs::remove_all(dir);
+}
