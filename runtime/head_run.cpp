@@ -11,6 +11,8 @@
 
 #include "common/clock.hpp"
 #include "common/bind_address.hpp"
+#include "common/visible_gpus.hpp"
+#include "runtime/prometheus_text.hpp"
 #include "stages/stage_factory.hpp"
 
 namespace kforge::pipeline {
@@ -71,6 +73,18 @@ int head_run::launch() {
   control_.emplace(std::move(*control));
   metrics_in_.emplace(std::move(*metrics_in));
   weights_.emplace(std::move(*weights));
+
+  if (m_.run.metrics_port > 0) {
+    auto e = metrics_endpoint::start("0.0.0.0", m_.run.metrics_port);
+    if (!e) {
+      err_ << "kforge run: " << e.message() << "\n";
+      return 2;
+    }
+    scrape_ = std::move(*e);
+    auto resolved = resolve_gpu_groups(m_, visible_gpu_count());
+    if (resolved) scrape_gpus_ = std::move(*resolved);
+    out_ << "metrics: http://0.0.0.0:" << scrape_->port() << "/metrics (Prometheus text format)\n";
+  }
 
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
@@ -194,6 +208,18 @@ void head_run::reap() {
   }
 }
 
+void head_run::serve_metrics(clock_type::time_point now) {
+  if (!scrape_ || now < next_scrape_text_) return;
+  next_scrape_text_ = now + std::chrono::seconds(1);
+  run_gauges g;
+  g.policy_version = version_;
+  g.steps = m_.run.steps;
+  g.elapsed_s = std::chrono::duration<double>(now - started_).count();
+  const double loop_s = work_started_ ? std::chrono::duration<double>(now - *work_started_).count() : 0.0;
+  g.gpu_groups = gpu_groups_use(m_, scrape_gpus_, board_, loop_s);
+  scrape_->publish(prometheus_text(board_, g));
+}
+
 void head_run::draw(bool force) {
   const double elapsed = std::chrono::duration<double>(clock_type::now() - started_).count();
   progress_.draw(err_, progress_text(board_, version_, m_.run.steps, elapsed, m_.run.time_limit_s), force);
@@ -265,6 +291,7 @@ void head_run::monitor() {
       next_heartbeat_ = now + 250ms;
     }
     draw(false);
+    serve_metrics(now);
     if (board_.activity() != last_activity_) {
       last_activity_ = board_.activity();
       last_activity_change_ = now;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@
 #include "messages/envelope.hpp"
 #include "messages/recording.hpp"
 #include "runtime/process_runtime.hpp"
+#include "runtime/metrics_endpoint.hpp"
 #include "runtime/run_metrics.hpp"
 #include "runtime/worker_processes.hpp"
 
@@ -61,6 +63,8 @@ class head_run {
   void reap();
   void publish(wire::ControlCommand command, const std::string& why);
   void draw(bool force);
+  /// The scrape endpoint's text, at most once a second ([run] metrics_port).
+  void serve_metrics(clock_type::time_point now);
   void note_write(status s);
   /// Whether the loop ends now (steps done, time limit, signal, a failure): sets outcome_ and code_.
   bool should_stop(clock_type::time_point now);
@@ -127,6 +131,9 @@ class head_run {
   bool stage_failed_ = false;  ///< the loop ended on a stage's fatal error
   nlohmann::json checkpoint_;  ///< null: none
   std::string checkpoint_note_;
+  std::unique_ptr<metrics_endpoint> scrape_;  ///< null: run.metrics_port is 0
+  clock_type::time_point next_scrape_text_{};
+  std::map<std::string, std::vector<int>> scrape_gpus_;  ///< the GPU groups as this host resolves them
 };
 
 }  // namespace kforge::pipeline

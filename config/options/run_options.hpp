@@ -32,6 +32,9 @@ struct run_options {
   /// checkpoint, summary; exit 0) even when fewer steps ran: a run bounded by a time budget (a
   /// device call, a demonstration). 0: no limit. >= 0.
   double time_limit_s = 0.0;
+  /// > 0: the head serves the live metrics at http://<any address of its host>:PORT/metrics in
+  /// Prometheus's text format, for a cluster's scraper. 0: off. In [0, 65535].
+  int metrics_port = 0;
 };
 
 }  // namespace kforge

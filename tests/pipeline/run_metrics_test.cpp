@@ -2,6 +2,11 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "runtime/prometheus_text.hpp"
 #include "runtime/run_metrics.hpp"
 #include "stages/reward.hpp"
 
@@ -176,4 +181,52 @@ TEST_CASE("the progress line: pass rate and mean reward over the verdicts so far
   const auto quiet = kforge::pipeline::progress_text(empty, 0, 10, 5.0, 0.0);
   CHECK(quiet.find("pass") == std::string::npos);
   CHECK(quiet.find("left") == std::string::npos);
+}
+
+TEST_CASE("the metrics in Prometheus text format: stage counts, counters, run gauges") {
+  metrics_board b;
+  row(b, "sampler", 8, 64);
+  row(b, "reward", 40, 40);
+  auto add = [&](const char* name, std::uint64_t v) {
+    auto c = std::make_unique<wire::CounterT>();
+    c->name = name;
+    c->value = v;
+    b.latest["reward"].extra.push_back(std::move(c));
+  };
+  add("status_ok", 10);
+  add(kforge::pipeline::reward_sum_counter, 20'000'000);  // 20.0 over 40 verdicts
+  b.latest["reward"].stage = "reward \"main\"";           // a label value that needs escaping
+  kforge::pipeline::run_gauges g;
+  g.policy_version = 3;
+  g.steps = 100;
+  kforge::pipeline::gpu_group_use u;
+  u.name = "rollout";
+  u.idle_fraction = 0.25;
+  g.gpu_groups.push_back(u);
+  const auto text = kforge::pipeline::prometheus_text(b, g);
+  INFO(text);
+  auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };
+  CHECK(has("# TYPE kforge_stage_sent_total counter"));
+  CHECK(has("kforge_stage_sent_total{stage=\"sampler\",kind=\"sampler\",process=\"head\"} 64"));
+  CHECK(has("kforge_stage_received_total{stage=\"reward \\\"main\\\"\",kind=\"reward\",process=\"head\"} 40"));
+  CHECK(has("kforge_stage_counter_total{stage=\"reward \\\"main\\\"\",kind=\"reward\",process=\"head\",name=\"status_ok\"} 10"));
+  CHECK(has("# TYPE kforge_policy_version gauge"));
+  CHECK(has("kforge_policy_version 3"));
+  CHECK(has("kforge_run_steps 100"));
+  CHECK(has("kforge_verdict_pass_rate 0.25"));
+  CHECK(has("kforge_reward_mean 0.5"));
+  CHECK(has("kforge_gpu_group_busy_fraction{group=\"rollout\"} 0.75"));
+  // Every sample line is `name{labels} value` or `name value`, under its family's TYPE line.
+  std::istringstream lines(text);
+  std::set<std::string> typed;
+  for (std::string l; std::getline(lines, l);) {
+    if (l.rfind("# TYPE ", 0) == 0) {
+      typed.insert(l.substr(7, l.find(' ', 7) - 7));
+      continue;
+    }
+    if (l.rfind("# HELP ", 0) == 0) continue;
+    const auto name = l.substr(0, std::min(l.find('{'), l.find(' ')));
+    CHECK_MESSAGE(typed.count(name) == 1, l);
+    CHECK_MESSAGE(std::isfinite(std::stod(l.substr(l.rfind(' ') + 1))), l);
+  }
 }
