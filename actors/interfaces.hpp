@@ -45,11 +45,13 @@ using task_generator_actor =
 /// generate_request_msg: G candidates, tagged with the policy version held. Requests are collected
 /// and generated together (up to the logic's max_batch) when the sampler's own flush_atom, sent
 /// behind the first of them, comes up: every request already in the mailbox joins that batch.
-/// policy_weights_msg: switch weights (a version not newer than the one held is dropped). Counts:
-/// received = requests, sent = candidates, dropped = requests that yielded no candidate + stale
-/// weights.
-using sampler_actor =
-    request_sink::extend<caf::reacts_to<flush_atom>>::extend_with<weights_sink, stage_common>;
+/// policy_weights_msg: switch weights (a version not newer than the one held is dropped).
+/// scored_msg: the observation of a turn whose episode goes on (from the reward); its next turn is
+/// generated with the requests of the same flush. Counts: received = requests, sent = candidates
+/// (every turn's), dropped = requests that yielded no candidate + stale weights, extra
+/// "observations" = observations taken (the reward's "observations_sent" on the other end).
+using sampler_actor = request_sink::extend<caf::reacts_to<flush_atom>, caf::reacts_to<scored_msg>>::
+    extend_with<weights_sink, stage_common>;
 
 /// candidate_msg: one verdict. Counts: received = candidates, sent = verdicts.
 using sandbox_pool_actor = candidate_sink::extend_with<stage_common>;

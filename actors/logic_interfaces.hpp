@@ -84,6 +84,17 @@ class sampler_logic {
   }
   /// The most requests generate_batch takes at once (>= 1); 1: one at a time.
   virtual std::size_t max_batch() const { return 1; }
+  /// One observation of a turn whose episode goes on, and the header it came in.
+  struct turn_item {
+    const wire::Scored* observed = nullptr;
+    envelope_info info;
+  };
+  /// The next turn of each observed episode (agent/episode_turns.hpp), generated together: one
+  /// result per item, in order. The default refuses: such a sampler runs single-shot episodes only.
+  virtual std::vector<result<wire::CandidateT>> next_turns(const std::vector<turn_item>& turns) {
+    return std::vector<result<wire::CandidateT>>(
+        turns.size(), error{"this sampler generates no later turns of episodes ([agent] max_turns > 1)"});
+  }
   /// Switch to new weights. Only when this succeeds does the actor tag later candidates with
   /// weights.version(); on failure it keeps the old version and counts the error.
   virtual status set_weights(const wire::PolicyWeights& weights) = 0;
@@ -118,6 +129,9 @@ class reward_logic {
   /// actor counts drops.
   virtual result<std::optional<wire::ScoredT>> score(const wire::Verdict& verdict,
                                                      const envelope_info& info) = 0;
+  /// Whether the scored turn's episode goes on: then the actor sends it to a sampler as the
+  /// observation of the next turn, not to the buffer (agent/episode_turns.hpp). Single shot: never.
+  virtual bool goes_on(const wire::ScoredT& /*scored*/) const { return false; }
   /// What the logic counted since the last call (verdicts per status, speedup buckets, ...), as
   /// (name, amount) pairs the actor adds to its extra metrics after every score call. Deltas, not
   /// totals, so the actor's stage_core stays the one owner of the cumulative counts.

@@ -26,6 +26,13 @@ void score(self_ptr self, const verdict_msg& m) {
     return;
   }
   auto h = st.core.next_header(info.sample_id, info.policy_version);
+  if (st.observations && st.logic->goes_on(*out.value())) {
+    // A turn whose episode goes on: a sampler generates the next turn from it. Neither the buffer
+    // nor the curriculum sees it; the episode's last turn reaches both.
+    self->send(st.observations, scored_msg::pack(h, *out.value()));
+    st.core.count_extra("observations_sent");
+    return;
+  }
   auto msg = scored_msg::pack(h, *out.value());
   if (st.feedback) {  // the same envelope (shared, not copied); counted apart from `sent`
     self->send(st.feedback, msg);
@@ -38,12 +45,14 @@ void score(self_ptr self, const verdict_msg& m) {
 
 reward_actor::behavior_type reward_stage(self_ptr self, std::string name,
                                          std::shared_ptr<reward_logic> logic,
-                                         scored_sink downstream, scored_sink feedback) {
+                                         scored_sink downstream, scored_sink feedback,
+                                         scored_sink observations) {
   auto& st = self->state;
   st.core = stage_core{"reward", std::move(name)};
   st.logic = std::move(logic);
   st.downstream = std::move(downstream);
   st.feedback = std::move(feedback);
+  st.observations = std::move(observations);
   auto work = [self](const verdict_msg& m) { score(self, m); };
   return {
       [=](verdict_msg& m) { detail::accept(self, std::move(m), work); },
@@ -62,13 +71,13 @@ reward_actor::behavior_type reward_stage(self_ptr self, std::string name,
 
 result<reward_actor> spawn_reward(caf::actor_system& sys, std::string name,
                                   std::shared_ptr<reward_logic> logic, scored_sink downstream,
-                                  scored_sink feedback, spawn_mode mode) {
+                                  scored_sink feedback, scored_sink observations, spawn_mode mode) {
   if (!logic) return error{"reward \"" + name + "\": no reward logic given"};
   if (mode == spawn_mode::detached)
     return sys.spawn<caf::detached>(reward_stage, std::move(name), std::move(logic),
-                                    std::move(downstream), std::move(feedback));
+                                    std::move(downstream), std::move(feedback), std::move(observations));
   return sys.spawn(reward_stage, std::move(name), std::move(logic), std::move(downstream),
-                   std::move(feedback));
+                   std::move(feedback), std::move(observations));
 }
 
 }  // namespace kforge::actors

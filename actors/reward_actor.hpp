@@ -18,16 +18,20 @@ struct reward_state : stage_base<verdict_msg> {
   std::shared_ptr<reward_logic> logic;
   scored_sink downstream;
   scored_sink feedback;  ///< may be null: no feedback
+  scored_sink observations;  ///< may be null: no episode goes on (single shot)
 };
 
 reward_actor::behavior_type reward_stage(reward_actor::stateful_pointer<reward_state> self,
                                          std::string name, std::shared_ptr<reward_logic> logic,
-                                         scored_sink downstream, scored_sink feedback);
+                                         scored_sink downstream, scored_sink feedback,
+                                         scored_sink observations);
 
 /// Spawns a reward stage named `name` sending to `downstream` and, when not null, a copy of each
-/// scored sample to `feedback`. An error when `logic` is null.
+/// scored sample to `feedback`; a turn whose episode goes on goes to `observations` instead of
+/// both. An error when `logic` is null.
 result<reward_actor> spawn_reward(caf::actor_system& sys, std::string name,
                                   std::shared_ptr<reward_logic> logic, scored_sink downstream,
-                                  scored_sink feedback = {}, spawn_mode mode = spawn_mode::pooled);
+                                  scored_sink feedback = {}, scored_sink observations = {},
+                                  spawn_mode mode = spawn_mode::pooled);
 
 }  // namespace kforge::actors

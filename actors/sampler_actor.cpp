@@ -52,9 +52,53 @@ void enqueue(self_ptr self, const generate_request_msg& m) {
   schedule_flush(self);
 }
 
+// The next turns of the observed episodes, in batches of the logic's max_batch. Held while paused.
+void flush_turns(self_ptr self) {
+  auto& st = self->state;
+  if (st.paused || st.turns.empty()) return;
+  const std::size_t take = std::min(st.turns.size(), std::max<std::size_t>(1, st.logic->max_batch()));
+  std::vector<scored_msg> batch(std::make_move_iterator(st.turns.begin()),
+                                std::make_move_iterator(st.turns.begin() + take));
+  st.turns.erase(st.turns.begin(), st.turns.begin() + take);
+  if (!st.turns.empty()) schedule_flush(self);
+  std::vector<sampler_logic::turn_item> items;
+  items.reserve(batch.size());
+  for (const auto& m : batch) items.push_back({&m.payload(), envelope_info::of(m.header())});
+  using outputs = std::vector<result<wire::CandidateT>>;
+  auto out = st.core.call([&]() -> result<outputs> { return st.logic->next_turns(items); });
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (!out.ok() || out->size() != items.size()) {
+      st.core.count_error(out.ok() ? error{"the sampler logic returned " + std::to_string(out->size()) +
+                                          " turns for " + std::to_string(items.size()) + " observations"}
+                                   : out.err());
+      continue;
+    }
+    auto& c = (*out)[i];
+    if (!c.ok()) {
+      st.core.count_error(c.err());
+      continue;
+    }
+    const std::uint64_t turn = c->episode ? c->episode->turn : 0;
+    auto h = st.core.next_header(derive_sample_id(items[i].info.sample_id, turn), st.policy_version);
+    detail::forward(self, st.downstream, candidate_msg::pack(h, *c));
+  }
+}
+
+void take_observation(self_ptr self, scored_msg& m) {
+  auto& st = self->state;
+  st.core.count_extra("observations");
+  if (!m.valid()) {
+    st.core.count_error(error{"empty observation message"});
+    return;
+  }
+  st.turns.push_back(std::move(m));
+  schedule_flush(self);
+}
+
 void flush(self_ptr self) {
   auto& st = self->state;
   st.flush_sent = false;
+  flush_turns(self);
   if (st.pending.empty()) return;
   const std::size_t take = std::min(st.pending.size(), std::max<std::size_t>(1, st.logic->max_batch()));
   std::vector<generate_request_msg> batch(std::make_move_iterator(st.pending.begin()),
@@ -97,6 +141,13 @@ void set_weights(self_ptr self, const policy_weights_msg& m) {
   st.policy_version = version;
 }
 
+// Observations held while paused wait for a flush once the stage runs again.
+template <class Work>
+void control(self_ptr self, const control_msg& m, const Work& work) {
+  detail::control(self, m, work);
+  if (!self->state.paused && !self->state.turns.empty()) schedule_flush(self);
+}
+
 }  // namespace
 
 sampler_actor::behavior_type sampler_stage(self_ptr self, std::string name,
@@ -112,6 +163,7 @@ sampler_actor::behavior_type sampler_stage(self_ptr self, std::string name,
   return {
       [=](generate_request_msg& m) { detail::accept(self, std::move(m), work); },
       [=](flush_atom) { flush(self); },
+      [=](scored_msg& m) { take_observation(self, m); },
       [=](policy_weights_msg& m) { set_weights(self, m); },
       [=](const messages::envelope& e) {
         if (detail::route<generate_request_msg>(
@@ -120,14 +172,14 @@ sampler_actor::behavior_type sampler_stage(self_ptr self, std::string name,
         if (detail::route<policy_weights_msg>(
                 e, [&](policy_weights_msg m) { set_weights(self, m); }))
           return;
-        if (detail::route<control_msg>(e, [&](control_msg m) { detail::control(self, m, work); }))
-          return;
-        detail::reject(self, e, "GenerateRequest, PolicyWeights or Control");
+        if (detail::route<scored_msg>(e, [&](scored_msg m) { take_observation(self, m); })) return;
+        if (detail::route<control_msg>(e, [&](control_msg m) { control(self, m, work); })) return;
+        detail::reject(self, e, "GenerateRequest, Scored, PolicyWeights or Control");
       },
-      [=](control_msg& m) { detail::control(self, m, work); },
+      [=](control_msg& m) { control(self, m, work); },
       [=](metrics_atom) {
         auto out = detail::metrics(self);
-        out.queue_depth += self->state.pending.size();
+        out.queue_depth += self->state.pending.size() + self->state.turns.size();
         return out;
       },
   };

@@ -20,11 +20,14 @@ struct sampler_state : stage_base<generate_request_msg> {
   candidate_sink downstream;
   std::uint64_t policy_version = 0;  ///< of the weights the logic holds
   std::vector<generate_request_msg> pending;  ///< requests waiting for the next flush
+  std::vector<scored_msg> turns;              ///< observations whose next turn waits for it
   bool flush_sent = false;                    ///< a flush_atom is on its way to this actor
 };
 
 /// The behavior. Candidate i of the request with sample id s gets sample id
-/// derive_sample_id(s, i), group_id s, group_index i and group_size = the number generated.
+/// derive_sample_id(s, i), group_id s, group_index i and group_size = the number generated. The
+/// next turn after the observation of sample s (turn t) gets sample id derive_sample_id(s, t) and
+/// keeps its episode's group.
 sampler_actor::behavior_type sampler_stage(sampler_actor::stateful_pointer<sampler_state> self,
                                            std::string name, std::shared_ptr<sampler_logic> logic,
                                            candidate_sink downstream,

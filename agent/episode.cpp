@@ -81,26 +81,29 @@ std::vector<float> episode::behaviour_logprobs() const {
   return lp;
 }
 
-double episode::reward() const {
-  if (turns_.empty()) return 0;
-  switch (o_.reward) {
-    case episode_reward::best: {
-      double best = turns_.front().reward;
-      for (const auto& t : turns_) best = std::max(best, t.reward);
-      return best;
-    }
+double reward_over_turns(const std::vector<double>& rewards, episode_reward kind, double discount) {
+  if (rewards.empty()) return 0;
+  switch (kind) {
+    case episode_reward::best:
+      return *std::max_element(rewards.begin(), rewards.end());
     case episode_reward::last:
-      return turns_.back().reward;
+      return rewards.back();
     case episode_reward::discounted: {
       double sum = 0, weight = 1;
-      for (const auto& t : turns_) {
-        sum += weight * t.reward;
-        weight *= o_.discount;
+      for (const double r : rewards) {
+        sum += weight * r;
+        weight *= discount;
       }
       return sum;
     }
   }
   return 0;
+}
+
+double episode::reward() const {
+  std::vector<double> rewards;
+  for (const auto& t : turns_) rewards.push_back(t.reward);
+  return reward_over_turns(rewards, o_.reward, o_.discount);
 }
 
 double episode::best_speedup() const {

@@ -26,6 +26,10 @@ enum class episode_reward { best, last, discounted };
 /// "best", "last", "discounted"; an error names the known ones.
 result<episode_reward> parse_episode_reward(const std::string& name);
 
+/// An episode's reward from its turns' rewards, in order: the best, the last, or their sum with
+/// turn k weighed discount^(k-1). 0 for no turn.
+double reward_over_turns(const std::vector<double>& rewards, episode_reward kind, double discount);
+
 struct episode_options {
   int max_turns = 1;
   /// > 0: a correct kernel at least this many times faster than the baseline ends the episode.

@@ -1,5 +1,7 @@
 #include "agent/observation.hpp"
 
+#include "config/options/agent_options.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -157,10 +159,7 @@ std::string tail_of(const std::string& s, std::size_t n) {
 
 }  // namespace
 
-const std::vector<std::string>& feedback_kinds::names() {
-  static const std::vector<std::string> all = {"compile", "resources", "correctness", "runtime", "timing", "profile"};
-  return all;
-}
+const std::vector<std::string>& feedback_kinds::names() { return agent_feedback_kinds(); }
 
 result<feedback_kinds> feedback_kinds::parse(const std::vector<std::string>& kinds) {
   feedback_kinds k;

@@ -242,9 +242,13 @@ result<stage_run> run_stage(const stage_spec& s, const manifest& m,
     // No run directory: a replay re-scores, it writes neither best kernels nor state.
     auto logic = make_replay_reward_logic(m, start.reward_state);
     if (!logic) return error{"the leg's saved reward state: " + logic.message()};
+    // Turns whose episode goes on leave the reward on the observations link, not the scored one
+    // compared here: they are collected apart (the next turns they lead to are not replayed).
+    auto observations = std::make_shared<std::vector<messages::envelope>>();
     return drive<actors::scored_sink, actors::scored_msg>(
         inputs, [&](caf::actor_system& sys, actors::scored_sink sink) {
-          return actors::spawn_reward(sys, "reward/replay", *logic, sink);
+          return actors::spawn_reward(sys, "reward/replay", *logic, sink, {},
+                                      spawn_collector<actors::scored_sink, actors::scored_msg>(sys, observations));
         });
   }
   return drive<actors::batch_sink, actors::train_batch_msg>(

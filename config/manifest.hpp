@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "config/options/agent_options.hpp"
 #include "config/options/buffer_options.hpp"
 #include "config/options/reward_options.hpp"
 #include "config/options/run_options.hpp"
@@ -118,6 +119,7 @@ struct manifest {
   buffer_options buffer;
   trainer_options trainer;
   sandbox_options sandbox;
+  agent_options agent;
 
   /// The process named `name`, or nullptr (e.g. for `kforge worker --process NAME`).
   const process_spec* find_process(std::string_view name) const noexcept;
@@ -125,6 +127,9 @@ struct manifest {
   const process_spec& head() const noexcept;
   /// The processes hosting at least one actor of kind `k`, in file order.
   std::vector<const process_spec*> hosts(actor_kind k) const;
+  /// Whether the run uses link `l`: all but observations always; observations only with
+  /// multi-turn episodes ([agent] max_turns > 1). An unused link needs no endpoint and is not opened.
+  bool uses(link l) const noexcept { return l != link::observations || agent.max_turns > 1; }
   /// The processes holding one end or the other of link `l`, in file order.
   std::vector<const process_spec*> processes_on(link l) const;
   /// The group named `name`, or nullptr.

@@ -144,6 +144,11 @@ void check_endpoints(const toml::table& root, diagnostics& d, manifest& m) {
     bool one_node = true;
     for (const process_spec* p : procs) one_node = one_node && p->node == procs.front()->node;
 
+    if (e.address.empty() && !m.uses(l)) {  // never opened: any name will do
+      e.derived = true;
+      e.address = "inproc://kforge." + std::string(to_string(l));
+      continue;
+    }
     if (e.address.empty()) {
       e.derived = true;
       if (procs.size() <= 1) {

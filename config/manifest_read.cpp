@@ -37,6 +37,7 @@ void read_run(table_reader r, run_options& o) {
   r.read("progress", o.progress);
   r.read("stall_timeout_s", o.stall_timeout_s, above(0));
   r.read("time_limit_s", o.time_limit_s, at_least(0));
+  r.read("metrics_port", o.metrics_port, 0, 65535);
   r.finish();
 }
 
@@ -282,11 +283,28 @@ void read_sampler(table_reader r, sampler_options& o) {
   r.read("batch_requests", o.batch_requests, 1, max_batch_requests);
   r.read("model", o.model);
   r.read("server_url", o.server_url);
+  if (const toml::node* n = r.take("server_urls")) {
+    const toml::array* a = n->as_array();
+    bool ok = a != nullptr && !a->empty();
+    if (ok)
+      for (const auto& e : *a) {
+        const auto* s = e.as_string();
+        if (s == nullptr || s->get().empty()) {
+          ok = false;
+          break;
+        }
+        o.server_urls.push_back(s->get());
+      }
+    if (!ok) {
+      o.server_urls.clear();
+      r.fail("server_urls", "must be a non-empty array of URL strings");
+    }
+  }
   r.read("require_gpu", o.require_gpu);
   r.read("stand_in_repeat_every", o.stand_in_repeat_every, 0);
-  if (o.backend == sampler_backend::openai && o.server_url.empty())
+  if (o.backend == sampler_backend::openai && o.server_url.empty() && o.server_urls.empty())
     r.diag().add(r.table().get("backend"), r.key("server_url"),
-                 "missing: backend \"openai\" needs the server's base URL");
+                 "missing: backend \"openai\" needs the server's base URL (or server_urls)");
   r.finish();
 }
 
@@ -303,6 +321,31 @@ void read_reward(table_reader r, reward_options& o) {
     r.fail("compiled_reward", "must not exceed correctness_weight (" +
                                   std::to_string(o.correctness_weight) +
                                   "): an unverified kernel cannot earn more than a correct one");
+  r.read_choice("baseline", o.baseline,
+                {{"eager", reward_baseline::eager}, {"compile", reward_baseline::compile}});
+  const bool has_file = r.read("baselines", o.baselines);
+  if (o.baseline == reward_baseline::compile && o.baselines.empty())
+    r.fail("baselines", "missing: baseline = \"compile\" needs the file of eager and torch.compile times "
+                        "(kforge tasks baseline --against compile --out FILE)");
+  // A file that would be ignored is a mistake waiting to be trained on.
+  if (has_file && o.baseline == reward_baseline::eager)
+    r.fail("baselines", "only read with baseline = \"compile\" (set it, or remove this key)");
+  r.finish();
+}
+
+void read_agent(table_reader r, agent_options& o) {
+  r.read("max_turns", o.max_turns, 1, 16);
+  r.read("target_speedup", o.target_speedup, at_least(0));
+  std::int64_t n = 0;
+  if (r.read("max_tokens", n, 0)) o.max_tokens = static_cast<std::size_t>(n);
+  if (r.read("observation_max_tokens", n, 16)) o.observation_max_tokens = static_cast<std::size_t>(n);
+  r.read_choice("reward", o.reward,
+                {{"best", episode_reward_kind::best},
+                 {"last", episode_reward_kind::last},
+                 {"discounted", episode_reward_kind::discounted}});
+  r.read("discount", o.discount, real_range{0, 1});
+  r.read_names("feedback", o.feedback, agent_feedback_kinds());
+  r.read("observation_template", o.observation_template);
   r.finish();
 }
 
@@ -319,30 +362,7 @@ void read_lora(table_reader r, trainer_lora& o) {
   r.read("rank", o.rank, 1, 4096);
   r.read("alpha", o.alpha, above(0));
   r.read("dropout", o.dropout, real_range{0, 1, false, true});
-  if (const toml::node* n = r.take("targets")) {
-    const toml::array* a = n->as_array();
-    if (a == nullptr) {
-      r.fail("targets", "expected an array of projection names, got " + std::string(type_name(*n)));
-    } else {
-      std::string known;
-      for (const auto& k : lora_projection_names()) known += (known.empty() ? "\"" : ", \"") + k + "\"";
-      std::vector<std::string> targets;
-      for (std::size_t i = 0; i < a->size(); ++i) {
-        const toml::node& e = *a->get(i);
-        const std::string key = r.key("targets") + "[" + std::to_string(i) + "]";
-        const auto& names = lora_projection_names();
-        if (!e.is_string() || std::find(names.begin(), names.end(), e.as_string()->get()) == names.end()) {
-          r.diag().add(&e, key, "expected one of " + known);
-          continue;
-        }
-        const std::string t = e.as_string()->get();
-        if (std::find(targets.begin(), targets.end(), t) != targets.end()) r.diag().add(&e, key, "\"" + t + "\" named twice");
-        else targets.push_back(t);
-      }
-      if (a->empty()) r.fail("targets", "must name at least one projection");
-      else o.targets = targets;
-    }
-  }
+  r.read_names("targets", o.targets, lora_projection_names());
   r.finish();
 }
 
@@ -385,6 +405,11 @@ void read_trainer(table_reader r, trainer_options& o) {
   r.read("publish_timeout_s", o.publish_timeout_s, above(0));
   if (const toml::table* t = r.subtable("lora")) read_lora(table_reader(r.diag(), *t, r.key("lora")), o.lora);
   r.read("activation_checkpointing", o.activation_checkpointing);
+  // Refused rather than ignored: LoRA's optimiser state is a few MB, so sharding it would only add
+  // two collectives a step, and a setting that silently does nothing misleads.
+  if (r.read("shard_optimizer", o.shard_optimizer) && o.shard_optimizer && o.lora.enabled)
+    r.fail("shard_optimizer", "shards full fine-tuning's optimiser state; with trainer.lora only the small adapters "
+                              "train and their state is not sharded: remove one of the two");
   r.finish();
 }
 
@@ -435,6 +460,7 @@ void read_manifest(const toml::table& root, diagnostics& d, manifest& m) {
   if (const toml::table* t = r.subtable("buffer")) read_buffer(table_reader(d, *t, "buffer"), m.buffer);
   if (const toml::table* t = r.subtable("trainer")) read_trainer(table_reader(d, *t, "trainer"), m.trainer);
   if (const toml::table* t = r.subtable("sandbox")) read_sandbox(table_reader(d, *t, "sandbox"), m.sandbox);
+  if (const toml::table* t = r.subtable("agent")) read_agent(table_reader(d, *t, "agent"), m.agent);
   r.finish();
 }
 

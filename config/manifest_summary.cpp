@@ -42,6 +42,7 @@ std::string manifest::summary() const {
 
   s << "endpoints:\n";
   for (const endpoint_spec& e : endpoints) {
+    if (!uses(e.id)) continue;
     const link_info& li = info(e.id);
     s << "  " << li.name << std::string(li.name.size() < 16 ? 16 - li.name.size() : 1, ' ')
       << e.address << "  (" << li.pattern << (e.derived ? ", derived" : "") << ")\n";

@@ -20,6 +20,7 @@ constexpr std::array<link_info, link_count> links = {{
     {link::metrics, "metrics", "push/pull", actor_kind::trainer, actor_kind::trainer, true},
     {link::feedback, "feedback", "push/pull", actor_kind::reward, actor_kind::task_generator,
      false},
+    {link::observations, "observations", "push/pull", actor_kind::reward, actor_kind::sampler, false},
 }};
 
 }  // namespace

@@ -47,12 +47,14 @@ enum class link {
   control,          ///< head PUB -> every process
   metrics,          ///< every process -> head
   feedback,         ///< reward -> task_generator: every scored sample, for the curriculum
+  observations,     ///< reward -> sampler: a scored turn whose episode goes on
 };
-inline constexpr std::size_t link_count = 10;
-// feedback comes last so the older links keep their index (endpoints are indexed by link).
+inline constexpr std::size_t link_count = 11;
+// Newer links come last so the older ones keep their index (endpoints are indexed by link).
 inline constexpr std::array<link, link_count> all_links = {
     link::tasks,   link::candidates, link::sandbox_workers, link::verdicts, link::scored,
-    link::batches, link::weights,    link::control,         link::metrics,  link::feedback};
+    link::batches, link::weights,    link::control,         link::metrics,  link::feedback,
+    link::observations};
 
 /// What the manifest needs to know about a link to place and check its endpoint.
 struct link_info {

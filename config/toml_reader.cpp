@@ -105,6 +105,40 @@ bool table_reader::read(std::string_view k, std::string& out) {
   return true;
 }
 
+bool table_reader::read_names(std::string_view k, std::vector<std::string>& out,
+                              const std::vector<std::string>& known) {
+  const toml::node* n = take(k);
+  if (!n) return false;
+  const toml::array* a = n->as_array();
+  if (a == nullptr) {
+    fail(k, "expected an array of names, got " + std::string(type_name(*n)));
+    return false;
+  }
+  std::string list;
+  for (const auto& name : known) list += (list.empty() ? "\"" : ", \"") + name + "\"";
+  std::vector<std::string> names;
+  bool ok = true;
+  for (std::size_t i = 0; i < a->size(); ++i) {
+    const toml::node& e = *a->get(i);
+    const std::string at = key(k) + "[" + std::to_string(i) + "]";
+    if (!e.is_string() || std::find(known.begin(), known.end(), e.as_string()->get()) == known.end()) {
+      d_.add(&e, at, "expected one of " + list);
+      ok = false;
+    } else if (std::find(names.begin(), names.end(), e.as_string()->get()) != names.end()) {
+      d_.add(&e, at, "\"" + e.as_string()->get() + "\" named twice");
+      ok = false;
+    } else {
+      names.push_back(e.as_string()->get());
+    }
+  }
+  if (a->empty()) {
+    fail(k, "must name at least one of " + list);
+    return false;
+  }
+  if (ok) out = std::move(names);
+  return ok;
+}
+
 bool table_reader::read(std::string_view k, bool& out) {
   const toml::node* n = take(k);
   if (!n) return false;

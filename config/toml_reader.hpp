@@ -83,6 +83,10 @@ class table_reader {
   /// Accepts integers too: `alpha = 2` means 2.0.
   bool read(std::string_view k, double& out, real_range r);
 
+  /// An array of distinct strings, each one of `known`; at least one. Returns whether the key
+  /// was given and valid.
+  bool read_names(std::string_view k, std::vector<std::string>& out, const std::vector<std::string>& known);
+
   /// A string that must be one of `choices`.
   template <class E>
   bool read_choice(std::string_view k, E& out,

@@ -151,7 +151,7 @@ struct process_runtime::impl {
       if (!r) return error{"link " + std::string(to_string(l)) + ": " + r.message()};
       in.pull = std::make_unique<bus::receiver>(std::move(*r));
     }
-    in.round_robin = l == link::tasks || l == link::batches;
+    in.round_robin = l == link::tasks || l == link::batches || l == link::observations;
     if (recorded(l)) {
       auto w = recorder(l, self.name);
       if (!w) return w.err();
@@ -222,8 +222,12 @@ struct process_runtime::impl {
     if (auto s = open_input(link::control, false, {""}); !s) return s;
     if (sampler || buffer || generator)
       if (auto s = open_input(link::weights, false, {"weights"}); !s) return s;
-    if (sampler)
+    if (sampler) {
       if (auto s = open_input(link::tasks, false); !s) return s;
+      // Turns whose episode goes on, from the reward, for their next turn.
+      if (m.uses(link::observations))
+        if (auto s = open_input(link::observations, false); !s) return s;
+    }
     if (hosts(self, actor_kind::reward))
       if (auto s = open_input(link::verdicts, true); !s) return s;
     if (buffer)
@@ -273,6 +277,7 @@ struct process_runtime::impl {
       if (!s) return s.err();
       add_stage(name, *s);
       input(link::tasks)->targets.push_back(caf::actor_cast<caf::actor>(*s));
+      if (m.uses(link::observations)) input(link::observations)->targets.push_back(caf::actor_cast<caf::actor>(*s));
       input(link::weights)->targets.push_back(caf::actor_cast<caf::actor>(*s));
     }
     return {};
@@ -284,11 +289,17 @@ struct process_runtime::impl {
     if (!out) return out.err();
     auto feedback = open_outlet(link::feedback, false);
     if (!feedback) return feedback.err();
+    actors::scored_sink observations;  // null: single-shot, no episode goes on
+    if (m.uses(link::observations)) {
+      auto o = open_outlet(link::observations, true);  // samplers of any process connect
+      if (!o) return o.err();
+      observations = actors::scored_sink(*o);
+    }
     auto logic = make_run_reward_logic(
         m, o.run_dir, o.resume ? std::optional<std::uint64_t>(o.resume->step) : std::nullopt);
     if (!logic) return logic.err();
     auto r = actors::spawn_reward(*sys, "reward", std::move(*logic), actors::scored_sink(*out),
-                                  actors::scored_sink(*feedback));
+                                  actors::scored_sink(*feedback), observations);
     if (!r) return r.err();
     add_stage("reward", *r);
     input(link::verdicts)->targets.push_back(caf::actor_cast<caf::actor>(*r));

@@ -174,6 +174,8 @@ std::vector<balance_check> balance(const metrics_board& b) {
        b.sum("trainer", &M::received)},
       {"feedback: reward sent = task generator received", b.extra("reward", "feedback_sent"),
        b.extra("task_generator", "feedback")},
+      {"observations: reward sent = samplers received", b.extra("reward", "observations_sent"),
+       b.extra("sampler", "observations")},
   };
 }
 

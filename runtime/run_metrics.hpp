@@ -91,8 +91,10 @@ class refill_policy {
 /// end of a run, the ones it stopped without judging.
 std::uint64_t unjudged_at_stop(const metrics_board& b);
 
-/// The checks, link by link: samplers -> pool -> reward -> buffer -> trainer, and the feedback
-/// link reward -> task generator (the stages' extra counters "feedback_sent" and "feedback").
+/// The checks, link by link: samplers -> pool -> reward -> buffer -> trainer, the feedback link
+/// reward -> task generator (the stages' extra counters "feedback_sent" and "feedback"), and the
+/// observations link reward -> samplers of multi-turn episodes ("observations_sent",
+/// "observations").
 std::vector<balance_check> balance(const metrics_board& b);
 
 /// How busy one [gpu_groups] entry kept its GPUs, from the "busy_us" counters (wall time inside

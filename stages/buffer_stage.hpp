@@ -1,6 +1,7 @@
 #pragma once
 // The real buffer logic (sample_buffer.hpp) behind the buffer actor's interface.
 
+#include <algorithm>
 #include <cstdint>
 #include <iostream>
 #include <optional>
@@ -26,7 +27,11 @@ class buffer_stage final : public actors::buffer_logic {
     const auto before = dropped();
     const auto seen_before = buffer_.seen_kernels();
     actors::buffer_output out;
-    out.batches = buffer_.add(s, info.policy_version);
+    // An episode is as old as its first turn, whose version the reward put in the sample
+    // (agent/episode_turns.hpp); the envelope carries its last turn's.
+    const auto* c = s.verdict() ? s.verdict()->candidate() : nullptr;
+    const auto version = c && c->episode() ? std::min(info.policy_version, s.policy_version()) : info.policy_version;
+    out.batches = buffer_.add(s, version);
     out.dropped = dropped() - before;
     if (journal_ && buffer_.seen_kernels() > seen_before) {
       const auto* c = s.verdict()->candidate();

@@ -1,5 +1,8 @@
 #include "stages/engine_sampler.hpp"
 
+#include "agent/episode_turns.hpp"
+#include "stages/episode_turn_sampler.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -121,6 +124,23 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
   }
 
   status set_weights(const wire::PolicyWeights& w) override {
+    auto s = apply_weights(w);
+    if (s) version_ = w.version();
+    return s;
+  }
+
+  // The next turns of episodes (stages/episode_turn_sampler.hpp), through this engine's policy.
+  std::vector<result<wire::CandidateT>> next_turns(const std::vector<turn_item>& turns) override {
+    if (!turns_) return actors::sampler_logic::next_turns(turns);
+    return turns_->next_turns(*this, turns);
+  }
+
+  /// Episodes of [agent] max_turns > 1: first turns carry their episode state, later turns are
+  /// generated from observations.
+  void run_episodes(episode_turn_sampler t) { turns_.emplace(std::move(t)); }
+
+ private:
+  status apply_weights(const wire::PolicyWeights& w) {
     const std::string where = "engine sampler: weights version " + std::to_string(w.version()) + ": ";
     switch (w.transport()) {
       case wire::WeightsTransport::file: {
@@ -236,6 +256,7 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
       c.prompt_tokens.assign(p.ids.begin(), p.ids.end());
       c.completion_tokens.assign(g.tokens.begin(), g.tokens.end());
       c.logprobs = std::move(g.logprobs);
+      if (turns_) c.episode = agent::first_turn(p.ids.size(), o_.agent.max_turns, version_);
       per[g.prompt].push_back(std::move(c));
     }
     for (std::size_t k = 0; k < group.size(); ++k) out[group[k]->item] = std::move(per[k]);
@@ -284,11 +305,49 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
     return out;
   }
 
+  result<std::vector<continuation>> sample_group(const std::vector<std::int32_t>& context, int n,
+                                                 std::uint64_t seed, double temperature, double top_p,
+                                                 int max_new_tokens) override {
+    if (n < 1) return error{"engine policy: n must be at least 1"};
+    model::sampling_options so;
+    so.n = n;
+    so.temperature = temperature;
+    so.top_p = top_p;
+    so.max_new_tokens = max_new_tokens;
+    so.stop_tokens = stops_;
+    so.pad_token = pad_;
+    so.seed = seed;
+    // One prompt with its own seed, as run_group passes a group: the same random stream.
+    so.prompt_seeds = {seed};
+    if (o_.device >= 0) so.device_use = gpu_use_;
+    std::vector<std::vector<std::int64_t>> prompts{std::vector<std::int64_t>(context.begin(), context.end())};
+    auto gens = model::generate(*model_, prompts, so, &tok_);
+    if (!gens) return error{"engine policy: " + gens.message()};
+    std::vector<continuation> out;
+    out.reserve(gens->size());
+    for (auto& g : *gens) {
+      continuation c;
+      c.tokens = narrow(g.tokens);
+      c.logprobs = std::move(g.logprobs);
+      c.text = std::move(g.text);
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+
+  status load_weights_file(const std::string& path) override {
+    auto f = model::safetensors_file::open(path);
+    if (!f) return error{"engine policy: " + f.message()};
+    return load("engine policy: ", std::move(*f));
+  }
+
   static std::vector<std::int32_t> narrow(const std::vector<std::int64_t>& ids) {
     return std::vector<std::int32_t>(ids.begin(), ids.end());
   }
 
   engine_sampler_options o_;
+  std::optional<episode_turn_sampler> turns_;  ///< set with [agent] max_turns > 1
+  std::uint64_t version_ = 0;                  ///< of the weights held, for first turns' episodes
   // On a GPU: a host-wide shared use of it while generation's work is on it, so that a sandbox
   // timing on the same GPU (one GPU for rollout and sandbox) times alone.
   std::function<void(bool)> gpu_use_ = [held = std::make_shared<std::optional<gpu_use_lock>>(),
@@ -371,6 +430,11 @@ result<std::shared_ptr<actors::sampler_logic>> make_engine_sampler(const engine_
   auto loaded = load_engine(o);
   if (!loaded) return loaded.err();
   auto sampler = std::move(*loaded);
+  if (o.agent.max_turns > 1) {
+    auto t = episode_turn_sampler::make(o.agent, o.sampler, o.seed);
+    if (!t) return error{"engine sampler: " + t.message()};
+    sampler->run_episodes(std::move(*t));
+  }
   if (o.publish_rank > 0) {
 #if defined(KFORGE_WITH_CUDA)
     if (o.device < 0) return error{"engine sampler: NCCL weights need the sampler on a GPU"};
@@ -387,6 +451,7 @@ result<std::shared_ptr<actors::sampler_logic>> make_engine_sampler(const engine_
 result<engine_sampler_options> engine_sampler_options_from(const manifest& m, const std::string& process) {
   engine_sampler_options o;
   o.sampler = m.sampler;
+  o.agent = m.agent;
   o.seed = static_cast<std::uint64_t>(m.run.seed);
   auto gpus = stage_gpus(m, actor_kind::sampler);
   if (!gpus) return error{"engine sampler: " + gpus.message()};

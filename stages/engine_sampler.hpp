@@ -38,6 +38,7 @@
 
 #include "actors/logic_interfaces.hpp"
 #include "common/result.hpp"
+#include "config/options/agent_options.hpp"
 #include "config/options/sampler_options.hpp"
 
 namespace kforge::pipeline {
@@ -58,6 +59,9 @@ struct engine_sampler_options {
   int publish_rank = 0;
   /// How long a version may take to arrive (trainer.publish_timeout_s).
   std::chrono::milliseconds publish_timeout{std::chrono::minutes(10)};
+  /// The manifest's [agent] table: with max_turns > 1 the sampler also generates episodes' later
+  /// turns (stages/episode_turn_sampler.hpp).
+  agent_options agent;
 };
 
 /// The engine's policy used directly, outside the stage actors: an agent episode's turns
@@ -86,6 +90,20 @@ class engine_policy {
                                                           const std::vector<std::uint64_t>& seeds,
                                                           double temperature, double top_p,
                                                           int max_new_tokens) = 0;
+  /// `n` continuations of one context drawing from one generator seeded `seed`: what the sampler's
+  /// generate() does for a group, so that a server answering through this (`kforge serve`) gives
+  /// exactly the in-process engine's candidates. Default: not offered.
+  virtual result<std::vector<continuation>> sample_group(const std::vector<std::int32_t>& context, int n,
+                                                         std::uint64_t seed, double temperature, double top_p,
+                                                         int max_new_tokens) {
+    (void)context, (void)n, (void)seed, (void)temperature, (void)top_p, (void)max_new_tokens;
+    return error{"this policy samples no groups"};
+  }
+  /// New weights from a safetensors file, as set_weights' `file` transport; a bad file leaves the
+  /// old weights serving. Default: a policy whose weights cannot change.
+  virtual status load_weights_file(const std::string& path) {
+    return error{"this policy cannot load weights (" + path + ")"};
+  }
 };
 
 /// The checkpoint and tokenizer of `o` as an engine_policy (o.publish_rank is not used).

@@ -4,6 +4,7 @@
 // message, every rank's data-parallel settings from the stage options, and joining the ranks'
 // group. Internal to those two translation units; includes LibTorch (data_parallel_trainer.hpp).
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -19,6 +20,36 @@
 #endif
 
 namespace kforge::pipeline::policy_trainer_detail {
+
+/// An episode's sample as the trainer takes it (agent/episode_turns.hpp): the task's prompt is the
+/// prompt; the earlier turns, their observations and the last turn are the completion, and the loss
+/// mask leaves the observations out. The candidate's prompt_tokens held the whole context of the
+/// last turn, completion_tokens and logprobs that turn's.
+inline void as_episode(const wire::Episode& e, trainer::train_sample& t) {
+  const std::size_t context = t.prompt_tokens.size();
+  const std::size_t prompt = std::min<std::size_t>(e.prompt_size(), context);
+  // FlatBuffers leaves an empty vector out: absent is empty.
+  const std::vector<std::uint8_t> mask = e.context_mask() ? std::vector<std::uint8_t>(e.context_mask()->begin(), e.context_mask()->end())
+                                                          : std::vector<std::uint8_t>{};
+  const std::vector<float> logp = e.context_logprobs() ? std::vector<float>(e.context_logprobs()->begin(), e.context_logprobs()->end())
+                                                       : std::vector<float>{};
+  if (mask.size() != context || logp.size() != context) {
+    t.excluded = "episode state does not match its context";  // never trained on, still counted
+    return;
+  }
+  std::vector<std::int64_t> completion(t.prompt_tokens.begin() + static_cast<std::ptrdiff_t>(prompt),
+                                       t.prompt_tokens.end());
+  completion.insert(completion.end(), t.completion_tokens.begin(), t.completion_tokens.end());
+  t.completion_mask.assign(mask.begin() + static_cast<std::ptrdiff_t>(prompt), mask.end());
+  t.completion_mask.resize(completion.size(), 1);
+  if (!t.logprobs.empty() || t.completion_tokens.empty()) {
+    std::vector<float> lp(logp.begin() + static_cast<std::ptrdiff_t>(prompt), logp.end());
+    lp.insert(lp.end(), t.logprobs.begin(), t.logprobs.end());
+    t.logprobs = std::move(lp);
+  }
+  t.prompt_tokens.resize(prompt);
+  t.completion_tokens = std::move(completion);
+}
 
 /// The trainer-side view of a TrainBatch message (policy_trainer's plain structs).
 inline trainer::train_batch to_train_batch(const wire::TrainBatch& batch) {
@@ -41,6 +72,7 @@ inline trainer::train_batch to_train_batch(const wire::TrainBatch& batch) {
         if (c && c->completion_tokens())
           t.completion_tokens.assign(c->completion_tokens()->begin(), c->completion_tokens()->end());
         if (c && c->logprobs()) t.logprobs.assign(c->logprobs()->begin(), c->logprobs()->end());
+        if (c && c->episode()) as_episode(*c->episode(), t);
         group.samples.push_back(std::move(t));
       }
     out.groups.push_back(std::move(group));
@@ -78,6 +110,7 @@ inline trainer::data_parallel_options dp_options(const policy_trainer_stage_opti
     lo.seed = o.seed;  // every rank draws the same A
     po.lora = lo;
   }
+  po.shard_optimizer = t.shard_optimizer;
   po.activation_checkpointing = t.activation_checkpointing;
   po.temperature = o.temperature;
   po.seed = o.seed;

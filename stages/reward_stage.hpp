@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/logic_interfaces.hpp"
+#include "agent/episode_turns.hpp"
 #include "common/log.hpp"
 #include "common/text_file.hpp"
 #include "stages/best_kernels.hpp"
@@ -24,8 +25,10 @@ namespace kforge::pipeline {
 /// when the stage ends at the process's shutdown (reward_state_file.hpp).
 class reward_stage final : public actors::reward_logic {
  public:
-  explicit reward_stage(reward_options o, std::string run_dir = {}, std::string state_file = {})
-      : model_(o), best_(run_dir), infra_(std::move(run_dir)), state_file_(std::move(state_file)) {}
+  explicit reward_stage(reward_options o, std::string run_dir = {}, std::string state_file = {},
+                        agent::episode_rules episodes = {}, compile_scale compile = {})
+      : model_(o, std::move(compile)), best_(run_dir), infra_(std::move(run_dir)), state_file_(std::move(state_file)),
+        episodes_(episodes) {}
   ~reward_stage() override {
     try {
       save_state();
@@ -43,8 +46,17 @@ class reward_stage final : public actors::reward_logic {
       save_state();
       saved_version_ = info.policy_version;
     }
+    const auto missing_before = model_.compile_missing();
     auto s = model_.score(v, info.policy_version);
     counters_.add(v, s);
+    if (model_.compile_missing() > missing_before) {  // [reward] baseline = "compile"
+      ++compile_missing_;
+      if (!compile_told_)
+        kforge::log::warn("kforge reward: task " + task_of(v) + " has no torch.compile time in [reward] "
+                          "baselines: its correct kernels get a neutral speed term (counted as "
+                          "compile_baseline_missing)");
+      compile_told_ = true;
+    }
     unsaved_ = true;
     // A kernel that cannot be saved must not cost the sample its reward: counted, said once.
     if (auto b = best_.offer(v, info.policy_version); !b) {
@@ -58,11 +70,17 @@ class reward_stage final : public actors::reward_logic {
     }
     // Its reason kept for after the run; a failure to keep it is said once, and scores alike.
     (void)infra_.offer(v, info.policy_version);
+    // Every turn is scored by the formula above; an episode's last turn then carries the
+    // episode's reward (agent/episode_turns.hpp). A single-shot sample is left as it is.
+    if (!agent::goes_on(s, episodes_)) agent::finish_episode(s, episodes_);
     return std::optional<wire::ScoredT>(std::move(s));
   }
+  bool goes_on(const wire::ScoredT& s) const override { return agent::goes_on(s, episodes_); }
   std::vector<std::pair<std::string, std::uint64_t>> take_counters() override {
     auto out = counters_.named();
+    if (compile_missing_) out.emplace_back("compile_baseline_missing", compile_missing_);
     counters_ = {};
+    compile_missing_ = 0;
     return out;
   }
   const reward_model& model() const noexcept { return model_; }
@@ -81,11 +99,19 @@ class reward_stage final : public actors::reward_logic {
     }
   }
 
+  static std::string task_of(const wire::Verdict& v) {
+    const auto* c = v.candidate();
+    return c && c->task() && c->task()->id() ? c->task()->id()->str() : "?";
+  }
+
   reward_model model_;
   reward_counters counters_;  ///< since the last take_counters
+  std::uint64_t compile_missing_ = 0;  ///< since the last take_counters
+  bool compile_told_ = false;
   best_kernels best_;
   infra_error_log infra_;
   std::string state_file_;
+  agent::episode_rules episodes_;
   std::uint64_t saved_version_ = 0;  ///< the highest policy version scored
   bool unsaved_ = false;
   bool told_ = false;

@@ -2,9 +2,11 @@
 
 #include <filesystem>
 #include <iostream>
+#include <stdexcept>
 
 #if defined(KFORGE_MODEL_WITH_TORCH)
 #include "stages/engine_sampler.hpp"
+#include "stages/openai_sampler.hpp"
 #include "stages/policy_trainer_stage.hpp"
 #endif
 #include "common/text_file.hpp"
@@ -19,6 +21,13 @@ namespace kforge::pipeline {
 
 namespace {
 
+// The openai backend's servers, for the run's banner.
+std::string server_list(const sampler_options& s) {
+  std::string out = s.server_url;
+  for (const auto& u : s.server_urls) out += (out.empty() ? "" : ", ") + u;
+  return out;
+}
+
 stand_in_options stand_ins(const manifest& m) {
   stand_in_options o;
   o.seed = static_cast<std::uint64_t>(m.run.seed);
@@ -26,6 +35,7 @@ stand_in_options stand_ins(const manifest& m) {
   o.requests_per_step = static_cast<std::uint32_t>(m.buffer.groups_per_batch);
   o.sandbox_delay = std::chrono::milliseconds(m.sandbox.stand_in_ms);
   o.repeat_every = static_cast<std::uint32_t>(m.sampler.stand_in_repeat_every);
+  o.max_turns = m.agent.max_turns;
   return o;
 }
 
@@ -63,9 +73,8 @@ std::string curriculum_state_file(const std::string& run_dir) {
 }
 result<std::shared_ptr<actors::sampler_logic>> make_sampler_logic(const manifest& m, const std::string& process) {
   if (m.sampler.model.empty()) return make_stand_in_sampler(stand_ins(m));
-  if (m.sampler.backend != sampler_backend::engine)
-    return error{"sampler.backend \"openai\" is not built yet: use \"engine\" with sampler.model"};
 #if defined(KFORGE_MODEL_WITH_TORCH)
+  if (m.sampler.backend == sampler_backend::openai) return make_openai_sampler(openai_sampler_options_from(m));
   auto o = engine_sampler_options_from(m, process);
   if (!o) return o.err();
   return make_engine_sampler(*o);
@@ -82,14 +91,22 @@ result<std::shared_ptr<actors::sandbox_logic>> make_sandbox_logic(const manifest
 }
 std::shared_ptr<actors::reward_logic> make_reward_logic(const manifest& m,
                                                         const std::string& run_dir) {
-  return std::make_shared<reward_stage>(m.reward, run_dir);
+  // Callers that can report an error check the file first (make_run_reward_logic).
+  auto compile = load_compile_scale(m.reward);
+  if (!compile) throw std::runtime_error(compile.message());
+  return std::make_shared<reward_stage>(m.reward, run_dir, std::string(), agent::rules_of(m.agent),
+                                        std::move(compile).value());
 }
 result<std::shared_ptr<actors::reward_logic>> make_run_reward_logic(
     const manifest& m, const std::string& run_dir, std::optional<std::uint64_t> resumed_at) {
+  auto compile = load_compile_scale(m.reward);
+  if (!compile) return compile.err();
+  if (m.reward.baseline == reward_baseline::compile) std::cout << "reward: " << compile->describe() << "\n";
   if (run_dir.empty()) return make_reward_logic(m, run_dir);
   // A resumed leg's begin_leg moves the last leg's state to its before-step file first.
   if (auto s = reward_state_file::begin_leg(run_dir, resumed_at); !s) return s.err();
-  auto stage = std::make_shared<reward_stage>(m.reward, run_dir, reward_state_file::path_in(run_dir));
+  auto stage = std::make_shared<reward_stage>(m.reward, run_dir, reward_state_file::path_in(run_dir),
+                                              agent::rules_of(m.agent), std::move(compile).value());
   if (resumed_at) {
     auto state = reward_state_file::read_before(run_dir, *resumed_at);
     if (!state) return state.err();
@@ -110,7 +127,10 @@ result<std::shared_ptr<actors::reward_logic>> make_run_reward_logic(
 result<std::shared_ptr<actors::reward_logic>> make_replay_reward_logic(
     const manifest& m, const std::optional<std::string>& state) {
   // No run directory: a replay re-scores, it writes neither best kernels nor state.
-  auto stage = std::make_shared<reward_stage>(m.reward);
+  auto compile = load_compile_scale(m.reward);
+  if (!compile) return compile.err();
+  auto stage = std::make_shared<reward_stage>(m.reward, std::string(), std::string(), agent::rules_of(m.agent),
+                                              std::move(compile).value());
   if (state)
     if (auto s = stage->restore(*state); !s) return s.err();
   return std::shared_ptr<actors::reward_logic>(std::move(stage));
@@ -200,7 +220,7 @@ std::string logic_description(actor_kind k, const manifest* m) {
       if (m && !m->sampler.model.empty())
         return m->sampler.backend == sampler_backend::engine
                    ? "real: LibTorch engine over " + m->sampler.model
-                   : "openai backend: not built yet (the run stops with an error)";
+                   : "real: openai backend, inference servers at " + server_list(m->sampler);
       return "stand-in: synthetic candidates (sampler.model is empty; a checkpoint directory "
              "runs the LibTorch engine)";
     case actor_kind::sandbox_pool:

@@ -1,5 +1,7 @@
 #include "stages/stand_ins.hpp"
 
+#include "agent/episode_turns.hpp"
+
 #include <thread>
 
 #include "common/hash.hpp"
@@ -73,16 +75,36 @@ class stand_in_sampler final : public actors::sampler_logic {
                  "#include <kforge/kernel_abi.h>\n";
       c.code_hash = fnv1a64(c.source);
       c.completion = "```cuda\n" + c.source + "```\n";
+      c.episode = agent::first_turn(0, o_.max_turns, version_);
       out.push_back(std::move(c));
     }
     return out;
   }
 
-  status set_weights(const wire::PolicyWeights&) override { return {}; }
+  std::vector<result<wire::CandidateT>> next_turns(const std::vector<turn_item>& turns) override {
+    std::vector<result<wire::CandidateT>> out;
+    for (const auto& t : turns) {
+      std::unique_ptr<wire::ScoredT> s(t.observed->UnPack());
+      auto n = agent::prepare_next_turn(*s, {});
+      if (!n) {
+        out.push_back(n.err());
+        continue;
+      }
+      const std::string source = s->verdict->candidate->source + "// turn " + std::to_string(n->episode.turn) + "\n";
+      out.push_back(agent::next_turn_candidate(*s, std::move(*n), {}, {}, "```cuda\n" + source + "```\n", source));
+    }
+    return out;
+  }
+
+  status set_weights(const wire::PolicyWeights& w) override {
+    version_ = w.version();
+    return {};
+  }
 
  private:
   stand_in_options o_;
   std::uint64_t groups_ = 0;  ///< groups generated, for repeat_every
+  std::uint64_t version_ = 0;
 };
 
 class stand_in_sandbox final : public actors::sandbox_logic {

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -66,17 +67,20 @@ at::Tensor gather_completion_logp(const at::Tensor& logits, const packed_sequenc
 }
 
 struct grpo_stepper::impl {
-  impl(std::vector<at::Tensor> p, grpo_step_options o)
-      : params(std::move(p)),
-        opt(o),
-        adamw(params, torch::optim::AdamWOptions(o.lr)
-                          .betas(std::make_tuple(o.beta1, o.beta2))
-                          .eps(o.adam_eps)
-                          .weight_decay(o.weight_decay)) {}
+  impl(std::vector<at::Tensor> p, grpo_step_options o, std::unique_ptr<sharded_adamw> s)
+      : params(std::move(p)), opt(o), sharded(std::move(s)) {
+    if (!sharded)
+      adamw.emplace(params, torch::optim::AdamWOptions(o.lr)
+                                .betas(std::make_tuple(o.beta1, o.beta2))
+                                .eps(o.adam_eps)
+                                .weight_decay(o.weight_decay));
+  }
   std::vector<at::Tensor> params;
   std::vector<at::Tensor> compute;  // empty, or the lower-precision copies computed on
   grpo_step_options opt;
-  torch::optim::AdamW adamw;
+  // Exactly one of the two: the sharded optimiser, or (unsharded) LibTorch's AdamW.
+  std::unique_ptr<sharded_adamw> sharded;
+  std::optional<torch::optim::AdamW> adamw;
   std::int64_t steps = 0;
   // Data parallel with overlap: the reducer for `reducer_group`, made at the first parallel step.
   std::unique_ptr<gradient_reducer> reducer;
@@ -108,6 +112,12 @@ struct grpo_stepper::impl {
     return reducer.get();
   }
 
+  // The parameters' gradients cleared: by AdamW's zero_grad() where there is one (its behaviour,
+  // zeros or none, depends on the LibTorch version); the sharded optimiser needs none kept.
+  void clear_grads() {
+    if (adamw) return adamw->zero_grad();
+    for (auto& p : params) p.mutable_grad() = at::Tensor();
+  }
   void clear_compute_grads() {
     for (auto& c : compute) c.mutable_grad() = at::Tensor();
   }
@@ -130,12 +140,16 @@ struct grpo_stepper::impl {
   }
 };
 
-grpo_stepper::grpo_stepper(std::vector<at::Tensor> parameters, grpo_step_options opt) {
+grpo_stepper::grpo_stepper(std::vector<at::Tensor> parameters, grpo_step_options opt)
+    : grpo_stepper(std::move(parameters), opt, nullptr) {}
+
+grpo_stepper::grpo_stepper(std::vector<at::Tensor> parameters, grpo_step_options opt,
+                           std::unique_ptr<sharded_adamw> sharded) {
   if (opt.micro_batch_size < 1)
     throw std::invalid_argument("grpo_step_options.micro_batch_size: must be >= 1");
   if (!(opt.lr > 0)) throw std::invalid_argument("grpo_step_options.lr: must be > 0");
   if (opt.grad_bucket_bytes == 0) throw std::invalid_argument("grpo_step_options.grad_bucket_bytes: must be > 0");
-  impl_ = std::make_unique<impl>(std::move(parameters), opt);
+  impl_ = std::make_unique<impl>(std::move(parameters), opt, std::move(sharded));
 }
 grpo_stepper::~grpo_stepper() = default;
 grpo_stepper::grpo_stepper(grpo_stepper&&) noexcept = default;
@@ -151,7 +165,9 @@ void grpo_stepper::set_compute_parameters(std::vector<at::Tensor> compute) {
 }
 
 const grpo_step_options& grpo_stepper::options() const noexcept { return impl_->opt; }
-std::int64_t grpo_stepper::steps() const noexcept { return impl_->steps; }
+std::int64_t grpo_stepper::steps() const noexcept { return impl_->sharded ? impl_->sharded->steps() : impl_->steps; }
+sharded_adamw* grpo_stepper::sharded() noexcept { return impl_->sharded.get(); }
+const sharded_adamw* grpo_stepper::sharded() const noexcept { return impl_->sharded.get(); }
 
 namespace {
 // Next to the optimiser's own keys ("pytorch_version", "param_groups", "state").
@@ -159,9 +175,10 @@ constexpr const char* steps_key = "kforge_grpo_steps";
 }  // namespace
 
 status grpo_stepper::save_state(const std::string& path) const {
+  if (impl_->sharded) return error{path + ": the optimiser state is sharded: each rank saves its own (sharded())"};
   try {
     torch::serialize::OutputArchive archive;
-    impl_->adamw.save(archive);
+    impl_->adamw->save(archive);
     archive.write(steps_key, torch::tensor(impl_->steps, torch::kLong));
     archive.save_to(path);
   } catch (const std::exception& e) {
@@ -187,6 +204,7 @@ namespace {
 
 status grpo_stepper::load_state(const std::string& path) {
   auto& st = *impl_;
+  if (st.sharded) return error{path + ": the optimiser state is sharded: each rank loads its own (sharded())"};
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(path);
@@ -208,7 +226,7 @@ status grpo_stepper::load_state(const std::string& path) {
         }
       if (!found) throw std::runtime_error("state of a parameter this stepper does not hold");
     }
-    st.adamw.load(archive);
+    st.adamw->load(archive);
     st.steps = steps.item<std::int64_t>();
   } catch (const std::exception& e) {
     return error{path + ": cannot load the optimiser state: " + e.what()};
@@ -217,6 +235,15 @@ status grpo_stepper::load_state(const std::string& path) {
 }
 
 namespace {
+
+/// The tokens of `s` the loss covers: its completion, less the observations an episode's mask
+/// leaves out.
+std::int64_t trained_tokens(const grpo_sample& s) {
+  if (s.completion_mask.empty()) return static_cast<std::int64_t>(s.completion.size());
+  std::int64_t n = 0;
+  for (const auto m : s.completion_mask) n += m != 0;
+  return n;
+}
 
 /// Scales the gradients so that their global L2 norm is at most max_norm; returns the norm before.
 /// (torch::nn::utils::clip_grad_norm_ does the same, but its header pulls in all of torch::nn.)
@@ -264,9 +291,10 @@ struct stats_sum {
 
 // Data parallel: the gradients' sums started during the backward pass are finished (with
 // `reducer`); then the statistics' sums and counts, and how many ranks failed their share, are
-// summed across the ranks; then, without a reducer and unless one failed, the gradients.
+// summed across the ranks; then, without a reducer and unless one failed, the gradients — unless
+// `sum_grads` is false (a sharded optimiser reduce-scatters them itself).
 status sum_across(collective& group, const std::vector<at::Tensor>& params, gradient_reducer* reducer,
-                  std::size_t bucket_bytes, stats_sum& sums, grpo_step_stats& out, bool failed_here) {
+                  std::size_t bucket_bytes, bool sum_grads, stats_sum& sums, grpo_step_stats& out, bool failed_here) {
   std::string grads_failed;
   if (reducer) {
     if (auto s = reducer->finish(); !s) grads_failed = s.message();
@@ -295,7 +323,7 @@ status sum_across(collective& group, const std::vector<at::Tensor>& params, grad
   if (!grads_failed.empty()) return error{grads_failed};
   if (const auto failed = static_cast<int>(p[fields.size() + 3]); failed > 0)
     return error{std::to_string(failed) + " rank(s) failed their share of the batch"};
-  if (reducer) return {};
+  if (reducer || !sum_grads) return {};
   return all_reduce_gradients(params, group, bucket_bytes);
 }
 
@@ -342,9 +370,13 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
                                   std::to_string(s->behaviour_logp.size()) +
                                   " behaviour log-probs for " +
                                   std::to_string(s->completion.size()) + " completion tokens");
+    if (!s->completion_mask.empty() && s->completion_mask.size() != s->completion.size())
+      throw std::invalid_argument("grpo step: sample " + std::to_string(i) + " has a loss mask of " +
+                                  std::to_string(s->completion_mask.size()) + " for " +
+                                  std::to_string(s->completion.size()) + " completion tokens");
     kept.push_back(s);
     kept_adv.push_back(out.advantages.advantages[i]);
-    batch_tokens += static_cast<double>(s->completion.size());
+    batch_tokens += static_cast<double>(trained_tokens(*s));
   }
   out.samples = static_cast<std::int64_t>(kept.size());
   if (kept.empty() || batch_tokens == 0) return out;  // the same on every rank: none waits for another
@@ -356,14 +388,15 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
   const std::size_t share_end = kept.size() * (rank + 1) / ranks;
 
   stats_sum sums;
-  st.adamw.zero_grad();
+  st.clear_grads();
   st.clear_compute_grads();
   const auto mbs = static_cast<std::size_t>(st.opt.micro_batch_size);
   const bool parallel = group != nullptr && ranks > 1;
   // A rank whose share fails (out of memory, say) must still reach the agreement below, or the
   // other ranks would wait in the all-reduce forever: every rank then fails the step.
   std::string failed_here;
-  gradient_reducer* reducer = parallel ? st.reducer_for(*group, failed_here) : nullptr;
+  // Sharded: the gradients are reduce-scattered by the optimiser, not all-reduced during backward.
+  gradient_reducer* reducer = parallel && !st.sharded ? st.reducer_for(*group, failed_here) : nullptr;
   try {
     for (std::size_t begin = share_begin; failed_here.empty() && begin < share_end; begin += mbs) {
       const std::size_t end = std::min(share_end, begin + mbs);
@@ -380,8 +413,14 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
       auto mask = torch::zeros({rows, cols}, torch::kBool);
       auto adv = torch::empty({rows}, torch::kDouble);
       for (std::int64_t r = 0; r < rows; ++r) {
-        mask[r].narrow(0, 0, static_cast<std::int64_t>(mb[static_cast<std::size_t>(r)]->completion.size()))
-            .fill_(true);
+        const auto* s = mb[static_cast<std::size_t>(r)];
+        const auto n = static_cast<std::int64_t>(s->completion.size());
+        if (s->completion_mask.empty())
+          mask[r].narrow(0, 0, n).fill_(true);
+        else
+          mask[r].narrow(0, 0, n).copy_(
+              torch::from_blob(const_cast<std::uint8_t*>(s->completion_mask.data()), {n}, torch::kUInt8)
+                  .to(torch::kBool));
         adv[r] = kept_adv[begin + static_cast<std::size_t>(r)];
       }
       in.mask = mask.to(dev);
@@ -419,25 +458,42 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
     failed_here = e.what();
   }
   if (parallel) {
-    auto s = sum_across(*group, st.params, reducer, st.opt.grad_bucket_bytes, sums, out, !failed_here.empty());
+    auto s = sum_across(*group, st.params, reducer, st.opt.grad_bucket_bytes, /*sum_grads=*/!st.sharded, sums, out,
+                        !failed_here.empty());
     if (!failed_here.empty() || !s) {
-      st.adamw.zero_grad();
+      st.clear_grads();
       st.clear_compute_grads();
       throw std::runtime_error("grpo step: " + (failed_here.empty() ? s.message() : failed_here));
     }
   }
   out.loss = sums.mean();
 
+  if (st.sharded) {
+    // Every rank reaches this with its own gradients (the agreement above failed none): the
+    // optimiser sums, clips and steps them, and leaves the whole new model on every rank.
+    auto r = st.sharded->step();
+    if (!r) {
+      st.clear_grads();
+      throw std::runtime_error("grpo step: " + r.message());
+    }
+    out.grad_norm = r->grad_norm;
+    out.grad_clipped = r->grad_clipped;
+    if (!r->stepped) return out;  // a diverged step: no rank changed its weights
+    st.refresh_compute();
+    out.stepped = true;
+    return out;
+  }
+
   const double max_norm = st.opt.max_grad_norm > 0 ? st.opt.max_grad_norm
                                                    : std::numeric_limits<double>::infinity();
   out.grad_norm = clip_grad_norm(st.params, max_norm);
   out.grad_clipped = out.grad_norm > max_norm;
   if (!std::isfinite(out.grad_norm)) {  // a diverged step must not reach the weights
-    st.adamw.zero_grad();
+    st.clear_grads();
     return out;
   }
-  st.adamw.step();
-  st.adamw.zero_grad();
+  st.adamw->step();
+  st.clear_grads();
   st.refresh_compute();
   ++st.steps;
   out.stepped = true;

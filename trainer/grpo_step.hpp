@@ -23,6 +23,7 @@
 #include "common/result.hpp"
 #include "trainer/collective.hpp"
 #include "trainer/grpo.hpp"
+#include "trainer/sharded_adamw.hpp"
 
 namespace kforge::trainer {
 
@@ -35,6 +36,9 @@ struct grpo_sample {
   std::vector<float> behaviour_logp;     ///< per completion token, under the policy that sampled
                                          ///< it; empty: not known (no off-policy correction)
   std::uint64_t policy_version = 0;      ///< weights version that generated it
+  /// One per completion token: 0 leaves the token out of the loss (an observation between an
+  /// episode's turns: context, not the model's). Empty: every completion token counts.
+  std::vector<std::uint8_t> completion_mask;
 };
 
 /// The G completions of one prompt.
@@ -121,6 +125,15 @@ struct grpo_step_stats {
 class grpo_stepper {
  public:
   grpo_stepper(std::vector<at::Tensor> parameters, grpo_step_options opt);
+  /// Sharded optimiser state (ZeRO stage 2, sharded_adamw.hpp): `sharded` is built over the same
+  /// `parameters` (the master weights, fp32), the same rank group step() is given, and lr, betas,
+  /// eps, weight decay and max_grad_norm from `opt`. step() then neither sums the gradients across
+  /// the ranks (no reducer) nor builds an AdamW of its own (its moments would be the whole model's
+  /// on every rank): after backward and the statistics' sum, sharded->step() reduce-scatters the
+  /// gradients, clips them by the global norm, steps AdamW on this rank's shard and all-gathers the
+  /// weights into `parameters` (then into the compute copies). save_state/load_state refuse:
+  /// each rank saves its shard through sharded(). Null: as the constructor above.
+  grpo_stepper(std::vector<at::Tensor> parameters, grpo_step_options opt, std::unique_ptr<sharded_adamw> sharded);
   ~grpo_stepper();
   grpo_stepper(grpo_stepper&&) noexcept;
   grpo_stepper& operator=(grpo_stepper&&) noexcept;
@@ -135,7 +148,8 @@ class grpo_stepper {
   /// Gradients and statistics are summed across the ranks before clipping, and every rank then
   /// takes the same AdamW step: the ranks' weights stay identical and equal (within rounding) to
   /// one rank's on the whole batch. Throws std::runtime_error when a collective fails (the
-  /// gradients are then cleared and the weights unchanged).
+  /// gradients are then cleared and the weights unchanged). With a sharded optimiser only the
+  /// statistics are summed here; the gradients go to sharded_adamw::step() (see the constructor).
   grpo_step_stats step(const std::vector<grpo_group>& batch, const logprob_fn& policy,
                        const logprob_fn& reference, double kl_coef,
                        std::uint64_t current_version, collective* group = nullptr);
@@ -150,6 +164,9 @@ class grpo_stepper {
   const grpo_step_options& options() const noexcept;
   /// AdamW steps taken.
   std::int64_t steps() const noexcept;
+  /// The sharded optimiser, or null (unsharded).
+  sharded_adamw* sharded() noexcept;
+  const sharded_adamw* sharded() const noexcept;
 
   /// Writes the optimiser state to `path` (LibTorch's archive format): AdamW's moments and
   /// per-parameter step counts, its hyper-parameters, and steps(). With the same weights, a stepper

@@ -14,6 +14,7 @@
 #include "model/lora.hpp"
 #include "model/weights.hpp"
 #include "trainer/checkpoint.hpp"
+#include "trainer/sharded_adamw.hpp"
 
 namespace kforge::trainer {
 namespace {
@@ -65,6 +66,29 @@ model::CausalLM prepared(model::CausalLM policy, const policy_trainer_options& o
   if (auto s = model::attach_lora(*policy, *o.lora); !s)
     throw std::invalid_argument("policy_trainer_options." + s.message());
   return policy;
+}
+
+/// With shard_optimizer: the sharded optimiser over the stepper's parameters (the fp32 policy, so
+/// the gathered weights are the masters themselves and model.safetensors needs no extra gather).
+std::unique_ptr<sharded_adamw> sharded_for(model::CausalLM& policy, const policy_trainer_options& o) {
+  if (!o.shard_optimizer) return nullptr;
+  if (o.lora)
+    throw std::invalid_argument("policy_trainer_options.shard_optimizer: shards full fine-tuning's optimiser state; "
+                                "with lora only the small adapters train: remove one of the two");
+  sharded_adamw_options so;
+  so.lr = o.step.lr;
+  so.beta1 = o.step.beta1;
+  so.beta2 = o.step.beta2;
+  so.eps = o.step.adam_eps;
+  so.weight_decay = o.step.weight_decay;
+  so.max_grad_norm = o.step.max_grad_norm;
+  so.bucket_bytes = o.step.grad_bucket_bytes;
+  return std::make_unique<sharded_adamw>(policy->parameters(/*recurse=*/true), o.group, so);
+}
+
+/// This rank's shard file name in a checkpoint of `group` (null: one rank).
+std::string shard_file_of(const std::shared_ptr<collective>& group) {
+  return sharded_optimizer_file(group ? group->rank() : 0, group ? group->size() : 1);
 }
 
 std::vector<at::Generator> default_generators() {
@@ -127,7 +151,8 @@ struct policy_trainer::impl {
         reference(opt.lora ? policy
                            : copy_of(policy, opt.bf16_compute ? at::kBFloat16 : policy->output_weight().scalar_type(),
                                      /*trainable=*/false)),
-        stepper(opt.lora ? model::lora_parameters(*policy) : policy->parameters(/*recurse=*/true), opt.step),
+        stepper(opt.lora ? model::lora_parameters(*policy) : policy->parameters(/*recurse=*/true), opt.step,
+                sharded_for(policy, opt)),
         kl(opt.kl),
         version(opt.initial_version) {
     if (opt.bf16_compute && !opt.lora) stepper.set_compute_parameters(compute->parameters(/*recurse=*/true));
@@ -179,6 +204,9 @@ result<policy_step_stats> policy_trainer::step(const train_batch& batch) {
       if (!s.logprobs.empty() && s.logprobs.size() != s.completion_tokens.size())
         return error{where + ": " + std::to_string(s.logprobs.size()) + " log-probs for " +
                      std::to_string(s.completion_tokens.size()) + " completion tokens"};
+      if (!s.completion_mask.empty() && s.completion_mask.size() != s.completion_tokens.size())
+        return error{where + ": a loss mask of " + std::to_string(s.completion_mask.size()) + " for " +
+                     std::to_string(s.completion_tokens.size()) + " completion tokens"};
       if (auto c = check_tokens(s.prompt_tokens, vocab, where + " prompt"); !c) return c.err();
       if (auto c = check_tokens(s.completion_tokens, vocab, where + " completion"); !c) return c.err();
       grpo_sample gs;
@@ -186,6 +214,7 @@ result<policy_step_stats> policy_trainer::step(const train_batch& batch) {
       gs.completion = s.completion_tokens;
       gs.reward = s.reward;
       gs.behaviour_logp = s.logprobs;
+      gs.completion_mask = s.completion_mask;
       gs.policy_version = s.policy_version;
       group.samples.push_back(std::move(gs));
     }
@@ -224,8 +253,18 @@ result<policy_step_stats> policy_trainer::step(const train_batch& batch) {
   return out;
 }
 
-status policy_trainer::save_checkpoint(const std::string& dir) {
+status policy_trainer::save_optimizer_shard(const std::string& dir) const {
+  const auto& st = *impl_;
+  if (!st.stepper.sharded()) return {};
+  return st.stepper.sharded()->save_state((fs::path(dir) / shard_file_of(st.opt.group)).string());
+}
+
+status policy_trainer::save_checkpoint(const std::string& dir, const shard_writer& other_shards) {
   auto& st = *impl_;
+  const bool others = st.stepper.sharded() && st.opt.group && st.opt.group->size() > 1;
+  if (others && !other_shards)
+    return error{dir + ": the optimiser state is sharded over " + std::to_string(st.opt.group->size()) +
+                 " ranks, and no way to have the other ranks write their shards was given"};
   auto tmp = begin_checkpoint_dir(dir);
   if (!tmp) return tmp.err();
   const fs::path path(*tmp);
@@ -236,7 +275,13 @@ status policy_trainer::save_checkpoint(const std::string& dir) {
   // With LoRA the weights above are merged (a loadable model); what resumes is the adapters.
   if (st.opt.lora)
     if (s = model::save_lora(*st.policy, *tmp, st.opt.source_dir); !s) return s;
-  if (s = st.stepper.save_state((path / checkpoint_optimizer_file).string()); !s) return s;
+  if (st.stepper.sharded()) {
+    if (s = save_optimizer_shard(*tmp); !s) return s;
+    if (others)
+      if (s = other_shards(*tmp); !s) return error{dir + ": the other ranks' optimiser shards: " + s.message()};
+  } else if (s = st.stepper.save_state((path / checkpoint_optimizer_file).string()); !s) {
+    return s;
+  }
   trainer_state ts;
   ts.step = st.steps;
   ts.policy_version = st.version;
@@ -273,8 +318,21 @@ status policy_trainer::load_checkpoint(const std::string& dir) {
   }
   if (st.opt.bf16_compute && !st.opt.lora)
     st.stepper.set_compute_parameters(st.compute->parameters(/*recurse=*/true));
-  if (auto s = st.stepper.load_state((fs::path(dir) / checkpoint_optimizer_file).string()); !s)
+  if (auto* sharded = st.stepper.sharded()) {
+    // The masters in the shard equal the policy just loaded (the policy is what the optimiser
+    // all-gathers its masters into), so no gather is needed: loading stays free of collectives
+    // and the ranks may load one after another.
+    const fs::path shard = fs::path(dir) / shard_file_of(st.opt.group);
+    std::error_code ec;
+    if (!fs::exists(shard, ec))
+      return error{shard.string() + ": missing: " +
+                   (fs::exists(fs::path(dir) / checkpoint_optimizer_file, ec)
+                        ? std::string("the checkpoint was written without trainer.shard_optimizer")
+                        : "resume a sharded optimiser with the same number of ranks")};
+    if (auto s = sharded->load_state(shard.string()); !s) return s;
+  } else if (auto s = st.stepper.load_state((fs::path(dir) / checkpoint_optimizer_file).string()); !s) {
     return s;
+  }
   try {
     const auto gens = default_generators();
     set_generator_state(gens.front(), ts->cpu_rng);

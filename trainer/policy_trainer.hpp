@@ -48,6 +48,9 @@ struct train_sample {
   std::vector<std::int64_t> completion_tokens;  ///< Candidate.completion_tokens
   std::vector<float> logprobs;                  ///< Candidate.logprobs: behaviour policy, one per
                                                 ///< completion token; empty: unknown
+  /// One per completion token: 1 where the model wrote it (the loss covers it), 0 where it is an
+  /// observation inside an episode. Empty: every completion token is the model's.
+  std::vector<std::uint8_t> completion_mask;
   double reward = 0;                            ///< Scored.reward
   std::uint64_t policy_version = 0;             ///< Scored.policy_version: the weights that sampled it
   std::string excluded;                         ///< Scored.excluded: non-empty = never trained on
@@ -101,6 +104,13 @@ struct policy_trainer_options {
   /// LoRA adapters instead of full fine-tuning (see the top of this header); nullopt: every
   /// parameter trains. Their `seed` initialises A the same way on every rank.
   std::optional<model::lora_options> lora;
+  /// Full fine-tuning with AdamW's state sharded over `group`'s ranks (sharded_adamw.hpp, ZeRO
+  /// stage 2): each rank keeps 1/N of the fp32 master copy and of the moments, and the gradients
+  /// are reduce-scattered instead of all-reduced. The policy (fp32) stays whole on every rank —
+  /// the optimiser all-gathers it after each step — so publishing and model.safetensors are
+  /// unchanged; checkpoints hold one optimiser shard per rank (save_checkpoint). Every rank must
+  /// have the same setting. Refused with `lora` (invalid_argument).
+  bool shard_optimizer = false;
   /// Recompute each decoder layer in backward (model/layer_checkpoint.hpp): the same gradients,
   /// less activation memory.
   bool activation_checkpointing = false;
@@ -140,10 +150,20 @@ class policy_trainer {
   /// empty prompt) leave the weights unchanged.
   [[nodiscard]] result<policy_step_stats> step(const train_batch& batch);
 
-  /// Writes a checkpoint directory (checkpoint.hpp), replacing one already at `dir`.
-  [[nodiscard]] status save_checkpoint(const std::string& dir);
-  /// Restores a save_checkpoint() directory into this trainer (built as the saver was). On error
-  /// the trainer may be partly restored: build a fresh one before trying again.
+  /// With shard_optimizer, makes every other rank of the group write its optimiser shard into
+  /// `tmp_dir` (save_optimizer_shard) before this rank's save_checkpoint commits it.
+  using shard_writer = std::function<status(const std::string& tmp_dir)>;
+  /// Writes a checkpoint directory (checkpoint.hpp), replacing one already at `dir`. One rank
+  /// writes for all (the ranks' weights are identical); with shard_optimizer over 2+ ranks,
+  /// `other_shards` must have the other ranks add their shards (without it: an error, nothing
+  /// replaced), since a checkpoint missing one could not be resumed.
+  [[nodiscard]] status save_checkpoint(const std::string& dir, const shard_writer& other_shards = {});
+  /// With shard_optimizer: this rank's optimiser shard into `dir` (checkpoint.hpp
+  /// sharded_optimizer_file); no collective, so ranks may write in any order. Else nothing.
+  [[nodiscard]] status save_optimizer_shard(const std::string& dir) const;
+  /// Restores a save_checkpoint() directory into this trainer (built as the saver was; with
+  /// shard_optimizer, as the same rank of a group of the same size: it reads its own shard). On
+  /// error the trainer may be partly restored: build a fresh one before trying again.
   [[nodiscard]] status load_checkpoint(const std::string& dir);
 
   /// Called after every step with its statistics (none by default).

@@ -748,12 +748,25 @@ TEST_CASE("[trainer] lora and activation_checkpointing: off by default, read inl
   CHECK(has(bad("dropout = 1.0\n"), "trainer.lora.dropout"));
   CHECK(has(bad("targets = [\"q_proj\", \"lm_head\"]\n"), "trainer.lora.targets[1]: expected one of \"q_proj\""));
   CHECK(has(bad("targets = [\"q_proj\", \"q_proj\"]\n"), "trainer.lora.targets[1]: \"q_proj\" named twice"));
-  CHECK(has(bad("targets = []\n"), "trainer.lora.targets: must name at least one projection"));
+  CHECK(has(bad("targets = []\n"), "trainer.lora.targets: must name at least one of \"q_proj\""));
   CHECK(has(bad("targets = \"q_proj\"\n"), "trainer.lora.targets: expected an array"));
   CHECK(has(bad("r = 8\n"), "trainer.lora.r: unknown key"));
   CHECK(has(rejected(minimal + "[trainer]\nlora = true\n"), "trainer.lora: expected a table"));
   CHECK(has(rejected(minimal + "[trainer]\nactivation_checkpointing = 1\n"),
             "trainer.activation_checkpointing: expected a boolean"));
+}
+
+TEST_CASE("[trainer] shard_optimizer: off by default, for full fine-tuning only") {
+  auto plain = parse_manifest(minimal, "test.toml");
+  REQUIRE_MESSAGE(plain.ok(), plain.message());
+  CHECK_FALSE(plain->trainer.shard_optimizer);
+  auto on = parse_manifest(minimal + "[trainer]\nshard_optimizer = true\n", "test.toml");
+  REQUIRE_MESSAGE(on.ok(), on.message());
+  CHECK(on->trainer.shard_optimizer);
+  CHECK(has(rejected(minimal + "[trainer]\nshard_optimizer = true\nlora = { rank = 8 }\n"),
+            "trainer.shard_optimizer: shards full fine-tuning's optimiser state; with trainer.lora"));
+  // Off with LoRA is fine.
+  CHECK(parse_manifest(minimal + "[trainer]\nshard_optimizer = false\nlora = { rank = 8 }\n", "test.toml").ok());
 }
 
 TEST_CASE("the manifests in deploy/manifests parse and validate (the loops' @MODEL@ filled in)") {

@@ -2,9 +2,12 @@
 // processes over ipc — and a worker is killed with SIGKILL mid-stream. Nothing may be lost or
 // duplicated, and the recorded reward and buffer stages must replay exactly.
 #include <doctest/doctest.h>
+#include <httplib.h>
 
 #include <signal.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -254,6 +257,127 @@ TEST_CASE("the stand-in manifest runs end to end, and replay reproduces reward a
   REQUIRE(inspect.ok());
   CHECK(inspect->exit_code == 0);
   CHECK(json::parse(inspect->output, nullptr, false)["envelope"]["payload_type"] == "TrainBatch");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("multi-turn episodes run end to end: turns go back to the samplers, episodes to the buffer") {
+  const auto dir = fresh_dir("episodes");
+  const auto manifest = dir / "episodes.toml";
+  std::string text = read_text(stand_in_manifest);
+  const std::string links = "links = [\"verdicts\", \"scored\", \"batches\", \"weights\"]";
+  REQUIRE(text.find(links) != std::string::npos);
+  text.replace(text.find(links), links.size(),
+               "links = [\"verdicts\", \"scored\", \"batches\", \"weights\", \"observations\"]");
+  std::ofstream(manifest) << text << "\n[agent]\nmax_turns = 3\n";
+  auto r = run_manifest(manifest, dir / "run", 120s, {"--steps", "4"});
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  const auto summary = read_json(dir / "run" / "summary.json");
+  REQUIRE(summary.is_object());
+  CHECK(summary["outcome"] == "completed");
+  CHECK(summary["balanced"] == true);
+  const auto* reward = stage(summary, "reward");
+  const auto* sampler = stage(summary, "sampler@head");
+  REQUIRE(reward != nullptr);
+  REQUIRE(sampler != nullptr);
+  const auto turns_on = (*reward)["extra"]["observations_sent"].get<std::uint64_t>();
+  const auto episodes = (*reward)["sent"].get<std::uint64_t>();
+  CHECK(episodes > 0);
+  CHECK(turns_on > episodes);  // most episodes take more than one turn
+  // Every verdict is a turn that either goes on or ends its episode; every observation came back
+  // as a next turn.
+  CHECK((*reward)["received"].get<std::uint64_t>() == episodes + turns_on);
+  CHECK((*sampler)["extra"]["observations"].get<std::uint64_t>() == turns_on);
+  CHECK((*sampler)["errors"] == 0);
+  bool observations_checked = false;
+  for (const auto& c : summary["checks"])
+    if (c["check"].get<std::string>().rfind("observations:", 0) == 0) observations_checked = c["ok"] == true;
+  CHECK(observations_checked);
+
+  // An observation is a scored turn that is not the last; an episode in a batch is a last turn
+  // whose context holds its earlier turns, with a mask entry per context token.
+  std::uint64_t observed = 0;
+  {
+    auto rec = kforge::messages::recording_reader::open(
+        (dir / "run" / "recordings" / "observations@head.kfrec").string());
+    REQUIRE(rec.ok());
+    for (auto e = rec->next(); e.ok() && e->has_value(); e = rec->next()) {
+      const auto* s = (*e)->env.as<kforge::wire::Scored>();
+      REQUIRE(s != nullptr);
+      const auto* ep = s->verdict()->candidate()->episode();
+      REQUIRE(ep != nullptr);
+      CHECK(ep->turn() < 3);
+      ++observed;
+    }
+  }
+  CHECK(observed == turns_on);
+  std::uint64_t trained = 0;
+  {
+    auto rec = kforge::messages::recording_reader::open(
+        (dir / "run" / "recordings" / "scored@head.kfrec").string());
+    REQUIRE(rec.ok());
+    for (auto e = rec->next(); e.ok() && e->has_value(); e = rec->next()) {
+      const auto* c = (*e)->env.as<kforge::wire::Scored>()->verdict()->candidate();
+      const auto* ep = c->episode();
+      REQUIRE(ep != nullptr);
+      // FlatBuffers leaves an empty vector out.
+      auto size = [](const auto* v) { return v ? v->size() : 0u; };
+      CHECK(ep->turn() >= 1);
+      CHECK(size(ep->turn_rewards()) == ep->turn() - 1);
+      CHECK(size(ep->context_mask()) == size(c->prompt_tokens()));
+      trained += ep->turn() == 3;
+    }
+  }
+  CHECK(trained > 0);
+
+  std::string out;
+  CHECK(replay(dir / "run" / "recordings" / "verdicts@head.kfrec", "reward", &out) == 0);
+  CHECK(out.find("0 differ") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a run serves its live metrics to a Prometheus scraper at run.metrics_port") {
+  const auto dir = fresh_dir("metrics-port");
+  // A port free a moment ago (bound, read back, closed).
+  int port = 0;
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+    ::close(fd);
+  }
+  REQUIRE(port > 0);
+  const auto manifest = dir / "metrics.toml";
+  std::string text = read_text(stand_in_manifest);
+  const std::string run_table = "[run]\n";
+  REQUIRE(text.find(run_table) != std::string::npos);
+  text.insert(text.find(run_table) + run_table.size(), "metrics_port = " + std::to_string(port) + "\n");
+  std::ofstream(manifest) << text;
+  kforge::result<kforge::process_output> r = kforge::error{"not run"};
+  std::thread run([&] { r = run_manifest(manifest, dir / "run", 120s, {"--steps", "100000000", "--time-limit", "4"}); });
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(1);
+  client.set_read_timeout(2);
+  std::string scraped;
+  for (int i = 0; i < 100 && scraped.find("kforge_stage_sent_total{stage=\"sampler@head\"") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(100ms);
+    if (auto res = client.Get("/metrics"); res && res->status == 200) scraped = res->body;
+  }
+  run.join();
+  INFO(scraped);
+  REQUIRE(r.ok());
+  CHECK(r->exit_code == 0);
+  CHECK(r->output.find("metrics: http://0.0.0.0:" + std::to_string(port) + "/metrics") != std::string::npos);
+  CHECK(scraped.find("# TYPE kforge_stage_sent_total counter") != std::string::npos);
+  CHECK(scraped.find("kforge_stage_sent_total{stage=\"sampler@head\",kind=\"sampler\",process=\"head\"}") != std::string::npos);
+  CHECK(scraped.find("kforge_policy_version ") != std::string::npos);
+  CHECK(scraped.find("kforge_gpu_group_busy_fraction{group=\"rollout\"}") != std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -726,6 +850,20 @@ std::vector<json> train_log(const fs::path& run_dir) {
   return steps;
 }
 
+/// A real-model run's summary, checked: completed, balanced, no stage counted an error.
+json completed_without_errors(const fs::path& run_dir) {
+  auto summary = read_json(run_dir / "summary.json");
+  REQUIRE(summary.is_object());
+  CHECK(summary["outcome"] == "completed");
+  CHECK(summary["balanced"] == true);
+  for (const char* s : {"sampler@head", "trainer@head", "sandbox_worker@head", "reward"}) {
+    const auto* st = stage(summary, s);
+    REQUIRE_MESSAGE(st != nullptr, s);
+    CHECK_MESSAGE((*st)["errors"] == 0, s);
+  }
+  return summary;
+}
+
 TEST_CASE("a real model runs the whole loop in compile-only mode") {
   const auto dir = fresh_dir("model");
   const auto manifest = tiny_model_manifest(dir, 3);
@@ -735,15 +873,7 @@ TEST_CASE("a real model runs the whole loop in compile-only mode") {
   CHECK(r->output.find("real: LibTorch engine") != std::string::npos);
   CHECK(r->output.find("real: GRPO") != std::string::npos);
   CHECK(r->output.find("COMPILE-ONLY") != std::string::npos);
-  const auto summary = read_json(dir / "run" / "summary.json");
-  REQUIRE(summary.is_object());
-  CHECK(summary["outcome"] == "completed");
-  CHECK(summary["balanced"] == true);
-  for (const char* s : {"sampler@head", "trainer@head", "sandbox_worker@head", "reward"}) {
-    const auto* st = stage(summary, s);
-    REQUIRE_MESSAGE(st != nullptr, s);
-    CHECK_MESSAGE((*st)["errors"] == 0, s);
-  }
+  const auto summary = completed_without_errors(dir / "run");
   CHECK((*stage(summary, "sampler@head"))["sent"] == 24);  // 3 steps x 2 groups x 4
 
   // Generation with a real model takes time, and every stage reports the time inside its logic;
@@ -796,6 +926,41 @@ TEST_CASE("a real model runs the whole loop in compile-only mode") {
   CHECK(out.find("0 differ") != std::string::npos);
   fs::remove_all(dir);
 }
+TEST_CASE("a real model works episodes of two turns: observations in its context, trained on") {
+  const auto dir = fresh_dir("model-episodes");
+  // The fixture model's context is 256 tokens: short observations.
+  const auto manifest = tiny_model_manifest(dir, 2, "\n[agent]\nmax_turns = 2\nobservation_max_tokens = 48\n");
+  auto r = run_manifest(manifest, dir / "run", 300s);
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  const auto summary = completed_without_errors(dir / "run");
+  const auto* reward = stage(summary, "reward");
+  const auto turns_on = (*reward)["extra"]["observations_sent"].get<std::uint64_t>();
+  CHECK(turns_on > 0);
+  CHECK((*stage(summary, "sampler@head"))["extra"]["observations"].get<std::uint64_t>() == turns_on);
+  // Trained on episodes: the second turns' contexts hold the first turn and its observation.
+  const auto steps = train_log(dir / "run");
+  CHECK(steps.size() == 2);
+  bool second_turn = false;
+  auto rec = kforge::messages::recording_reader::open((dir / "run" / "recordings" / "scored@head.kfrec").string());
+  REQUIRE(rec.ok());
+  for (auto e = rec->next(); e.ok() && e->has_value(); e = rec->next()) {
+    const auto* c = (*e)->env.as<kforge::wire::Scored>()->verdict()->candidate();
+    REQUIRE(c->episode() != nullptr);
+    if (c->episode()->turn() != 2) continue;
+    second_turn = true;
+    const auto* mask = c->episode()->context_mask();
+    REQUIRE(mask != nullptr);
+    CHECK(mask->size() == c->prompt_tokens()->size());
+    std::size_t model_tokens = 0;
+    for (const auto m : *mask) model_tokens += m;
+    CHECK(model_tokens > 0);                              // the first turn's completion
+    CHECK(model_tokens < mask->size() - c->episode()->prompt_size());  // and an observation
+  }
+  CHECK(second_turn);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("sampler.require_gpu refuses a run whose sampler would be on the CPU, before it starts") {
   const auto dir = fresh_dir("require-gpu");
   const auto manifest = tiny_model_manifest(dir, 1);  // rollout = []: the CPU on any host
@@ -951,6 +1116,29 @@ TEST_CASE("a real model's trainer runs its ranks as processes") {
   fs::remove_all(dir);
 }
 
+
+// trainer.shard_optimizer over rank processes: each rank steps AdamW on its shard of the state, and
+// the final checkpoint holds every rank's shard, the child's written on rank 0's request.
+TEST_CASE("a real model's trainer shards its optimiser state over 2 rank processes") {
+  const auto dir = fresh_dir("model_dp_sharded");
+  const auto manifest =
+      tiny_model_manifest(dir, 2, "\n[trainer]\ncpu_ranks = 2\nranks = \"processes\"\nshard_optimizer = true\n");
+  auto r = run_manifest(manifest, dir / "run", 300s);
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  const auto summary = read_json(dir / "run" / "summary.json");
+  REQUIRE(summary.is_object());
+  CHECK(summary["outcome"] == "completed");
+  CHECK((*stage(summary, "trainer@head"))["errors"] == 0);
+  const auto steps = train_log(dir / "run");
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[1]["policy_version"] == 2);
+  const auto ckpt = dir / "run" / "checkpoints" / "step-2";
+  for (const char* f : {"model.safetensors", "optimizer-rank-0-of-2.pt", "optimizer-rank-1-of-2.pt"})
+    CHECK_MESSAGE(fs::exists(ckpt / f), f);
+  CHECK_FALSE(fs::exists(ckpt / "optimizer.pt"));
+  fs::remove_all(dir);
+}
 
 // A rank on "another host": `kforge trainer-rank --connect` started on its own, joining rank 0 over
 // tcp (here on this host), as trainer.remote_ranks asks for.

@@ -486,3 +486,38 @@ TEST_CASE("grpo step: a rank whose share fails fails the step on every rank, and
   copy_weights(b, fresh);
   for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], fresh->parameters()[i]));  // nothing stepped
 }
+
+TEST_CASE("grpo step: an episode's observation tokens and its prompt get no gradient") {
+  // The log-probs come straight from a leaf tensor of logits, the only "parameter": AdamW's first
+  // step moves exactly the entries with a non-zero gradient (no weight decay), so what moved says
+  // which positions the loss reads. Prompt {1, 2}: completion token t is predicted at position
+  // 1 + t. Completion {3, 4, 5, 6}, where 4 and 5 are an observation between two turns (mask 0).
+  auto logits = torch::randn({2, 6, vocab}, torch::kDouble).requires_grad_(true);
+  const auto before = logits.detach().clone();
+  grpo_group g;
+  for (int i = 0; i < 2; ++i) {
+    grpo_sample s;
+    s.prompt = {1, 2};
+    s.completion = {3, 4, 5, 6};
+    s.completion_mask = {1, 0, 0, 1};
+    s.reward = i;  // different rewards: non-zero advantages
+    g.samples.push_back(s);
+  }
+  grpo_step_options o;
+  o.max_grad_norm = 0;
+  o.lr = 1e-2;
+  grpo_stepper st({logits}, o);
+  const auto out = st.step({g}, [&](const std::vector<const grpo_sample*>& s) {
+    return gather_completion_logp(logits, pack_sequences(s));
+  }, {}, 0.0, 0);
+  REQUIRE(out.stepped);
+  CHECK(out.loss.tokens == 4);  // two trained tokens of each sample
+  const auto moved = (logits.detach() - before).abs().sum(-1);  // [2, 6]
+  for (int r = 0; r < 2; ++r) {
+    CHECK(moved[r][0].item<double>() == 0);  // predicts a prompt token
+    CHECK(moved[r][1].item<double>() > 0);   // the first turn's token 3
+    CHECK(moved[r][2].item<double>() == 0);  // the observation's 4
+    CHECK(moved[r][3].item<double>() == 0);  // the observation's 5
+    CHECK(moved[r][4].item<double>() > 0);   // the next turn's token 6
+  }
+}

@@ -1,0 +1,44 @@
+#pragma once
+// The samplers' half of episodes inside `kforge run` (agent/episode_turns.hpp). Each observation,
+// a scored turn whose episode goes on, is rendered by the observation template, wrapped as the next
+// user message of the checkpoint's chat format, cut to [agent] observation_max_tokens, and appended
+// to the turn's context; the policy then continues all of them in one batch. A turn's random
+// numbers are seeded from (run seed, the observed sample's id, the turn), so a rerun gives the same
+// turns. Torch-free: it drives the engine through engine_policy.
+
+#include <cstdint>
+#include <vector>
+
+#include "actors/logic_interfaces.hpp"
+#include "agent/observation.hpp"
+#include "common/result.hpp"
+#include "config/options/agent_options.hpp"
+#include "config/options/sampler_options.hpp"
+#include "stages/engine_sampler.hpp"
+
+namespace kforge::pipeline {
+
+class episode_turn_sampler {
+ public:
+  /// The template ([agent] observation_template, or the embedded one) and feedback kinds checked;
+  /// an error names the key and what is wrong.
+  static result<episode_turn_sampler> make(const agent_options& agent, const sampler_options& sampling,
+                                           std::uint64_t run_seed);
+
+  /// The next turn of each observed episode, in order.
+  std::vector<result<wire::CandidateT>> next_turns(engine_policy& policy,
+                                                   const std::vector<actors::sampler_logic::turn_item>& turns) const;
+
+ private:
+  episode_turn_sampler(agent::observation_template t, agent::feedback_kinds k, agent_options a,
+                       sampler_options s, std::uint64_t seed)
+      : template_(std::move(t)), kinds_(k), agent_(std::move(a)), sampling_(std::move(s)), seed_(seed) {}
+
+  agent::observation_template template_;
+  agent::feedback_kinds kinds_;
+  agent_options agent_;
+  sampler_options sampling_;
+  std::uint64_t seed_;
+};
+
+}  // namespace kforge::pipeline
