@@ -23,6 +23,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/pipeline/tiny_model_manifest.hpp"
 #include "common/hash.hpp"
 #include "stages/openai_client.hpp"
 
@@ -409,48 +410,10 @@ TEST_CASE("openai client: malformed, cut, text-only and error responses give cle
 TEST_CASE("kforge run with backend openai against kforge serve: the loop completes, counts balance") {
   const auto dir = fs::temp_directory_path() / ("kforge-openai-run-" + std::to_string(getpid()));
   fs::remove_all(dir);
-  fs::create_directories(dir / "model");
-  for (const char* sub : {"qwen2", "tokenizer"})
-    for (const auto& f : fs::directory_iterator(fx(sub))) fs::copy_file(f.path(), dir / "model" / f.path().filename());
+  kforge::test::copy_tiny_model(dir);
   served server((dir / "model").string(), "");
-  std::ofstream(dir / "tiny.toml") << R"([run]
-name = "tiny"
-mode = "sync"
-steps = 2
-seed = 1
-progress = false
-
-[gpu_groups]
-rollout = []
-trainer = []
-
-[[process]]
-name = "head"
-[process.actors]
-task_generator = { count = 1 }
-sampler        = { count = 1, gpu_group = "rollout" }
-sandbox_pool   = { count = 1 }
-sandbox_worker = { count = 1, gpu_group = "rollout" }
-reward         = { count = 1 }
-buffer         = { count = 1 }
-trainer        = { count = 1, gpu_group = "trainer" }
-
-[tasks]
-prompt_template = ")" << KFORGE_SOURCE_DIR << R"(/tests/pipeline/data/short_prompt_template.txt"
-
-[sampler]
-backend = "openai"
-server_urls = [")" << server.url << R"(/v1"]
-group_size = 4
-max_new_tokens = 32
-model = ")" << (dir / "model").string() << R"("
-
-[buffer]
-groups_per_batch = 2
-
-[sandbox]
-backend = "nvcc"
-)";
+  kforge::test::write_tiny_manifest(dir, 2, "", "",
+                                    "backend = \"openai\"\nserver_urls = [\"" + server.url + "/v1\"]\n");
   const std::string cmd = "cd " + dir.string() + " && " + KFORGE_BINARY + " run --manifest tiny.toml > run.log 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream log(dir / "run.log");

@@ -27,6 +27,9 @@
 #include "tests/pipeline/process_ended.hpp"
 #include "common/subprocess.hpp"
 #include "messages/recording.hpp"
+#if defined(KFORGE_MODEL_FIXTURES)
+#include "tests/pipeline/tiny_model_manifest.hpp"
+#endif
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -789,57 +792,11 @@ source = "stand-in"
 // 0 and no group carries a signal; what this checks is the plumbing: versions advance, every weights
 // file is loaded by the sampler, later candidates carry the newer version, nothing is lost, and
 // replay reproduces the reward and buffer stages.
-/// The tiny fixture Qwen2 copied to DIR/model, and DIR/tiny.toml: every stage real on the CPU in
-/// one process (compile-only sandbox), sync, `steps` steps of 2 groups of 4. Returns the manifest.
+/// The tiny fixture Qwen2 and its manifest (tests/pipeline/tiny_model_manifest.hpp) in DIR.
 fs::path tiny_model_manifest(const fs::path& dir, int steps, const std::string& trainer_table = "",
                              const std::string& buffer_keys = "") {
-  const auto model = dir / "model";
-  fs::create_directories(model);
-  for (const char* sub : {"qwen2", "tokenizer"})
-    for (const auto& f : fs::directory_iterator(fs::path(KFORGE_MODEL_FIXTURES) / sub))
-      fs::copy_file(f.path(), model / f.path().filename());
-  auto manifest = dir / "tiny.toml";
-  std::ofstream(manifest) << R"([run]
-name = "tiny"
-mode = "sync"
-steps = )" << steps << R"(
-seed = 1
-progress = false
-
-[gpu_groups]
-rollout = []
-trainer = []
-
-[[process]]
-name = "head"
-[process.actors]
-task_generator = { count = 1 }
-sampler        = { count = 1, gpu_group = "rollout" }
-sandbox_pool   = { count = 1 }
-sandbox_worker = { count = 1, gpu_group = "rollout" }
-reward         = { count = 1 }
-buffer         = { count = 1 }
-trainer        = { count = 1, gpu_group = "trainer" }
-
-[tasks]
-# The tiny model's context is short: a one-line prompt instead of the full template.
-prompt_template = ")" << KFORGE_SOURCE_DIR << R"(/tests/pipeline/data/short_prompt_template.txt"
-
-[sampler]
-group_size = 4
-max_new_tokens = 32
-model = ")" << model.string() << R"("
-
-[buffer]
-groups_per_batch = 2
-)" << buffer_keys << R"(
-[sandbox]
-backend = "nvcc"
-
-[record]
-links = ["verdicts", "scored", "batches", "weights"]
-)" << trainer_table;
-  return manifest;
+  kforge::test::copy_tiny_model(dir);
+  return kforge::test::write_tiny_manifest(dir, steps, trainer_table, buffer_keys);
 }
 
 /// The lines of a run's train.jsonl.
