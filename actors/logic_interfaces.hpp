@@ -132,6 +132,9 @@ class reward_logic {
   /// Whether the scored turn's episode goes on: then the actor sends it to a sampler as the
   /// observation of the next turn, not to the buffer (agent/episode_turns.hpp). Single shot: never.
   virtual bool goes_on(const wire::ScoredT& /*scored*/) const { return false; }
+  /// Makes a turn that does not go on (its episode's last, or any once the run drains) the
+  /// episode's sample: the episode's reward over its turns. Nothing for a single-shot sample.
+  virtual void end_episode(wire::ScoredT& /*scored*/) const {}
   /// What the logic counted since the last call (verdicts per status, speedup buckets, ...), as
   /// (name, amount) pairs the actor adds to its extra metrics after every score call. Deltas, not
   /// totals, so the actor's stage_core stays the one owner of the cumulative counts.

@@ -26,19 +26,30 @@ void score(self_ptr self, const verdict_msg& m) {
     return;
   }
   auto h = st.core.next_header(info.sample_id, info.policy_version);
-  if (st.observations && st.logic->goes_on(*out.value())) {
+  auto& scored = *out.value();
+  if (st.observations && !st.draining && st.logic->goes_on(scored)) {
     // A turn whose episode goes on: a sampler generates the next turn from it. Neither the buffer
     // nor the curriculum sees it; the episode's last turn reaches both.
-    self->send(st.observations, scored_msg::pack(h, *out.value()));
+    self->send(st.observations, scored_msg::pack(h, scored));
     st.core.count_extra("observations_sent");
     return;
   }
-  auto msg = scored_msg::pack(h, *out.value());
+  // Its episode's last turn, or any turn once the run drains (no turn is left in flight then):
+  // the episode's sample.
+  st.logic->end_episode(scored);
+  auto msg = scored_msg::pack(h, scored);
   if (st.feedback) {  // the same envelope (shared, not copied); counted apart from `sent`
     self->send(st.feedback, msg);
     st.core.count_extra("feedback_sent");
   }
   detail::forward(self, st.downstream, std::move(msg));
+}
+
+// A drain ends episodes where they are: a turn that would go on ends its episode instead.
+template <class Work>
+void control(self_ptr self, const control_msg& m, const Work& work) {
+  if (m.valid() && m.payload().command() == wire::ControlCommand::drain) self->state.draining = true;
+  detail::control(self, m, work);
 }
 
 }  // namespace
@@ -60,11 +71,10 @@ reward_actor::behavior_type reward_stage(self_ptr self, std::string name,
         if (detail::route<verdict_msg>(
                 e, [&](verdict_msg m) { detail::accept(self, std::move(m), work); }))
           return;
-        if (detail::route<control_msg>(e, [&](control_msg m) { detail::control(self, m, work); }))
-          return;
+        if (detail::route<control_msg>(e, [&](control_msg m) { control(self, m, work); })) return;
         detail::reject(self, e, "Verdict or Control");
       },
-      [=](const control_msg& m) { detail::control(self, m, work); },
+      [=](const control_msg& m) { control(self, m, work); },
       [=](metrics_atom) { return detail::metrics(self); },
   };
 }

@@ -19,6 +19,7 @@ struct reward_state : stage_base<verdict_msg> {
   scored_sink downstream;
   scored_sink feedback;  ///< may be null: no feedback
   scored_sink observations;  ///< may be null: no episode goes on (single shot)
+  bool draining = false;     ///< the run drains: episodes end where they are
 };
 
 reward_actor::behavior_type reward_stage(reward_actor::stateful_pointer<reward_state> self,

@@ -26,8 +26,8 @@ struct sampler_state : stage_base<generate_request_msg> {
 
 /// The behavior. Candidate i of the request with sample id s gets sample id
 /// derive_sample_id(s, i), group_id s, group_index i and group_size = the number generated. The
-/// next turn after the observation of sample s (turn t) gets sample id derive_sample_id(s, t) and
-/// keeps its episode's group.
+/// next turn t after the observation of sample s gets sample id derive_sample_id(s, t) and keeps
+/// its episode's group.
 sampler_actor::behavior_type sampler_stage(sampler_actor::stateful_pointer<sampler_state> self,
                                            std::string name, std::shared_ptr<sampler_logic> logic,
                                            candidate_sink downstream,

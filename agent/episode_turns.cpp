@@ -125,4 +125,9 @@ wire::CandidateT next_turn_candidate(const wire::ScoredT& observed, next_turn ne
   return c;
 }
 
+wire::CandidateT ended_turn_candidate(const wire::ScoredT& observed, next_turn next) {
+  next.episode.turn = next.episode.max_turns;
+  return next_turn_candidate(observed, std::move(next), {}, {}, "", "");
+}
+
 }  // namespace kforge::agent

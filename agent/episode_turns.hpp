@@ -73,4 +73,9 @@ wire::CandidateT next_turn_candidate(const wire::ScoredT& observed, next_turn ne
                                      std::vector<std::int32_t> tokens, std::vector<float> logprobs,
                                      std::string completion, std::string source);
 
+/// The turn that ends an episode whose next turn could not be generated (its context no longer
+/// fits, the policy failed): no completion, and marked as the last turn, so the sandbox rejects it
+/// at once, the reward ends the episode with it, and the group it belongs to still completes.
+wire::CandidateT ended_turn_candidate(const wire::ScoredT& observed, next_turn next);
+
 }  // namespace kforge::agent

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -35,6 +36,9 @@ result<std::unique_ptr<metrics_endpoint>> metrics_endpoint::start(const std::str
                  " (in use, or not an address of this host)"};
   i->port = bound;
   i->thread = std::thread([state] { state->server.listen_after_bind(); });
+  // stop() does nothing before the listen loop runs: a stop that came first would leave the
+  // destructor waiting for a loop that never ends.
+  for (int k = 0; k < 2000 && !i->server.is_running(); ++k) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return std::unique_ptr<metrics_endpoint>(new metrics_endpoint(std::move(i)));
 }
 

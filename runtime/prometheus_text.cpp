@@ -23,6 +23,12 @@ std::string escaped(const std::string& v) {
   return out;
 }
 
+// The extra counters that are levels, not running totals (process_runtime.cpp's sandbox pool row,
+// the trainer actor's checkpoint_step): a scraper's rate() must not read their drops as resets.
+bool is_gauge(const std::string& name) {
+  return name == "queued" || name == "in_flight" || name == "workers_alive" || name == "checkpoint_step";
+}
+
 std::string number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -61,6 +67,9 @@ std::string prometheus_text(const metrics_board& b, const run_gauges& g) {
   family p99("kforge_stage_latency_p99_seconds", "gauge", "99th percentile time of a stage instance's logic call.");
   family extra("kforge_stage_counter_total", "counter",
                "A stage instance's own counters: verdicts by status, busy microseconds, drops by reason, ...");
+  family value("kforge_stage_value", "gauge",
+               "A stage instance's own values that go up and down: the sandbox pool's queue and live workers, "
+               "the trainer's last checkpoint step.");
   for (const auto& [key, m] : b.latest) {
     const std::string labels = "stage=\"" + escaped(m.stage) + "\",kind=\"" + escaped(m.kind) +
                                "\",process=\"" + escaped(m.process) + "\"";
@@ -72,7 +81,7 @@ std::string prometheus_text(const metrics_board& b, const run_gauges& g) {
     p50.add(labels, m.latency_p50_us / 1e6);
     p99.add(labels, m.latency_p99_us / 1e6);
     for (const auto& c : m.extra)
-      extra.add(labels + ",name=\"" + escaped(c->name) + "\"", static_cast<double>(c->value));
+      (is_gauge(c->name) ? value : extra).add(labels + ",name=\"" + escaped(c->name) + "\"", static_cast<double>(c->value));
   }
 
   using M = wire::StageMetricsT;
@@ -95,7 +104,7 @@ std::string prometheus_text(const metrics_board& b, const run_gauges& g) {
   for (const auto& u : g.gpu_groups) busy.add("group=\"" + escaped(u.name) + "\"", 1.0 - u.idle_fraction);
 
   std::ostringstream out;
-  for (const family* f : {&received, &sent, &dropped, &errors, &queued, &p50, &p99, &extra, &version, &steps,
+  for (const family* f : {&received, &sent, &dropped, &errors, &queued, &p50, &p99, &extra, &value, &version, &steps,
                           &elapsed, &pass, &reward, &busy})
     f->write(out);
   return out.str();

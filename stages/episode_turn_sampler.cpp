@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "agent/episode_turns.hpp"
+#include "common/log.hpp"
 
 namespace kforge::pipeline {
 
@@ -37,9 +38,7 @@ std::vector<result<wire::CandidateT>> episode_turn_sampler::next_turns(
       continue;
     }
     const std::string text = template_.render(*s.verdict, agent::observed_turn(s), kinds_);
-    auto ids = policy.follow_up_ids(text, s.verdict->candidate->completion_tokens);
-    if (ids.size() > agent_.observation_max_tokens) ids.resize(agent_.observation_max_tokens);
-    auto n = agent::prepare_next_turn(s, ids);
+    auto n = agent::prepare_next_turn(s, observation_ids(policy, text, s.verdict->candidate->completion_tokens));
     if (!n) {
       out[i] = error{"observation " + std::to_string(turns[i].info.sample_id) + ": " + n.message()};
       continue;
@@ -50,21 +49,64 @@ std::vector<result<wire::CandidateT>> episode_turn_sampler::next_turns(
     seeds.push_back(group_seed(seed_, turns[i].info.sample_id) + next[i].episode.turn);
   }
   if (index.empty()) return out;
-  auto gens = policy.continue_each(contexts, seeds, sampling_.temperature, sampling_.top_p,
-                                   static_cast<int>(sampling_.max_new_tokens));
-  if (!gens || gens->size() != index.size()) {
-    const error e = gens ? error{"the policy continued " + std::to_string(gens->size()) + " of " +
-                                 std::to_string(index.size()) + " episodes"}
-                         : gens.err();
-    for (const auto i : index) out[i] = e;
-    return out;
-  }
+  auto gens = continue_all(policy, contexts, seeds);
   for (std::size_t k = 0; k < index.size(); ++k) {
     const auto i = index[k];
-    auto& g = (*gens)[k];
+    if (!gens[k]) {
+      // The episode ends here rather than vanish: its group must still complete.
+      if (!told_failure_)
+        kforge::log::warn("kforge sampler: an episode's next turn was not generated (" + gens[k].message() +
+                          "); such episodes end with an empty turn (said once)");
+      told_failure_ = true;
+      out[i] = agent::ended_turn_candidate(*observed[i], std::move(next[i]));
+      continue;
+    }
+    auto& g = *gens[k];
     std::string source = candidate_source(g.text);
     out[i] = agent::next_turn_candidate(*observed[i], std::move(next[i]), std::move(g.tokens),
                                         std::move(g.logprobs), std::move(g.text), std::move(source));
+  }
+  return out;
+}
+
+std::vector<std::int32_t> episode_turn_sampler::observation_ids(const engine_policy& policy, const std::string& text,
+                                                                const std::vector<std::int32_t>& previous) const {
+  auto ids = policy.follow_up_ids(text, previous);
+  if (ids.size() <= agent_.observation_max_tokens) return ids;
+  // Too long: the text is cut, not the ids, so the message keeps its closing and the assistant's
+  // turn still opens after it. The longest cut that fits, found by halving.
+  static const std::string cut = "\n[... the rest of this feedback was cut]";
+  std::size_t fits = 0, too_long = text.size();
+  std::vector<std::int32_t> best = policy.follow_up_ids(cut, previous);
+  while (too_long - fits > 1) {
+    const std::size_t mid = fits + (too_long - fits) / 2;
+    auto tried = policy.follow_up_ids(text.substr(0, mid) + cut, previous);
+    if (tried.size() <= agent_.observation_max_tokens) {
+      fits = mid;
+      best = std::move(tried);
+    } else {
+      too_long = mid;
+    }
+  }
+  return best;
+}
+
+std::vector<result<engine_policy::continuation>> episode_turn_sampler::continue_all(
+    engine_policy& policy, const std::vector<std::vector<std::int32_t>>& contexts,
+    const std::vector<std::uint64_t>& seeds) const {
+  const auto max_new = static_cast<int>(sampling_.max_new_tokens);
+  std::vector<result<engine_policy::continuation>> out;
+  auto all = policy.continue_each(contexts, seeds, sampling_.temperature, sampling_.top_p, max_new);
+  if (all && all->size() == contexts.size()) {
+    for (auto& c : *all) out.emplace_back(std::move(c));
+    return out;
+  }
+  // One context the policy cannot take (grown past the model's context, say) must not fail the
+  // others of the batch: each alone.
+  for (std::size_t k = 0; k < contexts.size(); ++k) {
+    auto one = policy.continue_each({contexts[k]}, {seeds[k]}, sampling_.temperature, sampling_.top_p, max_new);
+    if (one && one->size() == 1) out.emplace_back(std::move(one->front()));
+    else out.emplace_back(one ? error{"the policy gave no continuation"} : one.err());
   }
   return out;
 }

@@ -2,7 +2,8 @@
 // The samplers' half of episodes inside `kforge run` (agent/episode_turns.hpp). Each observation,
 // a scored turn whose episode goes on, is rendered by the observation template, wrapped as the next
 // user message of the checkpoint's chat format, cut to [agent] observation_max_tokens, and appended
-// to the turn's context; the policy then continues all of them in one batch. A turn's random
+// to the turn's context; the policy then continues all of them in one batch. A turn the policy
+// cannot generate ends its episode with an empty turn, so its group still completes. A turn's random
 // numbers are seeded from (run seed, the observed sample's id, the turn), so a rerun gives the same
 // turns. Torch-free: it drives the engine through engine_policy.
 
@@ -30,6 +31,14 @@ class episode_turn_sampler {
                                                    const std::vector<actors::sampler_logic::turn_item>& turns) const;
 
  private:
+  /// The observation's ids as a user message after `previous`, at most observation_max_tokens.
+  std::vector<std::int32_t> observation_ids(const engine_policy& policy, const std::string& text,
+                                            const std::vector<std::int32_t>& previous) const;
+  /// A continuation of each context; the batch at once, or each alone when the batch fails.
+  std::vector<result<engine_policy::continuation>> continue_all(
+      engine_policy& policy, const std::vector<std::vector<std::int32_t>>& contexts,
+      const std::vector<std::uint64_t>& seeds) const;
+
   episode_turn_sampler(agent::observation_template t, agent::feedback_kinds k, agent_options a,
                        sampler_options s, std::uint64_t seed)
       : template_(std::move(t)), kinds_(k), agent_(std::move(a)), sampling_(std::move(s)), seed_(seed) {}
@@ -39,6 +48,7 @@ class episode_turn_sampler {
   agent_options agent_;
   sampler_options sampling_;
   std::uint64_t seed_;
+  mutable bool told_failure_ = false;  ///< the first failed turn is said on the log
 };
 
 }  // namespace kforge::pipeline

@@ -70,12 +70,12 @@ class reward_stage final : public actors::reward_logic {
     }
     // Its reason kept for after the run; a failure to keep it is said once, and scores alike.
     (void)infra_.offer(v, info.policy_version);
-    // Every turn is scored by the formula above; an episode's last turn then carries the
-    // episode's reward (agent/episode_turns.hpp). A single-shot sample is left as it is.
-    if (!agent::goes_on(s, episodes_)) agent::finish_episode(s, episodes_);
+    // Every turn is scored by the formula above; the actor then sends it on as an observation
+    // or ends its episode with it (agent/episode_turns.hpp).
     return std::optional<wire::ScoredT>(std::move(s));
   }
   bool goes_on(const wire::ScoredT& s) const override { return agent::goes_on(s, episodes_); }
+  void end_episode(wire::ScoredT& s) const override { agent::finish_episode(s, episodes_); }
   std::vector<std::pair<std::string, std::uint64_t>> take_counters() override {
     auto out = counters_.named();
     if (compile_missing_) out.emplace_back("compile_baseline_missing", compile_missing_);

@@ -128,3 +128,17 @@ TEST_CASE("a turn whose episode state does not match its tokens is refused") {
   auto single = first(1);
   CHECK_FALSE(agent::prepare_next_turn(scored(single, wire::VerdictStatus::ok, 1), {}));
 }
+
+TEST_CASE("a turn that could not be generated ends its episode, with nothing to train on") {
+  episode_rules r;
+  r.max_turns = 3;
+  auto s1 = scored(first(3), wire::VerdictStatus::compile_error, 0.0);
+  auto n = agent::prepare_next_turn(s1, {20});
+  REQUIRE(n);
+  const auto ended = agent::ended_turn_candidate(s1, std::move(*n));
+  CHECK(ended.episode->turn == 3);
+  CHECK(ended.completion_tokens.empty());
+  CHECK(ended.source.empty());
+  CHECK(ended.prompt_tokens == std::vector<std::int32_t>{1, 2, 3, 10, 11, 20});
+  CHECK_FALSE(agent::goes_on(scored(ended, wire::VerdictStatus::rejected, 0.0), r));
+}

@@ -2,6 +2,8 @@
 // and their consistency, determinism per sample id, the tie to the trainer's scoring pass, weight
 // updates (good, bad and unsupported ones leave the old weights serving), and the source rule.
 #include "stages/engine_sampler.hpp"
+#include "stages/episode_turn_sampler.hpp"
+#include "agent/episode_turns.hpp"
 
 
 #include <cmath>
@@ -471,4 +473,82 @@ TEST_CASE("kforge sample: a task id that would leave --out is refused, nothing w
   CHECK(contains(err.str(), "id: '../../escape' has a name starting with '.'"));
   CHECK_FALSE(fs::exists(dir.path("escape")));
   CHECK_FALSE(fs::exists(dir.path("a/b/out")));
+}
+
+namespace {
+
+// A policy over ids: a message of n characters is wrapped as {1, n ids of 7, 2, 3} (its closing and
+// the assistant's opening last); a context longer than 40 ids cannot be continued.
+class fake_policy final : public engine_policy {
+ public:
+  std::vector<std::int32_t> prompt_ids(std::string_view p) const override { return std::vector<std::int32_t>(p.size(), 5); }
+  std::vector<std::int32_t> follow_up_ids(std::string_view m, const std::vector<std::int32_t>&) const override {
+    std::vector<std::int32_t> ids{1};
+    ids.insert(ids.end(), m.size(), 7);
+    ids.push_back(2);
+    ids.push_back(3);
+    return ids;
+  }
+  std::string decode(const std::vector<std::int32_t>&) const override { return ""; }
+  result<std::vector<continuation>> continue_each(const std::vector<std::vector<std::int32_t>>& contexts,
+                                                  const std::vector<std::uint64_t>&, double, double, int) override {
+    std::vector<continuation> out;
+    for (const auto& c : contexts) {
+      if (c.size() > 400) return error{"context of " + std::to_string(c.size()) + " tokens is too long"};
+      out.push_back({{9, 9}, {-0.5f, -0.5f}, "```cuda\nk\n```"});
+    }
+    return out;
+  }
+};
+
+// A scored first turn of an episode of up to 3 turns with a context of `context` ids.
+std::unique_ptr<wire::ScoredT> observed_turn(std::size_t context, const std::string& output) {
+  auto s = std::make_unique<wire::ScoredT>();
+  s->verdict = std::make_unique<wire::VerdictT>();
+  s->verdict->status = wire::VerdictStatus::runtime_error;
+  s->verdict->reason = "CUDA error";
+  s->verdict->output = output;
+  auto c = std::make_unique<wire::CandidateT>();
+  c->prompt_tokens.assign(context, 5);
+  c->completion_tokens = {8};
+  c->logprobs = {-1.0f};
+  c->source = "x";
+  c->episode = agent::first_turn(context, 3, 0);
+  s->verdict->candidate = std::move(c);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("episode turns: a long observation is cut inside the message; a turn that cannot be generated ends its episode") {
+  agent_options a;
+  a.max_turns = 3;
+  a.observation_max_tokens = 64;
+  auto turns = episode_turn_sampler::make(a, sampler_options{}, 1);
+  REQUIRE(turns);
+  fake_policy policy;
+  flatbuffers::FlatBufferBuilder fb1, fb2;
+  fb1.Finish(wire::Scored::Pack(fb1, observed_turn(10, std::string(5000, 'x')).get()));
+  fb2.Finish(wire::Scored::Pack(fb2, observed_turn(500, "short").get()));
+  std::vector<actors::sampler_logic::turn_item> items{
+      {flatbuffers::GetRoot<wire::Scored>(fb1.GetBufferPointer()), {}},
+      {flatbuffers::GetRoot<wire::Scored>(fb2.GetBufferPointer()), {}}};
+  auto out = turns->next_turns(policy, items);
+  REQUIRE(out.size() == 2);
+  REQUIRE(out[0]);
+  // The observation (after the context and the first completion) fits and keeps its closing ids.
+  const auto& ctx = out[0]->prompt_tokens;
+  REQUIRE(ctx.size() > 11);
+  CHECK(ctx.size() - 11 <= 64);
+  CHECK(ctx[11] == 1);
+  CHECK(ctx[ctx.size() - 2] == 2);
+  CHECK(ctx.back() == 3);
+  CHECK(out[0]->episode->turn == 2);
+  CHECK(out[0]->completion_tokens == std::vector<std::int32_t>{9, 9});
+  // The second context is too long for the policy: its episode ends with an empty last turn,
+  // and the first still got its turn from the batch that failed.
+  REQUIRE(out[1]);
+  CHECK(out[1]->episode->turn == 3);
+  CHECK(out[1]->completion_tokens.empty());
+  CHECK(out[1]->source.empty());
 }
