@@ -316,6 +316,7 @@ void head_run::drain() {
     std::this_thread::sleep_for(100ms);
     pump_links();
     reap();
+    serve_metrics(clock_type::now());
     publish(wire::ControlCommand::drain, "run " + outcome_);
     if (board_.queued(false) == 0 && board_.activity() == settled_at) {
       if (++still >= 5) break;
@@ -369,6 +370,7 @@ void head_run::checkpoint() {
     publish(wire::ControlCommand::checkpoint, "run " + outcome_);
     std::this_thread::sleep_for(100ms);
     pump_links();
+    serve_metrics(clock_type::now());
     reap();
     const auto low = reported_checkpoint();
     done = low && *low >= version_;

@@ -21,6 +21,7 @@ struct replica_pool::replica {
   int failures = 0;  ///< in a row
   bool dropped = false;
   std::chrono::steady_clock::time_point resting_until{};  ///< skipped before this, after a failure
+  std::chrono::steady_clock::time_point last_failure{};   ///< when the last counted failure came
 };
 
 namespace {
@@ -211,11 +212,19 @@ replica_pool::replica* replica_pool::pick(const std::vector<replica*>& tried) {
   return best;
 }
 
-void replica_pool::failed(replica& r, const std::string& why) {
+void replica_pool::failed(replica& r, const std::string& why, std::chrono::steady_clock::time_point sent) {
   std::lock_guard lock(m_);
+  const auto now = std::chrono::steady_clock::now();
+  // The requests in flight when a replica hiccups all fail together: a request sent before the
+  // last counted failure adds none, so one outage does not count as several in a row.
+  if (sent < r.last_failure) return;
+  r.last_failure = now;
   ++r.failures;
-  r.resting_until = std::chrono::steady_clock::now() + o_.backoff * (1 << std::min(r.failures, 5));
-  if (!r.dropped && r.failures >= o_.drop_after) {
+  r.resting_until = now + o_.backoff * (1 << std::min(r.failures, 5));
+  // The last live replica is never dropped: without it every later request would fail at once;
+  // it keeps being retried after its rest instead.
+  const auto live = std::count_if(replicas_.begin(), replicas_.end(), [](const auto& x) { return !x->dropped; });
+  if (!r.dropped && r.failures >= o_.drop_after && live > 1) {
     r.dropped = true;
     std::cerr << "openai sampler: replica " << r.url << " dropped after " << r.failures
               << " failures in a row (last: " << why << "); " << std::count_if(replicas_.begin(), replicas_.end(),
@@ -242,6 +251,7 @@ result<std::vector<completion_choice>> replica_pool::complete(const completion_r
     replica* r = pick(tried);
     if (r == nullptr) return error{what + "every server replica is dropped (last failure: " + last + ")"};
     tried.push_back(r);
+    const auto sent = std::chrono::steady_clock::now();
     const exchange e = send(*r, o_, "POST", "/v1/completions", body);
     {
       std::lock_guard lock(m_);
@@ -250,6 +260,9 @@ result<std::vector<completion_choice>> replica_pool::complete(const completion_r
     std::string why;
     if (e.status == 0) {
       why = r->url + ": " + e.failure;
+    } else if (e.status == 408 || e.status == 429) {
+      // A timeout or a busy server: the request itself is fine, another try may pass.
+      why = r->url + ": HTTP " + std::to_string(e.status) + ": " + error_message_of(e.body);
     } else if (e.status >= 400 && e.status < 500) {
       // Our request is at fault: another replica would refuse it the same way.
       { std::lock_guard lock(m_); r->failures = 0; }
@@ -273,7 +286,7 @@ result<std::vector<completion_choice>> replica_pool::complete(const completion_r
       why = r->url + ": " + m;
     }
     last = why;
-    failed(*r, why);
+    failed(*r, why, sent);
   }
   return error{what + "no replica answered after " + std::to_string(o_.attempts) + " tries (last: " + last + ")"};
 }

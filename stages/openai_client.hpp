@@ -102,7 +102,9 @@ class replica_pool {
  private:
   explicit replica_pool(replica_pool_options o);
   replica* pick(const std::vector<replica*>& tried);
-  void failed(replica& r, const std::string& why);
+  /// A failure of a request sent at `sent`: counted (rest, and drop after drop_after in a row,
+  /// never the last live replica) unless a failure was counted while it was in flight.
+  void failed(replica& r, const std::string& why, std::chrono::steady_clock::time_point sent);
 
   replica_pool_options o_;
   std::vector<std::unique_ptr<replica>> replicas_;

@@ -358,7 +358,20 @@ TEST_CASE("openai client: malformed, cut, text-only and error responses give cle
     CHECK_FALSE(c.ok());
     CHECK(contains(c.message(), "not JSON"));
     CHECK(contains(c.message(), "req: "));
-    CHECK(p.value()->live().empty());  // three failures in a row: dropped
+    CHECK(p.value()->live().size() == 1);  // the last live replica is kept, to be tried again
+  }
+  SUBCASE("a replica that keeps failing is dropped while another is live; 429 is retried") {
+    fake_server cut([](httplib::Response& res) { res.set_content("{\"choices\": [{\"tok", "application/json"); });
+    fake_server busy([](httplib::Response& res) {
+      res.status = 429;
+      res.set_content(R"({"error": {"message": "too many requests", "type": "rate_limit", "code": null}})", "application/json");
+    });
+    auto p = replica_pool::make({cut.url(), busy.url()}, fast);
+    REQUIRE(p.ok());
+    const auto c = p.value()->complete(r, "");
+    CHECK_FALSE(c.ok());
+    CHECK(busy.hits > 1);  // 429 is the server's moment, not the request's fault: tried again
+    CHECK(p.value()->live().size() == 1);
   }
   SUBCASE("a 500 goes to the other replica; a 400 is the request's own error") {
     fake_server broken([](httplib::Response& res) {
@@ -402,7 +415,7 @@ TEST_CASE("openai client: malformed, cut, text-only and error responses give cle
     CHECK_FALSE(p.value()->check_health().ok());
     const auto c = p.value()->complete(r, "");
     CHECK_FALSE(c.ok());
-    CHECK(contains(c.message(), "dropped"));
+    CHECK(contains(c.message(), "no replica answered"));
     CHECK_FALSE(replica_pool::make({"ftp://x"}).ok());
   }
 }
