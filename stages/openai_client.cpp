@@ -320,9 +320,22 @@ status replica_pool::update_weights(const std::string& path, std::uint64_t versi
     });
   for (auto& t : threads) t.join();
   std::string all;
+  std::size_t failures = 0;
   for (const auto& e : errors)
-    if (!e.empty()) all += (all.empty() ? "" : "; ") + e;
-  if (!all.empty()) return error{"weights " + path + " not loaded everywhere: " + all};
+    if (!e.empty()) {
+      all += (all.empty() ? "" : "; ") + e;
+      ++failures;
+    }
+  if (failures == live_now.size()) return error{"weights " + path + " loaded nowhere: " + all};
+  if (failures > 0) {
+    // A replica left on older weights would serve candidates tagged with the new version: it is
+    // dropped, and the version goes on with the replicas that loaded it.
+    std::lock_guard lock(m_);
+    for (std::size_t k = 0; k < live_now.size(); ++k)
+      if (!errors[k].empty()) live_now[k]->dropped = true;
+    std::cerr << "openai sampler: weights version " << version << " not loaded by " << failures << " of "
+              << live_now.size() << " replica(s), dropped: " << all << "\n";
+  }
   return {};
 }
 

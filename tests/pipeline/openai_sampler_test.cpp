@@ -240,7 +240,7 @@ TEST_CASE("kforge serve: weight updates bump the served version; bad requests ge
   std::ofstream(bad_file) << "not a safetensors file";
   const auto s = h->sampler->set_weights(*file_weights(bad_file.string(), 8)->get());
   CHECK_FALSE(s.ok());
-  CHECK(contains(s.message(), "not loaded everywhere"));
+  CHECK(contains(s.message(), "loaded nowhere"));
   CHECK(version() == 7);
   fs::remove(bad_file);
   // Without a version the endpoint counts one up; a directory means its model.safetensors.
@@ -399,6 +399,26 @@ TEST_CASE("openai client: malformed, cut, text-only and error responses give cle
     CHECK(contains(c.message(), "HTTP 400"));
     CHECK(contains(c.message(), "prompt too long"));
     CHECK(refusing.hits == 1);
+  }
+  SUBCASE("a replica that cannot load a weights version is dropped; the others go on with it") {
+    fake_server loads([](httplib::Response&) {});
+    fake_server refuses([](httplib::Response&) {});
+    loads.svr.Post("/update_weights_from_disk", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(R"({"success": true})", "application/json");
+    });
+    refuses.svr.Post("/update_weights_from_disk", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 500;
+      res.set_content(R"({"error": {"message": "no such file", "type": "server_error", "code": null}})", "application/json");
+    });
+    auto p = replica_pool::make({loads.url(), refuses.url()}, fast);
+    REQUIRE(p.ok());
+    CHECK(p.value()->update_weights("/w/policy-v1.safetensors", 1).ok());
+    REQUIRE(p.value()->live().size() == 1);
+    CHECK(p.value()->live().front() == loads.url());
+    // Loaded nowhere: an error, and the pool keeps its replica (still on the older version).
+    auto q = replica_pool::make({refuses.url()}, fast);
+    CHECK_FALSE(q.value()->update_weights("/w/policy-v2.safetensors", 2).ok());
+    CHECK(q.value()->live().size() == 1);
   }
   SUBCASE("a server that returns text only is refused, naming the option") {
     fake_server text([](httplib::Response& res) {
