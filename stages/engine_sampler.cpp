@@ -282,26 +282,14 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
                                                   double top_p, int max_new_tokens) override {
     if (contexts.size() != seeds.size()) return error{"engine policy: one seed per context"};
     if (contexts.empty()) return std::vector<continuation>{};
-    model::sampling_options so;
-    so.n = 1;
-    so.temperature = temperature;
-    so.top_p = top_p;
-    so.max_new_tokens = max_new_tokens;
-    so.stop_tokens = stops_;
-    so.pad_token = pad_;
+    auto so = policy_sampling(1, temperature, top_p, max_new_tokens);
     so.prompt_seeds = seeds;
-    if (o_.device >= 0) so.device_use = gpu_use_;
     std::vector<std::vector<std::int64_t>> prompts;
     for (const auto& c : contexts) prompts.emplace_back(c.begin(), c.end());
     auto gens = model::generate(*model_, prompts, so, &tok_);
     if (!gens) return error{"engine policy: " + gens.message()};
     std::vector<continuation> out(contexts.size());
-    for (auto& g : *gens) {
-      auto& c = out[g.prompt];
-      c.tokens = narrow(g.tokens);
-      c.logprobs = std::move(g.logprobs);
-      c.text = std::move(g.text);
-    }
+    for (auto& g : *gens) out[g.prompt] = continuation_of(g);
     return out;
   }
 
@@ -309,6 +297,22 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
                                                  std::uint64_t seed, double temperature, double top_p,
                                                  int max_new_tokens) override {
     if (n < 1) return error{"engine policy: n must be at least 1"};
+    auto so = policy_sampling(n, temperature, top_p, max_new_tokens);
+    so.seed = seed;
+    // One prompt with its own seed, as run_group passes a group: the same random stream.
+    so.prompt_seeds = {seed};
+    std::vector<std::vector<std::int64_t>> prompts{std::vector<std::int64_t>(context.begin(), context.end())};
+    auto gens = model::generate(*model_, prompts, so, &tok_);
+    if (!gens) return error{"engine policy: " + gens.message()};
+    std::vector<continuation> out;
+    out.reserve(gens->size());
+    for (auto& g : *gens) out.push_back(continuation_of(g));
+    return out;
+  }
+
+  // The engine policy's sampling settings: this checkpoint's stops and padding, and the GPU's
+  // shared use while generating.
+  model::sampling_options policy_sampling(int n, double temperature, double top_p, int max_new_tokens) const {
     model::sampling_options so;
     so.n = n;
     so.temperature = temperature;
@@ -316,23 +320,16 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
     so.max_new_tokens = max_new_tokens;
     so.stop_tokens = stops_;
     so.pad_token = pad_;
-    so.seed = seed;
-    // One prompt with its own seed, as run_group passes a group: the same random stream.
-    so.prompt_seeds = {seed};
     if (o_.device >= 0) so.device_use = gpu_use_;
-    std::vector<std::vector<std::int64_t>> prompts{std::vector<std::int64_t>(context.begin(), context.end())};
-    auto gens = model::generate(*model_, prompts, so, &tok_);
-    if (!gens) return error{"engine policy: " + gens.message()};
-    std::vector<continuation> out;
-    out.reserve(gens->size());
-    for (auto& g : *gens) {
-      continuation c;
-      c.tokens = narrow(g.tokens);
-      c.logprobs = std::move(g.logprobs);
-      c.text = std::move(g.text);
-      out.push_back(std::move(c));
-    }
-    return out;
+    return so;
+  }
+
+  static continuation continuation_of(model::generation& g) {
+    continuation c;
+    c.tokens = narrow(g.tokens);
+    c.logprobs = std::move(g.logprobs);
+    c.text = std::move(g.text);
+    return c;
   }
 
   status load_weights_file(const std::string& path) override {
