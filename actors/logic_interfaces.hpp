@@ -84,6 +84,9 @@ class sampler_logic {
   }
   /// The most requests generate_batch takes at once (>= 1); 1: one at a time.
   virtual std::size_t max_batch() const { return 1; }
+  /// The most observations next_turns takes at once (>= 1). A turn is one sequence where a request
+  /// is a whole group, so an engine takes a group's worth of turns per request it would batch.
+  virtual std::size_t max_turn_batch() const { return max_batch(); }
   /// One observation of a turn whose episode goes on, and the header it came in.
   struct turn_item {
     const wire::Scored* observed = nullptr;

@@ -52,11 +52,11 @@ void enqueue(self_ptr self, const generate_request_msg& m) {
   schedule_flush(self);
 }
 
-// The next turns of the observed episodes, in batches of the logic's max_batch. Held while paused.
+// The next turns of the observed episodes, in batches of the logic's max_turn_batch. Held while paused.
 void flush_turns(self_ptr self) {
   auto& st = self->state;
   if (st.paused || st.turns.empty()) return;
-  const std::size_t take = std::min(st.turns.size(), std::max<std::size_t>(1, st.logic->max_batch()));
+  const std::size_t take = std::min(st.turns.size(), std::max<std::size_t>(1, st.logic->max_turn_batch()));
   std::vector<scored_msg> batch(std::make_move_iterator(st.turns.begin()),
                                 std::make_move_iterator(st.turns.begin() + take));
   st.turns.erase(st.turns.begin(), st.turns.begin() + take);

@@ -390,8 +390,9 @@ void head_run::checkpoint() {
 }
 
 void head_run::shut_down() {
-  // Every process, then the head's own stages; their last metrics come in meanwhile.
-  const auto stop_until = clock_type::now() + 10s;
+  // Every process, then the head's own stages; their last metrics come in meanwhile. A process
+  // waits up to final_counts_wait for its stages' last counts before it ends.
+  const auto stop_until = clock_type::now() + 10s + final_counts_wait(m_.run);
   auto any_running = [&] {
     return std::any_of(children_.begin(), children_.end(), [](const auto& c) { return c.running; });
   };
@@ -401,7 +402,7 @@ void head_run::shut_down() {
     pump_links();
     reap();
   }
-  for (auto& c : children_) kill_worker(c, "did not stop in 10 s; killed");
+  for (auto& c : children_) kill_worker(c, "did not stop in time; killed");
   stop_head_stages();
   for (int i = 0; i < 10; ++i) {  // the head stages' final report is on its way
     std::this_thread::sleep_for(20ms);

@@ -539,8 +539,9 @@ struct process_runtime::impl {
   /// stage inside a long logic call (a sampler generating, a trainer stepping) answers when it is
   /// free and keeps its last report meanwhile. (Asking each in turn and waiting up to 500 ms for
   /// each held the pump, and every link it serves, 500 ms a round per busy stage.) The last round,
-  /// before the process ends, asks every stage afresh and waits up to 2 s for all the answers:
-  /// a stage answers in order, so its last answer counts all it did (the head's balance checks).
+  /// before the process ends, asks every stage afresh and waits for all the answers, up to
+  /// final_counts_wait (a stage inside a logic call answers when it ends): a stage answers in
+  /// order, so its last answer counts all it did (the head's balance checks).
   void report_metrics(bool last = false) {
     if (!metrics_ask) metrics_ask.emplace(*sys);
     auto& ask = *metrics_ask;
@@ -566,7 +567,7 @@ struct process_runtime::impl {
       ++n;
       ask->send(actor, actors::metrics_atom_v);
     }
-    const auto deadline = std::chrono::steady_clock::now() + 2s;
+    const auto deadline = std::chrono::steady_clock::now() + final_counts_wait(m.run);
     while (last && !metrics_pending.empty()) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());

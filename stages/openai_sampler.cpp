@@ -73,6 +73,10 @@ class openai_sampler final : public actors::sampler_logic, public engine_policy 
   }
 
   std::size_t max_batch() const override { return static_cast<std::size_t>(std::max(1, o_.sampler.batch_requests)); }
+  // A turn is one sequence where a request asks for a group: as many in flight as a batch of groups.
+  std::size_t max_turn_batch() const override {
+    return max_batch() * static_cast<std::size_t>(std::max(1, o_.sampler.group_size));
+  }
 
   status set_weights(const wire::PolicyWeights& w) override {
     const std::string where = "openai sampler: weights version " + std::to_string(w.version()) + ": ";

@@ -1,6 +1,8 @@
 #pragma once
 // Settings of one run as a whole, from the manifest's [run] table. Read by the head (`kforge run`).
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -36,5 +38,14 @@ struct run_options {
   /// Prometheus's text format, for a cluster's scraper. 0: off. In [0, 65535].
   int metrics_port = 0;
 };
+
+/// How long a process waits at the stop for its stages' last counts. A stage inside a logic call
+/// answers when the call ends: a sampler of episodes is rarely idle at the stop (its next turns
+/// keep it busy), and counts taken from its report before that call miss what the call sent. As
+/// long as a call may send nothing (stall_timeout_s), at least 2 s and at most a minute.
+inline std::chrono::milliseconds final_counts_wait(const run_options& r) {
+  const double s = std::clamp(r.stall_timeout_s, 2.0, 60.0);
+  return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
+}
 
 }  // namespace kforge

@@ -90,6 +90,19 @@ class fake_sampler : public sampler_logic {
     return sampler_logic::generate_batch(items);
   }
   std::size_t max_batch() const override { return max_batch_requests; }
+  std::size_t max_turn_batch() const override { return max_turn_batch_size; }
+  /// A next turn per observation: a candidate whose code hash is the observed one's + 1.
+  std::vector<result<wire::CandidateT>> next_turns(const std::vector<turn_item>& turns) override {
+    turn_batch_sizes.push_back(turns.size());
+    std::vector<result<wire::CandidateT>> out;
+    for (const auto& t : turns) {
+      wire::CandidateT c;
+      const auto* v = t.observed->verdict();
+      c.code_hash = v && v->candidate() ? v->candidate()->code_hash() + 1 : 0;
+      out.emplace_back(std::move(c));
+    }
+    return out;
+  }
 
   status set_weights(const wire::PolicyWeights& weights) override {
     if (refuse_versions.count(weights.version()) != 0)
@@ -103,6 +116,8 @@ class fake_sampler : public sampler_logic {
   std::set<std::uint64_t> refuse_versions;
   std::size_t max_batch_requests = 1;
   std::vector<std::size_t> batch_sizes;  ///< requests per generate_batch call
+  std::size_t max_turn_batch_size = 1;
+  std::vector<std::size_t> turn_batch_sizes;  ///< observations per next_turns call
 };
 
 /// An `ok` verdict for every candidate, except chosen code hashes that fail or throw.

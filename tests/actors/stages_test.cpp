@@ -565,3 +565,20 @@ TEST_CASE_FIXTURE(caf_fixture, "a stage without logic is not spawned") {
 }
 
 }  // namespace
+
+TEST_CASE_FIXTURE(caf_fixture, "the sampler continues the observed episodes waiting for it together, max_turn_batch at once") {
+  auto logic = std::make_shared<fake_sampler>();
+  logic->max_batch_requests = 1;  // requests one at a time; turns are batched by their own bound
+  logic->max_turn_batch_size = 3;
+  auto out = std::make_shared<std::vector<candidate_msg>>();
+  auto sampler =
+      spawn_sampler(sys, "sampler/0", logic, spawn_collector<candidate_sink>(sys, out)).value();
+  for (std::uint64_t i = 1; i <= 7; ++i) self->send(sampler, make_scored(i, 100 + i, 0.0, 70, 2));
+  sched.run();
+  CHECK(logic->turn_batch_sizes == std::vector<std::size_t>{3, 3, 1});
+  REQUIRE(out->size() == 7);
+  for (std::size_t i = 0; i < out->size(); ++i) CHECK((*out)[i].payload().code_hash() == 100 + i + 2);
+  auto m = try_metrics(sampler).value();
+  CHECK(m.sent == 7);
+  CHECK(m.queue_depth == 0);
+}
