@@ -98,20 +98,28 @@ std::optional<std::string> memory_plan_problem(const manifest& m, const host_fac
   const auto sampler_gpus = stage_gpus(m, actor_kind::sampler);
   const auto trainer_gpus = stage_gpus(m, actor_kind::trainer);
   if (!sampler_gpus || !trainer_gpus || (sampler_gpus->empty() && trainer_gpus->empty())) return std::nullopt;
-  const auto sampler = sampler_memory(*shape, m.sampler, planned_prompt_tokens);
+  const auto seq = planned_sequence_tokens(m.sampler, m.agent);
+  const auto sampler = sampler_memory(*shape, m.sampler, seq);
   // The ranks optimiser state may be sharded over: one per GPU of the trainer's group, and those
   // joining from other hosts.
   const auto ranks = static_cast<std::int64_t>(std::max<std::size_t>(1, trainer_gpus->size())) + m.trainer.remote_ranks;
-  const auto trainer = trainer_memory(*shape, m.trainer, m.sampler, planned_prompt_tokens, ranks);
+  const auto trainer = trainer_memory(*shape, m.trainer, seq, ranks);
   const bool shared = !sampler_gpus->empty() && !trainer_gpus->empty() && sampler_gpus->front() == trainer_gpus->front();
+  // Candidate children on the sampler's GPU (the default's rollout group) take from the same memory.
+  const auto sandbox_gpus = stage_gpus(m, actor_kind::sandbox_worker);
+  const bool sandbox_shares = sandbox_gpus && !sampler_gpus->empty() &&
+                              std::find(sandbox_gpus->begin(), sandbox_gpus->end(), sampler_gpus->front()) != sandbox_gpus->end();
   double gpu = 0;  // the smallest GPU either stage uses, where nvidia-smi said
   for (const auto* g : {&*sampler_gpus, &*trainer_gpus})
     for (int i : *g)
       if (i >= 0 && static_cast<std::size_t>(i) < host.gpu_memory.size())
         gpu = gpu == 0 ? host.gpu_memory[static_cast<std::size_t>(i)] : std::min(gpu, host.gpu_memory[static_cast<std::size_t>(i)]);
-  const auto verdict = judge_memory(sampler, trainer, shared, gpu);
+  const auto verdict = judge_memory(sampler, trainer, shared, gpu, 0.1,
+                                    sandbox_shares ? sandbox_memory(m.sandbox.runners_per_gpu) : memory_estimate{});
   out << "memory plan (an estimate from " << m.sampler.model << "/config.json, " << shape->parameters()
-      << " parameters, prompts of " << planned_prompt_tokens << " tokens):\n" << verdict.text << "\n\n";
+      << " parameters, sequences of up to " << seq << " tokens: a prompt of " << planned_prompt_tokens
+      << (m.agent.max_turns > 1 ? " and " + std::to_string(m.agent.max_turns) + " turns with observations" : " and a completion")
+      << "):\n" << verdict.text << "\n\n";
   if (verdict.fits) return std::nullopt;
   return "the memory plan does not fit the GPUs (above)";
 }

@@ -82,21 +82,33 @@ std::string gib(double bytes) {
   return buf;
 }
 
-memory_estimate sampler_memory(const policy_shape& p, const sampler_options& s, std::int64_t prompt_tokens) {
+std::int64_t planned_sequence_tokens(const sampler_options& s, const agent_options& a) {
+  const std::int64_t turns = std::max(1, a.max_turns);
+  std::int64_t seq = planned_prompt_tokens + turns * s.max_new_tokens +
+                     (turns - 1) * static_cast<std::int64_t>(a.observation_max_tokens);
+  if (a.max_tokens > 0) seq = std::min(seq, static_cast<std::int64_t>(a.max_tokens) + s.max_new_tokens);
+  return seq;
+}
+
+memory_estimate sampler_memory(const policy_shape& p, const sampler_options& s, std::int64_t sequence_tokens) {
   const double params = static_cast<double>(p.parameters());
   const double rows = static_cast<double>(s.batch_requests) * s.group_size;
-  const double seq = static_cast<double>(prompt_tokens + s.max_new_tokens);
+  const double seq = static_cast<double>(sequence_tokens);
   const double kv = rows * seq * static_cast<double>(p.layers) * 2 * static_cast<double>(p.kv_heads * p.head_dim) * bf16;
   return sorted({"sampler", {{"weights (bf16)", params * bf16},
                              {"KV cache (" + std::to_string(static_cast<long long>(rows)) + " sequences)", kv},
                              {"logits (fp32)", rows * static_cast<double>(p.vocab) * fp32}}});
 }
 
-memory_estimate trainer_memory(const policy_shape& p, const trainer_options& t, const sampler_options& s,
-                               std::int64_t prompt_tokens, std::int64_t ranks) {
+memory_estimate sandbox_memory(int runners_per_gpu) {
+  return {"sandbox", {{std::to_string(runners_per_gpu) + " candidate children", runners_per_gpu * planned_child_bytes}}};
+}
+
+memory_estimate trainer_memory(const policy_shape& p, const trainer_options& t, std::int64_t sequence_tokens,
+                               std::int64_t ranks) {
   const double params = static_cast<double>(p.parameters());
-  const double tokens = static_cast<double>(t.micro_batch) * static_cast<double>(prompt_tokens + s.max_new_tokens);
-  const double seq = static_cast<double>(prompt_tokens + s.max_new_tokens);
+  const double seq = static_cast<double>(sequence_tokens);
+  const double tokens = static_cast<double>(t.micro_batch) * seq;
   // What one layer keeps for backward per token, in bf16 elements: the norms' inputs and outputs,
   // q, k, v, the attention output and its projection's input, the residuals, the MLP's gate, up,
   // activation and product; plus the attention probabilities (heads x sequence) of an attention
@@ -135,10 +147,12 @@ memory_estimate trainer_memory(const policy_shape& p, const trainer_options& t, 
 }
 
 memory_verdict judge_memory(const memory_estimate& sampler, const memory_estimate& trainer, bool shared,
-                            double gpu_bytes, double margin) {
+                            double gpu_bytes, double margin, const memory_estimate& sandbox) {
   memory_verdict v;
   std::ostringstream s;
   s << line(sampler) << "\n" << line(trainer) << "\n";
+  const bool with_sandbox = !sandbox.parts.empty();
+  if (with_sandbox) s << line(sandbox) << " (on the sampler's GPU)\n";
   if (gpu_bytes <= 0) {
     s << "GPU memory unknown here: not checked against it";
     v.text = s.str();
@@ -151,17 +165,21 @@ memory_verdict judge_memory(const memory_estimate& sampler, const memory_estimat
     s << who << " needs " << gib(need) << ", more than " << gib(room) << " (the GPU's " << gib(gpu_bytes)
       << " less a " << static_cast<int>(margin * 100) << " % margin)\n";
   };
-  if (shared) check("the sampler and trainer on one GPU", sampler.total() + trainer.total());
-  else {
-    check("the sampler", sampler.total());
+  const std::string and_sandbox = with_sandbox ? " and the sandbox's children" : "";
+  if (shared) {
+    check("the sampler" + std::string(with_sandbox ? ", the trainer" : " and trainer") + and_sandbox + " on one GPU",
+          sampler.total() + trainer.total() + sandbox.total());
+  } else {
+    check("the sampler" + and_sandbox, sampler.total() + sandbox.total());
     check("the trainer", trainer.total());
   }
   if (!v.fits)
-    s << "lower [trainer] micro_batch, [sampler] max_new_tokens, group_size or batch_requests, set [trainer] "
+    s << "lower [trainer] micro_batch, [sampler] max_new_tokens, group_size or batch_requests, "
+      << (with_sandbox ? "[sandbox] runners_per_gpu, [agent] max_turns, " : "") << "set [trainer] "
          "lora or activation_checkpointing = true, give the sampler and trainer GPUs of their own, or use "
          "a smaller model, or with several trainer GPUs set [trainer] shard_optimizer = true";
   else
-    s << "fits a GPU of " << gib(gpu_bytes) << (shared ? " with both on it" : "");
+    s << "fits a GPU of " << gib(gpu_bytes) << (shared ? (with_sandbox ? " with all on it" : " with both on it") : "");
   v.text = s.str();
   return v;
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "config/options/agent_options.hpp"
 #include "config/options/sampler_options.hpp"
 #include "config/options/trainer_options.hpp"
 
@@ -42,12 +43,16 @@ struct memory_estimate {
   double total() const;
 };
 
-/// Longest sequence the loop makes: a prompt of `prompt_tokens` plus the sampler's max_new_tokens.
-memory_estimate sampler_memory(const policy_shape& p, const sampler_options& s, std::int64_t prompt_tokens);
-/// Bytes on each trainer rank; `ranks`: the data-parallel ranks optimiser state is sharded over
-/// with trainer.shard_optimizer (1, or no sharding: every rank holds all of it).
-memory_estimate trainer_memory(const policy_shape& p, const trainer_options& t, const sampler_options& s,
-                               std::int64_t prompt_tokens, std::int64_t ranks = 1);
+/// The sampler's KV cache and logits for a full batch of groups, every sequence `sequence_tokens`
+/// long (planned_sequence_tokens).
+memory_estimate sampler_memory(const policy_shape& p, const sampler_options& s, std::int64_t sequence_tokens);
+/// Bytes on each trainer rank, a micro-batch of sequences `sequence_tokens` long; `ranks`: the
+/// data-parallel ranks optimiser state is sharded over with trainer.shard_optimizer (1, or no
+/// sharding: every rank holds all of it).
+memory_estimate trainer_memory(const policy_shape& p, const trainer_options& t, std::int64_t sequence_tokens,
+                               std::int64_t ranks = 1);
+/// The candidate children of a sandbox worker on one GPU: runners_per_gpu x planned_child_bytes.
+memory_estimate sandbox_memory(int runners_per_gpu);
 
 /// The shapes in `model_dir`'s config.json; an error where it cannot be read, or where this build
 /// has no model library to read it with.
@@ -63,10 +68,19 @@ struct memory_verdict {
   bool fits = true;
   std::string text;  ///< one line per estimate, then what to change when it does not fit
 };
+/// `sandbox`: the candidate children on the sampler's GPU (sandbox_memory), or none (no parts).
 memory_verdict judge_memory(const memory_estimate& sampler, const memory_estimate& trainer, bool shared,
-                            double gpu_bytes, double margin = 0.1);
+                            double gpu_bytes, double margin = 0.1, const memory_estimate& sandbox = {});
 
 /// The prompt length the plan assumes (a rendered prompt of the embedded template is ~1,500 tokens).
 inline constexpr std::int64_t planned_prompt_tokens = 2048;
+/// What one candidate child may hold on its GPU: children judging the built-in tasks held up to
+/// 7.7 GiB each, and the sandbox's reference processes 3-4 GiB, on an H100 (2026-12-06).
+inline constexpr double planned_child_bytes = 10.0 * 1024 * 1024 * 1024;
+
+/// The longest sequence the loop makes: a prompt, and each turn of an episode with the observation
+/// before the next (one turn: the prompt and max_new_tokens). agent.max_tokens, when set, stops an
+/// episode's turns once its context holds that many tokens, so the last turn starts below it.
+std::int64_t planned_sequence_tokens(const sampler_options& s, const agent_options& a = {});
 
 }  // namespace kforge::pipeline

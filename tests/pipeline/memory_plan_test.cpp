@@ -11,6 +11,7 @@
 using namespace kforge::pipeline;
 using kforge::sampler_options;
 using kforge::trainer_options;
+using kforge::agent_options;
 
 namespace {
 
@@ -48,8 +49,8 @@ TEST_CASE("memory plan: a 7B policy trained in full at 4 x 4k tokens does not fi
   s.max_new_tokens = 2048;
   trainer_options t;
   t.micro_batch = 4;
-  const auto sampler = sampler_memory(qwen_7b(), s, planned_prompt_tokens);
-  const auto trainer = trainer_memory(qwen_7b(), t, s, planned_prompt_tokens);
+  const auto sampler = sampler_memory(qwen_7b(), s, planned_sequence_tokens(s));
+  const auto trainer = trainer_memory(qwen_7b(), t, planned_sequence_tokens(s));
   // 20 bytes a parameter before activations: bf16 policy and reference, fp32 masters, gradients, moments.
   CHECK(trainer.total() > 20 * 7.6e9);
   const auto v = judge_memory(sampler, trainer, false, gib80);
@@ -73,8 +74,8 @@ TEST_CASE("memory plan: a small policy fits, and sharing one GPU adds the two st
   small.vocab = 4096;
   sampler_options s;
   trainer_options t;
-  const auto sampler = sampler_memory(small, s, planned_prompt_tokens);
-  const auto trainer = trainer_memory(small, t, s, planned_prompt_tokens);
+  const auto sampler = sampler_memory(small, s, planned_sequence_tokens(s));
+  const auto trainer = trainer_memory(small, t, planned_sequence_tokens(s));
   CHECK(judge_memory(sampler, trainer, true, gib80).fits);
   // A GPU just big enough for each alone, not for both.
   const double each = std::max(sampler.total(), trainer.total()) / 0.9 * 1.01;
@@ -89,20 +90,20 @@ TEST_CASE("memory plan: LoRA and activation checkpointing bring a 7B trainer ont
   s.max_new_tokens = 2048;
   trainer_options t;
   t.micro_batch = 4;
-  const auto full = trainer_memory(qwen_7b(), t, s, planned_prompt_tokens);
+  const auto full = trainer_memory(qwen_7b(), t, planned_sequence_tokens(s));
   // LoRA rank 64 on the attention: A and B of each projection, every layer.
   const std::int64_t q = 28 * 128, kv = 4 * 128;
   CHECK(qwen_7b().lora_parameters(64, {"q_proj", "k_proj", "v_proj", "o_proj"}) ==
         28 * 64 * ((3584 + q) + 2 * (3584 + kv) + (q + 3584)));
   t.lora.enabled = true;
   t.lora.rank = 64;
-  const auto lora = trainer_memory(qwen_7b(), t, s, planned_prompt_tokens);
+  const auto lora = trainer_memory(qwen_7b(), t, planned_sequence_tokens(s));
   t.activation_checkpointing = true;
-  const auto both = trainer_memory(qwen_7b(), t, s, planned_prompt_tokens);
+  const auto both = trainer_memory(qwen_7b(), t, planned_sequence_tokens(s));
   // 2 bytes a parameter for the frozen base (the reference too), and far fewer activations.
   CHECK(lora.total() < full.total() - 14 * 7.6e9);
   CHECK(both.total() < lora.total() / 2);
-  const auto v = judge_memory(sampler_memory(qwen_7b(), s, planned_prompt_tokens), both, false, gib80);
+  const auto v = judge_memory(sampler_memory(qwen_7b(), s, planned_sequence_tokens(s)), both, false, gib80);
   INFO(v.text);
   CHECK(v.fits);
   CHECK(v.text.find("LoRA adapters") != std::string::npos);
@@ -115,13 +116,13 @@ TEST_CASE("memory plan: sharded optimiser state is counted per rank") {
   trainer_options t;
   t.micro_batch = 4;
   const double params = static_cast<double>(qwen_7b().parameters());
-  const auto full = trainer_memory(qwen_7b(), t, s, planned_prompt_tokens, 4);
+  const auto full = trainer_memory(qwen_7b(), t, planned_sequence_tokens(s), 4);
   t.shard_optimizer = true;
   // One rank has nothing to share with: the unsharded plan.
-  CHECK(trainer_memory(qwen_7b(), t, s, planned_prompt_tokens, 1).total() == full.total());
+  CHECK(trainer_memory(qwen_7b(), t, planned_sequence_tokens(s), 1).total() == full.total());
   for (std::int64_t ranks : {2, 4, 8}) {
     CAPTURE(ranks);
-    const auto sharded = trainer_memory(qwen_7b(), t, s, planned_prompt_tokens, ranks);
+    const auto sharded = trainer_memory(qwen_7b(), t, planned_sequence_tokens(s), ranks);
     // Of 16 bytes a parameter of fp32 masters, gradients and moments, the master (4) and the
     // moments (8) are split N ways; the fp32 policy and gradients stay whole (8), and the bf16
     // gradients of the backward pass (2) come on top.
@@ -133,6 +134,41 @@ TEST_CASE("memory plan: sharded optimiser state is counted per rank") {
   }
   // LoRA is not sharded (the manifest refuses both): its plan ignores the ranks.
   t.lora.enabled = true;
-  CHECK(trainer_memory(qwen_7b(), t, s, planned_prompt_tokens, 8).total() ==
-        trainer_memory(qwen_7b(), t, s, planned_prompt_tokens, 1).total());
+  CHECK(trainer_memory(qwen_7b(), t, planned_sequence_tokens(s), 8).total() ==
+        trainer_memory(qwen_7b(), t, planned_sequence_tokens(s), 1).total());
+}
+
+TEST_CASE("memory plan: episodes lengthen the planned sequence, and candidate children share the sampler's GPU") {
+  sampler_options s;
+  s.max_new_tokens = 2048;
+  kforge::agent_options a;
+  CHECK(planned_sequence_tokens(s, a) == planned_prompt_tokens + 2048);
+  a.max_turns = 3;
+  a.observation_max_tokens = 512;
+  CHECK(planned_sequence_tokens(s, a) == planned_prompt_tokens + 3 * 2048 + 2 * 512);
+  a.max_tokens = 4096;  // no turn starts past 4096 tokens of context: the last may add 2048 more
+  CHECK(planned_sequence_tokens(s, a) == 4096 + 2048);
+
+  policy_shape small = qwen_7b();
+  small.layers = 2;
+  small.hidden = 512;
+  small.intermediate = 1024;
+  small.heads = 8;
+  small.kv_heads = 2;
+  small.head_dim = 64;
+  small.vocab = 32000;
+  trainer_options t;
+  a.max_tokens = 0;
+  const auto one = trainer_memory(small, t, planned_sequence_tokens(s));
+  const auto three = trainer_memory(small, t, planned_sequence_tokens(s, a));
+  CHECK(three.total() > 2 * one.total());  // activations and logits grow with the sequence
+  const auto sampler = sampler_memory(small, s, planned_sequence_tokens(s, a));
+  // On one GPU with 4 candidate children: a plan that fits without them, refused with them.
+  const double gpu = (sampler.total() + three.total() + 0.5 * sandbox_memory(4).total()) / 0.9;
+  CHECK(judge_memory(sampler, three, true, gpu).fits);
+  const auto v = judge_memory(sampler, three, true, gpu, 0.1, sandbox_memory(4));
+  CHECK_FALSE(v.fits);
+  CHECK(v.text.find("4 candidate children") != std::string::npos);
+  CHECK(v.text.find("the sampler, the trainer and the sandbox's children on one GPU needs") != std::string::npos);
+  CHECK(v.text.find("[sandbox] runners_per_gpu") != std::string::npos);
 }
