@@ -12,8 +12,10 @@ namespace kforge::launch {
 /// gets every GPU the job has on its node, as Slurm gives steps by default. `cpus` > 0 asks for
 /// that many CPUs, so the process is not confined to one (nvcc and the sandbox's children use
 /// them); --kill-on-bad-exit ends the step when its task fails. The job name says which process
-/// the step is in squeue and sacct.
+/// the step is in squeue and sacct. The process's output goes to `log`, appended, written on its
+/// node (so srun's own messages, which stay on srun's output, do not end it: its last line is the
+/// process's reason for stopping).
 std::vector<std::string> srun_step(const std::string& node, const std::string& process, int cpus,
-                                   const std::vector<std::string>& command);
+                                   const std::string& log, const std::vector<std::string>& command);
 
 }  // namespace kforge::launch

@@ -95,7 +95,8 @@ int head_run::launch() {
   for (const auto& p : m_.processes) {
     if (p.head) continue;
     if (!p.is_local() && remote_) {
-      auto c = spawn_worker(snapshot_, p.name, dir_, m_.run.steps, resume_, remote_->command(p),
+      const auto log = (fs::path(dir_) / "logs" / (p.name + ".log")).string();
+      auto c = spawn_worker(snapshot_, p.name, dir_, m_.run.steps, resume_, remote_->command(p, log),
                             remote_->where(p));
       if (!c) {
         err_ << "kforge run: " << c.message() << "\n";

@@ -49,10 +49,10 @@ class head_run {
   head_run& operator=(const head_run&) = delete;
 
   /// The command that starts a process on another node (a launcher's: srun's flags before the
-  /// worker's command line), and where that runs. Without it launch() asks the user to start
-  /// such processes by hand.
+  /// worker's command line; the process's output to the log file given), and where that runs.
+  /// Without it launch() asks the user to start such processes by hand.
   struct remote_launcher {
-    std::function<std::vector<std::string>(const process_spec&)> command;
+    std::function<std::vector<std::string>(const process_spec&, const std::string& log)> command;
     std::function<std::string(const process_spec&)> where;
   };
   void start_remote_processes_with(remote_launcher l) { remote_ = std::move(l); }

@@ -74,7 +74,9 @@ void print_placement(const slurm_launch& s, std::ostream& out) {
 
 head_run::remote_launcher slurm_steps(const slurm_launch& s) {
   const int cpus = s.allocation.cpus_per_node;
-  return {[cpus](const process_spec& p) { return launch::srun_step(p.node, p.name, cpus, {}); },
+  return {[cpus](const process_spec& p, const std::string& log) {
+            return launch::srun_step(p.node, p.name, cpus, log, {});
+          },
           [](const process_spec& p) { return "Slurm job step on node " + p.node; }};
 }
 

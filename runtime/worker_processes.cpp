@@ -52,8 +52,14 @@ result<worker_process> spawn_worker(const std::string& manifest_path, const std:
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  const auto log = (fs::path(run_dir) / "logs" / (process + ".log")).string();
+  const auto logs = fs::path(run_dir) / "logs";
+  const auto log = (logs / (process + (launcher.empty() ? ".log" : ".launch.log"))).string();
   const int mode = O_WRONLY | O_CREAT | O_CLOEXEC | (resume ? O_APPEND : O_TRUNC);
+  if (!launcher.empty() && !resume) {
+    // The launcher appends the worker's output to PROCESS.log: a fresh run starts it empty.
+    const int fd = ::open((logs / (process + ".log")).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) ::close(fd);
+  }
   const pid_t pid = ::fork();
   if (pid < 0) return error{"cannot start process " + process + ": fork failed"};
   if (pid == 0) {

@@ -35,8 +35,9 @@ struct worker_process {
 bool required_process(const process_spec& p);
 
 /// Starts `kforge worker` for `process`. A resumed run's logs go on after the first run's.
-/// `launcher` non-empty: the worker command line is appended to it (e.g. srun and its flags)
-/// and `where` says where that runs.
+/// `launcher` non-empty: the worker command line is appended to it (e.g. srun and its flags),
+/// `where` says where that runs, and the launcher's own output goes to PROCESS.launch.log (the
+/// launcher writes the worker's to PROCESS.log, which is made empty here unless resuming).
 result<worker_process> spawn_worker(const std::string& manifest_path, const std::string& process,
                                     const std::string& run_dir, std::int64_t steps,
                                     const std::optional<resume_point>& resume,

@@ -3,7 +3,8 @@
 # (nodes n1 and n2, both this host) with every file under a temporary directory, then an sbatch job
 # running the stand-in loop with its sandbox worker on the second node, started by the head as a
 # job step. The run must complete with balanced counts and the worker must have run as a step on
-# n2. Then a placement the allocation cannot hold must fail the job with a message naming it.
+# n2. Then a placement the allocation cannot hold must fail the job with a message naming it, and
+# a step that fails must fail the run naming its process, node and exit status.
 # Daemons and files are removed on every exit. Needs root, slurm-wlm and munge (deploy/setup.sh);
 # exits 77 (skipped) without them.
 #   slurm_launch_test.sh KFORGE_BINARY REPO_ROOT
@@ -142,6 +143,7 @@ JOB
     sleep 1
   done
   squeue -h -j "$id" 2>/dev/null | grep -q . && fail "job $name ($id) still running after 240 s"
+  echo "job $name ($id) ended at ${SECONDS}s" >&2
   # Without accounting the exit code is in the batch output: kforge's own line, or the shell's.
   echo "$id"
 }
@@ -185,4 +187,44 @@ TOML
 run_job short "$work/three_nodes.toml" 2 >/dev/null
 grep -q "places processes on 3 nodes" "$work/job-short.out" || fail "a placement too big for the allocation was not refused by name"
 echo "slurm launch: a manifest needing 3 nodes on 2 is refused"
+
+# A step that fails fails the run, naming the process, its node and its exit status: the task
+# generator on n2 with a task file that is not there (the head checks only its own node's files).
+cat >"$work/failing_step.toml" <<'TOML'
+[run]
+name = "slurm-failing-step"
+steps = 6
+stall_timeout_s = 60.0
+
+[tasks]
+source = "files"
+files = ["/nonexistent/kforge-slurm-test-tasks.jsonl"]
+
+[[process]]
+name = "head"
+[process.actors]
+sampler        = { count = 1 }
+sandbox_pool   = { count = 1 }
+sandbox_worker = { count = 1 }
+reward         = { count = 1 }
+buffer         = { count = 1 }
+trainer        = { count = 1 }
+
+[[process]]
+name = "gen"
+node = "gen"
+[process.actors]
+task_generator = { count = 1 }
+TOML
+run_job failing "$work/failing_step.toml" 2 >/dev/null
+grep -E "^kforge run: process gen" "$work/job-failing.out" || true
+grep -q "process gen (Slurm job step on node n2, pid [0-9]*) exited with status 1" "$work/job-failing.out" \
+  || fail "the failed step was not reported with its node and exit status"
+python3 - "$work/runs/failing/summary.json" <<'PY' || fail "the run with a failed step did not end as failed"
+import json, sys
+s = json.load(open(sys.argv[1]))
+print("outcome:", s["outcome"])
+assert s["outcome"].startswith("failed: process gen"), s["outcome"]
+PY
+echo "slurm launch: a failed step fails the run by name"
 echo "slurm launch: ok"
