@@ -18,14 +18,12 @@ done
 export PATH=$PATH:/usr/sbin
 
 work=$(mktemp -d /tmp/kforge-slurm.XXXXXX)
-pids=()
 cleanup() {
-  # Jobs first (their steps hold processes), then the daemons this test started, by their pids.
+  # Jobs first (their steps hold processes), then the daemons this test started, by the pids they
+  # wrote under $work.
   [[ -f $work/slurm.conf ]] && SLURM_CONF=$work/slurm.conf timeout 10 scancel --full --quiet -u root 2>/dev/null || true
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for f in "$work"/*.pid; do [[ -f $f ]] && kill "$(cat "$f")" 2>/dev/null || true; done
   sleep 1
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   for f in "$work"/*.pid; do [[ -f $f ]] && kill -9 "$(cat "$f")" 2>/dev/null || true; done
   rm -rf "$work"
 }
