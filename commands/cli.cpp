@@ -14,6 +14,7 @@
 #include "commands/replay_command.hpp"
 #include "report/report.hpp"
 #include "runtime/sandbox_service.hpp"
+#include "runtime/slurm_launch.hpp"
 #include "sandbox/children.hpp"
 #include "sandbox/eval_cli.hpp"
 #include "tasks/tasks_cli.hpp"
@@ -82,6 +83,11 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--no-progress", no_progress, "No live progress line");
   run_cmd->add_flag("--check", run.check_only,
                     "Validate the manifest, print the plan and what each stage needs; start nothing");
+  run_cmd->add_option("--launcher", run.launcher,
+                      "slurm: inside a Slurm allocation, place the manifest's nodes on the allocated "
+                      "nodes, derive the links across them, and start each other node's processes "
+                      "as srun job steps (docs/cluster.md)")
+      ->check(CLI::IsMember({"slurm"}));
 
   kforge::pipeline::worker_command_options worker;
   auto* worker_cmd = app.add_subcommand(
@@ -135,6 +141,11 @@ int main(int argc, char** argv) {
   manifest_cmd->add_option("file", manifest_file, "Manifest (default: the embedded one)");
   bool print_default = false;
   manifest_cmd->add_flag("--print-default", print_default, "Print the embedded default manifest");
+  std::string manifest_launcher;
+  manifest_cmd->add_option("--launcher", manifest_launcher,
+                           "slurm: validate it placed on the Slurm allocation the environment "
+                           "describes (SLURM_JOB_NODELIST, ...) and print the placement")
+      ->check(CLI::IsMember({"slurm"}));
 
   kforge::sandbox::eval_options eval;
   auto* eval_cmd = kforge::sandbox::add_eval_subcommand(app, eval);
@@ -227,6 +238,19 @@ int main(int argc, char** argv) {
   if (*manifest_cmd) {
     if (print_default) {
       std::cout << kforge::pipeline::default_manifest_text();
+      return 0;
+    }
+    if (manifest_launcher == "slurm") {
+      auto placed = manifest_file.empty()
+                        ? kforge::pipeline::place_on_slurm(kforge::pipeline::default_manifest_text(),
+                                                           "<default manifest>")
+                        : kforge::pipeline::place_file_on_slurm(manifest_file);
+      if (!placed) {
+        std::cerr << "kforge manifest: " << placed.message() << "\n";
+        return 2;
+      }
+      kforge::pipeline::print_placement(*placed, std::cout);
+      std::cout << placed->placed.m.summary();
       return 0;
     }
     auto m = manifest_file.empty() ? kforge::pipeline::default_manifest()

@@ -68,6 +68,11 @@ int manifest::count(actor_kind k) const noexcept {
 }
 
 result<manifest> parse_manifest(std::string_view text, std::string_view source_name) {
+  return parse_manifest(text, source_name, cross_node_endpoint{});
+}
+
+result<manifest> parse_manifest(std::string_view text, std::string_view source_name,
+                                const cross_node_endpoint& derive) {
   const std::string source(source_name);
   try {
     detail::diagnostics d(source);
@@ -94,7 +99,7 @@ result<manifest> parse_manifest(std::string_view text, std::string_view source_n
     m.text = std::string(text);
     detail::read_manifest(root, d, m);
     if (!d.empty()) return d.to_error();
-    detail::check_manifest(root, d, m);
+    detail::check_manifest(root, d, m, derive);
     if (!d.empty()) return d.to_error();
     return m;
   } catch (const std::exception& e) {  // bad_alloc and the like: still an error value

@@ -27,6 +27,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -145,6 +146,15 @@ struct manifest {
 
 /// Parses and validates manifest text. `source_name` is used in error messages (usually the path).
 result<manifest> parse_manifest(std::string_view text, std::string_view source_name);
+
+/// The endpoint of link `l`, which joins processes on different nodes and was left out: only a
+/// launcher that knows the nodes' addresses can name it (launch/slurm_placement.hpp). `m` has its
+/// processes and GPU groups checked. An error's message is the reason; the caller adds the key.
+using cross_node_endpoint = std::function<result<std::string>(link l, const manifest& m)>;
+/// parse_manifest, with the endpoints of links across nodes that the text leaves out derived by
+/// `derive` instead of being an error.
+result<manifest> parse_manifest(std::string_view text, std::string_view source_name,
+                                const cross_node_endpoint& derive);
 /// Reads, parses and validates the manifest file at `path`.
 result<manifest> load_manifest(const std::string& path);
 /// The embedded default manifest's TOML text (config/default_manifest.toml).

@@ -2,6 +2,8 @@
 // coverage, endpoints), and the derivation of the endpoints a manifest leaves out.
 
 #include <map>
+#include <set>
+#include <vector>
 
 #include "config/endpoint_check.hpp"
 #include "config/manifest_internal.hpp"
@@ -35,17 +37,43 @@ std::string_view singleton_reason(actor_kind k) {
   }
 }
 
+// The nodes whose processes use each GPU group; a group no process uses counts as on every node.
+std::map<std::string, std::set<std::string>> group_nodes(const manifest& m) {
+  std::map<std::string, std::set<std::string>> out;
+  for (const process_spec& p : m.processes)
+    for (const actor_spec& a : p.actors)
+      if (!a.gpu_group.empty()) out[a.gpu_group].insert(p.node);
+  return out;
+}
+
+bool share_a_node(const std::map<std::string, std::set<std::string>>& nodes, const std::string& a,
+                  const std::string& b) {
+  const auto x = nodes.find(a);
+  const auto y = nodes.find(b);
+  if (x == nodes.end() || y == nodes.end()) return true;
+  for (const auto& n : x->second)
+    if (y->second.count(n)) return true;
+  return false;
+}
+
+// A GPU belongs to one group on each node: groups used only on different nodes ("rollout" on one,
+// "trainer" on another) may name the same indices, as each node counts its GPUs from 0.
 void check_gpu_groups(const toml::table& root, diagnostics& d, const manifest& m) {
-  std::map<int, std::string> owner;
+  const auto nodes = group_nodes(m);
+  std::map<int, std::vector<std::string>> owners;
   for (const gpu_group& g : m.gpu_groups) {
     const toml::array* a = root["gpu_groups"][g.name].as_array();
     for (std::size_t i = 0; i < g.gpus.size(); ++i) {
       const int gpu = g.gpus[i];
-      auto [it, fresh] = owner.emplace(gpu, g.name);
-      if (!fresh)
-        d.add(a ? a->get(i) : nullptr, join_key("gpu_groups", g.name),
-              "GPU " + std::to_string(gpu) + " is in two groups, " + quoted(it->second) + " and " +
-                  quoted(g.name) + " (a GPU belongs to one group only)");
+      auto& seen = owners[gpu];
+      for (const auto& other : seen)
+        if (share_a_node(nodes, other, g.name)) {
+          d.add(a ? a->get(i) : nullptr, join_key("gpu_groups", g.name),
+                "GPU " + std::to_string(gpu) + " is in two groups, " + quoted(other) + " and " +
+                    quoted(g.name) + " (a GPU belongs to one group only on a node)");
+          break;
+        }
+      seen.push_back(g.name);
     }
   }
 }
@@ -133,7 +161,8 @@ std::string describe_ends(const std::vector<const process_spec*>& procs) {
   return s;
 }
 
-void check_endpoints(const toml::table& root, diagnostics& d, manifest& m) {
+void check_endpoints(const toml::table& root, diagnostics& d, manifest& m,
+                     const cross_node_endpoint& derive) {
   std::vector<endpoint_parts> parts(link_count);
   for (link l : all_links) {
     endpoint_spec& e = m.endpoints[static_cast<int>(l)];
@@ -155,10 +184,18 @@ void check_endpoints(const toml::table& root, diagnostics& d, manifest& m) {
         e.address = "inproc://kforge." + std::string(to_string(l));
       } else if (one_node) {
         e.address = "ipc://" + m.run.run_dir + "/bus/" + std::string(to_string(l));
+      } else if (derive) {
+        auto a = derive(l, m);
+        if (!a) {
+          d.add(root["endpoints"].node(), key, a.message());
+          continue;
+        }
+        e.address = std::move(*a);
       } else {
         d.add(root["endpoints"].node(), key,
               "missing: this link joins processes on different nodes (" + describe_ends(procs) +
-                  "), so it needs an explicit tcp://HOST:PORT endpoint");
+                  "), so it needs an explicit tcp://HOST:PORT endpoint, or a launch that derives "
+                  "it from the nodes (kforge run --launcher slurm)");
         continue;
       }
     }
@@ -199,13 +236,14 @@ void check_endpoints(const toml::table& root, diagnostics& d, manifest& m) {
 
 }  // namespace
 
-void check_manifest(const toml::table& root, diagnostics& d, manifest& m) {
+void check_manifest(const toml::table& root, diagnostics& d, manifest& m,
+                    const cross_node_endpoint& derive) {
   check_gpu_groups(root, d, m);
   check_processes(root, d, m);
   if (m.processes.empty()) return;
   check_stages(root, d, m);
   if (!d.empty()) return;  // endpoints depend on where the stages are
-  check_endpoints(root, d, m);
+  check_endpoints(root, d, m, derive);
 }
 
 }  // namespace kforge::pipeline::detail

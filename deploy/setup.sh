@@ -48,6 +48,7 @@ packages=(
   libseccomp-dev                          # the candidate child's seccomp filter
   libcpp-httplib-dev                      # the openai sampler backend, kforge serve
   python3-torch                           # kforge tasks import-kernelbench (PyTorch problem files)
+  slurm-wlm munge                         # a one-host Slurm for tests/deploy/slurm_launch_test.sh
 )
 
 if [[ ${KFORGE_SKIP_APT:-0} != 1 && -z $deps && $dry != 1 ]]; then

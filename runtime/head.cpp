@@ -16,6 +16,7 @@
 #include "runtime/process_runtime.hpp"
 #include "runtime/readiness.hpp"
 #include "runtime/run_directory.hpp"
+#include "runtime/slurm_launch.hpp"
 #include "stages/stage_factory.hpp"
 #include "stages/task_generator.hpp"
 
@@ -58,6 +59,7 @@ namespace {
 struct run_plan {
   manifest m;
   std::optional<resume_point> resume;
+  std::optional<slurm_launch> slurm;
 };
 
 result<run_plan> plan_run(const run_command_options& opt) {
@@ -67,7 +69,13 @@ result<run_plan> plan_run(const run_command_options& opt) {
     s << "--time-limit must be >= 0 seconds (0: none), got " << *opt.time_limit_s;
     return error{s.str()};
   }
+  if (opt.launcher && *opt.launcher != "slurm")
+    return error{"--launcher must be slurm, got \"" + *opt.launcher + "\""};
   run_plan plan;
+  if (opt.resume && opt.launcher)
+    return error{"--resume with --launcher slurm is not supported: the run's manifest snapshot names "
+                 "the nodes of the allocation it first ran on; resume it inside an allocation of "
+                 "those nodes without --launcher, starting the other nodes' workers by hand"};
   if (opt.resume) {
     if (opt.manifest || opt.run_dir)
       return error{"--resume continues a run with its own manifest and directory; drop "
@@ -76,6 +84,15 @@ result<run_plan> plan_run(const run_command_options& opt) {
     if (!r) return r.err();
     plan.m = std::move(r->m);
     plan.resume = std::move(r->at);
+  } else if (opt.launcher) {
+    // The file's node names and the links between them get the allocation's nodes and ports.
+    auto placed = opt.manifest ? place_file_on_slurm(*opt.manifest)
+                               : place_on_slurm(default_manifest_text(), "<default manifest>");
+    if (!placed) return placed.err();
+    plan.m = placed->placed.m;
+    plan.slurm = std::move(*placed);
+    if (opt.steps) plan.m.run.steps = *opt.steps;
+    if (opt.run_dir) plan.m.run.run_dir = *opt.run_dir;
   } else {
     auto loaded = opt.manifest ? load_manifest(*opt.manifest) : default_manifest();
     if (!loaded) return loaded.err();
@@ -130,7 +147,9 @@ std::optional<std::string> memory_plan_problem(const manifest& m, const host_fac
 std::optional<int> announce_and_check(const run_plan& plan, bool check_only, bool& stand_ins,
                                       std::ostream& out, std::ostream& err) {
   const auto& m = plan.m;
-  out << "kforge run: manifest " << m.source << "\n" << m.summary() << "\n";
+  out << "kforge run: manifest " << m.source << "\n";
+  if (plan.slurm) print_placement(*plan.slurm, out);
+  out << m.summary() << "\n";
   if (plan.resume)
     out << "resuming at step " << plan.resume->step << " of " << m.run.steps << " from "
         << plan.resume->checkpoint << "\n" << dedup_left_out_note(m) << "\n";
@@ -187,6 +206,7 @@ int run_command(const run_command_options& opt, std::ostream& out, std::ostream&
     return 2;
   }
   head_run run(std::move(plan->m), plan->resume, *snapshot, stand_ins, out, err);
+  if (plan->slurm) run.start_remote_processes_with(slurm_steps(*plan->slurm));
   if (const int code = run.launch(); code != 0) return code;
   run.monitor();
   run.drain();

@@ -23,6 +23,9 @@ struct run_command_options {
   std::optional<bool> progress;         ///< overrides run.progress
   std::optional<double> time_limit_s;   ///< overrides run.time_limit_s (also on --resume: per leg)
   bool check_only = false;              ///< validate, print the plan and readiness, start nothing
+  /// "slurm": place the manifest on the Slurm allocation the run is in and start the processes
+  /// on other nodes as job steps (runtime/slurm_launch.hpp). Unset: other nodes start by hand.
+  std::optional<std::string> launcher;
   /// A run directory to continue: its manifest.toml snapshot, from its newest complete checkpoint
   /// (RUN_DIR/checkpoints/step-N), in the same directory. `steps` may raise the total; `manifest`
   /// and `run_dir` must be unset.

@@ -94,6 +94,19 @@ int head_run::launch() {
   // Other local processes run `kforge worker` on the snapshot; remote ones are started by the user.
   for (const auto& p : m_.processes) {
     if (p.head) continue;
+    if (!p.is_local() && remote_) {
+      const auto log = (fs::path(dir_) / "logs" / (p.name + ".log")).string();
+      auto c = spawn_worker(snapshot_, p.name, dir_, m_.run.steps, resume_, remote_->command(p, log),
+                            remote_->where(p));
+      if (!c) {
+        err_ << "kforge run: " << c.message() << "\n";
+        return 1;
+      }
+      c->required = required_process(p);
+      out_ << "started process " << p.name << " as a " << c->where << "\n";
+      children_.push_back(*c);
+      continue;
+    }
     if (!p.is_local()) {
       // The same flags a local child gets: a resumed leg's worker must know it resumes (its
       // buffer and task generator go on from the run directory; a fresh start clears them).
@@ -198,11 +211,13 @@ void head_run::reap() {
     if (!reap_worker(c)) continue;
     board_.gone.insert(c.name);
     progress_.end(err_);
-    err_ << "kforge run: process " << c.name << " (pid " << c.pid << ") " << c.exit << "\n";
+    const std::string which = "process " + c.name + " (" + (c.where.empty() ? "" : c.where + ", ") +
+                              "pid " + std::to_string(c.pid) + ")";
+    err_ << "kforge run: " << which << " " << c.exit << "\n";
     if (c.required && lost_.empty() && outcome_.empty()) {
       const auto log = (fs::path(dir_) / "logs" / (c.name + ".log")).string();
       const auto why = last_line_of(log);
-      lost_ = "process " + c.name + " (pid " + std::to_string(c.pid) + ") " + c.exit +
+      lost_ = which + " " + c.exit +
               (why.empty() ? "" : "; its log " + log + " ends: " + why);
     }
   }

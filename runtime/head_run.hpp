@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <memory>
@@ -46,6 +47,15 @@ class head_run {
   ~head_run();
   head_run(const head_run&) = delete;
   head_run& operator=(const head_run&) = delete;
+
+  /// The command that starts a process on another node (a launcher's: srun's flags before the
+  /// worker's command line; the process's output to the log file given), and where that runs.
+  /// Without it launch() asks the user to start such processes by hand.
+  struct remote_launcher {
+    std::function<std::vector<std::string>(const process_spec&, const std::string& log)> command;
+    std::function<std::string(const process_spec&)> where;
+  };
+  void start_remote_processes_with(remote_launcher l) { remote_ = std::move(l); }
 
   /// 0 when the run is under way, else the exit code of a run that could not start.
   int launch();
@@ -97,6 +107,7 @@ class head_run {
   std::optional<bus::subscriber> weights_;
   clock_type::time_point started_;
   std::vector<worker_process> children_;
+  std::optional<remote_launcher> remote_;
   /// The first file the head failed to write (processes.json, metrics): the loop ends with it,
   /// and a run that cannot keep its results does not report itself completed.
   status write_failed_;
