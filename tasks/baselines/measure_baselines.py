@@ -143,11 +143,17 @@ def mismatch(task, expected, got):
             return "output %d: %s, eager gave %s %s" % (k, (tuple(g.shape), g.dtype) if isinstance(g, torch.Tensor)
                                                        else type(g).__name__, tuple(e.shape), e.dtype)
         if e.is_floating_point():
-            ef, gf = e.double(), g.double()
-            bad = ~((gf - ef).abs() <= atol + rtol * ef.abs())
-            if bool(bad.any()):
-                return "output %d: max abs error %.3g beyond atol %g + rtol %g" % (
-                    k, float((gf - ef).abs().nan_to_num(float("inf")).max()), atol, rtol)
+            # In slices of 2^24 elements: KernelBench's outputs reach 6 GiB, and the float64
+            # temporaries of a whole one would not fit beside the inputs and the two outputs.
+            ef_all, gf_all = e.reshape(-1), g.reshape(-1)
+            bad, worst = False, 0.0
+            for at in range(0, ef_all.numel(), 1 << 24):
+                ef, gf = ef_all[at:at + (1 << 24)].double(), gf_all[at:at + (1 << 24)].double()
+                err = (gf - ef).abs()
+                if bool((~(err <= atol + rtol * ef.abs())).any()):
+                    bad, worst = True, max(worst, float(err.nan_to_num(float("inf")).max()))
+            if bad:
+                return "output %d: max abs error %.3g beyond atol %g + rtol %g" % (k, worst, atol, rtol)
         elif not torch.equal(e, g):
             return "output %d: differs from eager (exact match required)" % k
     return None
@@ -204,6 +210,11 @@ def measure(task, a, device, device_name):
         clock.sync()
         compiled = None
         if not a.eager_only:
+            # Every task's forward is a new function of the same name and place; without a reset
+            # dynamo counts them as recompiles of one frame and, past its limit (8), runs the rest
+            # uncompiled: what an earlier version of this script timed as "compiled" for all
+            # tasks after the eighth.
+            torch._dynamo.reset()
             fn = as_python(task["reference"])
             compiled = torch.compile(fn, mode=None if a.mode == "default" else a.mode)
             t0 = time.perf_counter()
@@ -277,9 +288,13 @@ def main():
         device = torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device())
         torch.cuda.set_device(device)
         device_name = torch.cuda.get_device_name(device)
-        # The sandbox's reference runs without TF32 (tasks/reference.cpp); compiled code must too.
+        # The sandbox's reference multiplies matrices without TF32 (tasks/reference.cpp); compiled code must too.
         torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        # Convolutions: a traced reference passes allow_tf32=True to torch._convolution (torch's
+        # default for cuDNN), which wins over the sandbox's global switch, so its eager convs use
+        # TF32; inductor's convs follow the global switch, left on here for the same arithmetic.
+        # (Off, compiled convs ran in full fp32 and measured 2-9x slower than eager, H100, 2026-12-06.)
+        torch.backends.cudnn.allow_tf32 = True
     elif device.type == "cpu":
         device_name = "cpu"
     else:
@@ -292,6 +307,9 @@ def main():
         return 2
     # As the sandbox runs references: no fusion by the TorchScript executor.
     torch._C._set_graph_executor_optimize(False)
+    if hasattr(torch, "_dynamo") and hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):
+        # A task that dynamo gives up on must fail, not be timed as compiled while running eager.
+        torch._dynamo.config.fail_on_recompile_limit_hit = True
     signal.signal(signal.SIGALRM, too_long)
     failed = 0
     with open(a.out, "w") as out:

@@ -9,6 +9,7 @@ compiled time and the check against eager instead. Exits 77 (skipped) where this
 torch.
 """
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -51,6 +52,24 @@ def run(argv):
     r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     print("$ %s -> %d\n%s" % (" ".join(argv), r.returncode, r.stdout))
     return r
+
+
+def check_mismatch(script):
+    """The compiled-against-eager comparison, which works in slices of 2^24 elements: a wrong
+    element in the last slice, past the first, is found."""
+    spec = importlib.util.spec_from_file_location("measure_baselines", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    task = {"outputs": [{"dtype": "float32"}], "tolerance": {"atol": 1e-3, "rtol": 0.0}}
+    e = torch.zeros((1 << 24) + 7)
+    check(mod.mismatch(task, [e], [e.clone()]) is None, "equal outputs match")
+    g = e.clone()
+    g[-1] = 0.5
+    why = mod.mismatch(task, [e], [g]) or ""
+    check("max abs error 0.5" in why, "an error in the last slice is found: %r" % why)
+    g[-1] = float("nan")
+    check("max abs error inf" in (mod.mismatch(task, [e], [g]) or ""), "a NaN is an error")
+    check("differs" in (mod.mismatch(task, [e.int()], [g.int()]) or ""), "integers match exactly")
 
 
 def main():
@@ -114,6 +133,7 @@ def main():
             check(r.returncode == 0 and got[0]["ok"] is True, "torch.compile measured on the cpu")
             check(got[0].get("compile_ms", 0) > 0 and got[0].get("compile_s", 0) > 0 and got[0]["mode"] == "default",
                   "compile time, compile seconds and mode recorded")
+    check_mismatch(a.script)
     if failures:
         print("%d check(s) failed" % len(failures))
         return 1
