@@ -213,6 +213,16 @@ def lower(model, example):
     return code, consts, order, out
 
 
+def readable(code):
+    """The trace's code with the forms torch 2.x's printer writes and TorchScript's compiler does not
+    read back (torch 2.11: `undefined value ops`, `Arguments for call are not valid`) spelled as it
+    reads them: a size made a tensor (ops.prim.NumToTensor(n)) as torch.tensor(n), and a Python
+    number made a tensor on a device (torch.to(0.5, x.device, 6)) as torch.tensor(0.5, dtype=6,
+    device=x.device)."""
+    code = code.replace("ops.prim.NumToTensor(", "torch.tensor(")
+    return re.sub(r"torch\.to\(([-+0-9.e]+), ([\w.]+), (\d+)\)", r"torch.tensor(\1, dtype=\3, device=\2)", code)
+
+
 def materialize(meta, init, first_dim=None):
     """A real CPU tensor of `meta`'s shape (its first dimension `first_dim` when given) and dtype,
     drawn as `init` says."""
@@ -329,7 +339,7 @@ def convert(path, scale, cpu_budget):
         inputs.append({"name": sanitize(pname, taken), "shape": list(t.shape), "dtype": DTYPES.get(t.dtype, "?"),
                        "init": param_inits[pname]})
     # A scalar the trace kept as a 0-d tensor constant (x * 2.0) goes back into the code as a number.
-    code = scalar_code(code, consts)
+    code = readable(scalar_code(code, consts))
     # A tensor the forward makes on its input's device: the trace wrote the device it saw.
     first_arg = re.match(r"\s*def forward\(\s*(\w+)", code)
     if first_arg:
