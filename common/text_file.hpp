@@ -20,6 +20,16 @@ inline result<std::string> read_text_file(const std::string& path) {
   return ss.str();
 }
 
+/// The last non-empty line of the text file `path` ("" when there is none or it cannot be read):
+/// a child's log ends with why it stopped.
+inline std::string last_line_of(const std::string& path) {
+  std::ifstream in(path);
+  std::string last;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) last = line;
+  return last;
+}
+
 /// Writes `text` to `path` through a temporary file in the same directory, synced, and a rename,
 /// so a reader sees the old file or the whole new one. On error nothing is left behind but the old
 /// file; the error names the file and the reason.

@@ -273,6 +273,19 @@ void read_tasks(table_reader r, tasks_options& o) {
   r.finish();
 }
 
+void read_sampler_server(table_reader r, sampler_server& o) {
+  o.enabled = true;
+  r.read("command", o.command);
+  r.read("port", o.port, 1, 65535);
+  r.read("count", o.count, 0, 1024);
+  r.read("ready_timeout_s", o.ready_timeout_s, above(0));
+  if (o.command.find("{port}") == std::string::npos)
+    r.diag().add(r.table().get("command"), r.key("command"),
+                 o.command.empty() ? "missing: the command line that starts one server"
+                                   : "must contain {port}: each server listens on its own port");
+  r.finish();
+}
+
 void read_sampler(table_reader r, sampler_options& o) {
   r.read_choice("backend", o.backend,
                 {{"engine", sampler_backend::engine}, {"openai", sampler_backend::openai}});
@@ -302,9 +315,13 @@ void read_sampler(table_reader r, sampler_options& o) {
   }
   r.read("require_gpu", o.require_gpu);
   r.read("stand_in_repeat_every", o.stand_in_repeat_every, 0);
-  if (o.backend == sampler_backend::openai && o.server_url.empty() && o.server_urls.empty())
+  if (const toml::table* t = r.subtable("server")) read_sampler_server(table_reader(r.diag(), *t, r.key("server")), o.server);
+  if (o.server.enabled && o.backend != sampler_backend::openai)
+    r.diag().add(r.table().get("server"), r.key("server"),
+                 "starts inference servers for backend = \"openai\"; the engine backend runs the model itself");
+  if (o.backend == sampler_backend::openai && o.server_url.empty() && o.server_urls.empty() && !o.server.enabled)
     r.diag().add(r.table().get("backend"), r.key("server_url"),
-                 "missing: backend \"openai\" needs the server's base URL (or server_urls)");
+                 "missing: backend \"openai\" needs the server's base URL (or server_urls, or [sampler.server])");
   r.finish();
 }
 

@@ -112,12 +112,4 @@ void kill_worker(worker_process& w, const std::string& why) {
   w.exit = why;
 }
 
-std::string last_line_of(const std::string& path) {
-  std::ifstream in(path);
-  std::string last;
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) last = line;
-  return last;
-}
-
 }  // namespace kforge::pipeline

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "common/text_file.hpp"  // last_line_of: a worker's log ends with why it stopped
 #include "config/manifest.hpp"
 #include "runtime/process_runtime.hpp"
 
@@ -49,9 +50,5 @@ bool reap_worker(worker_process& w);
 
 /// Kills a worker still running and waits for it.
 void kill_worker(worker_process& w, const std::string& why);
-
-/// The last non-empty line of the text file `path` ("" when there is none): a worker's log ends
-/// with why it stopped.
-std::string last_line_of(const std::string& path);
 
 }  // namespace kforge::pipeline

@@ -1,6 +1,7 @@
 #include "stages/openai_sampler.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <future>
 #include <optional>
 
@@ -16,8 +17,9 @@ namespace {
 
 class openai_sampler final : public actors::sampler_logic, public engine_policy {
  public:
-  openai_sampler(openai_sampler_options o, chat_tokens tokens, std::shared_ptr<replica_pool> pool)
-      : o_(std::move(o)), tokens_(std::move(tokens)), pool_(std::move(pool)) {}
+  openai_sampler(openai_sampler_options o, chat_tokens tokens, std::shared_ptr<replica_pool> pool,
+                 std::shared_ptr<inference_servers> servers)
+      : o_(std::move(o)), tokens_(std::move(tokens)), pool_(std::move(pool)), servers_(std::move(servers)) {}
 
   result<std::vector<wire::CandidateT>> generate(const wire::GenerateRequest& req,
                                                  const actors::envelope_info& info) override {
@@ -167,6 +169,8 @@ class openai_sampler final : public actors::sampler_logic, public engine_policy 
   std::shared_ptr<replica_pool> pool_;
   std::optional<episode_turn_sampler> turns_;
   std::uint64_t version_ = 0;
+  // Last: the servers this sampler started stop when it goes, after the pool that talks to them.
+  std::shared_ptr<inference_servers> servers_;
 };
 
 }  // namespace
@@ -179,23 +183,33 @@ openai_sampler_options openai_sampler_options_from(const manifest& m) {
     if (std::find(o.urls.begin(), o.urls.end(), u) == o.urls.end()) o.urls.push_back(u);
   o.seed = static_cast<std::uint64_t>(m.run.seed);
   o.agent = m.agent;
+  if (auto gpus = stage_gpus(m, actor_kind::sampler)) o.server_gpus = *gpus;
+  o.server_log_dir = (std::filesystem::path(m.run.run_dir) / "logs").string();
   return o;
 }
 
 result<openai_sampler_handles> make_openai_sampler_handles(const openai_sampler_options& o) {
   auto tokens = chat_tokens::load(o.sampler.model, o.tokenizer_dir);
   if (!tokens) return error{"openai sampler: [sampler] model (the tokenizer files): " + tokens.message()};
-  auto pool = replica_pool::make(o.urls, o.pool);
+  std::shared_ptr<inference_servers> servers;
+  auto urls = o.urls;
+  if (o.sampler.server.enabled) {
+    auto started = inference_servers::start(o.sampler.server, o.server_gpus, o.server_log_dir);
+    if (!started) return error{"openai sampler: " + started.message()};
+    servers = std::move(*started);
+    urls.insert(urls.end(), servers->urls().begin(), servers->urls().end());
+  }
+  auto pool = replica_pool::make(urls, o.pool);
   if (!pool) return error{"openai sampler: " + pool.message()};
   if (auto s = (*pool)->check_health(); !s) return error{"openai sampler: " + s.message()};
   if (auto id = (*pool)->served_model(); !id) return error{"openai sampler: " + id.message()};
-  auto sampler = std::make_shared<openai_sampler>(o, std::move(*tokens), *pool);
+  auto sampler = std::make_shared<openai_sampler>(o, std::move(*tokens), *pool, servers);
   if (o.agent.max_turns > 1) {
     auto t = episode_turn_sampler::make(o.agent, o.sampler, o.seed);
     if (!t) return error{"openai sampler: " + t.message()};
     sampler->run_episodes(std::move(*t));
   }
-  return openai_sampler_handles{sampler, sampler, *pool};
+  return openai_sampler_handles{sampler, sampler, *pool, servers};
 }
 
 result<std::shared_ptr<actors::sampler_logic>> make_openai_sampler(const openai_sampler_options& o) {

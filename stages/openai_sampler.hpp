@@ -26,6 +26,7 @@
 #include "actors/logic_interfaces.hpp"
 #include "common/result.hpp"
 #include "stages/engine_sampler.hpp"
+#include "stages/inference_servers.hpp"
 #include "stages/openai_client.hpp"
 
 namespace kforge::pipeline {
@@ -42,13 +43,17 @@ struct openai_sampler_options {
   std::uint64_t seed = 0;
   agent_options agent;
   replica_pool_options pool;
+  /// With [sampler.server]: the sampler's GPU ordinals (a server each) and where the servers' logs go.
+  std::vector<int> server_gpus;
+  std::string server_log_dir = "logs";
 };
 
 /// The options of a manifest's [sampler], [agent] and run.seed.
 openai_sampler_options openai_sampler_options_from(const manifest& m);
 
-/// Loads the tokenizer and reaches the servers: every replica must answer /health, and the first
-/// names the model id sent with each request. Errors say which URL or file failed.
+/// Loads the tokenizer, starts the [sampler.server] servers (stopped when the sampler goes) and
+/// reaches the servers: every replica must answer /health, and the first names the model id sent
+/// with each request. Errors say which URL, file or started server failed.
 [[nodiscard]] result<std::shared_ptr<actors::sampler_logic>> make_openai_sampler(const openai_sampler_options& o);
 
 /// The same sampler as an engine_policy too (tests, episodes): both pointers own one object.
@@ -56,6 +61,7 @@ struct openai_sampler_handles {
   std::shared_ptr<actors::sampler_logic> sampler;
   std::shared_ptr<engine_policy> policy;
   std::shared_ptr<replica_pool> pool;
+  std::shared_ptr<inference_servers> servers;  ///< those [sampler.server] started; null without it
 };
 [[nodiscard]] result<openai_sampler_handles> make_openai_sampler_handles(const openai_sampler_options& o);
 

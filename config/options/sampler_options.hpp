@@ -21,6 +21,21 @@ inline constexpr int max_group_size = 1024;
 inline constexpr int max_new_tokens_limit = 1 << 17;
 inline constexpr int max_batch_requests = 1024;
 
+/// [sampler.server]: inference servers the openai backend starts itself and stops at the end.
+struct sampler_server {
+  bool enabled = false;  ///< the table is present
+  /// A shell command line (run by /bin/sh) starting one server; {port} becomes its port and {gpu}
+  /// its GPU ordinal (also set as CUDA_VISIBLE_DEVICES), "" without one.
+  std::string command;
+  /// Port of the first server; server k listens on port + k. In [1, 65535].
+  int port = 8100;
+  /// Servers to start: 0 means one per GPU of the sampler's group, or one where it has none.
+  int count = 0;
+  /// Seconds each server has to answer GET /health after it starts (loading a 32B model takes
+  /// minutes). > 0.
+  double ready_timeout_s = 900;
+};
+
 struct sampler_options {
   /// engine or openai (see sampler_backend).
   sampler_backend backend = sampler_backend::engine;
@@ -53,6 +68,9 @@ struct sampler_options {
   /// Stand-in sampler only: every this-many-th group's candidates share one kernel, as a collapsed
   /// policy's would, so the buffer drops the repeats and then the group. 0: off. >= 0.
   int stand_in_repeat_every = 0;
+  /// openai backend: servers started by the sampler's process (their URLs come after server_url
+  /// and server_urls).
+  sampler_server server;
 };
 
 }  // namespace kforge

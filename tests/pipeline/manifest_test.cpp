@@ -756,6 +756,30 @@ TEST_CASE("[trainer] lora and activation_checkpointing: off by default, read inl
             "trainer.activation_checkpointing: expected a boolean"));
 }
 
+TEST_CASE("[sampler.server]: servers the openai backend starts, with {port} in their command") {
+  const std::string openai = minimal + "[sampler]\nbackend = \"openai\"\n";
+  auto m = parse_manifest(openai + "[sampler.server]\ncommand = \"vllm serve /m --port {port}\"\nport = 9000\n"
+                                   "count = 2\nready_timeout_s = 60\n",
+                          "test.toml");
+  REQUIRE_MESSAGE(m.ok(), m.message());  // no server_url needed: the servers give theirs
+  const auto& s = m->sampler.server;
+  CHECK(s.enabled);
+  CHECK(s.command == "vllm serve /m --port {port}");
+  CHECK(s.port == 9000);
+  CHECK(s.count == 2);
+  CHECK(s.ready_timeout_s == 60);
+  CHECK_FALSE(parse_manifest(minimal, "test.toml")->sampler.server.enabled);
+
+  const auto bad = [&](const std::string& server) { return rejected(openai + "[sampler.server]\n" + server); };
+  CHECK(has(bad("port = 9000\n"), "sampler.server.command: missing: the command line that starts one server"));
+  CHECK(has(bad("command = \"vllm serve /m\"\n"), "sampler.server.command: must contain {port}"));
+  CHECK(has(bad("command = \"x {port}\"\nport = 0\n"), "sampler.server.port: must be in [1, 65535]"));
+  CHECK(has(bad("command = \"x {port}\"\nready_timeout_s = 0\n"), "sampler.server.ready_timeout_s: must be > 0"));
+  CHECK(has(bad("command = \"x {port}\"\ngpus = 2\n"), "sampler.server.gpus: unknown key"));
+  CHECK(has(rejected(minimal + "[sampler.server]\ncommand = \"x {port}\"\n"),
+            "sampler.server: starts inference servers for backend = \"openai\""));
+}
+
 TEST_CASE("[trainer] shard_optimizer: off by default, for full fine-tuning only") {
   auto plain = parse_manifest(minimal, "test.toml");
   REQUIRE_MESSAGE(plain.ok(), plain.message());

@@ -4,7 +4,10 @@
 // malformed, cut and error responses. Torch-free: the engine is reached through its header only.
 #include "stages/openai_sampler.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -183,7 +186,105 @@ struct fake_server {
   }
 };
 
+// A socket bound to 127.0.0.1:port (0: any), closed when it goes; its port.
+struct bound_socket {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int port = 0;
+  explicit bound_socket(int want) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(want));
+    socklen_t n = sizeof a;
+    if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n) == 0)
+      port = ntohs(a.sin_port);
+  }
+  ~bound_socket() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Two consecutive ports nothing is bound to now. (An httplib::Server bound to find one keeps its
+// socket listening after it goes: the servers under test would then share the port with it, and
+// the connections the kernel gives to it are never answered.)
+int free_port_pair() {
+  for (int tries = 0; tries < 50; ++tries) {
+    bound_socket a(0);
+    if (a.port <= 0 || a.port >= 65535) continue;
+    bound_socket b(a.port + 1);
+    if (b.port == a.port + 1) return a.port;
+  }
+  FAIL("no two consecutive free ports");
+  return 0;
+}
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
 }  // namespace
+
+TEST_CASE("openai sampler: [sampler.server] starts kforge serve twice, samples through both, stops them with the sampler") {
+  auto o = openai_options({});
+  o.sampler.server.enabled = true;
+  o.sampler.server.port = free_port_pair();
+  o.sampler.server.count = 2;
+  o.sampler.server.ready_timeout_s = 120;
+  o.sampler.server.command = std::string(KFORGE_BINARY) + " serve --model " + fx("qwen2") + " --tokenizer " +
+                             fx("tokenizer") + " --port {port} --max-tokens 64";
+  const auto logs = std::filesystem::temp_directory_path() / ("kforge-servers-" + std::to_string(::getpid()));
+  o.server_log_dir = logs.string();
+  std::vector<pid_t> pids;
+  {
+    auto h = make_openai_sampler_handles(o);
+    REQUIRE_MESSAGE(h.ok(), (h.ok() ? "" : h.message()));
+    REQUIRE(h->servers);
+    CHECK(h->servers->urls() == std::vector<std::string>{"http://127.0.0.1:" + std::to_string(o.sampler.server.port),
+                                                         "http://127.0.0.1:" + std::to_string(o.sampler.server.port + 1)});
+    pids = h->servers->pids();
+    for (const auto& url : h->servers->urls()) CHECK(contains(get(url, "/v1/models"), "\"data\""));
+    const auto req = request("Write a CUDA kernel for relu.");
+    CHECK(run(*h->sampler, *req->get(), 3).size() == 3);
+    CHECK(std::filesystem::exists(logs / "server-1.log"));
+  }
+  for (pid_t pid : pids) CHECK_FALSE(alive(pid));  // stopped (and reaped) with the sampler
+  std::filesystem::remove_all(logs);
+}
+
+TEST_CASE("openai sampler: a [sampler.server] that exits or never answers fails with its log's last line") {
+  auto o = openai_options({});
+  o.sampler.server.enabled = true;
+  o.sampler.server.port = free_port_pair();
+  o.sampler.server.ready_timeout_s = 60;
+  const auto logs = std::filesystem::temp_directory_path() / ("kforge-servers-bad-" + std::to_string(::getpid()));
+  o.server_log_dir = logs.string();
+  o.sampler.server.command = "echo 'no model at /models/x (port {port})'; exit 3";
+  auto h = make_openai_sampler_handles(o);
+  REQUIRE_FALSE(h.ok());
+  CHECK(contains(h.message(), "[sampler.server] server 0"));
+  CHECK(contains(h.message(), "exited with status 3"));
+  CHECK(contains(h.message(), "ends: no model at /models/x (port " + std::to_string(o.sampler.server.port) + ")"));
+
+  o.sampler.server.ready_timeout_s = 1;
+  o.sampler.server.command = "echo loading {port}; exec sleep 60";
+  const auto t0 = std::chrono::steady_clock::now();
+  h = make_openai_sampler_handles(o);
+  REQUIRE_FALSE(h.ok());
+  CHECK(contains(h.message(), "did not answer GET /health with 200 in time"));
+  CHECK(contains(h.message(), "ends: loading"));
+  // The server that never answered was stopped, not left to sleep: the call returned within the
+  // ready timeout and the grace period.
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15));
+  std::filesystem::remove_all(logs);
+}
+
+TEST_CASE("inference servers: commands filled in, GPU ordinals mapped through CUDA_VISIBLE_DEVICES") {
+  CHECK(server_command("vllm serve m --port {port} # gpu {gpu}, again {port}", 8101, "3") ==
+        "vllm serve m --port 8101 # gpu 3, again 8101");
+  CHECK(visible_device(1, "") == "1");
+  CHECK(visible_device(1, "4,6") == "6");
+  CHECK(visible_device(0, "GPU-abc,GPU-def") == "GPU-abc");
+  CHECK(visible_device(5, "4,6") == "5");  // past the list: the ordinal as it is
+}
 
 TEST_CASE("openai sampler: kforge serve gives the in-process engine's candidates, ids and log-probs") {
   served server;
