@@ -187,6 +187,7 @@ void head_run::pump_links() {
       if (metrics_file_) note_write(metrics_file_->append(j.dump() + "\n"));
       // Instance names are unique across the topology (stage_name in process_runtime.cpp).
       const auto key = t.stage;
+      board_.heard(t.process, clock_type::now());
       board_.latest[key] = std::move(t);
     }
   }
