@@ -80,7 +80,7 @@ run_scenario() {
   echo "== $name: head on ${ip[head]}, sampler on ${ip[roll]}, sandbox workers on ${ip[sba]} (A), ${ip[sbb]} (B)"
   [[ $name == netem ]] && { netem add || return 1; }
 
-  ip netns exec "$tag-head" ${HEAD_WRAP:-} "$kforge" run --manifest "$cur/manifest.toml" --run-dir "$cur/run" \
+  ip netns exec "$tag-head" "$kforge" run --manifest "$cur/manifest.toml" --run-dir "$cur/run" \
     --time-limit "$limit" --no-progress >"$cur/head.out" 2>"$cur/head.err" &
   local head=$!
   # The head prints the command each other node runs; run exactly that, in the node's namespace.
