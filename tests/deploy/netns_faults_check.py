@@ -9,6 +9,7 @@ Markdown table row; exits 1 naming each check that failed.
 """
 import datetime
 import json
+import os
 import re
 import sys
 
@@ -103,6 +104,8 @@ faults = {
     "link": "host A's link down 10 s, then up",
     "netem": "netem 50 ms delay + 5 % loss each way on host A's link",
 }
+if os.environ.get("NETEM_QDISC"):  # the scenario's steps tried with another qdisc
+    faults["netem"] = f"tc qdisc {os.environ['NETEM_QDISC']} each way on host A's link (not netem)"
 fmt = lambda x: "—" if x is None else f"{x:.2f} s"
 a_taken = sum(e["taken"] for e in events if e["worker"] == A)
 b_taken = sum(e["taken"] for e in events if e["worker"] == B)

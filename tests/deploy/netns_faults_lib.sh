@@ -61,10 +61,16 @@ versions_now() {
 
 now() { date +%s.%N; }
 
-# netem on both ends of host A's cable: delay and loss each way.
+# netem on both ends of host A's cable: delay and loss each way. NETEM_QDISC stands in another
+# qdisc's words (e.g. "pfifo") to try the scenario's steps on a kernel without netem.
 netem() {
-  tc qdisc "$1" dev "$tag-sba" root netem delay 50ms loss 5% &&
-    ip netns exec "$tag-sba" tc qdisc "$1" dev eth0 root netem delay 50ms loss 5%
+  local q=${NETEM_QDISC:-netem delay 50ms loss 5%}
+  if [[ $1 == add ]]; then
+    # shellcheck disable=SC2086 # the qdisc's words
+    tc qdisc add dev "$tag-sba" root $q && ip netns exec "$tag-sba" tc qdisc add dev eth0 root $q
+  else
+    tc qdisc del dev "$tag-sba" root; ip netns exec "$tag-sba" tc qdisc del dev eth0 root
+  fi
 }
 
 run_scenario() {

@@ -12,9 +12,9 @@
 # (no item failed) and nothing judged twice; a lost host's items must be re-queued and its loss
 # noticed within NOTICE_BOUND_S (the pool's log line "worker ... lost" against the fault's time).
 # Prints a table of the measurements. Namespaces, bridge and processes are removed on every exit.
-# Needs root, iproute2 (ip, tc) and the kernel's netns, veth, bridge and netem; exits 77 (skipped)
-# without them.
-#   netns_faults_test.sh KFORGE_BINARY REPO_ROOT [kill|link|netem ...]
+# Needs root, iproute2 (ip, tc) and the kernel's netns, veth and bridge; exits 77 (skipped)
+# without them. Without netem in the kernel the netem fault alone is skipped, and said so.
+#   netns_faults_test.sh KFORGE_BINARY REPO_ROOT [kill|link|netem|none ...]   (none: no fault)
 set -uo pipefail
 kforge=$(readlink -f "$1")
 scenarios=("${@:3}")
@@ -72,7 +72,7 @@ done
 # netem may be missing from the kernel (a minimal VM kernel has no sch_netem): then the netem fault
 # alone is skipped, said as such.
 have_netem=0
-tc qdisc add dev "$tag-sba" root netem delay 1ms 2>/dev/null && have_netem=1 &&
+tc qdisc add dev "$tag-sba" root ${NETEM_QDISC:-netem delay 1ms} 2>/dev/null && have_netem=1 &&
   tc qdisc del dev "$tag-sba" root
 
 source "$(dirname "$0")/netns_faults_lib.sh"
