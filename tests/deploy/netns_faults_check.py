@@ -74,7 +74,7 @@ if scenario in ("kill", "link"):
         noticed = first_lost["t"] - t_fault
         check(noticed <= notice_bound, f"host A's loss noticed after {noticed:.2f} s "
               f"(bound {notice_bound} s)")
-        check(first_lost["requeued"] >= 1, "host A held no items to re-queue")
+        check(first_lost["requeued"] >= 1, "none of host A's items was re-queued")
     check(extra["workers_dead"] >= 1, "no worker was declared dead")
     check(extra["requeued"] >= 1, "nothing was re-queued")
 if scenario == "link":
