@@ -38,6 +38,7 @@ struct worker_state {
   milliseconds interval{0};
   clock::time_point expiry;
   std::uint64_t last_dispatch = 0;  // dispatch sequence number, for least-recently-used ties
+  std::uint64_t taken = 0, returned = 0;  // this session's items given and results sent back
   std::unordered_set<std::uint64_t> held;
 };
 
@@ -135,6 +136,7 @@ struct broker::impl {
     const worker_state& w = it->second;
     std::vector<std::uint64_t> held;  // frozen: none taken back, all stay in flight
     if (!frozen.load()) held.assign(w.held.begin(), w.held.end());
+    worker_gone gone{w.name, why, died, w.taken, w.returned, 0, 0, w.held.size() - held.size()};
     // Oldest work first, for a stable order at the front of the queue.
     std::sort(held.rbegin(), held.rend());
     for (auto wid : held) {
@@ -145,14 +147,27 @@ struct broker::impl {
       if (work.losses > opts.max_requeues) {
         fail(work, "lost by " + std::to_string(work.losses) + " workers (last: " + w.name + ", " +
                        why + ")");
+        ++gone.failed;
       } else {
         queued_ids.insert(work.id);
         queue.push_front(std::move(work));
         ++c.requeued;
+        ++gone.requeued;
       }
     }
     workers.erase(it);
     ++(died ? c.workers_dead : c.workers_left);
+    tell(opts.on_gone, gone);
+  }
+
+  // A throwing observer must not take the broker down: it only watches.
+  template <typename F, typename T>
+  static void tell(const F& f, const T& what) {
+    if (!f) return;
+    try {
+      f(what);
+    } catch (...) {
+    }
   }
 
   void send_reconnect(const std::string& id) {
@@ -184,7 +199,9 @@ struct broker::impl {
         w.credit = *credit;
         w.interval = *hb > 0 ? milliseconds(*hb) : opts.heartbeat_interval;
         w.expiry = now + opts.liveness * w.interval;
+        const worker_joined joined{w.name, w.credit, w.interval};
         workers.emplace(id, std::move(w));
+        tell(opts.on_joined, joined);
         return;
       }
       case proto::command::worker_heartbeat:
@@ -211,6 +228,7 @@ struct broker::impl {
           ++c.stale_results;
           return;
         }
+        ++w.returned;
         auto node = in_flight.extract(*wid);
         auto env = envelope_of(frames[4]);
         if (!env) {
@@ -328,6 +346,7 @@ struct broker::impl {
       }
       target->second.held.insert(w.id);
       target->second.last_dispatch = ++dispatch_seq;
+      ++target->second.taken;
       queued_ids.erase(w.id);
       const auto wid = w.id;
       in_flight.emplace(wid, flight{std::move(w), id});

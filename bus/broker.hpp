@@ -47,6 +47,25 @@ struct failed_item {
   std::string reason;  ///< e.g. "lost by 2 workers (last: w1, silent for 150 ms)"
 };
 
+/// A worker that joined the pool (READY), for a log line.
+struct worker_joined {
+  std::string name;
+  std::uint32_t credit = 0;
+  std::chrono::milliseconds heartbeat_interval{0};
+};
+
+/// A worker that left the pool, and what became of the items it held.
+struct worker_gone {
+  std::string name;
+  std::string reason;   ///< e.g. "silent for 1003 ms", "disconnected"
+  bool died = false;    ///< counted in workers_dead (lost) rather than workers_left
+  std::uint64_t taken = 0;     ///< items this session of the worker was given
+  std::uint64_t returned = 0;  ///< of those, results it sent back
+  std::uint64_t requeued = 0;  ///< items it held that went back in the queue
+  std::uint64_t failed = 0;    ///< items it held that were failed (lost too often)
+  std::uint64_t unjudged = 0;  ///< items it held that stay in flight (frozen: the run's last counts)
+};
+
 /// Broker configuration.
 struct broker_options {
   attach_point frontend{"tcp://127.0.0.1:*", link::bind};  ///< PULL: work comes in here
@@ -67,6 +86,10 @@ struct broker_options {
   /// Called on the broker's thread for each valid work envelope read from the frontend (e.g. to
   /// record the link); must not block.
   std::function<void(const messages::envelope&)> on_received;
+  /// Called on the broker's thread when a worker joins and when one is declared dead or leaves,
+  /// so a host that fails or comes back is visible in the pool's log; must not block.
+  std::function<void(const worker_joined&)> on_joined;
+  std::function<void(const worker_gone&)> on_gone;
 };
 
 /// A snapshot of the broker's counters; safe to take from any thread (each field is exact, the

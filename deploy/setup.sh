@@ -49,6 +49,7 @@ packages=(
   libcpp-httplib-dev                      # the openai sampler backend, kforge serve
   python3-torch                           # kforge tasks import-kernelbench (PyTorch problem files)
   slurm-wlm munge                         # a one-host Slurm for tests/deploy/slurm_launch_test.sh
+  iproute2                                # ip, tc: namespace hosts for tests/deploy/netns_faults_test.sh
 )
 
 if [[ ${KFORGE_SKIP_APT:-0} != 1 && -z $deps && $dry != 1 ]]; then

@@ -115,7 +115,9 @@ int head_run::launch() {
            << " --run-dir " << dir_ << " --steps " << m_.run.steps;
       if (resume_)
         out_ << " --resume-step " << resume_->step << " --resume-checkpoint " << resume_->checkpoint;
-      out_ << "`\n";
+      // Flushed at once: with the output going to a file (a head started in the background) the
+      // command would otherwise wait in the buffer while the run waits for it.
+      out_ << "`" << std::endl;
       continue;
     }
     auto c = spawn_worker(snapshot_, p.name, dir_, m_.run.steps, resume_);
@@ -185,6 +187,7 @@ void head_run::pump_links() {
       if (metrics_file_) note_write(metrics_file_->append(j.dump() + "\n"));
       // Instance names are unique across the topology (stage_name in process_runtime.cpp).
       const auto key = t.stage;
+      board_.heard(t.process, clock_type::now());
       board_.latest[key] = std::move(t);
     }
   }
@@ -411,7 +414,15 @@ void head_run::shut_down() {
   auto any_running = [&] {
     return std::any_of(children_.begin(), children_.end(), [](const auto& c) { return c.running; });
   };
-  while (any_running() && clock_type::now() < stop_until) {
+  // A process started by hand on another node is no child of the head: its end cannot be seen, so
+  // the shutdown is said for a while regardless. Said once it could be lost: the head's sockets
+  // drop what is still unsent when they close, and a process that never hears it would wait out
+  // its orphan timeout and end with an error.
+  const bool by_hand = !remote_ && std::any_of(m_.processes.begin(), m_.processes.end(),
+                                               [](const auto& p) { return !p.is_local(); });
+  const auto by_hand_until = clock_type::now() + 2s;
+  while ((any_running() || (by_hand && clock_type::now() < by_hand_until)) &&
+         clock_type::now() < stop_until) {
     publish(wire::ControlCommand::shutdown, "run " + outcome_);
     std::this_thread::sleep_for(50ms);
     pump_links();

@@ -22,6 +22,7 @@
 #include "actors/task_generator_actor.hpp"
 #include "actors/trainer_actor.hpp"
 #include "bus/broker.hpp"
+#include "common/log.hpp"
 #include "bus/worker.hpp"
 #include "common/first_error.hpp"
 #include "messages/recording.hpp"
@@ -411,6 +412,24 @@ struct process_runtime::impl {
     bo.heartbeat_interval = o.heartbeat_interval;
     bo.liveness = o.liveness;
     bo.on_failed = [this](const bus::failed_item& item) { report_failed(item); };
+    // A host that fails or comes back shows in the head's log with the time it was noticed and
+    // what became of its work (docs/cluster.md: hosts that fail).
+    bo.on_joined = [](const bus::worker_joined& j) {
+      kforge::log::info("sandbox_pool: worker " + j.name + " joined (" +
+                        std::to_string(j.credit) + " in flight at most, heartbeat " +
+                        std::to_string(j.heartbeat_interval.count()) + " ms)");
+    };
+    bo.on_gone = [](const bus::worker_gone& g) {
+      std::string line = "sandbox_pool: worker " + g.name + (g.died ? " lost (" : " left (") +
+                         g.reason + ") after " + std::to_string(g.taken) + " items, " +
+                         std::to_string(g.returned) + " judged; " + std::to_string(g.requeued) +
+                         " re-queued, " + std::to_string(g.failed) + " failed";
+      if (g.unjudged > 0) line += ", " + std::to_string(g.unjudged) + " left unjudged at the stop";
+      if (g.died)
+        kforge::log::warn(line);
+      else
+        kforge::log::info(line);
+    };
     if (recorded(link::candidates)) {
       // The broker's thread is the only one touching this writer once the broker starts.
       auto w = recorder(link::candidates, self.name);

@@ -97,10 +97,20 @@ std::uint64_t metrics_board::activity() const {
   return n;
 }
 
-std::uint64_t metrics_board::queued(bool count_buffer) const {
+void metrics_board::heard(const std::string& process, std::chrono::steady_clock::time_point at) {
+  last_heard[process] = at;
+}
+
+std::uint64_t metrics_board::queued(bool count_buffer,
+                                    std::chrono::steady_clock::time_point now) const {
+  auto silent = [&](const std::string& process) {
+    const auto it = last_heard.find(process);
+    return it != last_heard.end() && now - it->second > silent_after;
+  };
   std::uint64_t n = 0;
   for (const auto& [k, m] : latest)
-    if ((count_buffer || m.kind != "buffer") && !gone.count(m.process)) n += m.queue_depth;
+    if ((count_buffer || m.kind != "buffer") && !gone.count(m.process) && !silent(m.process))
+      n += m.queue_depth;
   return n;
 }
 

@@ -26,6 +26,13 @@ struct metrics_board {
   /// Processes that have exited: their last report stays (its counts happened) but what it says
   /// was queued there is gone with them, so it no longer holds up draining.
   std::set<std::string> gone;
+  /// When each process's last row came (heard()). A process silent for `silent_after` — dead on a
+  /// node the head did not start it on, or cut off from the head — holds up draining no more than
+  /// one that exited, until it reports again: every process reports each 250 ms (its bus row, even
+  /// while its stages are busy), and what it held is re-queued elsewhere or counted unjudged.
+  std::map<std::string, std::chrono::steady_clock::time_point> last_heard;
+  std::chrono::steady_clock::duration silent_after = std::chrono::seconds(5);
+  void heard(const std::string& process, std::chrono::steady_clock::time_point at);
 
   /// `field` summed over the instances of stage kind `kind`.
   std::uint64_t sum(const std::string& kind, std::uint64_t wire::StageMetricsT::*field) const;
@@ -34,8 +41,11 @@ struct metrics_board {
   /// Work that moves through the stages; unchanged across an interval means nothing happened.
   /// The bus rows are left out: they count control heartbeats, which never stop.
   std::uint64_t activity() const;
-  /// Messages waiting in live processes (the buffer's held samples only if `count_buffer`).
-  std::uint64_t queued(bool count_buffer) const;
+  /// Messages waiting in live processes (the buffer's held samples only if `count_buffer`): not
+  /// in those gone, nor in those silent as of `now`.
+  std::uint64_t queued(
+      bool count_buffer,
+      std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) const;
   /// The errors the stages could not go on from (actors::fatal_counter: a result the trainer
   /// failed to write), summed over every instance.
   std::uint64_t fatal_errors() const;

@@ -477,6 +477,78 @@ TEST_CASE("a worker that says DISCONNECT has left, not died; its items are re-qu
   CHECK(c.received == c.queued + c.in_flight + c.pending_results + c.completed + c.failed);
 }
 
+TEST_CASE("the broker tells who joined and who was lost or left, with what became of their items") {
+  std::mutex m;
+  std::vector<worker_joined> joined;
+  std::vector<worker_gone> gone;
+  auto o = fast_beat(3);
+  o.on_joined = [&](const worker_joined& j) {
+    std::lock_guard<std::mutex> lock(m);
+    joined.push_back(j);
+  };
+  o.on_gone = [&](const worker_gone& g) {
+    std::lock_guard<std::mutex> lock(m);
+    gone.push_back(g);
+  };
+  auto p = pool::make(o);  // driven by this thread through poll_once
+
+  for (std::uint64_t i : {7, 8}) REQUIRE(p.producer.send(blob(i, 32), 1000ms).ok());
+  auto a = raw_worker::connect(p.b.backend_endpoint());
+  a.ready(2, "host-a");
+  std::vector<std::uint64_t> given;  // both items, in one or two reads
+  REQUIRE(eventually([&] { return given.size() == 2; },
+                     [&] {
+                       REQUIRE(p.b.poll_once(5ms).ok());
+                       while (auto msg = a.poll())
+                         if (msg->first == 0x11) given.push_back(msg->second->message_id());
+                     }));
+  a.result(given[0], blob(given[0] + 1000));
+  REQUIRE(eventually([&] { return p.b.counters().completed == 1; },
+                     [&] { REQUIRE(p.b.poll_once(5ms).ok()); }));
+  // A goes silent holding the second item: declared dead, the item goes back in the queue.
+  REQUIRE(eventually([&] { return p.b.counters().requeued == 1; },
+                     [&] { REQUIRE(p.b.poll_once(5ms).ok()); }));
+  {
+    std::lock_guard<std::mutex> lock(m);
+    REQUIRE(joined.size() == 1);
+    CHECK(joined[0].name == "host-a");
+    CHECK(joined[0].credit == 2);
+    CHECK(joined[0].heartbeat_interval == hb);
+    REQUIRE(gone.size() == 1);
+    CHECK(gone[0].name == "host-a");
+    CHECK(gone[0].died);
+    CHECK(gone[0].reason.find("silent for") != std::string::npos);
+    CHECK(gone[0].taken == 2);
+    CHECK(gone[0].returned == 1);
+    CHECK(gone[0].requeued == 1);
+    CHECK(gone[0].failed == 0);
+  }
+
+  // B takes the re-queued item and leaves with it: left, not dead, and the item (lost twice) fails.
+  auto b = raw_worker::connect(p.b.backend_endpoint());
+  b.ready(1, "host-b");
+  CHECK(b.await_work(p.b)->message_id() == given[1]);
+  {
+    std::vector<zmq::message_t> f;
+    f.emplace_back(proto::tag.data(), proto::tag.size());
+    f.emplace_back("\x04", 1);
+    b.send(std::move(f));
+  }
+  REQUIRE(eventually([&] { return p.b.counters().failed == 1; },
+                     [&] { REQUIRE(p.b.poll_once(5ms).ok()); }));
+  std::lock_guard<std::mutex> lock(m);
+  REQUIRE(joined.size() == 2);
+  CHECK(joined[1].name == "host-b");
+  REQUIRE(gone.size() == 2);
+  CHECK(gone[1].name == "host-b");
+  CHECK_FALSE(gone[1].died);
+  CHECK(gone[1].reason == "disconnected");
+  CHECK(gone[1].taken == 1);
+  CHECK(gone[1].returned == 0);
+  CHECK(gone[1].requeued == 0);
+  CHECK(gone[1].failed == 1);
+}
+
 TEST_CASE("the broker rejects protocol garbage, duplicates and bad results, and keeps working") {
   std::vector<failed_item> failures;
   auto o = fast_beat(50);

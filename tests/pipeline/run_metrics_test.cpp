@@ -75,6 +75,36 @@ TEST_CASE("the loop has run dry when every released group is judged, the trainer
   }
 }
 
+TEST_CASE("what a process that exited or fell silent said it held no longer holds up draining") {
+  using namespace std::chrono_literals;
+  metrics_board b;
+  auto held = [&](const std::string& stage, const std::string& process, std::uint64_t depth) {
+    wire::StageMetricsT m;
+    m.stage = stage;
+    m.kind = "sandbox_worker";
+    m.process = process;
+    m.queue_depth = depth;
+    b.latest[stage] = std::move(m);
+  };
+  const auto t0 = std::chrono::steady_clock::time_point{} + 100s;
+  held("sandbox_worker@a", "a", 4);
+  held("sandbox_worker@b", "b", 2);
+  held("sandbox_worker@c", "c", 1);
+  b.heard("a", t0);
+  b.heard("b", t0);
+  b.heard("c", t0);
+  CHECK(b.queued(false, t0 + 1s) == 7);
+  b.gone.insert("c");  // exited (a child the head saw end)
+  CHECK(b.queued(false, t0 + 1s) == 6);
+  // a stops reporting (killed on another node, or its link is down); b goes on.
+  b.heard("b", t0 + 6s);
+  CHECK(b.queued(false, t0 + 5s) == 6);
+  CHECK(b.queued(false, t0 + 6s) == 2);
+  // a reports again (its link came back): what it holds counts again.
+  b.heard("a", t0 + 7s);
+  CHECK(b.queued(false, t0 + 7s) == 6);
+}
+
 TEST_CASE("refills: what the driver released, a new drop each time, and a limit without progress") {
   // Async, 8 groups a step, lookahead 3, from step 0 of 100: at version 0 steps 0..2 are out.
   refill_policy p(8, 3, 0, 100);
