@@ -363,7 +363,6 @@ class candidate_run {
   run_outcome run() {
     try {
       (void)(start_child() && prepare() && load() && verify() && time() && confirm());
-      profile();
     } catch (const json::exception& e) {
       // A reply without a field it must have: only the candidate's process (whose memory its
       // code shares) sends such a thing; the reference server's replies come from our code alone.
@@ -371,6 +370,15 @@ class candidate_run {
       child_failed_ = true;
       verdict(wire::VerdictStatus::hack_suspected,
               std::string("the candidate's process sent a malformed reply: ") + e.what());
+    }
+    try {
+      profile();
+    } catch (const json::exception& e) {
+      // A reply under ncu without a field it must have: the verdict was made before, and a
+      // profile never changes it.
+      step_done();
+      out_.profile.reset();
+      out_.profile_skipped = std::string("the profiled child sent a malformed reply: ") + e.what();
     }
     return finish();
   }
@@ -830,8 +838,12 @@ class candidate_run {
         const std::string why = r.failure != child_failure::none ? r.detail
                                 : reply.is_object()              ? reply.value("reason", r.json)
                                                                  : "a malformed reply";
-        out.profile.reset();  // a report from a child that failed is not one call's
-        out.skipped = "the profiled child failed at " + req.at("op").get<std::string>() + ": " + why;
+        // A report from a child that failed is not one call's; what ncu said stays in the reason
+        // (an ncu that cannot run here fails the child's first request).
+        const std::string said = out.profile ? std::string() : out.skipped;
+        out.profile.reset();
+        out.skipped = "the profiled child failed at " + req.at("op").get<std::string>() + ": " + why +
+                      (said.empty() ? "" : " (" + said + ")");
       }
       return out;
     }

@@ -245,6 +245,19 @@ TEST_CASE("the runner profiles a correct kernel under ncu; the profile reaches t
     CHECK_FALSE(o.profile.has_value());
     CHECK_MESSAGE(has(o.profile_skipped, "the profiled child failed at profile: CUDA error"), o.profile_skipped);
   }
+  SUBCASE("an ncu that cannot run here: its error in the reason, the verdict stands") {
+    const auto dir = fs::temp_directory_path() / "kforge-fake-ncu-broken";
+    fs::create_directories(dir);
+    std::ofstream(dir / "ncu") << "#!/usr/bin/env bash\necho '==ERROR== Failed to launch the target'\nexit 1\n";
+    ::chmod((dir / "ncu").c_str(), 0755);
+    auto slot = profiling_slot((dir / "ncu").string());
+    ks::runner r(slot);
+    const auto o = r.run(t, fake_lib("ok"), 1);
+    CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);
+    CHECK_FALSE(o.profile.has_value());
+    CHECK_MESSAGE(has(o.profile_skipped, "the profiled child failed at hello"), o.profile_skipped);
+    CHECK_MESSAGE(has(o.profile_skipped, "==ERROR== Failed to launch the target"), o.profile_skipped);
+  }
   SUBCASE("no ncu: the reason, nothing started") {
     auto slot = profiling_slot("");
     ks::runner r(slot);
