@@ -25,7 +25,7 @@ enum class verdict_reuse_scope {
 enum class sandbox_profile_mode {
   off,       ///< never
   episodes,  ///< where an observation will show it: agent.max_turns > 1 and "profile" in agent.feedback
-  always,    ///< every correct kernel (the verdicts carry it; eval output shows it)
+  always,    ///< every correct kernel of the run (its verdict carries the profile)
 };
 
 /// Whether `mode` asks for profiles given the agent's settings: `feedback` empty means every kind.
