@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/hash.hpp"
+#include "sandbox/verdict_encoding.hpp"
 
 namespace kforge::agent {
 
@@ -73,6 +74,7 @@ turn_context observed_turn(const wire::ScoredT& s) {
     t.max_turns = static_cast<int>(e->max_turns);
     for (const double x : e->turn_speedups) t.best_speedup = std::max(t.best_speedup, x);
   }
+  if (s.verdict) t.profile = sandbox::profile_of(*s.verdict);
   return t;
 }
 

@@ -12,6 +12,7 @@
 
 #include "agent/compiler_messages.hpp"
 #include "common/text.hpp"
+#include "sandbox/verdict_encoding.hpp"
 #include "sandbox/verdict_json.hpp"
 #include "tasks/prompt.hpp"
 
@@ -299,7 +300,10 @@ std::string observation_template::render(const wire::VerdictT& v, const turn_con
       break;
     case S::ok:
       if (kinds.timing) add("correct", correct_values(v, ctx));
-      if (kinds.profile && ctx.profile) add("profile", profile_values(*ctx.profile));
+      if (kinds.profile) {
+        // The turn's own profile where the caller gives one, else the one the sandbox sent.
+        if (const auto p = ctx.profile ? ctx.profile : sandbox::profile_of(v)) add("profile", profile_values(*p));
+      }
       break;
     case S::compiled:
       break;

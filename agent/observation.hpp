@@ -15,19 +15,13 @@
 #include "common/gpu_facts.hpp"
 #include "common/result.hpp"
 #include "messages/rollout_generated.h"
+#include "sandbox/ncu_report.hpp"
 
 namespace kforge::agent {
 
-/// Nsight Compute's short profile of one kernel of a correct candidate.
-struct kernel_profile {
-  std::string kernel;
-  double duration_us = 0;
-  double achieved_occupancy_pct = 0;
-  double dram_throughput_pct = 0;  ///< of peak
-  double sm_throughput_pct = 0;    ///< of peak
-  /// The warp-stall reasons that took the most samples, largest first, with their share in %.
-  std::vector<std::pair<std::string, double>> stalls;
-};
+/// Nsight Compute's short profile of one kernel of a correct candidate (sandbox/ncu_report.hpp):
+/// the sandbox collects it and sends it in the verdict.
+using kernel_profile = sandbox::kernel_profile;
 
 /// Which kinds of feedback observations show ([agent] feedback), for ablations. A kind that is off
 /// leaves only the turn's status line for the verdicts it covers.
@@ -52,6 +46,8 @@ struct turn_context {
   /// The GPU the kernel ran on, for the launch limits of its registers and shared memory
   /// (nullptr: those limits are left out).
   const gpu_facts* gpu = nullptr;
+  /// The profile to show for a correct kernel; none: the one the verdict carries, if any
+  /// (the sandbox takes it: sandbox/ncu_profiler.hpp).
   std::optional<kernel_profile> profile;
 };
 

@@ -16,6 +16,7 @@
 #include "common/text_file.hpp"
 #include "sandbox/eval_command.hpp"
 #include "sandbox/pool.hpp"
+#include "sandbox/verdict_encoding.hpp"
 #include "sandbox/verdict_json.hpp"
 #include "stages/engine_sampler.hpp"
 #include "tasks/builtin.hpp"
@@ -116,6 +117,7 @@ struct loop {
     ctx.max_turns = o.turns;
     ctx.best_speedup = best_before;
     ctx.gpu = gpu.registers_per_sm > 0 ? &gpu : nullptr;
+    ctx.profile = sandbox::profile_of(v);  // where the sandbox took one ([sandbox] profile)
     const std::string text = observations.render(v, ctx, kinds);
     r.transcript += text + "\n";
     if (!r.ep.done()) (void)r.ep.observe(policy.follow_up_ids(text, r.ep.turns().back().completion));
@@ -217,6 +219,9 @@ int optimize_command(const optimize_options& o, std::ostream& out, std::ostream&
   po.eval.compile.cache_dir = sandbox::default_compile_cache();
   po.compile_only = o.compile_only;
   po.work_dir = po.eval.compile.cache_dir;
+  // Profiles where the observations show them, as [sandbox] profile = "episodes" in a run.
+  po.run.profile = o.turns > 1 && kinds->profile;
+  po.run.ncu = o.ncu;
   std::error_code ec;
   fs::create_directories(po.work_dir, ec);
   auto pool = sandbox::sandbox_pool::create(po);

@@ -35,6 +35,7 @@ struct optimize_options {
   bool compile_only = false;           ///< the sandbox compiles only, even with GPUs
   std::string arch = "auto";           ///< nvcc target, as kforge eval's --arch
   std::uint64_t seed = 1;              ///< sampling and the sandbox's input sets
+  std::string ncu;                     ///< Nsight Compute for profiles; empty: found as [sandbox] ncu
 };
 
 /// Runs the command: 0 when it ran (whether or not a correct kernel was found), 2 on bad input.

@@ -213,6 +213,28 @@ std::string child_process::kill() {
   return last_end_;
 }
 
+std::optional<std::string> child_process::finish(std::chrono::milliseconds timeout) {
+  if (!running()) return last_end_;
+  close_fd(control_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    drain_output();  // a full pipe would stall a child writing its last words
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      ::kill(-pid_, SIGKILL);  // helpers it left in its group must not survive it
+      last_end_ = reap_description(st);
+      pid_ = -1;
+      kill();  // drains what is left and closes the descriptors
+      return last_end_;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      kill();
+      return std::nullopt;
+    }
+    ::usleep(5'000);
+  }
+}
+
 // Whether the control channel holds nothing unread (a reply to no request would be there).
 bool child_process::control_quiet() {
   if (!pending_.empty()) return false;

@@ -81,6 +81,12 @@ class child_process {
   /// note of how much was dropped.
   std::string take_output();
 
+  /// Closes the control channel (a sandbox child then exits: the supervisor went away) and waits
+  /// up to `timeout` for the process to end on its own, gathering its output (take_output), for a
+  /// child whose last words matter: ncu prints its report after the program it profiled ends. How
+  /// it ended ("exit 0"), or nullopt when it was still running at `timeout` (then killed).
+  std::optional<std::string> finish(std::chrono::milliseconds timeout);
+
   /// SIGKILL to the group, reap, close. Returns a description of how it ended ("exit 0",
   /// "signal 11 (Segmentation fault)").
   std::string kill();

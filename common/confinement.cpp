@@ -3,11 +3,15 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <link.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <grp.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -279,6 +283,22 @@ const char* become_unprivileged() noexcept {
   return nullptr;
 }
 
+// The new network namespace's loopback up (SIOCSIFFLAGS needs CAP_NET_ADMIN in the namespace's
+// user namespace, which the child holds until exec, or root's own).
+const char* bring_loopback_up() noexcept {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "a socket to bring the loopback up";
+  struct ifreq ifr {};
+  std::memcpy(ifr.ifr_name, "lo", 3);
+  int rc = ::ioctl(fd, SIOCGIFFLAGS, &ifr);
+  if (rc == 0) {
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+    rc = ::ioctl(fd, SIOCSIFFLAGS, &ifr);
+  }
+  ::close(fd);
+  return rc == 0 ? nullptr : "bringing the loopback up";
+}
+
 }  // namespace
 
 const char* confinement_plan::enter(pid_t parent) const noexcept {
@@ -298,6 +318,8 @@ const char* confinement_plan::enter(pid_t parent) const noexcept {
     ::rmdir("/.old");
     if (remount_read_only("/") != 0) return "a read-only new root";
   }
+  if (c_.net && c_.loopback_up)
+    if (const char* bad = bring_loopback_up()) return bad;
   if (root_without_user_ns)
     if (const char* bad = become_unprivileged()) return bad;
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return "no_new_privs";

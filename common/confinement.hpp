@@ -26,6 +26,9 @@ struct confinement {
   bool pid = true;
   /// A network namespace with nothing but a loopback that is down.
   bool net = true;
+  /// With `net`: that loopback brought up, still with no route out of the namespace. For ncu,
+  /// whose frontend talks to the process it profiles over 127.0.0.1 (sandbox/ncu_profiler.hpp).
+  bool loopback_up = false;
   /// System V IPC and POSIX message queues of its own.
   bool ipc = true;
   /// With `pid`: a /proc of its own namespace; false: the host's /proc read-only (a host whose

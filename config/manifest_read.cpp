@@ -450,6 +450,12 @@ void read_sandbox(table_reader r, sandbox_options& o) {
                 {{"off", verdict_reuse_scope::off}, {"group", verdict_reuse_scope::group},
                  {"task", verdict_reuse_scope::task}});
   r.read("stand_in_ms", o.stand_in_ms, 0);
+  r.read_choice("profile", o.profile,
+                {{"off", sandbox_profile_mode::off}, {"episodes", sandbox_profile_mode::episodes},
+                 {"always", sandbox_profile_mode::always}});
+  if (r.read("profile_time_limit_s", o.profile_time_limit_s, above(0)) && o.profile_time_limit_s > 600)
+    r.fail("profile_time_limit_s", "must be at most 600 (a profile holds the GPU exclusively)");
+  r.read("ncu", o.ncu);
   r.finish();
 }
 

@@ -53,7 +53,8 @@ sandbox_time sandbox_time_of(const metrics_board& b) {
   t.verify_s = us("prepare_us") + us("load_us") + us("check_us") + us("compare_us");
   t.timing_s = us("trials_us") + us("baseline_us") + us("confirm_us");
   t.other_s = us("start_us") + us("unload_us");
-  if (t.compile_s + t.gpu_wait_s + t.verify_s + t.timing_s + t.other_s <= 0) return {};
+  t.profile_s = us("profile_us");
+  if (t.compile_s + t.gpu_wait_s + t.verify_s + t.timing_s + t.other_s + t.profile_s <= 0) return {};
   t.judged = b.sum("sandbox_worker", &wire::StageMetricsT::logic_calls) +
              b.sum("sandbox_pool", &wire::StageMetricsT::logic_calls);
   const auto count = [&](const char* name) {
@@ -63,14 +64,14 @@ sandbox_time sandbox_time_of(const metrics_board& b) {
   t.reused_earlier = count("reused_earlier_verdicts");
   if (t.judged == 0) return {};
   const double n = static_cast<double>(t.judged);
-  for (double* x : {&t.compile_s, &t.gpu_wait_s, &t.verify_s, &t.timing_s, &t.other_s}) *x /= n;
+  for (double* x : {&t.compile_s, &t.gpu_wait_s, &t.verify_s, &t.timing_s, &t.other_s, &t.profile_s}) *x /= n;
   return t;
 }
 
 nlohmann::json to_json(const sandbox_time& t) {
   return {{"judged", t.judged},       {"compile_s", t.compile_s}, {"gpu_wait_s", t.gpu_wait_s},
           {"verify_s", t.verify_s},   {"timing_s", t.timing_s},   {"other_s", t.other_s},
-          {"reused", t.reused},       {"reused_earlier", t.reused_earlier}};
+          {"profile_s", t.profile_s}, {"reused", t.reused},       {"reused_earlier", t.reused_earlier}};
 }
 
 std::string describe(const sandbox_time& t) {
@@ -82,6 +83,10 @@ std::string describe(const sandbox_time& t) {
                 static_cast<unsigned long long>(t.judged), t.compile_s, t.gpu_wait_s, t.verify_s,
                 t.timing_s, t.other_s);
   std::string s = line;
+  if (t.profile_s > 0) {
+    std::snprintf(line, sizeof line, ", profiling %.2f s", t.profile_s);
+    s += line;
+  }
   if (t.reused > 0)
     s += "; " + std::to_string(t.reused) + " of them repeated a kernel of their group (verdict reused)";
   if (t.reused_earlier > 0)

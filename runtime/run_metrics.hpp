@@ -149,6 +149,7 @@ struct sandbox_time {
   double verify_s = 0;    ///< expected outputs, loading, running the input sets, comparing
   double timing_s = 0;    ///< the candidate's timed trials and the baseline's
   double other_s = 0;     ///< starting candidate children, unloading
+  double profile_s = 0;   ///< Nsight Compute profiles of correct kernels ([sandbox] profile)
   std::uint64_t reused = 0;  ///< of the judged, verdicts copied from a repeat in the same group
   std::uint64_t reused_earlier = 0;  ///< of the judged, verdicts copied from an earlier group of
                                     ///< the same prompt (sandbox.reuse_verdicts = "task")

@@ -8,6 +8,7 @@
 // trial, and any CUDA error from synchronizing ends this process after the reply (the context may
 // be unusable). It never sees an expected output: those live in the reference server.
 #include <ATen/ATen.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -113,6 +114,7 @@ class candidate_child {
     if (op == "check") return check(req);
     if (op == "time") return time(req);
     if (op == "unload") return unload();
+    if (op == "profile") return profile(req);
     return failure("infra_error", "sandbox child: unknown op '" + op + "'");
   }
 
@@ -354,6 +356,29 @@ class candidate_child {
       files.push_back(path);
     }
     return json{{"ok", true}, {"files", files}};
+  }
+
+  /// One call on the primary inputs of `seed`, between cudaProfilerStart and cudaProfilerStop: the
+  /// only kernels Nsight Compute profiles when it runs this child with --profile-from-start off
+  /// (sandbox/ncu_profiler.hpp). The outputs are not handed over: the candidate was judged already.
+  json profile(const json& req) {
+    if (!lib_ || !task_) return failure("infra_error", "profile before load");
+    auto inputs = timing_inputs(req.at("seed").get<std::uint64_t>(), true);
+    if (!inputs) return failure("infra_error", inputs.err().message);
+    const auto shapes = req.at("output_shapes").get<std::vector<std::vector<int64_t>>>();
+    if (shapes.size() != task_->outputs.size())
+      return failure("infra_error", "output shape count does not match the task");
+    std::vector<at::Tensor> outs;
+    for (std::size_t i = 0; i < shapes.size(); ++i)
+      outs.push_back(at::empty(shapes[i], at::device(at::kCUDA).dtype(tasks::detail::to_at(task_->outputs[i].type))));
+    call_frame f;
+    if (auto bad = prepare_frame(*inputs, outs, f)) return *bad;
+    cudaDeviceSynchronize();  // inputs and workspace ready: nothing of ours runs inside the range
+    cudaProfilerStart();
+    auto bad = call(f);
+    cudaProfilerStop();
+    if (bad) return *bad;
+    return json{{"ok", true}};
   }
 
   /// The inputs of `seed` at the primary shapes: drawn once and kept for the rotation, or (with

@@ -42,6 +42,10 @@
 //                                             the same buffers and the outputs poisoned; with
 //                                             slow_ms, fewer trials when the first slow_trials
 //                                             each took longer than slow_ms
+//   profile {seed, output_shapes}          -> one call on seed's primary inputs (drawn anew) between
+//                                             cudaProfilerStart and cudaProfilerStop, for the
+//                                             Nsight Compute that launched this child
+//                                             (ncu_profiler.hpp); nothing handed over
 //   unload                                 -> recycle (true: the child leaked device memory),
 //                                             leak_check (as probe)
 //

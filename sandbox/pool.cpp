@@ -4,8 +4,10 @@
 #include <filesystem>
 
 #include "common/gpu_arch.hpp"
+#include "common/log.hpp"
 #include "common/parallel.hpp"
 #include "common/subprocess.hpp"
+#include "sandbox/ncu_profiler.hpp"
 
 namespace kforge::sandbox {
 
@@ -96,6 +98,15 @@ result<std::unique_ptr<sandbox_pool>> sandbox_pool::create(pool_options options)
   auto probe = pool->evaluator_->probe_library(o.work_dir.empty() ? "/tmp" : o.work_dir);
   if (!probe) return error{"for " + arch->arch + " (" + arch->how + "): " + probe.err().message};
   o.run.probe_library = *probe;
+  if (o.run.profile) {
+    // From the configured path (or none: the usual places) to the one the runners start.
+    auto ncu = find_ncu(o.run.ncu);
+    o.run.ncu = ncu ? *ncu : std::string();
+    if (!ncu) {
+      o.run.ncu_missing = ncu.err().message;
+      kforge::log::warn("sandbox: no Nsight Compute profiles of correct kernels: " + o.run.ncu_missing);
+    }
+  }
   for (const int g : o.gpus) {
     run_options ro = o.run;
     ro.gpu = g;
@@ -169,7 +180,14 @@ std::string sandbox_pool::describe() const {
   if (slots_.empty()) return "compile-only (" + compile_only_reason_ + "), " + nvcc;
   return std::to_string(slots_.size()) + " GPU(s) (" + facts_->name + "), " +
          std::to_string(options_.runners_per_gpu) + " runner(s) each, " + nvcc + "; candidate children: " +
-         describe_candidate_confinement(options_.run.confine);
+         describe_candidate_confinement(options_.run.confine) + "; " + describe_profiles();
+}
+
+std::string sandbox_pool::describe_profiles() const {
+  const auto& r = options_.run;
+  if (!r.profile) return "profiles: off";
+  if (r.ncu.empty()) return "profiles: none (" + r.ncu_missing + ")";
+  return "profiles: " + r.ncu + ", at most " + std::to_string(r.profile_time_limit.count() / 1000) + " s each";
 }
 
 }  // namespace kforge::sandbox

@@ -54,7 +54,9 @@ struct pool_options {
   /// Reference server processes per GPU (run_options::reference_servers); 0: one per runner.
   int reference_servers = 0;
   /// Run settings shared by every GPU (`gpu` is filled per slot; `probe_library` by create;
-  /// an empty `program` means $KFORGE_SANDBOX_PROGRAM, else this executable).
+  /// an empty `program` means $KFORGE_SANDBOX_PROGRAM, else this executable). With `profile`,
+  /// `ncu` is the configured path or empty, and create replaces it with the one find_ncu finds
+  /// (ncu_profiler.hpp), or leaves it empty with `ncu_missing` saying why.
   run_options run;
   /// Where the probe library goes when there is no compile cache.
   std::string work_dir;
@@ -79,6 +81,8 @@ class sandbox_pool {
   /// One line: "2 GPU(s) (NVIDIA H200), 4 runner(s) each, nvcc 13.0, for sm_90a (auto: ...)" or
   /// "compile-only (...), nvcc 13.0, for sm_90a (...)".
   std::string describe() const;
+  /// Whether correct kernels are profiled, with which ncu, or why not ("profiles: ...").
+  std::string describe_profiles() const;
   /// The target every candidate is compiled for (eval().options().compile.arch), and how it was
   /// chosen.
   const resolved_arch& arch() const noexcept { return arch_; }

@@ -21,6 +21,7 @@
 #include "common/parallel.hpp"
 #include "common/visible_gpus.hpp"
 #include "sandbox/child_protocol.hpp"
+#include "sandbox/ncu_profiler.hpp"
 #include "tasks/task_parser.hpp"
 
 namespace kforge::sandbox {
@@ -158,7 +159,8 @@ const std::vector<std::pair<const char*, double run_phases::*>>& run_phases::fie
       {"check_ms", &run_phases::check_ms},       {"compare_ms", &run_phases::compare_ms},
       {"trials_ms", &run_phases::trials_ms},     {"baseline_ms", &run_phases::baseline_ms},
       {"unload_ms", &run_phases::unload_ms},     {"trial_staging_ms", &run_phases::trial_staging_ms},
-      {"trial_delivery_ms", &run_phases::trial_delivery_ms}, {"confirm_ms", &run_phases::confirm_ms}};
+      {"trial_delivery_ms", &run_phases::trial_delivery_ms}, {"confirm_ms", &run_phases::confirm_ms},
+      {"profile_ms", &run_phases::profile_ms}};
   return all;
 }
 
@@ -167,7 +169,8 @@ const std::vector<std::pair<const char*, int run_phases::*>>& run_phases::counts
       {"children_started", &run_phases::children_started},
       {"leak_recycles", &run_phases::leak_recycles},
       {"device_wide_leak_checks", &run_phases::device_wide_leak_checks},
-      {"confirmations", &run_phases::confirmations}};
+      {"confirmations", &run_phases::confirmations},
+      {"profiles", &run_phases::profiles}};
   return all;
 }
 
@@ -252,6 +255,16 @@ run_phases gpu_slot::phases() const {
 void gpu_slot::add_phases(const run_phases& p) {
   std::lock_guard lock(phases_mutex_);
   phases_ += p;
+}
+
+std::string gpu_slot::profiling_denied() const {
+  std::lock_guard lock(phases_mutex_);
+  return profiling_denied_;
+}
+
+void gpu_slot::deny_profiling(const std::string& why) {
+  std::lock_guard lock(phases_mutex_);
+  profiling_denied_ = why;
 }
 
 gpu_slot::gpu_lock::gpu_lock(gpu_slot& s, bool exclusive) : slot_(s), exclusive_(exclusive) {
@@ -357,6 +370,15 @@ class candidate_run {
       child_failed_ = true;
       verdict(wire::VerdictStatus::hack_suspected,
               std::string("the candidate's process sent a malformed reply: ") + e.what());
+    }
+    try {
+      profile();
+    } catch (const json::exception& e) {
+      // A reply under ncu without a field it must have: the verdict was made before, and a
+      // profile never changes it.
+      step_done();
+      out_.profile.reset();
+      out_.profile_skipped = std::string("the profiled child sent a malformed reply: ") + e.what();
     }
     return finish();
   }
@@ -738,6 +760,95 @@ class candidate_run {
     }
     out_.reason += (out_.reason.empty() ? "" : "; ") + std::string(buf);
     return true;
+  }
+
+  // ---- the profile ----
+
+  // An ok candidate's Nsight Compute profile (ncu_profiler.hpp), where wanted. It never changes
+  // the verdict: whatever goes wrong only says why there is none. ncu replays the kernel under its
+  // counters, so it holds the GPU as timing does (another candidate's timed trials would be
+  // stretched by it); its time is profile_ms, waiting for the GPU gpu_wait_ms.
+  void profile() {
+    if (!o_.profile || out_.status != wire::VerdictStatus::ok) return;
+    if (o_.ncu.empty()) {
+      out_.profile_skipped = o_.ncu_missing.empty() ? "ncu not found" : o_.ncu_missing;
+      return;
+    }
+    if (auto denied = r_.slot_->profiling_denied(); !denied.empty()) {
+      out_.profile_skipped = denied;
+      return;
+    }
+    const std::string name = std::filesystem::path(library_).filename().string();
+    auto staged = r_.scratch_->stage(library_, std::to_string(++r_.staged_) + "-" + name);
+    auto probe = r_.scratch_->stage(o_.probe_library, "profile-probe.so");
+    if (!staged || !probe) {
+      out_.profile_skipped = "cannot stage the library to profile: " +
+                             (staged ? probe.err().message : staged.err().message);
+      return;
+    }
+    own_gpu();
+    const auto since = clock_type::now();
+    ++ph_.profiles;
+    profile_outcome got = profile_in_child(*staged, *probe);
+    step_done();
+    ::unlink(staged->c_str());
+    out_.profile_ms = elapsed_ms(since);
+    ph_.profile_ms += out_.profile_ms;
+    static std::once_flag denied_said;
+    if (got.denied) {
+      r_.slot_->deny_profiling(got.skipped);
+      say_once(denied_said, "no Nsight Compute profiles: " + got.skipped);
+    }
+    out_.profile = std::move(got.profile);
+    out_.profile_skipped = std::move(got.skipped);
+  }
+
+  // ncu started as a candidate child is (the same confinement, with ncu's folder readable and the
+  // namespace's own loopback up for ncu's connection to the process it launches), running
+  // `kforge sandbox-child`, which is told over the usual protocol to call the kernel once.
+  profile_outcome profile_in_child(const std::string& library, const std::string& probe) {
+    const auto limit = o_.profile_time_limit;
+    const auto deadline = clock_type::now() + limit;
+    child_options opts = r_.scratch_->options(o_);
+    opts.max_output = std::size_t{4} << 20;  // ncu's CSV report: ~40 KB a kernel
+    if (opts.confine) {
+      opts.confine->read_only.push_back(ncu_install_dir(o_.ncu));
+      opts.confine->loopback_up = true;
+    }
+    profile_outcome out;
+    auto started = child_process::start(ncu_command(o_.ncu, {o_.program, "sandbox-child"}, o_.profile_max_launches), opts);
+    if (!started) {
+      out.skipped = "cannot start ncu: " + started.err().message;
+      return out;
+    }
+    child_process child = std::move(*started);
+    const json requests[] = {
+        {{"op", "hello"}},
+        {{"op", "probe"}, {"library", probe}, {"pid", child.pid()}, {"seccomp", o_.confine}},
+        {{"op", "load"}, {"library", library}, {"task", task_json_}},
+        {{"op", "profile"}, {"seed", checks_[0].seed}, {"output_shapes", shapes_.at(0)}}};
+    for (const auto& req : requests) {
+      const auto r = child.request(req.dump(), left_until(deadline));
+      const json reply = r.failure == child_failure::none ? json::parse(r.json, nullptr, false) : json();
+      if (r.failure == child_failure::none && reply.is_object() && reply.value("ok", false)) continue;
+      child.kill();
+      const std::string output = child.take_output();
+      out = read_ncu_output(output, r.failure == child_failure::timeout, limit);
+      if (!out.denied && r.failure != child_failure::timeout) {
+        const std::string why = r.failure != child_failure::none ? r.detail
+                                : reply.is_object()              ? reply.value("reason", r.json)
+                                                                 : "a malformed reply";
+        // A report from a child that failed is not one call's; what ncu said stays in the reason
+        // (an ncu that cannot run here fails the child's first request).
+        const std::string said = out.profile ? std::string() : out.skipped;
+        out.profile.reset();
+        out.skipped = "the profiled child failed at " + req.at("op").get<std::string>() + ": " + why +
+                      (said.empty() ? "" : " (" + said + ")");
+      }
+      return out;
+    }
+    const auto ended = child.finish(left_until(deadline));
+    return read_ncu_output(child.take_output(), !ended, limit);
   }
 
   runner& r_;

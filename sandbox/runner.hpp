@@ -43,6 +43,7 @@
 #include "messages/rollout_generated.h"
 #include "sandbox/child_setup.hpp"
 #include "sandbox/gpu_facts.hpp"
+#include "sandbox/ncu_report.hpp"
 #include "sandbox/scratch_dir.hpp"
 #include "sandbox/timing_stats.hpp"
 #include "tasks/task.hpp"
@@ -102,6 +103,18 @@ struct run_options {
   /// on the GPU); false: as files through the host (the way before; sandbox_bench --no-ipc
   /// measures the difference). The child falls back to files where IPC fails.
   bool share_outputs = true;
+  /// Nsight Compute profiles of candidates judged ok (ncu_profiler.hpp): one call of the kernel
+  /// in a child of its own under ncu, holding the GPU as timing does. A profile never changes a
+  /// verdict; where none is taken the verdict's profile_skipped says why.
+  bool profile = false;
+  /// ncu's absolute path (find_ncu); empty with `profile`: none found, and `ncu_missing` says why.
+  std::string ncu;
+  std::string ncu_missing;
+  /// Budget of one profile (starting the child under ncu, the profiled call, ncu's report); a
+  /// profile past it is dropped.
+  std::chrono::milliseconds profile_time_limit{60'000};
+  /// Kernels of the call profiled at most (each is replayed once per group of counters).
+  int profile_max_launches = 16;
 };
 
 /// What the run stage decided.
@@ -115,6 +128,10 @@ struct run_outcome {
   std::string audit;   ///< non-empty: why a person should look at this kernel
   std::string output;  ///< the candidate's process output (bounded)
   double verify_ms = 0, time_ms = 0;
+  /// The Nsight Compute profile of an ok candidate (run_options::profile), or why there is none.
+  std::optional<kernel_profile> profile;
+  std::string profile_skipped;
+  double profile_ms = 0;
 };
 
 /// Where the runners' time went, summed over candidates: what bounds a GPU's throughput once
@@ -135,11 +152,14 @@ struct run_phases {
                             ///< start, load and compare are counted in those phases)
   double baseline_ms = 0;   ///< the reference server's baseline trials
   double unload_ms = 0;     ///< unloading (and the leak check)
+  double profile_ms = 0;    ///< Nsight Compute profiles of ok candidates (their child under ncu,
+                            ///< holding the GPU exclusively; waiting for it is gpu_wait_ms)
   int children_started = 0;        ///< fresh children for candidates (not runner::start's)
   int leak_recycles = 0;           ///< children ended because the leak check said so
   /// (children started by runner::start before any candidate are not counted)
   int device_wide_leak_checks = 0; ///< leak checks on the GPU's free memory, not the child's own
   int confirmations = 0;           ///< speedups re-timed (confirm_ms)
+  int profiles = 0;                ///< Nsight Compute profiles attempted (profile_ms)
   /// Every time field with its name: the one list that sums, differences and reports walk.
   static const std::vector<std::pair<const char*, double run_phases::*>>& fields();
   /// Every count (children_started and after) with its name, likewise.
@@ -166,6 +186,10 @@ class gpu_slot {
   /// The runners' phase times so far (run_phases).
   run_phases phases() const;
   void add_phases(const run_phases& p);
+  /// Why ncu may not profile on this host, once a profile found out (its counters restricted to
+  /// administrators): later candidates are not profiled. Empty while profiling is allowed.
+  std::string profiling_denied() const;
+  void deny_profiling(const std::string& why);
   /// Use of the GPU, in this process and across processes (an flock per physical GPU). Any
   /// number of runners may verify at once (shared); timing is exclusive, because GPU contexts
   /// time-slice: another process's kernels would stretch both the events and the wall time of a
@@ -198,6 +222,7 @@ class gpu_slot {
   std::shared_mutex use_;     ///< shared: verifying; exclusive: timing
   mutable std::mutex phases_mutex_;
   run_phases phases_;
+  std::string profiling_denied_;  ///< under phases_mutex_
 };
 
 class candidate_run;

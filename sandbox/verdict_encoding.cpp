@@ -101,6 +101,35 @@ std::unique_ptr<wire::TimingT> to_wire(const trial_stats& s) {
 }
 }  // namespace
 
+std::unique_ptr<wire::KernelProfileT> to_wire(const kernel_profile& p) {
+  auto w = std::make_unique<wire::KernelProfileT>();
+  w->kernel = p.kernel;
+  w->duration_us = p.duration_us;
+  w->achieved_occupancy_pct = p.achieved_occupancy_pct;
+  w->dram_throughput_pct = p.dram_throughput_pct;
+  w->sm_throughput_pct = p.sm_throughput_pct;
+  for (const auto& [reason, share] : p.stalls) {
+    auto s = std::make_unique<wire::WarpStallT>();
+    s->reason = reason;
+    s->share_pct = share;
+    w->stalls.push_back(std::move(s));
+  }
+  return w;
+}
+
+std::optional<kernel_profile> profile_of(const wire::VerdictT& v) {
+  if (!v.profile) return std::nullopt;
+  kernel_profile p;
+  p.kernel = v.profile->kernel;
+  p.duration_us = v.profile->duration_us;
+  p.achieved_occupancy_pct = v.profile->achieved_occupancy_pct;
+  p.dram_throughput_pct = v.profile->dram_throughput_pct;
+  p.sm_throughput_pct = v.profile->sm_throughput_pct;
+  for (const auto& s : v.profile->stalls)
+    if (s) p.stalls.emplace_back(s->reason, s->share_pct);
+  return p;
+}
+
 void encode_run(const run_outcome& r, wire::VerdictT& v) {
   v.status = r.status;
   v.reason = r.reason;
@@ -114,6 +143,9 @@ void encode_run(const run_outcome& r, wire::VerdictT& v) {
   v.output = r.output;
   v.verify_ms = r.verify_ms;
   v.time_ms = r.time_ms;
+  if (r.profile) v.profile = to_wire(*r.profile);
+  v.profile_skipped = r.profile_skipped;
+  v.profile_ms = r.profile_ms;
 }
 
 }  // namespace kforge::sandbox

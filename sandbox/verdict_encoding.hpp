@@ -2,7 +2,11 @@
 // The sandbox's compile-stage outcomes as wire::Verdict fields (messages/rollout.fbs), so a worker
 // can answer with a Verdict whichever stage decided it.
 
+#include <memory>
+#include <optional>
+
 #include "messages/rollout_generated.h"
+#include "sandbox/ncu_report.hpp"
 #include "sandbox/compiler.hpp"
 #include "sandbox/runner.hpp"
 #include "sandbox/static_check.hpp"
@@ -22,8 +26,12 @@ void encode_compile(const compile_result& r, wire::VerdictT& v);
 /// name). For an ok check it sets status ok and leaves the rest alone.
 void encode_static(const static_verdict& s, wire::VerdictT& v);
 
-/// Sets status, reason, errors, timings, audit, output and check count from the run stage; keeps
-/// the compile's diagnostics and resources.
+/// Sets status, reason, errors, timings, audit, output, check count and the profile (or why none)
+/// from the run stage; keeps the compile's diagnostics and resources.
 void encode_run(const run_outcome& r, wire::VerdictT& v);
+
+/// A kernel profile as the verdict carries it, and back (nullopt: the verdict has none).
+std::unique_ptr<wire::KernelProfileT> to_wire(const kernel_profile& p);
+std::optional<kernel_profile> profile_of(const wire::VerdictT& v);
 
 }  // namespace kforge::sandbox

@@ -30,6 +30,19 @@ nlohmann::json verdict_json(const wire::VerdictT& v) {
   j["compile_ms"] = v.compile_ms;
   j["verify_ms"] = v.verify_ms;
   j["time_ms"] = v.time_ms;
+  if (v.profile) {
+    json stalls = json::array();
+    for (const auto& st : v.profile->stalls)
+      if (st) stalls.push_back({{"reason", st->reason}, {"share_pct", st->share_pct}});
+    j["profile"] = {{"kernel", v.profile->kernel},
+                    {"duration_us", v.profile->duration_us},
+                    {"achieved_occupancy_pct", v.profile->achieved_occupancy_pct},
+                    {"dram_throughput_pct", v.profile->dram_throughput_pct},
+                    {"sm_throughput_pct", v.profile->sm_throughput_pct},
+                    {"stalls", stalls}};
+  }
+  if (!v.profile_skipped.empty()) j["profile_skipped"] = v.profile_skipped;
+  if (v.profile_ms > 0) j["profile_ms"] = v.profile_ms;
   if (!v.audit.empty()) j["audit"] = v.audit;
   if (v.reused) j["reused"] = true;
   if (!v.output.empty()) j["output"] = v.output;

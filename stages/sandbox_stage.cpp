@@ -129,6 +129,9 @@ result<std::shared_ptr<actors::sandbox_logic>> shared_nvcc_sandbox(const manifes
   po.run.slow_cutoff = so.slow_cutoff;
   po.run.confine = so.confine;
   po.run.confirm_speedup = so.confirm_speedup;
+  po.run.profile = sandbox_profiles_wanted(so.profile, m.agent.max_turns, m.agent.feedback);
+  po.run.profile_time_limit = std::chrono::milliseconds(static_cast<long>(so.profile_time_limit_s * 1000));
+  po.run.ncu = so.ncu;
   auto pool = sandbox::sandbox_pool::create(po);
   if (!pool) return error{"sandbox: " + pool.message()};
   kforge::log::info("sandbox: " + (*pool)->describe());

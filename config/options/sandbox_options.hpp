@@ -1,7 +1,9 @@
 #pragma once
 // Settings of the sandbox (pool and workers), from the manifest's [sandbox] table.
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace kforge {
 
@@ -18,6 +20,20 @@ enum class verdict_reuse_scope {
   group,  ///< a repeat within its GRPO group, checked on the same input sets
   task,   ///< also a kernel judged earlier in the run for the same prompt
 };
+
+/// When the sandbox takes an Nsight Compute profile of a correct kernel (sandbox/ncu_profiler.hpp).
+enum class sandbox_profile_mode {
+  off,       ///< never
+  episodes,  ///< where an observation will show it: agent.max_turns > 1 and "profile" in agent.feedback
+  always,    ///< every correct kernel of the run (its verdict carries the profile)
+};
+
+/// Whether `mode` asks for profiles given the agent's settings: `feedback` empty means every kind.
+inline bool sandbox_profiles_wanted(sandbox_profile_mode mode, int max_turns, const std::vector<std::string>& feedback) {
+  if (mode != sandbox_profile_mode::episodes) return mode == sandbox_profile_mode::always;
+  if (max_turns <= 1) return false;
+  return feedback.empty() || std::find(feedback.begin(), feedback.end(), "profile") != feedback.end();
+}
 
 /// Upper bounds of the counts below: each runner and compile job is a process, each trial a GPU
 /// run; far above any real setting, a larger value is a typo.
@@ -60,6 +76,14 @@ struct sandbox_options {
   int compile_jobs = 2;
   /// Which repeats are not judged again (the nvcc sandbox; the stand-in judges nothing anyway).
   verdict_reuse_scope reuse_verdicts = verdict_reuse_scope::group;
+  /// Nsight Compute profiles of correct kernels: "off", "episodes" or "always"
+  /// (sandbox_profile_mode). Each costs seconds of exclusive GPU time.
+  sandbox_profile_mode profile = sandbox_profile_mode::episodes;
+  /// Wall-clock limit of one profile, in seconds; a profile past it is dropped (the verdict
+  /// stands). In (0, 600].
+  double profile_time_limit_s = 60.0;
+  /// ncu's path; empty: $KFORGE_NCU, PATH, /usr/local/cuda/bin/ncu.
+  std::string ncu;
   /// Milliseconds the stand-in sandbox (used until the real one is built) spends per candidate. It
   /// compiles and runs nothing; the delay only keeps work in flight, as real workers would. >= 0.
   int stand_in_ms = 0;

@@ -1,4 +1,4 @@
-// agent/ncu_profile.hpp on a real report: `ncu --csv --section SpeedOfLight --section Occupancy
+// sandbox/ncu_report.hpp on a real report: `ncu --csv --section SpeedOfLight --section Occupancy
 // --section WarpStateStats --section LaunchStats` of a ReLU over 16 M floats on an H100
 // (ncu 2025.3.1, 2026-12-06; fixtures/ncu_relu_h100.csv, the program's own output included).
 
@@ -8,9 +8,9 @@
 #include <sstream>
 #include <string>
 
-#include "agent/ncu_profile.hpp"
+#include "sandbox/ncu_report.hpp"
 
-using namespace kforge::agent;
+using namespace kforge::sandbox;
 
 namespace {
 

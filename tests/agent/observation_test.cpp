@@ -14,7 +14,9 @@
 #include <string>
 
 #include "agent/compiler_messages.hpp"
+#include "agent/episode_turns.hpp"
 #include "agent/observation.hpp"
+#include "sandbox/verdict_encoding.hpp"
 #include "sandbox/evaluator.hpp"
 #include "tasks/builtin.hpp"
 
@@ -187,6 +189,38 @@ TEST_CASE("a correct kernel: its speedup, against the episode's best, and its pr
   const auto behind = observation_template::embedded().render(v, ctx, all_kinds);
   CHECK(has(behind, "(the episode's best so far is 2.00x)"));
   CHECK_FALSE(has(behind, "Nsight Compute"));
+}
+
+TEST_CASE("a correct kernel's profile comes from its verdict, where the sandbox took one") {
+  auto v = recorded("ok");
+  kforge::sandbox::run_outcome run;
+  run.status = wire::VerdictStatus::ok;
+  kernel_profile p;
+  p.kernel = "rows_kernel(float const*, float*)";
+  p.duration_us = 241.5;
+  p.achieved_occupancy_pct = 47.2;
+  p.dram_throughput_pct = 81.4;
+  p.sm_throughput_pct = 22.9;
+  p.stalls = {{"waiting at a barrier", 40.0}};
+  run.profile = p;
+  run.profile_ms = 1800;
+  kforge::sandbox::encode_run(run, v);
+  turn_context ctx;
+  ctx.turn = 2;
+  const auto text = observation_template::embedded().render(v, ctx, all_kinds);
+  INFO(text);
+  CHECK(has(text, "Nsight Compute on your slowest kernel (rows_kernel(float const*, float*)): 241.5 us, achieved occupancy 47 %"));
+  CHECK(has(text, "warps stalled most on waiting at a barrier (40 %)"));
+  // Through the episode's bookkeeping too: the observed turn carries the verdict's profile.
+  wire::ScoredT scored;
+  scored.verdict = std::make_unique<wire::VerdictT>();
+  kforge::sandbox::encode_run(run, *scored.verdict);
+  const auto observed = observed_turn(scored);
+  REQUIRE(observed.profile.has_value());
+  CHECK(observed.profile->sm_throughput_pct == doctest::Approx(22.9));
+  auto no_profile = feedback_kinds::parse({"timing"});
+  REQUIRE(no_profile.ok());
+  CHECK_FALSE(has(observation_template::embedded().render(v, ctx, *no_profile), "Nsight Compute"));
 }
 
 TEST_CASE("an observation template is checked when loaded: sections and placeholders") {

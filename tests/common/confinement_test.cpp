@@ -59,8 +59,10 @@ struct scratch {
 // Starts bash with `script` confined as granted here, in `s`; the script reads one request line
 // from fd 3 and must answer with one line. The child is returned running, with its reply.
 std::pair<kforge::child_process, std::string> run_confined(const scratch& s, const std::string& script,
-                                                          const std::string& also_read_only = {}) {
+                                                          const std::string& also_read_only = {},
+                                                          bool loopback_up = false) {
   confinement c = support().granted;
+  c.loopback_up = loopback_up;
   c.root = s.root;
   c.read_only = kforge::system_read_only_paths("/bin/bash");
   if (!also_read_only.empty()) c.read_only.push_back(also_read_only);
@@ -159,6 +161,21 @@ TEST_CASE("a confined child sees and touches only what it is given") {
   if (g.net && g.mount && g.own_proc) CHECK(field(reply, "nets") == "1");  // lo alone
   fs::remove(secret);
   fs::remove_all(outside);
+}
+
+TEST_CASE("a confined child's loopback is down unless asked for up (ncu's connection needs it)") {
+  if (!support().granted.net) {
+    MESSAGE("SKIP: this host grants no network namespace");
+    return;
+  }
+  // Connecting to a closed port on 127.0.0.1: "Network is unreachable" with the loopback down,
+  // "Connection refused" with it up. Nothing outside the namespace is reachable either way.
+  const std::string probe =
+      "if (exec 4<>/dev/tcp/127.0.0.1/9) 2>&1 | grep -q refused; then lo=up; else lo=down; fi; "
+      "echo \"{\\\"lo\\\":\\\"$lo\\\"}\" >&3";
+  scratch a, b;
+  CHECK(field(run_confined(a, probe).second, "lo") == "down");
+  CHECK(field(run_confined(b, probe, {}, true).second, "lo") == "up");
 }
 
 TEST_CASE("whatever a confined child starts dies with it") {

@@ -10,7 +10,8 @@
 # timedwrong (right in every check, wrong in its last timed trial), second (a second reply line
 # after its first check's), unasked (a line on the channel before its first check is asked for),
 # nonce (a reply without the request's nonce), sigsys (killed as by the seccomp filter),
-# nofields (a time reply without its trials).
+# nofields (a time reply without its trials), profilefail (fails its profile call: under ncu, for
+# the Nsight Compute profile, ncu_profiler.hpp).
 # Replies echo the request's nonce (child_protocol.hpp).
 set -u
 role=${1:-}
@@ -109,6 +110,10 @@ while IFS= read -r line <&3; do
       else
         reply "{\"ok\":true,$outs,\"event_ms\":[1,1,1,1,1,1,1,1,1,1],\"wall_ms\":[1.02,1.02,1.02,1.02,1.02,1.02,1.02,1.02,1.02,1.02]}"
       fi ;;
+    profile) printf 'the candidate printed this while profiled\n'
+             if [[ $mode == profilefail ]]; then
+               reply '{"ok":false,"status":"runtime_error","reason":"CUDA error in the candidate'"'"'s kernel: fake","fatal":true}'
+             else reply '{"ok":true}'; fi ;;
     unload) reply '{"ok":true,"recycle":false}' ;;
     *) reply '{"ok":false,"status":"infra_error","reason":"fake child: unknown op"}' ;;
   esac

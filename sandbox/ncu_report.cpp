@@ -1,4 +1,4 @@
-#include "agent/ncu_profile.hpp"
+#include "sandbox/ncu_report.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 #include <regex>
 #include <string>
 
-namespace kforge::agent {
+namespace kforge::sandbox {
 
 namespace {
 
@@ -128,4 +128,4 @@ result<kernel_profile> slowest_kernel(std::string_view csv) {
                            [](const auto& a, const auto& b) { return a.duration_us < b.duration_us; });
 }
 
-}  // namespace kforge::agent
+}  // namespace kforge::sandbox
