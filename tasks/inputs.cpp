@@ -4,6 +4,7 @@
 #include "tasks/inputs.hpp"
 
 #include "tasks/aten_convert.hpp"
+#include "tasks/prepare.hpp"
 
 #include <ATen/ATen.h>
 
@@ -171,6 +172,34 @@ std::uint64_t input_seed(std::string_view task_id, std::uint64_t seed, std::stri
   return (h ^ (h >> 32)) & 0xffffffffull;
 }
 
+namespace {
+
+// One drawn tensor: `spec` (an input, or a draw of a task with prepare) at `dims`.
+result<at::Tensor> draw_one(const task& t, const input_spec& spec, const char* kind,
+                            const shape& dims, std::uint64_t seed, const device& dev) {
+  try {
+    return draw(spec, dims, input_seed(t.id, seed, spec.name), dev);
+  } catch (const std::exception& e) {
+    return error{"task '" + t.id + "': " + kind + " '" + spec.name + "' on " + dev.str() + ": " +
+                 torch_message(e)};
+  }
+}
+
+// The inputs of a task with prepare: every draw drawn as an input is (its own generator, seeded
+// from its name), then prepare applied. The reference server and the candidate child both come
+// here, so they agree bit for bit as they do on drawn inputs.
+result<tensor_list> prepared_inputs(const task& t, std::uint64_t seed, const device& dev) {
+  tensor_list draws;
+  for (const auto& d : t.draws) {
+    auto x = draw_one(t, d, "draw", d.shape, seed, dev);
+    if (!x) return x.err();
+    draws.tensors().push_back(std::move(x).value());
+  }
+  return run_prepare(t, draws);
+}
+
+}  // namespace
+
 result<tensor_list> make_input(const task& t, std::size_t index, std::uint64_t seed,
                                shape_choice which, const device& dev) {
   if (index >= t.inputs.size())
@@ -178,20 +207,28 @@ result<tensor_list> make_input(const task& t, std::size_t index, std::uint64_t s
   if (which && *which >= t.variants.size())
     return error{"task '" + t.id + "': no variant " + std::to_string(*which)};
   if (auto s = check_device(dev); !s) return s.err();
-  const auto& in = t.inputs[index];
-  try {
-    tensor_list out;
-    out.tensors().push_back(
-        draw(in, input_shapes(t, which)[index], input_seed(t.id, seed, in.name), dev));
-    return out;
-  } catch (const std::exception& e) {
-    return error{"task '" + t.id + "': input '" + in.name + "' on " + dev.str() + ": " +
-                 torch_message(e)};
+  // Derived inputs come only together: input `index` is prepare's output from all the draws.
+  if (!t.prepare.empty()) {
+    auto all = prepared_inputs(t, seed, dev);
+    if (!all) return all.err();
+    return all->pick(index);
   }
+  const auto& in = t.inputs[index];
+  auto x = draw_one(t, in, "input", input_shapes(t, which)[index], seed, dev);
+  if (!x) return x.err();
+  tensor_list out;
+  out.tensors().push_back(std::move(x).value());
+  return out;
 }
 
 result<tensor_list> make_inputs(const task& t, std::uint64_t seed, shape_choice which,
                                 const device& dev) {
+  if (!t.prepare.empty()) {
+    if (which && *which >= t.variants.size())
+      return error{"task '" + t.id + "': no variant " + std::to_string(*which)};
+    if (auto s = check_device(dev); !s) return s.err();
+    return prepared_inputs(t, seed, dev);
+  }
   tensor_list all;
   for (std::size_t i = 0; i < t.inputs.size(); ++i) {
     auto one = make_input(t, i, seed, which, dev);

@@ -8,7 +8,8 @@
 // device model and LibTorch build. CPU and CUDA use different generators (mt19937 and Philox), so
 // the values differ between them; draw on the CPU and copy (`copy_to`) where both must agree.
 // float16 and bfloat16 inputs are drawn in float32 and rounded; bool inputs use randint in [0, 2)
-// or a constant.
+// or a constant. A task with `prepare` draws its draws the same way (seeded by the draw's name) and
+// its inputs are prepare's result on them (tasks/prepare.hpp), equally deterministic.
 
 #include <cstdint>
 #include <string_view>
@@ -27,7 +28,8 @@ std::uint64_t input_seed(std::string_view task_id, std::uint64_t seed, std::stri
 result<tensor_list> make_inputs(const task& t, std::uint64_t seed, shape_choice which,
                                 const device& dev);
 
-/// Input `index` alone (a list of one), drawn exactly as make_inputs draws it.
+/// Input `index` alone (a list of one), drawn exactly as make_inputs draws it. For a task with
+/// prepare, every draw is drawn and prepare run: derived inputs exist only together.
 result<tensor_list> make_input(const task& t, std::size_t index, std::uint64_t seed,
                                shape_choice which, const device& dev);
 

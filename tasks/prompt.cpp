@@ -191,9 +191,21 @@ std::map<std::string, std::string> prompt_values(const task& t, const hardware_c
   std::string inputs, outputs;
   for (std::size_t i = 0; i < t.inputs.size(); ++i) {
     const auto& in = t.inputs[i];
-    inputs += (i ? "\n" : "") + tensor_line(i, in.name, in.type, in.shape) + ", filled with " +
-              describe_init(in.init);
+    inputs += (i ? "\n" : "") + tensor_line(i, in.name, in.type, in.shape) +
+              (t.prepare.empty() ? ", filled with " + describe_init(in.init)
+                                 : std::string(", computed by prepare (below)"));
     in_names.push_back(in.name);
+  }
+  // Derived inputs (symmetric, triangular, a mask): what they hold is part of the problem, and a
+  // kernel may rely on it, so the prompt shows the draws and prepare's source.
+  if (!t.prepare.empty()) {
+    inputs += "\nprepare computes the inputs from these draws:";
+    for (std::size_t i = 0; i < t.draws.size(); ++i) {
+      const auto& d = t.draws[i];
+      inputs += "\n" + tensor_line(i, d.name, d.type, d.shape) + ", filled with " +
+                describe_init(d.init);
+    }
+    inputs += "\n" + std::string(trim(t.prepare));
   }
   for (std::size_t i = 0; i < t.outputs.size(); ++i) {
     const auto& o = t.outputs[i];

@@ -1,6 +1,7 @@
 // The second translation unit of kforge::tasks that includes LibTorch: compiling and running a
 // reference. <torch/jit.h> rather than <torch/torch.h> halves its compile time.
 #include "tasks/reference.hpp"
+#include "tasks/prepare.hpp"
 
 #include "tasks/aten_convert.hpp"
 
@@ -10,6 +11,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <mutex>
 
 namespace kforge::tasks {
 namespace {
@@ -27,7 +30,97 @@ void synchronize(const at::Device& dev) {
   if (dev.is_cuda()) at::detail::getCUDAHooks().deviceSynchronize(dev.index());
 }
 
+// prepare's compiled unit, one per distinct source: make_inputs runs prepare on every draw of a
+// task's inputs, and compiling takes milliseconds that a timed loop of checks should not pay.
+// Units are never evicted: a process sees a bounded set of tasks.
+result<std::shared_ptr<torch::jit::CompilationUnit>> compiled_prepare(const task& t) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<torch::jit::CompilationUnit>> units;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = units.find(t.prepare); it != units.end()) return it->second;
+  const std::string where = "task '" + t.id + "': prepare: ";
+  std::shared_ptr<torch::jit::CompilationUnit> unit;
+  try {
+    unit = torch::jit::compile(t.prepare);
+  } catch (const std::exception& e) {
+    return error{where + "does not compile: " + torch_message(e)};
+  }
+  auto* fn = unit->find_function("prepare");
+  if (!fn) return error{where + "defines no function `prepare`"};
+  const auto& args = fn->getSchema().arguments();
+  if (args.size() != t.draws.size())
+    return error{where + "takes " + std::to_string(args.size()) + " arguments, the task has " +
+                 std::to_string(t.draws.size()) + " draws"};
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i].name() != t.draws[i].name)
+      return error{where + "argument " + std::to_string(i) + " is '" + args[i].name() +
+                   "', the task's draw " + std::to_string(i) + " is '" + t.draws[i].name +
+                   "' (draws are passed in order)"};
+    if (args[i].type()->kind() != c10::TypeKind::TensorType)
+      return error{where + "argument '" + args[i].name() + "' is " + args[i].type()->str() +
+                   ", every argument must be a Tensor"};
+  }
+  units.emplace(t.prepare, unit);
+  return unit;
+}
+
 }  // namespace
+
+result<tensor_list> run_prepare(const task& t, const tensor_list& draws) {
+  const std::string where = "task '" + t.id + "': prepare: ";
+  if (draws.size() != t.draws.size())
+    return error{where + "given " + std::to_string(draws.size()) + " draws, the task has " +
+                 std::to_string(t.draws.size())};
+  auto unit = compiled_prepare(t);
+  if (!unit) return unit.err();
+  tensor_list inputs;
+  try {
+    std::vector<c10::IValue> stack(draws.tensors().begin(), draws.tensors().end());
+    at::NoGradGuard no_grad;
+    torch::jit::GraphOptimizerEnabledGuard no_optimization(false);
+    c10::IValue out = (*(*unit)->find_function("prepare"))(std::move(stack));
+    auto& list = inputs.tensors();
+    if (out.isTensor()) {
+      list.push_back(out.toTensor());
+    } else if (out.isTuple()) {
+      for (const auto& v : out.toTupleRef().elements()) {
+        if (!v.isTensor())
+          return error{where + "returned a tuple holding " + v.tagKind() +
+                       "; every element must be a Tensor"};
+        list.push_back(v.toTensor());
+      }
+    } else if (out.isTensorList()) {
+      for (const at::Tensor& x : out.toTensorVector()) list.push_back(x);
+    } else {
+      return error{where + "returned " + out.tagKind() +
+                   ", expected a Tensor, a tuple or a list of Tensors"};
+    }
+    if (list.size() != t.inputs.size())
+      return error{where + "returned " + std::to_string(list.size()) +
+                   " tensors, the task declares " + std::to_string(t.inputs.size()) + " inputs"};
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const auto& in = t.inputs[i];
+      if (list[i].scalar_type() != to_at(in.type))
+        return error{where + "input '" + in.name + "' has dtype " + inputs.type_name(i) +
+                     ", the task declares " + std::string(to_string(in.type))};
+      if (inputs.shape_of(i) != in.shape)
+        return error{where + "input '" + in.name + "' has shape " + to_string(inputs.shape_of(i)) +
+                     ", the task declares " + to_string(in.shape)};
+      // Kernels get dense buffers, and a check that poisons or redraws one input must not
+      // change another through shared memory.
+      bool aliases = false;
+      for (std::size_t j = 0; j < i; ++j)
+        aliases = aliases || list[i].storage().is_alias_of(list[j].storage());
+      if (aliases || !list[i].is_contiguous())
+        list[i] = list[i].clone(at::MemoryFormat::Contiguous);
+    }
+  } catch (const std::exception& e) {
+    return error{where + "failed on " +
+                 (draws.empty() ? std::string("?") : draws.tensors().front().device().str()) +
+                 ": " + torch_message(e)};
+  }
+  return inputs;
+}
 
 struct reference::impl {
   task spec;

@@ -235,7 +235,32 @@ status check_task(const task& t) {
     if (!names.insert(in.name).second)
       return field_error(field + ".name", "duplicate name '" + in.name + "'");
     if (auto s = check_shape(in.shape, field + ".shape"); !s) return s;
+    // Inputs that prepare computes are not drawn: their init is unused.
+    if (!t.prepare.empty()) continue;
     if (auto s = check_init(in, field + ".init"); !s) return s;
+  }
+  if (t.prepare.empty() && !t.draws.empty())
+    return field_error("draws", "given without prepare (prepare computes the inputs from them)");
+  if (!t.prepare.empty()) {
+    if (t.draws.empty()) return field_error("draws", "prepare needs at least one draw");
+    // Draw names are prepare's parameters; they seed each draw's generator as input names do.
+    std::set<std::string> draw_names;
+    for (std::size_t i = 0; i < t.draws.size(); ++i) {
+      const auto& d = t.draws[i];
+      const std::string field = "draws[" + std::to_string(i) + "]";
+      if (!is_identifier(d.name))
+        return field_error(field + ".name", "'" + d.name + "' is not a valid identifier");
+      if (!draw_names.insert(d.name).second)
+        return field_error(field + ".name", "duplicate name '" + d.name + "'");
+      if (auto s = check_shape(d.shape, field + ".shape"); !s) return s;
+      if (auto s = check_init(d, field + ".init"); !s) return s;
+    }
+    if (t.prepare.find("def prepare(") == std::string::npos)
+      return field_error("prepare", "must define `def prepare(...)`");
+    // A variant would need draws of other shapes, which the inputs' shapes do not determine.
+    if (!t.variants.empty())
+      return field_error("variants", "a task with prepare has no shape variants (its draws have "
+                                     "one set of shapes)");
   }
   for (std::size_t i = 0; i < t.outputs.size(); ++i) {
     const auto& out = t.outputs[i];

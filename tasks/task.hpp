@@ -37,7 +37,9 @@ struct init_spec {
   double value = 0.0;
 };
 
-/// One input of the reference, passed positionally in declaration order.
+/// One input of the reference, passed positionally in declaration order. A task with `prepare`
+/// also lists its draws as input_specs: the tensors drawn from `init` that prepare turns into the
+/// inputs (whose own `init` is then unused).
 struct input_spec {
   std::string name;
   tasks::shape shape;  ///< primary shape (the one timed)
@@ -75,6 +77,12 @@ struct task {
   std::vector<output_spec> outputs;
   /// TorchScript source defining `def forward(<inputs in order>)`.
   std::string reference;
+  /// Inputs derived from drawn tensors (a symmetric matrix, a mask, a scaled draw): `draws` are
+  /// drawn from their init specs as inputs otherwise are, and `prepare`, TorchScript source
+  /// defining `def prepare(<draws in order>)`, computes the inputs from them. Both empty for a
+  /// task whose inputs are drawn directly.
+  std::vector<input_spec> draws;
+  std::string prepare;
   tasks::tolerance tolerance;
   std::vector<variant> variants;
   /// Whether a candidate may link cuBLAS.
@@ -133,7 +141,8 @@ result<std::string> task_dir(const std::string& dir, const std::string& id);
 /// Every rule of the task format beyond JSON types: a well-formed id, unique input/output names
 /// that are valid TorchScript identifiers, positive dims, distribution parameters that fit the
 /// distribution and the dtype, variants that name known inputs with the input's rank, a reference
-/// that defines forward. The error names the field path ("inputs[1].shape[0]") and the reason,
+/// that defines forward; where a task has prepare: draws like inputs (names, shapes, inits), a
+/// prepare that defines `prepare`, and no variants. The error names the field path ("inputs[1].shape[0]") and the reason,
 /// without a file: callers prefix where the task came from.
 status check_task(const task& t);
 

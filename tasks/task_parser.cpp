@@ -138,14 +138,21 @@ init_spec get_init(const json& v, const std::string& path) {
   return init;
 }
 
-input_spec get_input(const json& v, const std::string& path) {
+// `drawn`: whether the tensor is drawn from its init (a draw, or an input of a task without
+// prepare) or computed by prepare (then it has no init).
+input_spec get_input(const json& v, const std::string& path, bool drawn) {
   expect_object(v, path);
-  only_keys(v, path, {"name", "shape", "dtype", "init"});
+  if (drawn)
+    only_keys(v, path, {"name", "shape", "dtype", "init"});
+  else if (v.contains("init"))
+    fail(join(path, "init"), "not allowed: prepare computes this input from the draws");
+  else
+    only_keys(v, path, {"name", "shape", "dtype"});
   input_spec in;
   in.name = get_string(need(v, path, "name"), join(path, "name"));
   in.shape = get_shape(need(v, path, "shape"), join(path, "shape"));
   in.type = get_dtype(need(v, path, "dtype"), join(path, "dtype"));
-  in.init = get_init(need(v, path, "init"), join(path, "init"));
+  if (drawn) in.init = get_init(need(v, path, "init"), join(path, "init"));
   return in;
 }
 
@@ -163,7 +170,7 @@ task get_task(const json& v) {
   expect_object(v, "task");
   only_keys(v, "",
             {"id", "category", "description", "inputs", "outputs", "reference", "tolerance",
-             "variants", "allow_cublas", "provenance"});
+             "variants", "allow_cublas", "provenance", "draws", "prepare"});
   task t;
   t.id = get_string(need(v, "", "id"), "id");
   if (t.id.empty()) fail("id", "must not be empty");
@@ -173,9 +180,17 @@ task get_task(const json& v) {
   t.category = *cat;
   t.description = get_string(need(v, "", "description"), "description");
 
+  if (const json* p = maybe(v, "prepare")) t.prepare = get_string(*p, "prepare");
+  if (const json* p = maybe(v, "prepare"); p && t.prepare.empty())
+    fail("prepare", "must not be empty");
+  if (const json* d = maybe(v, "draws")) {
+    get_array(*d, "draws");
+    for (std::size_t i = 0; i < d->size(); ++i)
+      t.draws.push_back(get_input((*d)[i], indexed("draws", i), /*drawn=*/true));
+  }
   const auto& inputs = get_array(need(v, "", "inputs"), "inputs");
   for (std::size_t i = 0; i < inputs.size(); ++i)
-    t.inputs.push_back(get_input(inputs[i], indexed("inputs", i)));
+    t.inputs.push_back(get_input(inputs[i], indexed("inputs", i), t.prepare.empty()));
   const auto& outputs = get_array(need(v, "", "outputs"), "outputs");
   for (std::size_t i = 0; i < outputs.size(); ++i)
     t.outputs.push_back(get_output(outputs[i], indexed("outputs", i)));
@@ -247,8 +262,7 @@ nlohmann::ordered_json to_json(const task& t) {
   j["id"] = t.id;
   j["category"] = std::string(to_string(t.category));
   j["description"] = t.description;
-  j["inputs"] = ojson::array();
-  for (const auto& in : t.inputs) {
+  auto init_json = [](const input_spec& in) {
     ojson init;
     init["dist"] = std::string(to_string(in.init.dist));
     switch (in.init.dist) {
@@ -266,11 +280,22 @@ nlohmann::ordered_json to_json(const task& t) {
         break;
       case distribution::constant: init["value"] = in.init.value; break;
     }
-    j["inputs"].push_back({{"name", in.name},
-                           {"shape", shape_json(in.shape)},
-                           {"dtype", std::string(to_string(in.type))},
-                           {"init", init}});
+    return init;
+  };
+  auto tensor_json = [&](const input_spec& in, bool drawn) {
+    ojson o = {{"name", in.name},
+               {"shape", shape_json(in.shape)},
+               {"dtype", std::string(to_string(in.type))}};
+    if (drawn) o["init"] = init_json(in);
+    return o;
+  };
+  if (!t.prepare.empty()) {
+    j["draws"] = ojson::array();
+    for (const auto& d : t.draws) j["draws"].push_back(tensor_json(d, true));
+    j["prepare"] = t.prepare;
   }
+  j["inputs"] = ojson::array();
+  for (const auto& in : t.inputs) j["inputs"].push_back(tensor_json(in, t.prepare.empty()));
   j["outputs"] = ojson::array();
   for (const auto& out : t.outputs)
     j["outputs"].push_back({{"name", out.name},

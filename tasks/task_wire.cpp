@@ -30,6 +30,35 @@ std::unique_ptr<wire::TensorSpecT> spec(const std::string& name, const shape& s,
   return w;
 }
 
+std::unique_ptr<wire::TensorSpecT> drawn_spec(const input_spec& in) {
+  auto s = spec(in.name, in.shape, in.type);
+  s->init = std::make_unique<wire::InitSpecT>();
+  s->init->dist = std::string(to_string(in.init.dist));
+  s->init->mean = in.init.mean;
+  s->init->std = in.init.std;
+  s->init->low = in.init.low;
+  s->init->high = in.init.high;
+  s->init->value = in.init.value;
+  return s;
+}
+
+// `drawn`: whether the spec must carry an init (draws, and inputs of a task without prepare).
+result<input_spec> from_wire(const wire::TensorSpecT* s, const std::string& field, bool drawn) {
+  if (!s) return error{field + ": missing"};
+  input_spec in;
+  in.name = s->name;
+  in.shape = s->shape;
+  auto dt = from_wire(s->dtype, field + ".dtype");
+  if (!dt) return dt.err();
+  in.type = *dt;
+  if (!drawn) return in;
+  if (!s->init) return error{field + ".init: required field is missing"};
+  auto dist = parse_distribution(s->init->dist);
+  if (!dist) return error{field + ".init.dist: unknown distribution '" + s->init->dist + "'"};
+  in.init = {*dist, s->init->mean, s->init->std, s->init->low, s->init->high, s->init->value};
+  return in;
+}
+
 }  // namespace
 
 wire::TaskT to_wire(const task& t) {
@@ -37,17 +66,9 @@ wire::TaskT to_wire(const task& t) {
   w.id = t.id;
   w.category = std::string(to_string(t.category));
   w.description = t.description;
-  for (const auto& in : t.inputs) {
-    auto s = spec(in.name, in.shape, in.type);
-    s->init = std::make_unique<wire::InitSpecT>();
-    s->init->dist = std::string(to_string(in.init.dist));
-    s->init->mean = in.init.mean;
-    s->init->std = in.init.std;
-    s->init->low = in.init.low;
-    s->init->high = in.init.high;
-    s->init->value = in.init.value;
-    w.inputs.push_back(std::move(s));
-  }
+  for (const auto& in : t.inputs) w.inputs.push_back(drawn_spec(in));
+  for (const auto& d : t.draws) w.draws.push_back(drawn_spec(d));
+  w.prepare = t.prepare;
   for (const auto& out : t.outputs) w.outputs.push_back(spec(out.name, out.shape, out.type));
   w.reference = t.reference;
   w.tolerance = std::make_unique<wire::ToleranceT>();
@@ -77,21 +98,16 @@ result<task> from_wire(const wire::TaskT& w) {
   if (!cat) return fail("category: unknown category '" + w.category + "'");
   t.category = *cat;
   t.description = w.description;
+  t.prepare = w.prepare;
+  for (std::size_t i = 0; i < w.draws.size(); ++i) {
+    auto d = from_wire(w.draws[i].get(), "draws[" + std::to_string(i) + "]", true);
+    if (!d) return fail(d.message());
+    t.draws.push_back(std::move(d).value());
+  }
   for (std::size_t i = 0; i < w.inputs.size(); ++i) {
-    const std::string field = "inputs[" + std::to_string(i) + "]";
-    if (!w.inputs[i]) return fail(field + ": missing");
-    const auto& s = *w.inputs[i];
-    input_spec in;
-    in.name = s.name;
-    in.shape = s.shape;
-    auto dt = from_wire(s.dtype, field + ".dtype");
-    if (!dt) return fail(dt.message());
-    in.type = *dt;
-    if (!s.init) return fail(field + ".init: required field is missing");
-    auto dist = parse_distribution(s.init->dist);
-    if (!dist) return fail(field + ".init.dist: unknown distribution '" + s.init->dist + "'");
-    in.init = {*dist, s.init->mean, s.init->std, s.init->low, s.init->high, s.init->value};
-    t.inputs.push_back(std::move(in));
+    auto in = from_wire(w.inputs[i].get(), "inputs[" + std::to_string(i) + "]", t.prepare.empty());
+    if (!in) return fail(in.message());
+    t.inputs.push_back(std::move(in).value());
   }
   for (std::size_t i = 0; i < w.outputs.size(); ++i) {
     const std::string field = "outputs[" + std::to_string(i) + "]";

@@ -92,8 +92,31 @@ def draw(spec, shape, gen, device):
 def make_inputs(task, which, device, seed):
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
+    if "prepare" in task:
+        return prepared_inputs(task, gen, device)
     shapes = shapes_of(task, which)
     return [draw(i, shapes[i["name"]], gen, device) for i in task["inputs"]]
+
+
+def prepared_inputs(task, gen, device):
+    """A task whose inputs derive from drawn tensors: its draws drawn, then its TorchScript
+    prepare (docs/task-format.md) applied, checked against the inputs it declares. Such a task
+    has no shape variants, so the draws' own shapes are the ones to use."""
+    draws = [draw(d, list(d["shape"]), gen, device) for d in task["draws"]]
+    try:
+        prepare = torch.jit.CompilationUnit(resolved(task["prepare"])).prepare
+    except Exception as e:
+        raise task_error("prepare does not compile: %s" % str(e).strip().splitlines()[0])
+    with torch.no_grad():
+        out = prepare(*draws)
+    out = list(out) if isinstance(out, (tuple, list)) else [out]
+    if len(out) != len(task["inputs"]):
+        raise task_error("prepare returned %d tensors for %d inputs" % (len(out), len(task["inputs"])))
+    for t, spec in zip(out, task["inputs"]):
+        if list(t.shape) != list(spec["shape"]) or t.dtype != DTYPES[spec["dtype"]]:
+            raise task_error("prepare made input %s %s %s, the task declares %s %s" % (
+                spec["name"], list(t.shape), t.dtype, spec["shape"], spec["dtype"]))
+    return [t.contiguous().clone() for t in out]
 
 
 def resolved(source):

@@ -8,7 +8,9 @@ A problem file defines `class Model(nn.Module)`, `get_inputs()` and `get_init_in
     mean and std), so every check draws fresh weights of the same kind;
   - `get_inputs()` runs with torch's random factories recording what each input is drawn from
     (randn: normal(0, 1), rand: uniform [0, 1), randint: its range) and returning meta tensors,
-    so no input of the full size is ever allocated;
+    so no input of the full size is ever allocated; where get_inputs computes inputs from what it
+    drew ((A + A.T) / 2, a mask), the draws become the task's draws and the computation, traced,
+    its prepare;
   - the forward, with the parameters passed in, is traced on meta tensors into TorchScript, the
     task's reference; the outputs' shapes and dtypes come from that trace.
 A problem that cannot be converted is reported with the reason on stderr (and in --failures as JSON
@@ -84,10 +86,16 @@ def load_module(path, scale):
 
 class recorded_inputs:
     """torch's random factories, patched while get_inputs runs: each returns a meta tensor and
-    records the distribution it stands for."""
+    records the distribution it stands for, in call order (`drawn`). Given `replay` (tensors, one
+    per factory call in the recorded order), the factories return those instead, so get_inputs
+    becomes a function of them that torch.jit.trace can capture."""
 
-    def __init__(self):
+    def __init__(self, replay=None, like=None):
         self.specs = {}
+        self.drawn = []
+        # `like`: (shape, dtype) of each recorded draw, which the replayed calls must ask for (the
+        # replayed tensors' own sizes are traced values, not numbers, while tracing).
+        self.replay = list(zip(replay, like)) if replay is not None else None
 
     def _shape(self, size):
         if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
@@ -96,8 +104,25 @@ class recorded_inputs:
 
     def _make(self, init, size, kw):
         dtype = kw.get("dtype") or torch.get_default_dtype()
-        t = self.saved["empty"](self._shape(size), dtype=dtype, device="meta")
+        if self.replay is not None:
+            # A size read off a traced tensor (randint(0, 2, x.shape)) is a traced value; reading it
+            # as a number only checks the call, the replayed draw takes its place in the trace.
+            import warnings
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", torch.jit.TracerWarning)
+                shape = self._shape(size)
+        else:
+            shape = self._shape(size)
+        if self.replay is not None:
+            if not self.replay:
+                raise unsupported("get_inputs draws more tensors the second time it runs")
+            t, was = self.replay.pop(0)
+            if was != (shape, dtype):
+                raise unsupported("get_inputs draws other tensors the second time it runs")
+            return t
+        t = self.saved["empty"](shape, dtype=dtype, device="meta")
         self.specs[id(t)] = init
+        self.drawn.append(t)
         return t
 
     def __enter__(self):
@@ -177,6 +202,68 @@ def category_of(path, level):
         if any(w in s for w in words):
             return cat
     return "other"
+
+
+RANDOM_OPS = r"torch\.(randn|rand|randint|randperm|bernoulli|normal|multinomial|poisson|uniform_|normal_|random_|exponential_)\b"
+
+
+def derivation(mod, rec):
+    """For get_inputs() whose inputs are computed from drawn tensors ((A + A.T) / 2, triu, a mask
+    made with .bool(), a draw times a drawn scale): the draws, in call order, as task draws d0, d1,
+    ... and the computation as TorchScript source of `def prepare(d0, d1, ...)`, traced by running
+    get_inputs() again with the factories returning the trace's own arguments. A derivation that
+    depends on the drawn values (a Python branch or loop on them, .item()) is refused: its trace
+    would hold one draw's outcome."""
+    names = ["d%d" % k for k in range(len(rec.drawn))]
+    if not names:
+        raise unsupported("an input is not drawn by torch.randn/rand/randint/zeros/ones")
+
+    like = [(tuple(t.shape), t.dtype) for t in rec.drawn]
+
+    def replay(*given):
+        with recorded_inputs(replay=given, like=like):
+            out = mod.get_inputs()
+        return tuple(out)
+    # A function with one named parameter per draw: the trace names its arguments after them.
+    scope = {"replay": replay, "__name__": "kernelbench_inputs"}
+    exec("def prepare(%s):\n    return replay(%s)\n" % (", ".join(names), ", ".join(names)), scope)
+    import warnings
+    with warnings.catch_warnings():
+        # TracerWarning: a value turned into a Python number or bool, or a shape assumed constant.
+        warnings.simplefilter("error", torch.jit.TracerWarning)
+        try:
+            traced = torch.jit.trace(scope["prepare"], tuple(rec.drawn), check_trace=False)
+        except unsupported:
+            raise
+        except Exception as e:
+            raise unsupported("the inputs derive from drawn tensors in a way that does not trace (%s)"
+                              % str(e).strip().splitlines()[0][:200])
+    graph = traced.graph
+    consts = [n.t("value") for n in graph.nodes()
+              if n.kind() == "prim::Constant" and n.output().type().kind() == "TensorType"]
+    code = readable(scalar_code(torch._C._create_function_from_graph("prepare", graph).code, consts))
+    m = re.match(r"\s*def prepare\(([^)]*)\)", code)
+    args = [a.split(":")[0].strip() for a in m.group(1).split(",") if a.strip()] if m else []
+    if args != names:
+        raise unsupported("the traced derivation of the inputs takes %s, not the draws %s" % (args, names))
+    if "meta" in code or "CONSTANTS" in code:
+        raise unsupported("the derivation of the inputs holds constants the task cannot")
+    if re.search(RANDOM_OPS, code):
+        raise unsupported("the inputs draw random numbers other than by torch.randn/rand/randint/zeros/ones")
+    draws = []
+    for name, t in zip(names, rec.drawn):
+        if t.dtype not in DTYPES:
+            raise unsupported("a draw of dtype %s" % t.dtype)
+        draws.append({"name": name, "shape": list(t.shape), "dtype": DTYPES[t.dtype], "init": rec.specs[id(t)]})
+    return draws, code.strip() + "\n"
+
+
+def stand_in_init(t):
+    """An init for an input computed by prepare, where the forward is traced on small real tensors:
+    only its shape and dtype matter there."""
+    if t.is_floating_point():
+        return {"dist": "uniform", "low": 0.0, "high": 1.0}
+    return {"dist": "randint", "low": 0, "high": 2}
 
 
 def describe(mod, path, scale):
@@ -282,10 +369,16 @@ def convert(path, scale, cpu_budget):
     for t in example:
         if not isinstance(t, torch.Tensor):
             raise unsupported("get_inputs returns a %s, not only tensors" % type(t).__name__)
-        if id(t) not in rec.specs:
-            raise unsupported("an input is not drawn by torch.randn/rand/randint/zeros/ones")
         if t.dtype not in DTYPES:
             raise unsupported("an input of dtype %s" % t.dtype)
+        if t.device.type != "meta":
+            raise unsupported("an input is made without torch.randn/rand/randint/zeros/ones")
+    # Inputs computed from drawn tensors: the task draws the draws and its prepare computes the
+    # inputs (docs/task-format.md); the forward is traced on the computed (meta) inputs as usual.
+    draws, prepare = (None, None)
+    if any(id(t) not in rec.specs for t in example):
+        draws, prepare = derivation(mod, rec)
+    init_of = lambda t: rec.specs[id(t)] if id(t) in rec.specs and not prepare else stand_in_init(t)
     state = dict(model.named_parameters())
     state.update(dict(model.named_buffers()))
     taken = set()
@@ -296,8 +389,9 @@ def convert(path, scale, cpu_budget):
     arg_names += ["x%d" % i for i in range(len(arg_names), len(example))]
     inputs = []
     for name, t in zip(arg_names, example):
-        inputs.append({"name": sanitize(name, taken), "shape": list(t.shape), "dtype": DTYPES[t.dtype],
-                       "init": rec.specs[id(t)]})
+        inputs.append({"name": sanitize(name, taken), "shape": list(t.shape), "dtype": DTYPES[t.dtype]})
+        if not prepare:
+            inputs[-1]["init"] = rec.specs[id(t)]
     param_inits = {k: init_of_values(v) for k, v in state.items()}
     # Traced on meta tensors first (nothing of the full size is allocated). Where an op's meta
     # version is not the op itself (a Python shape function: convolutions in torch 1.13), the
@@ -311,7 +405,7 @@ def convert(path, scale, cpu_budget):
     except unsupported as e:  # an op with no meta kernel at all (max_pool3d in torch 1.13)
         meta_failed, code, out = str(e), "", None
     if meta_failed or "meta" in code:
-        small = [materialize(t, rec.specs[id(t)], first_dim=1) for t in example]
+        small = [materialize(t, init_of(t), first_dim=1) for t in example]
         need = sum(t.numel() * t.element_size() for t in small) + sum(
             t.numel() * t.element_size() for t in state.values())
         if need > cpu_budget:
@@ -323,7 +417,7 @@ def convert(path, scale, cpu_budget):
         state.update(dict(model.named_buffers()))
         code, consts, order, out1 = lower(model, small)
         if any(t.dim() > 0 and t.shape[0] >= 2 for t in example):
-            code2, consts2, _, out2 = lower(model, [materialize(t, rec.specs[id(t)], first_dim=2) for t in example])
+            code2, consts2, _, out2 = lower(model, [materialize(t, init_of(t), first_dim=2) for t in example])
             if scalar_code(code2, consts2) != scalar_code(code, consts):
                 raise unsupported("the trace holds a size (traced at two sizes, the code differs)")
         else:
@@ -377,11 +471,14 @@ def convert(path, scale, cpu_budget):
         raise unsupported("an output of a dtype the task format has no name for")
     level = level_of(path)
     rel = os.path.join("level%d" % level, os.path.basename(path)) if level else os.path.basename(path)
-    return {"id": task_id(path), "category": category_of(path, level), "description": describe(mod, path, scale),
-            "inputs": inputs, "outputs": outputs, "reference": reference,
+    task = {"id": task_id(path), "category": category_of(path, level), "description": describe(mod, path, scale)}
+    if prepare:
+        task.update({"draws": draws, "prepare": prepare})
+    task.update({"inputs": inputs, "outputs": outputs, "reference": reference,
             # KernelBench's own check: allclose with atol = rtol = 1e-2.
             "tolerance": {"atol": 1e-2, "rtol": 1e-2},
-            "provenance": "kernelbench:%s%s" % (rel, "" if scale <= 1 else ":scaled/%d" % scale)}
+            "provenance": "kernelbench:%s%s" % (rel, "" if scale <= 1 else ":scaled/%d" % scale)})
+    return task
 
 
 def main():

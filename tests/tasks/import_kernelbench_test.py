@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """tasks/kernelbench/import_kernelbench.py's rewrite of the printed forms torch 2.x's TorchScript
 compiler does not read back (the traces of KernelBench's 92_cumsum_exclusive and
-31_Conv2d_Min_Add_Multiply as torch 2.11 printed them); the result compiles as TorchScript."""
+31_Conv2d_Min_Add_Multiply as torch 2.11 printed them); the result compiles as TorchScript. And its
+derivation of inputs computed from drawn tensors: the traced prepare, applied to draws, gives what
+get_inputs gives on them; a derivation that depends on the drawn values is refused."""
 import importlib.util
 import sys
 
@@ -42,5 +44,58 @@ got = torch.jit.CompilationUnit(mod.readable(MIN)).forward(x, torch.ones(3, 4))
 if not torch.equal(got, torch.minimum(x, torch.tensor(0.5)) + 1):
     print("FAILED: the rewritten min computes %s" % got)
     failures += 1
+
+
+class problem:
+    """get_inputs of KernelBench's 13, 93 and 100 in one, with torch's factories as the importer
+    patches them."""
+    @staticmethod
+    def get_inputs():
+        A = torch.rand(8, 8)
+        x = torch.rand(4, 8)
+        mask = torch.randint(0, 2, x.shape).bool()
+        scale = torch.rand(())
+        y = torch.randint(0, 2, (4,)).float() * 2 - 1
+        return [(A + A.T) / 2, torch.triu(x) * scale, mask, y]
+
+
+class data_dependent:
+    @staticmethod
+    def get_inputs():
+        A = torch.rand(8, 8)
+        return [A * 2 if float(A.sum()) > 0 else A]
+
+
+with mod.recorded_inputs() as rec:
+    problem.get_inputs()
+draws, prepare = mod.derivation(problem, rec)
+if [d["name"] for d in draws] != ["d0", "d1", "d2", "d3", "d4"] or draws[2]["init"] != {"dist": "randint", "low": 0, "high": 2}:
+    print("FAILED: draws %s" % draws)
+    failures += 1
+real = [torch.rand(8, 8), torch.rand(4, 8), torch.randint(0, 2, (4, 8)), torch.rand(()), torch.randint(0, 2, (4,))]
+with mod.recorded_inputs(replay=real, like=[(tuple(t.shape), t.dtype) for t in real]):
+    want = problem.get_inputs()
+# Python's TorchScript compiler resolves torch.X in the torch module, LibTorch's in aten (as
+# measure_baselines.py's resolved() says): torch.to and torch.numpy_T are aten's only.
+import re
+aten = re.sub(r"\btorch\.(\w+)", lambda m: m.group(0) if hasattr(torch, m.group(1)) else "torch.ops.aten." + m.group(1), prepare)
+got = torch.jit.CompilationUnit(aten).prepare(*real)
+if len(got) != 4 or not all(g.dtype == w.dtype and torch.equal(g, w) for g, w in zip(got, want)):
+    print("FAILED: prepare gives other inputs than get_inputs:\n%s" % prepare)
+    failures += 1
+with mod.recorded_inputs() as rec:
+    try:
+        data_dependent.get_inputs()
+    except Exception:
+        pass  # a meta tensor has no value: only the derivation's refusal is checked
+rec.drawn = rec.drawn[:1]
+try:
+    mod.derivation(data_dependent, rec)
+    print("FAILED: a derivation that branches on drawn values was accepted")
+    failures += 1
+except mod.unsupported as e:
+    if "does not trace" not in str(e):
+        print("FAILED: refused for another reason: %s" % e)
+        failures += 1
 print("%d failure(s)" % failures if failures else "all checks passed")
 sys.exit(1 if failures else 0)

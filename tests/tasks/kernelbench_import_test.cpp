@@ -1,11 +1,11 @@
 // `kforge tasks import-kernelbench` on KernelBench's own problem files (../shared/kernelbench, test
-// data beside the repository): a sample of three, sizes divided by 16 so their references run on a
-// CPU, imported and validated (compiled and run in LibTorch, with the degenerate-task checks); and
-// bad problem files refused with their reasons. Skipped, saying why, where the problem files or a
+// data beside the repository): a sample of four, sizes divided by 16 so their references run on a
+// CPU, imported and validated (compiled and run in LibTorch, with the degenerate-task checks), one
+// of them with inputs derived from drawn tensors (symmetric matrices), drawn here to see they are;
+// and bad problem files refused with their reasons. Skipped, saying why, where the problem files or a
 // Python with torch are missing.
 
-#include <doctest/doctest.h>
-
+#include <ATen/ATen.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -16,7 +16,10 @@
 #include <vector>
 
 #include "common/subprocess.hpp"
+#include "tasks/inputs.hpp"
 #include "tasks/kernelbench_import.hpp"
+#include "tasks/task_parser.hpp"
+#include "tests/doctest_torch.hpp"  // last: after every header that may include LibTorch
 
 namespace fs = std::filesystem;
 
@@ -62,11 +65,12 @@ TEST_CASE("KernelBench problems import as kforge tasks whose references run") {
   const auto out = (dir / "kb.jsonl").string();
   const auto r = run_kforge({"tasks", "import-kernelbench", (problems / "level1/19_ReLU.py").string(),
                          (problems / "level1/63_conv_standard_2D__square_input__square_kernel.py").string(),
-                         (problems / "level2/12_Gemm_Multiply_LeakyReLU.py").string(), "--out", out, "--scale", "16"});
+                         (problems / "level2/12_Gemm_Multiply_LeakyReLU.py").string(),
+                         (problems / "level1/13_Matmul_for_symmetric_matrices.py").string(), "--out", out, "--scale", "16"});
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const auto tasks = lines_of(out);
-  REQUIRE(tasks.size() == 3);
+  REQUIRE(tasks.size() == 4);
   CHECK(tasks[0].at("id") == "kb/l1/19_ReLU");
   CHECK(tasks[0].at("inputs")[0].at("init").at("dist") == "uniform");  // torch.rand
   // The module's parameters became inputs after the problem's own, with the module's init kind.
@@ -80,10 +84,28 @@ TEST_CASE("KernelBench problems import as kforge tasks whose references run") {
   // Scaled sizes are said, never silent.
   CHECK(gemm.at("description").get<std::string>().find("sizes divided by 16") != std::string::npos);
   CHECK(gemm.at("provenance") == "kernelbench:level2/12_Gemm_Multiply_LeakyReLU.py:scaled/16");
+  // get_inputs makes A = (A + A.T) / 2 from a torch.rand draw: the task draws the draw and its
+  // prepare computes the input, so every drawn A is symmetric.
+  const auto& sym = tasks[3];
+  CHECK(sym.at("id") == "kb/l1/13_Matmul_for_symmetric_matrices");
+  REQUIRE(sym.contains("draws"));
+  CHECK(sym.at("draws").size() == 2);
+  CHECK(sym.at("draws")[0].at("init").at("dist") == "uniform");
+  CHECK_FALSE(sym.at("inputs")[0].contains("init"));
+  auto parsed = kforge::tasks::parse_task(sym.dump(), "kb.jsonl:4");
+  REQUIRE_MESSAGE(parsed.ok(), (parsed.ok() ? "" : parsed.message()));
+  for (std::uint64_t seed : {1, 2}) {
+    auto in = kforge::tasks::make_inputs(*parsed, seed, std::nullopt, kforge::tasks::device::cpu());
+    REQUIRE_MESSAGE(in.ok(), (in.ok() ? "" : in.message()));
+    for (const auto& m : in->tensors()) {
+      CHECK(m.sizes() == at::IntArrayRef({256, 256}));
+      CHECK(at::equal(m, m.t()));
+    }
+  }
   const auto v = run_kforge({"tasks", "validate", out, "--time-limit-s", "300"});
   INFO(v.output);
   CHECK(v.exit_code == 0);
-  CHECK(v.output.find("3 ok, 0 failed") != std::string::npos);
+  CHECK(v.output.find("4 ok, 0 failed") != std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -72,6 +72,30 @@ def check_mismatch(script):
     check("differs" in (mod.mismatch(task, [e.int()], [g.int()]) or ""), "integers match exactly")
 
 
+def check_prepared(script):
+    """A task whose inputs derive from drawn tensors (draws and prepare): its inputs are prepare's
+    result on the draws (a symmetric matrix, a bool mask), and a prepare that returns the wrong dtype
+    is refused saying which input."""
+    spec = importlib.util.spec_from_file_location("measure_baselines", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    task = {"id": "t/derived", "draws": [
+                {"name": "d0", "shape": [8, 8], "dtype": "float32", "init": {"dist": "uniform", "low": 0.0, "high": 1.0}},
+                {"name": "d1", "shape": [8, 8], "dtype": "int64", "init": {"dist": "randint", "low": 0, "high": 2}}],
+            "prepare": "def prepare(d0: Tensor, d1: Tensor) -> Tuple[Tensor, Tensor]:\n"
+                       "  return (torch.div(torch.add(d0, torch.numpy_T(d0)), 2), torch.to(d1, 11))\n",
+            "inputs": [{"name": "A", "shape": [8, 8], "dtype": "float32"},
+                       {"name": "mask", "shape": [8, 8], "dtype": "bool"}]}
+    A, mask = mod.make_inputs(task, "smallest", "cpu", 1)
+    check(torch.equal(A, A.t()) and mask.dtype == torch.bool, "prepare's inputs: A symmetric, mask bool")
+    bad = dict(task, prepare="def prepare(d0: Tensor, d1: Tensor) -> Tuple[Tensor, Tensor]:\n  return (d0, d1)\n")
+    try:
+        mod.make_inputs(bad, "smallest", "cpu", 1)
+        check(False, "a prepare of the wrong dtype is refused")
+    except mod.task_error as e:
+        check("input mask" in str(e), "the refusal names the input: %s" % e)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--script", required=True)
@@ -134,6 +158,7 @@ def main():
             check(got[0].get("compile_ms", 0) > 0 and got[0].get("compile_s", 0) > 0 and got[0]["mode"] == "default",
                   "compile time, compile seconds and mode recorded")
     check_mismatch(a.script)
+    check_prepared(a.script)
     if failures:
         print("%d check(s) failed" % len(failures))
         return 1
