@@ -191,7 +191,7 @@ TEST_CASE("engine sampler: a group of consistent candidates, deterministic per s
 TEST_CASE("engine sampler: a batch of requests gives each request its own candidates") {
   auto s = sampler();
   CHECK(s->max_batch() == 8);  // sampler_options' default batch_requests
-  CHECK(s->max_turn_batch() == 64);  // a turn is one sequence: 8 groups' worth of them
+  CHECK(s->max_turn_batch() == 8 * 3);  // a turn is one sequence: 8 groups of group_size 3
   const auto a = request("Write a CUDA relu kernel.");
   const auto b = request("Fuse add and relu.", 2, 0.8f, 12);
   const auto c = request("Write a kernel.", 4, 0.5f, 12);  // other settings: its own generate call
