@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# torch.compile against eager on a task file (KernelBench's imported problems), on a GPU host:
+#   bench/kernelbench_compile.sh TASKS.jsonl OUT.jsonl [--warmers N] [--mode MODE] [--time-limit S]
+# First N processes (default 6) compile every task in parallel into one inductor cache, their
+# times thrown away: compiling 184 problems one after another takes far longer than timing them.
+# Then tasks/baselines/measure_baselines.py measures every task alone on the idle GPU (30 trials
+# alternating eager and compiled, L2 flushed before each), reading the warm cache. OUT.jsonl gets
+# a line per task as it goes, so a run cut short keeps what it measured.
+# Measured this way: bench/data/2026-12-06-kernelbench-compile-h100/ (184 problems in 196 s).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+[[ $# -ge 2 ]] || { sed -n 2,3p "$0" >&2; exit 2; }
+tasks=$1 out=$2
+shift 2
+warmers=6 mode=default limit=60
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --warmers) warmers=$2; shift 2 ;;
+    --mode) mode=$2; shift 2 ;;
+    --time-limit) limit=$2; shift 2 ;;
+    *) echo "kernelbench_compile: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ -f $tasks ]] || { echo "kernelbench_compile: $tasks: no such file" >&2; exit 2; }
+python=${KFORGE_PYTHON:-python3}
+script=$root/tasks/baselines/measure_baselines.py
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$work/inductor-cache}
+split -n "l/$warmers" -d "$tasks" "$work/shard."
+for f in "$work"/shard.*; do
+  "$python" "$script" "$f" --out "$f.warm.jsonl" --mode "$mode" --trials 1 --rounds 1 --warmup 0 \
+    --time-limit "$limit" >"$f.log" 2>&1 &
+done
+wait || true  # a shard with a failing task still warmed the others
+echo "kernelbench_compile: caches warmed by $warmers processes; measuring each task alone" >&2
+"$python" "$script" "$tasks" --out "$out" --mode "$mode" --time-limit "$limit"
