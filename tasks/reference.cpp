@@ -26,6 +26,29 @@ std::string torch_message(const std::exception& e) {
 
 using detail::to_at;
 
+// The tensors a TorchScript function returned: one Tensor, a tuple of them, or a list of them
+// (forward and prepare alike); `where` starts the error. `list_named`: whether the error's
+// "expected" names lists too (prepare's documented returns do, forward's do not).
+status tensors_of(const c10::IValue& out, const std::string& where, bool list_named,
+                  std::vector<at::Tensor>& list) {
+  if (out.isTensor()) {
+    list.push_back(out.toTensor());
+  } else if (out.isTuple()) {
+    for (const auto& v : out.toTupleRef().elements()) {
+      if (!v.isTensor())
+        return error{where + "returned a tuple holding " + v.tagKind() + "; every element must be a Tensor"};
+      list.push_back(v.toTensor());
+    }
+  } else if (out.isTensorList()) {
+    for (const at::Tensor& x : out.toTensorVector()) list.push_back(x);
+  } else {
+    return error{where + "returned " + out.tagKind() +
+                 (list_named ? ", expected a Tensor, a tuple or a list of Tensors"
+                             : ", expected a Tensor or a tuple of Tensors")};
+  }
+  return {};
+}
+
 void synchronize(const at::Device& dev) {
   if (dev.is_cuda()) at::detail::getCUDAHooks().deviceSynchronize(dev.index());
 }
@@ -80,21 +103,7 @@ result<tensor_list> run_prepare(const task& t, const tensor_list& draws) {
     torch::jit::GraphOptimizerEnabledGuard no_optimization(false);
     c10::IValue out = (*(*unit)->find_function("prepare"))(std::move(stack));
     auto& list = inputs.tensors();
-    if (out.isTensor()) {
-      list.push_back(out.toTensor());
-    } else if (out.isTuple()) {
-      for (const auto& v : out.toTupleRef().elements()) {
-        if (!v.isTensor())
-          return error{where + "returned a tuple holding " + v.tagKind() +
-                       "; every element must be a Tensor"};
-        list.push_back(v.toTensor());
-      }
-    } else if (out.isTensorList()) {
-      for (const at::Tensor& x : out.toTensorVector()) list.push_back(x);
-    } else {
-      return error{where + "returned " + out.tagKind() +
-                   ", expected a Tensor, a tuple or a list of Tensors"};
-    }
+    if (auto s = tensors_of(out, where, true, list); !s) return s.err();
     if (list.size() != t.inputs.size())
       return error{where + "returned " + std::to_string(list.size()) +
                    " tensors, the task declares " + std::to_string(t.inputs.size()) + " inputs"};
@@ -196,21 +205,7 @@ result<tensor_list> reference::run(const tensor_list& inputs) const {
     c10::IValue out = (*impl_->forward)(std::move(stack));
 
     auto& list = outputs.tensors();
-    if (out.isTensor()) {
-      list.push_back(out.toTensor());
-    } else if (out.isTuple()) {
-      for (const auto& v : out.toTupleRef().elements()) {
-        if (!v.isTensor())
-          return error{where + "returned a tuple holding " + v.tagKind() +
-                       "; every element must be a Tensor"};
-        list.push_back(v.toTensor());
-      }
-    } else if (out.isTensorList()) {
-      for (const at::Tensor& x : out.toTensorVector()) list.push_back(x);
-    } else {
-      return error{where + "returned " + out.tagKind() + ", expected a Tensor or a tuple of " +
-                   "Tensors"};
-    }
+    if (auto s = tensors_of(out, where, false, list); !s) return s.err();
 
     if (list.size() != t.outputs.size())
       return error{where + "returned " + std::to_string(list.size()) +
