@@ -56,6 +56,9 @@ inline CLI::App* add_compare_subcommand(CLI::App& app, compare_options& opt) {
   cmd->add_option("--json", opt.json, "Also write the comparison as JSON here");
   cmd->add_option("--resamples", opt.resamples, "Bootstrap resamples (default 10000)");
   cmd->add_option("--seed", opt.seed, "Bootstrap seed (default 1)");
+  cmd->add_flag("--best-of-task", opt.best_of_task,
+                "A task passes when any of its samples is correct, at its best speedup: two ways of spending "
+                "the same budget compared");
   return cmd;
 }
 

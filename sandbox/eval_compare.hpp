@@ -9,6 +9,10 @@
 //   mean speedup  = mean of (speedup if correct else 0): a failing kernel is worth nothing
 // The interval resamples tasks with replacement (same tasks on both sides, paired) and takes the
 // 2.5th and 97.5th percentiles of the mean difference.
+// --best-of-task compares what each side found with its whole budget instead: a task passes when
+// any of its samples is correct, at its best speedup (best_of_task). This is the measure for two
+// ways of spending the same sandbox budget on a task, e.g. 24 single-shot samples against 8
+// episodes of 3 turns (`kforge optimize --tasks` writes every turn's verdict in this format).
 #include <cstdint>
 #include <map>
 #include <ostream>
@@ -45,11 +49,16 @@ result<eval_by_task> parse_eval_verdicts(const std::string& text, const std::str
 /// Reads and parses a verdict file.
 result<eval_by_task> read_eval_verdicts(const std::string& path);
 
+/// Each task's samples as one: correct when any sample is, its speedup the best correct sample's
+/// (a task whose samples were all infra_error keeps no sample).
+eval_by_task best_of_task(const eval_by_task& e);
+
 struct compare_options {
   std::string before, after;  ///< verdict files (kforge eval --out)
   std::string json;           ///< also write the comparison here; empty: none
   int resamples = 10'000;     ///< bootstrap resamples, >= 100
   std::uint64_t seed = 1;     ///< bootstrap seed: the same files and seed give the same interval
+  bool best_of_task = false;  ///< compare best_of_task of each side
 };
 
 /// The comparison as JSON: "before" and "after" (per-side figures), "difference" (after - before

@@ -171,3 +171,25 @@ TEST_CASE("the command prints the table, writes JSON, and exits 2 on a bad file"
   CHECK(j["after"]["correct_speedup"]["median"].get<double>() == doctest::Approx(1.0));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("best of task: a task passes when any sample is correct, at its best speedup") {
+  // a: one of three correct at 2x, another at 0.5x; b: none correct; c: only infra errors.
+  const auto e = best_of_task(parse(line("a", "wrong_answer") + line("a", "ok", 2.0) + line("a", "ok", 0.5) +
+                                    line("b", "compile_error") + line("b", "timeout") + line("c", "infra_error")));
+  REQUIRE(e.size() == 3);
+  CHECK(e.at("a").samples == 1);
+  CHECK(e.at("a").correct == 1);
+  CHECK(e.at("a").mean_speedup() == doctest::Approx(2.0));
+  CHECK(e.at("b").samples == 1);
+  CHECK(e.at("b").correct == 0);
+  CHECK(e.at("b").mean_speedup() == 0.0);
+  CHECK(e.at("c").samples == 0);
+  CHECK(e.at("c").infra_errors == 1);
+  // Per sample, a's pass rate is 2/3 and b's 0; at equal budget per task the best counts.
+  const auto other = best_of_task(parse(line("a", "ok", 1.0) + line("b", "ok", 1.5) + line("c", "ok", 1.0)));
+  auto c = compare_evals(best_of_task(parse(line("a", "ok", 2.0) + line("b", "timeout") + line("c", "ok", 1.0))),
+                         other, 500, 3);
+  REQUIRE(c.ok());
+  CHECK(c->at("difference").at("pass_rate").at("estimate").get<double>() == doctest::Approx(1.0 / 3));
+  CHECK(c->at("difference").at("mean_speedup").at("estimate").get<double>() == doctest::Approx((-1.0 + 1.5) / 3));
+}
