@@ -10,8 +10,10 @@ namespace kforge::pipeline {
 inline CLI::App* add_optimize_subcommand(CLI::App& app, optimize_options& o) {
   auto* cmd = app.add_subcommand(
       "optimize", "Work one task in episodes: the model writes a kernel, reads the sandbox's verdict, and writes it again");
-  cmd->add_option("--task", o.task, "A built-in task id, or a task file")->required();
-  cmd->add_option("--task-id", o.task_id, "Which task of a task file holding several");
+  auto* one = cmd->add_option("--task", o.task, "A built-in task id, or a task file");
+  cmd->add_option("--task-id", o.task_id, "Which task of --task's file, where it holds several");
+  cmd->add_option("--tasks", o.tasks, "Every task of this task file (\"builtin\": the library), each in OUT/<task id>/")
+      ->excludes(one);
   cmd->add_option("--model", o.model, "Checkpoint directory (default: models/kforge-tiny)");
   cmd->add_option("--out,-o", o.out, "Output directory")->required();
   cmd->add_option("--turns,-T", o.turns, "Turns per episode, 1-64 (default 3)");
@@ -20,6 +22,11 @@ inline CLI::App* add_optimize_subcommand(CLI::App& app, optimize_options& o) {
   cmd->add_option("--temperature", o.temperature, "Sampling temperature (default 0.8)");
   cmd->add_option("--top-p", o.top_p, "Nucleus mass (default 1)");
   cmd->add_option("--max-new-tokens", o.max_new_tokens, "Tokens per turn, at most (default 1024)");
+  cmd->add_option("--max-tokens", o.max_tokens,
+                  "An episode ends when its context reaches this many tokens (default: the model's context "
+                  "length less --max-new-tokens)");
+  cmd->add_option("--batch", o.batch, "Sequences per generate call, 1-4096 (default 64)");
+  cmd->add_option("--jobs,-j", o.jobs, "Sandbox threads (default: cores, at most 16)");
   cmd->add_option("--feedback", o.feedback,
                   "What observations show: compile, resources, correctness, runtime, timing, profile (default: all)")
       ->delimiter(',');

@@ -1,19 +1,20 @@
 #include "commands/optimize_command.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <iomanip>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <sstream>
+#include <thread>
 
 #include "agent/episode.hpp"
 #include "agent/observation.hpp"
+#include "commands/optimize_outputs.hpp"
 #include "common/hash.hpp"
 #include "common/parallel.hpp"
-#include "common/text_file.hpp"
+#include "model/config.hpp"
 #include "sandbox/eval_command.hpp"
 #include "sandbox/pool.hpp"
 #include "sandbox/verdict_encoding.hpp"
@@ -26,75 +27,104 @@
 namespace kforge::pipeline {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 namespace {
 
-/// The task: a built-in id, or a task file with one task (or --task-id's among several).
-result<tasks::task> load_task(const optimize_options& o) {
+/// The tasks: --tasks' file (or the library), or --task's one (a built-in id, or a task file with
+/// one task or --task-id's among several).
+result<std::vector<tasks::task>> load_tasks(const optimize_options& o) {
+  if (!o.tasks.empty()) {
+    auto all = o.tasks == "builtin" ? tasks::builtin_tasks() : tasks::load_task_file(o.tasks);
+    if (all && all->empty()) return error{"--tasks " + o.tasks + " holds no task"};
+    return all;
+  }
   const bool file = fs::exists(o.task) && !fs::is_directory(o.task);
   auto all = file ? tasks::load_task_file(o.task) : tasks::builtin_tasks();
   if (!all) return all.err();
   const std::string want = file ? o.task_id : o.task;
   if (file && want.empty()) {
-    if (all->size() == 1) return all->front();
+    if (all->size() == 1) return all;
     return error{"--task " + o.task + " holds " + std::to_string(all->size()) + " tasks: pick one with --task-id"};
   }
   for (auto& t : *all)
-    if (t.id == want) return std::move(t);
+    if (t.id == want) return std::vector<tasks::task>{std::move(t)};
   return error{file ? "--task-id " + want + ": not in " + o.task
                     : "--task " + want + ": no built-in task of that id, and no such file"};
 }
 
 status check(const optimize_options& o) {
-  if (o.task.empty()) return error{"--task is required"};
+  if (o.task.empty() == o.tasks.empty()) return error{"give one of --task (one task) and --tasks (every task of a file)"};
+  if (!o.task_id.empty() && o.task.empty()) return error{"--task-id picks a task of --task's file"};
   if (o.out.empty()) return error{"--out is required"};
   if (o.turns < 1 || o.turns > 64) return error{"--turns must be 1-64, got " + std::to_string(o.turns)};
   if (o.samples < 1 || o.samples > 256) return error{"--samples must be 1-256, got " + std::to_string(o.samples)};
   if (o.max_new_tokens < 1) return error{"--max-new-tokens must be >= 1"};
+  if (o.batch < 1 || o.batch > 4096) return error{"--batch must be 1-4096, got " + std::to_string(o.batch)};
+  if (o.jobs < 0) return error{"--jobs must be >= 0"};
   if (fs::exists(fs::path(o.out) / "report.md")) return error{"--out " + o.out + " already holds a report"};
   return {};
 }
 
-/// One episode with what the files and the report need of it.
-struct episode_run {
-  agent::episode ep;
-  std::string transcript;
-  std::vector<json> verdicts;  ///< one per turn
-  std::vector<std::string> sources;
-};
+/// The episodes' token limit: --max-tokens, else the checkpoint's context less one turn.
+result<std::size_t> episode_token_limit(const optimize_options& o) {
+  if (o.max_tokens > 0) return o.max_tokens;
+  auto config = model::load_model_config((fs::path(o.model) / "config.json").string());
+  if (!config) return config.err();
+  const auto context = static_cast<std::size_t>(config->max_position_embeddings);
+  const auto turn = static_cast<std::size_t>(o.max_new_tokens);
+  if (context <= turn)
+    return error{"--max-new-tokens " + std::to_string(turn) + " leaves no room for a prompt in the model's context of " +
+                 std::to_string(context) + " tokens"};
+  return context - turn;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 /// The pieces one run of the loop shares.
 struct loop {
   const optimize_options& o;
-  const tasks::task& task;
   sandbox::sandbox_pool& sandbox;
   engine_policy& policy;
   const agent::observation_template& observations;
   agent::feedback_kinds kinds;
   gpu_facts gpu;
+  int jobs;
   std::vector<episode_run> runs;
+  double generate_s = 0, judge_s = 0;  ///< the last turn's
 
-  /// One turn of every episode still going: generate, judge, score, observe.
+  /// One turn of every episode still going: generate (in batches), judge, score, observe.
   status turn(int t) {
     std::vector<std::size_t> live;
-    std::vector<std::vector<std::int32_t>> contexts;
-    std::vector<std::uint64_t> seeds;
-    for (std::size_t k = 0; k < runs.size(); ++k) {
-      if (runs[k].ep.done()) continue;
-      live.push_back(k);
-      contexts.push_back(runs[k].ep.context());
-      const std::uint64_t parts[3] = {o.seed, k, static_cast<std::uint64_t>(t)};
-      seeds.push_back(fnv1a64(parts, sizeof parts));
-    }
+    for (std::size_t k = 0; k < runs.size(); ++k)
+      if (!runs[k].ep.done()) live.push_back(k);
     if (live.empty()) return {};
-    auto conts = policy.continue_each(contexts, seeds, o.temperature, o.top_p, o.max_new_tokens);
-    if (!conts) return conts.err();
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<engine_policy::continuation> conts;
+    for (std::size_t first = 0; first < live.size(); first += static_cast<std::size_t>(o.batch)) {
+      std::vector<std::vector<std::int32_t>> contexts;
+      std::vector<std::uint64_t> seeds;
+      for (std::size_t i = first; i < std::min(live.size(), first + static_cast<std::size_t>(o.batch)); ++i) {
+        const auto& r = runs[live[i]];
+        contexts.push_back(r.ep.context());
+        const std::uint64_t parts[4] = {o.seed, fnv1a64(r.task->id.data(), r.task->id.size()), r.index,
+                                        static_cast<std::uint64_t>(t)};
+        seeds.push_back(fnv1a64(parts, sizeof parts));
+      }
+      auto batch = policy.continue_each(contexts, seeds, o.temperature, o.top_p, o.max_new_tokens);
+      if (!batch) return batch.err();
+      for (auto& c : *batch) conts.push_back(std::move(c));
+    }
+    generate_s = seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
     std::vector<wire::VerdictT> verdicts(live.size());
-    parallel_for(live.size(), static_cast<int>(live.size()), [&](std::size_t i) {
-      verdicts[i] = sandbox.evaluate(task, candidate_source((*conts)[i].text), o.seed);
+    parallel_for(live.size(), std::min(jobs, static_cast<int>(live.size())), [&](std::size_t i) {
+      const auto& r = runs[live[i]];
+      verdicts[i] = sandbox.evaluate(*r.task, candidate_source(conts[i].text), o.seed);
     });
-    for (std::size_t i = 0; i < live.size(); ++i) record(runs[live[i]], t, std::move((*conts)[i]), verdicts[i]);
+    judge_s = seconds_since(t0);
+    for (std::size_t i = 0; i < live.size(); ++i) record(runs[live[i]], t, std::move(conts[i]), verdicts[i]);
     return {};
   }
 
@@ -122,79 +152,30 @@ struct loop {
     r.transcript += text + "\n";
     if (!r.ep.done()) (void)r.ep.observe(policy.follow_up_ids(text, r.ep.turns().back().completion));
   }
-};
 
-std::string times(double x) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(2) << x << "x";
-  return s.str();
-}
-
-/// Per turn: the episodes with a correct kernel by then, and the best speedup by then.
-std::string report_text(const optimize_options& o, const tasks::task& t, const std::vector<episode_run>& runs,
-                        bool on_gpu) {
-  std::ostringstream s;
-  s << "# kforge optimize: " << t.id << "\n\n"
-    << runs.size() << " episode(s) of up to " << o.turns << " turn(s), model " << o.model
-    << (on_gpu ? "" : "; COMPILE-ONLY: kernels were built, not run, so none is correct") << ".\n\n"
-    << "| turn | episodes with a correct kernel by then | best speedup by then |\n|---|---|---|\n";
-  for (int turn = 1; turn <= o.turns; ++turn) {
-    int correct = 0;
-    double best = 0;
+  /// After turn t: how many episodes (and tasks) have a correct kernel, how many go on, and what
+  /// the turn took.
+  void say(int t, std::size_t tasks, std::ostream& out) const {
+    int live = 0, correct = 0, solved = 0;
+    const tasks::task* last = nullptr;
+    bool task_solved = false;
     for (const auto& r : runs) {
-      double b = 0;
-      const auto& turns = r.ep.turns();
-      for (std::size_t k = 0; k < turns.size() && k < static_cast<std::size_t>(turn); ++k)
-        if (turns[k].correct) b = std::max(b, turns[k].speedup);
-      correct += b > 0;
-      best = std::max(best, b);
+      if (r.task != last) {
+        solved += task_solved;
+        task_solved = false;
+        last = r.task;
+      }
+      live += !r.ep.done();
+      correct += r.ep.best_speedup() > 0;
+      task_solved = task_solved || r.ep.best_speedup() > 0;
     }
-    s << "| " << turn << " | " << correct << " of " << runs.size() << " | "
-      << (best > 0 ? times(best) : "-") << " |\n";
+    solved += task_solved;
+    out << "turn " << t << ": " << correct << " of " << runs.size() << " episode(s) with a correct kernel, " << live
+        << " going on";
+    if (tasks > 1) out << "; " << solved << " of " << tasks << " tasks";
+    out << std::fixed << std::setprecision(1) << " (generate " << generate_s << " s, sandbox " << judge_s << " s)\n";
   }
-  s << "\n| episode | turns | statuses | ended by |\n|---|---|---|---|\n";
-  for (std::size_t k = 0; k < runs.size(); ++k) {
-    std::string statuses;
-    for (const auto& v : runs[k].verdicts) statuses += (statuses.empty() ? "" : ", ") + v.value("status", "?");
-    s << "| " << k << " | " << runs[k].ep.turns().size() << " | " << statuses << " | "
-      << runs[k].ep.ended_by() << " |\n";
-  }
-  return s.str();
-}
-
-/// Every file of the run; the first write that fails is the error.
-status write_outputs(const optimize_options& o, const tasks::task& t, const std::vector<episode_run>& runs,
-                     bool on_gpu, std::ostream& out) {
-  const fs::path dir(o.out);
-  json best;
-  for (std::size_t k = 0; k < runs.size(); ++k) {
-    const fs::path ep = dir / ("episode-" + std::to_string(k));
-    std::error_code ec;
-    fs::create_directories(ep, ec);
-    if (ec) return error{"cannot create " + ep.string() + ": " + ec.message()};
-    for (std::size_t i = 0; i < runs[k].verdicts.size(); ++i) {
-      const auto stem = (ep / ("turn-" + std::to_string(i + 1))).string();
-      if (auto s = write_text_file_atomically(stem + ".cu", runs[k].sources[i]); !s) return s;
-      if (auto s = write_text_file_atomically(stem + ".json", runs[k].verdicts[i].dump(2) + "\n"); !s) return s;
-      const auto& v = runs[k].verdicts[i];
-      if (v.contains("speedup") && (best.is_null() || v["speedup"].get<double>() > best["speedup"].get<double>()))
-        best = {{"episode", k}, {"turn", i + 1}, {"speedup", v["speedup"]}, {"task", t.id}, {"verdict", v},
-                {"file", stem + ".cu"}};
-    }
-    if (auto s = write_text_file_atomically((ep / "transcript.md").string(), runs[k].transcript); !s) return s;
-  }
-  if (!best.is_null()) {
-    const auto& b = runs[best["episode"].get<std::size_t>()].sources[best["turn"].get<std::size_t>() - 1];
-    if (auto s = write_text_file_atomically((dir / "best.cu").string(), b); !s) return s;
-    if (auto s = write_text_file_atomically((dir / "best.json").string(), best.dump(2) + "\n"); !s) return s;
-    out << "kforge optimize: best kernel " << (dir / "best.cu").string() << ": episode " << best["episode"]
-        << ", turn " << best["turn"] << ", " << std::fixed << std::setprecision(2) << best["speedup"].get<double>()
-        << "x the baseline\n";
-  } else {
-    out << "kforge optimize: no correct kernel" << (on_gpu ? "" : " (compile-only: nothing was run)") << "\n";
-  }
-  return write_text_file_atomically((dir / "report.md").string(), report_text(o, t, runs, on_gpu));
-}
+};
 
 }  // namespace
 
@@ -204,8 +185,8 @@ int optimize_command(const optimize_options& o, std::ostream& out, std::ostream&
     return code;
   };
   if (auto s = check(o); !s) return fail(s.message());
-  auto task = load_task(o);
-  if (!task) return fail(task.message());
+  auto tasks = load_tasks(o);
+  if (!tasks) return fail(tasks.message());
   auto kinds = o.feedback.empty() ? result<agent::feedback_kinds>(agent::feedback_kinds{})
                                   : agent::feedback_kinds::parse(o.feedback);
   if (!kinds) return fail("--feedback: " + kinds.message());
@@ -213,6 +194,8 @@ int optimize_command(const optimize_options& o, std::ostream& out, std::ostream&
                           ? result<agent::observation_template>(agent::observation_template::embedded())
                           : agent::observation_template::load(o.observation_template);
   if (!observations) return fail(observations.message());
+  auto token_limit = episode_token_limit(o);
+  if (!token_limit) return fail(token_limit.message());
 
   sandbox::pool_options po;
   po.eval.compile.arch = o.arch;
@@ -235,28 +218,31 @@ int optimize_command(const optimize_options& o, std::ostream& out, std::ostream&
   auto policy = load_engine_policy(eo);
   if (!policy) return fail(policy.message());
 
-  const std::string prompt = tasks::build_prompt(*task, gpu);
   agent::episode_options epo;
   epo.max_turns = o.turns;
   epo.target_speedup = o.target_speedup;
-  const auto prompt_ids = (*policy)->prompt_ids(prompt);
-  loop l{o, *task, **pool, **policy, *observations, *kinds, gpu, {}};
-  for (int k = 0; k < o.samples; ++k) l.runs.push_back({agent::episode(prompt_ids, epo), "## Prompt\n\n" + prompt + "\n\n", {}, {}});
-  out << "kforge optimize: " << task->id << ", " << o.samples << " episode(s) of up to " << o.turns
+  epo.max_tokens = *token_limit;
+  const int jobs = o.jobs > 0 ? o.jobs : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  loop l{o, **pool, **policy, *observations, *kinds, gpu, jobs, {}};
+  for (const auto& t : *tasks) {
+    const std::string prompt = tasks::build_prompt(t, gpu);
+    const auto prompt_ids = (*policy)->prompt_ids(prompt);
+    for (int k = 0; k < o.samples; ++k)
+      l.runs.push_back({&t, static_cast<std::size_t>(k), agent::episode(prompt_ids, epo),
+                        "## Prompt\n\n" + prompt + "\n\n", {}, {}});
+  }
+  out << "kforge optimize: " << (tasks->size() == 1 ? tasks->front().id : std::to_string(tasks->size()) + " tasks")
+      << ", " << o.samples << " episode(s)" << (tasks->size() == 1 ? "" : " each") << " of up to " << o.turns
       << " turn(s); " << (*pool)->describe() << "\n";
   for (int t = 1; t <= o.turns; ++t) {
     if (auto s = l.turn(t); !s) return fail(s.message(), 1);
-    int live = 0, correct = 0;
-    for (const auto& r : l.runs) {
-      live += !r.ep.done();
-      correct += r.ep.best_speedup() > 0;
-    }
-    out << "turn " << t << ": " << correct << " of " << o.samples << " episode(s) with a correct kernel, "
-        << live << " going on\n";
+    l.say(t, tasks->size(), out);
   }
-  if (auto s = write_outputs(o, *task, l.runs, (*pool)->runs_on_gpu(), out); !s) return fail(s.message(), 1);
+  const optimize_run_facts facts{o.model, o.turns, (*pool)->runs_on_gpu()};
+  if (auto s = write_optimize_outputs(o.out, l.runs, !o.tasks.empty(), facts, out); !s) return fail(s.message(), 1);
   out << "kforge optimize: transcripts and verdicts under " << o.out << ", summary in "
-      << (fs::path(o.out) / "report.md").string() << "\n";
+      << (fs::path(o.out) / "report.md").string() << ", verdict lines in "
+      << (fs::path(o.out) / "verdicts.jsonl").string() << "\n";
   return 0;
 }
 

@@ -118,3 +118,53 @@ TEST_CASE("kforge optimize: episodes of the shipped model, each turn judged and 
   fs::remove_all(dir, ec);
   fs::remove(task, ec);
 }
+
+// `kforge optimize --tasks`: every task of a file in one loop, each in OUT/<task id>/, with a report
+// over tasks and every turn's verdict line (task, episode, turn, file) for `kforge compare`.
+TEST_CASE("kforge optimize --tasks: the episodes of several tasks, one verdict line per turn") {
+  if (const auto tc = kforge::sandbox::find_toolchain(); !tc) {
+    MESSAGE("skipped: no CUDA toolchain (" << tc.message() << ")");
+    return;
+  }
+  const fs::path dir = fs::temp_directory_path() / ("kforge-optimize-tasks-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  write_heldout_task("l1/mish", dir / "a.jsonl");
+  write_heldout_task("l1/tanh", dir / "b.jsonl");
+  {
+    std::ofstream both(dir / "tasks.jsonl");
+    both << std::ifstream(dir / "a.jsonl").rdbuf() << std::ifstream(dir / "b.jsonl").rdbuf();
+  }
+  const auto out = dir / "out";
+  const auto r = kforge_cli({"optimize", "--tasks", (dir / "tasks.jsonl").string(), "--model",
+                             (fs::path(KFORGE_SOURCE_DIR) / "models/kforge-tiny").string(), "--out", out.string(),
+                             "--turns", "1", "--samples", "2", "--max-new-tokens", "48", "--batch", "3",
+                             "--compile-only"});
+  INFO(r.output);
+  CHECK(r.output.find("kforge optimize: 2 tasks, 2 episode(s) each of up to 1 turn(s)") != std::string::npos);
+  CHECK(r.output.find("turn 1: 0 of 4 episode(s) with a correct kernel, 0 going on; 0 of 2 tasks") != std::string::npos);
+  for (const char* f : {"report.md", "l1/mish/report.md", "l1/mish/episode-1/turn-1.cu", "l1/tanh/episode-0/turn-1.json",
+                        "l1/tanh/episode-1/transcript.md"})
+    CHECK_MESSAGE(fs::exists(out / f), f);
+  const auto lines = kforge::testing::read_json_lines(out / "verdicts.jsonl");
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[0].at("task") == "l1/mish");
+  CHECK(lines[1].at("episode") == 1);
+  CHECK(lines[3].at("task") == "l1/tanh");
+  CHECK(lines[3].at("turn") == 1);
+  CHECK(lines[3].at("file") == "l1/tanh/episode-1/turn-1.cu");
+  CHECK(lines[3].at("status").get<std::string>() != "ok");  // compile-only: nothing ran
+  std::stringstream report;
+  report << std::ifstream(out / "report.md").rdbuf();
+  CHECK(report.str().find("| 1 | 0 of 2 | 0.00x |") != std::string::npos);
+  CHECK(report.str().find("| l1/tanh | 0 of 2 | - |") != std::string::npos);
+  // --task and --tasks together are refused.
+  std::vector<std::string> argv{KFORGE_BINARY, "optimize", "--task", "l1/mish", "--tasks",
+                                (dir / "tasks.jsonl").string(), "--out", (dir / "x").string()};
+  auto both = kforge::run_process(argv, std::chrono::minutes(1));
+  REQUIRE(both.ok());
+  CHECK(both->exit_code != 0);
+  CHECK(both->output.find("excludes") != std::string::npos);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
