@@ -17,6 +17,7 @@
 #include "model/config.hpp"
 #include "sandbox/eval_command.hpp"
 #include "sandbox/pool.hpp"
+#include "sandbox/repeat_verdicts.hpp"
 #include "sandbox/verdict_encoding.hpp"
 #include "sandbox/verdict_json.hpp"
 #include "stages/engine_sampler.hpp"
@@ -92,6 +93,7 @@ struct loop {
   gpu_facts gpu;
   int jobs;
   std::vector<episode_run> runs;
+  sandbox::repeat_verdicts repeats{1 << 16};
   double generate_s = 0, judge_s = 0;  ///< the last turn's
 
   /// One turn of every episode still going: generate (in batches), judge, score, observe.
@@ -120,8 +122,20 @@ struct loop {
     t0 = std::chrono::steady_clock::now();
     std::vector<wire::VerdictT> verdicts(live.size());
     parallel_for(live.size(), std::min(jobs, static_cast<int>(live.size())), [&](std::size_t i) {
-      const auto& r = runs[live[i]];
-      verdicts[i] = sandbox.evaluate(*r.task, candidate_source(conts[i].text), o.seed);
+      const auto& task = *runs[live[i]].task;
+      const std::string source = candidate_source(conts[i].text);
+      // Inputs seeded per task as `kforge eval` seeds them: the same --seed checks both on the same inputs.
+      const std::uint64_t parts[2] = {o.seed, fnv1a64(task.id)};
+      const auto judge = [&]() -> result<wire::VerdictT> {
+        return sandbox.evaluate(task, source, fnv1a64(parts, sizeof parts));
+      };
+      auto v = o.reuse_repeats ? repeats.verdict(task.id + "\n" + source, judge) : judge();
+      if (v) {
+        verdicts[i] = std::move(*v);
+      } else {
+        verdicts[i].status = wire::VerdictStatus::infra_error;
+        verdicts[i].reason = v.message();
+      }
     });
     judge_s = seconds_since(t0);
     for (std::size_t i = 0; i < live.size(); ++i) record(runs[live[i]], t, std::move(conts[i]), verdicts[i]);

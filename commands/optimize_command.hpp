@@ -48,7 +48,10 @@ struct optimize_options {
   int gpu = -1;                        ///< CUDA ordinal for the model; -1: the CPU
   bool compile_only = false;           ///< the sandbox compiles only, even with GPUs
   std::string arch = "auto";           ///< nvcc target, as kforge eval's --arch
-  std::uint64_t seed = 1;              ///< sampling and the sandbox's input sets
+  std::uint64_t seed = 1;              ///< sampling, and the sandbox's input sets as kforge eval --seed
+  /// A task's repeated source is judged once (kforge eval --reuse-repeats): its verdict line says
+  /// "reused".
+  bool reuse_repeats = false;
   std::string ncu;                     ///< Nsight Compute for profiles; empty: found as [sandbox] ncu
 };
 
