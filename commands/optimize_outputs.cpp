@@ -111,6 +111,7 @@ status write_task(const fs::path& dir, const optimize_run_facts& f, const std::v
       if (auto s = write_text_file_atomically(stem + ".json", v.dump(2) + "\n"); !s) return s;
       json line = v;
       line["task"] = t.id;
+      line["category"] = std::string(tasks::to_string(t.category));
       line["episode"] = r->index;
       line["file"] = fs::relative(stem + ".cu", root).string();
       lines += line.dump() + "\n";

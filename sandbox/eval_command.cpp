@@ -52,6 +52,32 @@ std::string level_of(const std::string& task) {
   return "";
 }
 
+/// The speedups of the correct verdicts, sorted.
+std::vector<double> correct_speedups(const std::vector<const json*>& verdicts) {
+  std::vector<double> out;
+  for (const auto* v : verdicts)
+    if (v->value("status", "") == "ok") out.push_back(v->value("speedup", 0.0));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+double geomean(const std::vector<double>& xs) {
+  double log_sum = 0;
+  int n = 0;
+  for (double x : xs)
+    if (x > 0) {
+      log_sum += std::log(x);
+      ++n;
+    }
+  return n > 0 ? std::exp(log_sum / n) : 0.0;
+}
+
+double median(const std::vector<double>& sorted) {
+  const auto k = sorted.size();
+  if (k == 0) return 0.0;
+  return k % 2 ? sorted[k / 2] : (sorted[k / 2 - 1] + sorted[k / 2]) / 2;
+}
+
 /// Per task, as KernelBench and CUDA Agent count: a task is fast_p when its best correct kernel's
 /// speedup exceeds p (best of its samples), and on average over its samples (the mean of each
 /// sample's 0/1); correctness alike.
@@ -78,6 +104,7 @@ json per_task(const std::vector<const json*>& verdicts) {
     }
   }
   const double t = static_cast<double>(std::max<std::size_t>(by_task.size(), 1));
+  const auto speeds = correct_speedups(verdicts);
   json fast_best = json::object(), fast_mean = json::object();
   for (int i = 0; i < 4; ++i) {
     fast_best[fast_key(fast_ps[i])] = best[i] / t;
@@ -87,51 +114,49 @@ json per_task(const std::vector<const json*>& verdicts) {
               {"correct_best_of_samples", correct_best / t},
               {"correct_mean_over_samples", correct_mean / t},
               {"fast_p_best_of_samples", fast_best},
-              {"fast_p_mean_over_samples", fast_mean}};
+              {"fast_p_mean_over_samples", fast_mean},
+              {"correct_kernels", speeds.size()},
+              {"geomean_speedup", geomean(speeds)},
+              {"median_speedup", median(speeds)}};
+}
+
+/// Verdicts grouped by `key` of each (an empty key: left out).
+template <class Key>
+json per_task_by(const std::vector<const json*>& verdicts, Key key) {
+  std::map<std::string, std::vector<const json*>> groups;
+  for (const auto* v : verdicts)
+    if (auto k = key(*v); !k.empty()) groups[k].push_back(v);
+  json out = json::object();
+  for (const auto& [k, vs] : groups) out[k] = per_task(vs);
+  return out;
 }
 
 }  // namespace
 
 json summarize_verdicts(const std::vector<json>& verdicts) {
   std::map<std::string, int> counts;
-  int correct = 0;
-  double log_sum = 0;
-  int fast[4] = {0, 0, 0, 0};
-  std::vector<double> speedups;
   std::vector<const json*> all;
-  std::map<std::string, std::vector<const json*>> by_level;
   for (const auto& v : verdicts) {
     all.push_back(&v);
-    if (const auto level = level_of(v.value("task", "")); !level.empty()) by_level[level].push_back(&v);
-    const std::string status = v.value("status", "infra_error");
-    ++counts[status];
-    if (status != "ok") continue;
-    ++correct;
-    const double s = v.value("speedup", 0.0);
-    if (s > 0) log_sum += std::log(s);
-    speedups.push_back(s);
-    for (int i = 0; i < 4; ++i)
-      if (s > fast_ps[i]) ++fast[i];
+    ++counts[v.value("status", "infra_error")];
   }
+  const auto speedups = correct_speedups(all);
   const double n = static_cast<double>(verdicts.size());
   json fast_p = json::object();
-  for (int i = 0; i < 4; ++i) fast_p[fast_key(fast_ps[i])] = n > 0 ? fast[i] / n : 0.0;
-  double median = 0;
-  if (!speedups.empty()) {
-    std::sort(speedups.begin(), speedups.end());
-    const auto k = speedups.size();
-    median = k % 2 ? speedups[k / 2] : (speedups[k / 2 - 1] + speedups[k / 2]) / 2;
-  }
-  json levels = json::object();
-  for (const auto& [level, vs] : by_level) levels[level] = per_task(vs);
+  for (double p : fast_ps)
+    fast_p[fast_key(p)] = n > 0 ? static_cast<double>(std::count_if(speedups.begin(), speedups.end(),
+                                                                    [p](double s) { return s > p; })) / n
+                                : 0.0;
+  const int correct = static_cast<int>(speedups.size());
   return json{{"candidates", verdicts.size()},
               {"correct", correct},
               {"correctness_rate", n > 0 ? correct / n : 0.0},
               {"fast_p", fast_p},
-              {"geomean_speedup", correct > 0 ? std::exp(log_sum / correct) : 0.0},
-              {"median_speedup", median},
+              {"geomean_speedup", geomean(speedups)},
+              {"median_speedup", median(speedups)},
               {"per_task", per_task(all)},
-              {"by_level", levels},
+              {"by_level", per_task_by(all, [](const json& v) { return level_of(v.value("task", "")); })},
+              {"by_category", per_task_by(all, [](const json& v) { return v.value("category", ""); })},
               {"counts", counts}};
 }
 
@@ -157,11 +182,14 @@ std::string format_summary(const json& s) {
       std::snprintf(buf, sizeof buf, " %s=%.3f", k.c_str(), v.get<double>());
       os << buf;
     }
-    os << "\n";
+    std::snprintf(buf, sizeof buf, "; correct kernels' speedup geomean %.3fx, median %.3fx\n",
+                  t.value("geomean_speedup", 0.0), t.value("median_speedup", 0.0));
+    os << buf;
   };
   if (s.contains("per_task")) task_line("per task: ", s.at("per_task"));
-  if (s.contains("by_level"))
-    for (const auto& [level, t] : s.at("by_level").items()) task_line("  " + level + ": ", t);
+  for (const char* group : {"by_level", "by_category"})
+    if (s.contains(group))
+      for (const auto& [name, t] : s.at(group).items()) task_line("  " + name + ": ", t);
   os << "verdicts:";
   for (const auto& [k, v] : s.at("counts").items()) os << " " << k << "=" << v.get<int>();
   os << "\n";
@@ -295,6 +323,7 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
       }
     }
     j["task"] = it.task->id;
+    j["category"] = std::string(tasks::to_string(it.task->category));
     j["file"] = it.file.string();
     add_speedup_vs_compile(j, compile_ratios);
     std::lock_guard lock(write_mutex);

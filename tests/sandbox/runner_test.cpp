@@ -297,11 +297,11 @@ TEST_CASE("eval summary per task, as the field counts: best of a task's samples 
   using nlohmann::json;
   // kb/l1/a: samples 2.0x and wrong; l1/b: 0.5x and 0.8x; kb/l2/c: only wrong.
   const std::vector<json> v = {
-      {{"task", "kb/l1/a"}, {"status", "ok"}, {"speedup", 2.0}},
-      {{"task", "kb/l1/a"}, {"status", "wrong_answer"}},
-      {{"task", "l1/b"}, {"status", "ok"}, {"speedup", 0.5}},
-      {{"task", "l1/b"}, {"status", "ok"}, {"speedup", 0.8}},
-      {{"task", "kb/l2/c"}, {"status", "compile_error"}},
+      {{"task", "kb/l1/a"}, {"category", "gemm"}, {"status", "ok"}, {"speedup", 2.0}},
+      {{"task", "kb/l1/a"}, {"category", "gemm"}, {"status", "wrong_answer"}},
+      {{"task", "l1/b"}, {"category", "reduction"}, {"status", "ok"}, {"speedup", 0.5}},
+      {{"task", "l1/b"}, {"category", "reduction"}, {"status", "ok"}, {"speedup", 0.8}},
+      {{"task", "kb/l2/c"}, {"category", "gemm"}, {"status", "compile_error"}},
   };
   const auto s = ks::summarize_verdicts(v);
   const auto& t = s["per_task"];
@@ -315,5 +315,15 @@ TEST_CASE("eval summary per task, as the field counts: best of a task's samples 
   CHECK(s["by_level"]["l1"]["tasks"] == 2);
   CHECK(s["by_level"]["l1"]["correct_best_of_samples"].get<double>() == doctest::Approx(1.0));
   CHECK(s["by_level"]["l2"]["correct_best_of_samples"].get<double>() == doctest::Approx(0.0));
+  CHECK(t["geomean_speedup"].get<double>() == doctest::Approx(std::cbrt(2.0 * 0.5 * 0.8)));
+  CHECK(t["median_speedup"].get<double>() == doctest::Approx(0.8));
+  CHECK(s["by_level"]["l1"]["median_speedup"].get<double>() == doctest::Approx(0.8));
+  // By category: gemm holds a and c (one of two solved, its one correct kernel at 2x), reduction b.
+  CHECK(s["by_category"]["gemm"]["tasks"] == 2);
+  CHECK(s["by_category"]["gemm"]["correct_best_of_samples"].get<double>() == doctest::Approx(0.5));
+  CHECK(s["by_category"]["gemm"]["geomean_speedup"].get<double>() == doctest::Approx(2.0));
+  CHECK(s["by_category"]["reduction"]["correct_mean_over_samples"].get<double>() == doctest::Approx(1.0));
+  CHECK(s["by_category"]["reduction"]["geomean_speedup"].get<double>() == doctest::Approx(std::sqrt(0.4)));
   CHECK(ks::format_summary(s).find("per task: 3 task(s)") != std::string::npos);
+  CHECK(ks::format_summary(s).find("  gemm: 2 task(s)") != std::string::npos);
 }
