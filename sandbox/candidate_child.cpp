@@ -227,7 +227,8 @@ class candidate_child {
     if (!meter_) reply["leak_check_note"] = why_device_wide;
     // Everything this process needs has run once: from here on candidate code may run.
     if (req.value("seccomp", true)) {
-      const auto filtered = install_candidate_filter();
+      const auto filtered = install_candidate_filter(req.value("profiled", false) ? filter_mode::profiled
+                                                                                    : filter_mode::candidate);
       reply["seccomp"] = filtered ? std::string("on") : "off: " + filtered.err().message;
     } else {
       reply["seccomp"] = "off: turned off (sandbox.confine = false)";

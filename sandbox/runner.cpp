@@ -824,7 +824,7 @@ class candidate_run {
     child_process child = std::move(*started);
     const json requests[] = {
         {{"op", "hello"}},
-        {{"op", "probe"}, {"library", probe}, {"pid", child.pid()}, {"seccomp", o_.confine}},
+        {{"op", "probe"}, {"library", probe}, {"pid", child.pid()}, {"seccomp", o_.confine}, {"profiled", true}},
         {{"op", "load"}, {"library", library}, {"task", task_json_}},
         {{"op", "profile"}, {"seed", checks_[0].seed}, {"output_shapes", shapes_.at(0)}}};
     for (const auto& req : requests) {

@@ -19,8 +19,16 @@
 
 namespace kforge::sandbox {
 
+/// A child Nsight Compute profiles (ncu_profiler.hpp) gets a filter with two differences. ncu's
+/// injected library talks to ncu over loopback sockets while it profiles, so sockets and
+/// connections are allowed (the child's network namespace holds only loopback, where ncu is). And a
+/// denied call is trapped instead of killing at once: a SIGSYS handler writes the call's number to
+/// stderr, which ncu's output carries into the profile's skip reason, and exits 128 + SIGSYS. The
+/// call itself never runs either way; the profiled kernel was already judged correct.
+enum class filter_mode { candidate, profiled };
+
 /// Installs the filter on the calling process and every thread it has (TSYNC). An error names why
 /// libseccomp or the kernel refused.
-status install_candidate_filter();
+status install_candidate_filter(filter_mode mode = filter_mode::candidate);
 
 }  // namespace kforge::sandbox
