@@ -55,7 +55,7 @@ void finish_episode(wire::ScoredT& s, const episode_rules& r) {
 }
 
 std::unique_ptr<wire::EpisodeT> first_turn(std::size_t prompt_size, int max_turns,
-                                           std::uint64_t policy_version) {
+                                           std::uint64_t policy_version, const wire::GenerateRequest* request) {
   if (max_turns <= 1) return nullptr;
   auto e = std::make_unique<wire::EpisodeT>();
   e->turn = 1;
@@ -64,6 +64,10 @@ std::unique_ptr<wire::EpisodeT> first_turn(std::size_t prompt_size, int max_turn
   e->context_mask.assign(prompt_size, 0);
   e->context_logprobs.assign(prompt_size, 0.0f);
   e->first_policy_version = policy_version;
+  if (request) {
+    e->gpu_registers_per_sm = request->gpu_registers_per_sm();
+    e->gpu_shared_per_sm = request->gpu_shared_per_sm();
+  }
   return e;
 }
 
@@ -73,6 +77,8 @@ turn_context observed_turn(const wire::ScoredT& s) {
     t.turn = static_cast<int>(e->turn);
     t.max_turns = static_cast<int>(e->max_turns);
     for (const double x : e->turn_speedups) t.best_speedup = std::max(t.best_speedup, x);
+    t.gpu.registers_per_sm = static_cast<int>(e->gpu_registers_per_sm);
+    t.gpu.shared_per_sm = static_cast<std::int64_t>(e->gpu_shared_per_sm);
   }
   if (s.verdict) t.profile = sandbox::profile_of(*s.verdict);
   return t;

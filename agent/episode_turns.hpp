@@ -49,9 +49,10 @@ bool goes_on(const wire::ScoredT& s, const episode_rules& r);
 void finish_episode(wire::ScoredT& s, const episode_rules& r);
 
 /// The episode state of a first turn generated from `prompt_size` prompt tokens; null (single
-/// shot) when max_turns <= 1.
+/// shot) when max_turns <= 1. `request`, where given, lends the episode its GPU facts.
 std::unique_ptr<wire::EpisodeT> first_turn(std::size_t prompt_size, int max_turns,
-                                           std::uint64_t policy_version);
+                                           std::uint64_t policy_version,
+                                           const wire::GenerateRequest* request = nullptr);
 
 /// Where the scored turn stands, for its observation: turn, max_turns and the best speedup of the
 /// earlier turns.

@@ -108,7 +108,7 @@ std::map<std::string, std::string> compile_error_values(const wire::VerdictT& v)
 
 /// Each kernel's registers, shared memory and spills, and with the GPU's facts how many threads
 /// its registers and blocks its shared memory leave room for on one SM.
-std::string resources_text(const wire::VerdictT& v, const gpu_facts* gpu) {
+std::string resources_text(const wire::VerdictT& v, const gpu_facts& gpu) {
   std::string out;
   for (const auto& r : v.resources) {
     if (!r) continue;
@@ -117,12 +117,12 @@ std::string resources_text(const wire::VerdictT& v, const gpu_facts* gpu) {
     if (r->spill_store_bytes > 0 || r->spill_load_bytes > 0)
       out += ", spills " + std::to_string(r->spill_store_bytes) + " B stored / " +
              std::to_string(r->spill_load_bytes) + " B loaded to local memory (slow)";
-    if (gpu && gpu->registers_per_sm > 0 && r->registers > 0)
+    if (gpu.registers_per_sm > 0 && r->registers > 0)
       out += "; its registers leave room for " +
-             std::to_string(std::min(2048, gpu->registers_per_sm / r->registers / 32 * 32)) +
+             std::to_string(std::min(2048, gpu.registers_per_sm / r->registers / 32 * 32)) +
              " resident threads per SM";
-    if (gpu && gpu->shared_per_sm > 0 && r->shared_bytes > 0)
-      out += ", its shared memory for " + std::to_string(gpu->shared_per_sm / r->shared_bytes) +
+    if (gpu.shared_per_sm > 0 && r->shared_bytes > 0)
+      out += ", its shared memory for " + std::to_string(gpu.shared_per_sm / r->shared_bytes) +
              " resident blocks per SM";
     out += "\n";
   }

@@ -44,8 +44,8 @@ struct turn_context {
   /// The episode's best speedup before this turn; 0 when no earlier turn was correct.
   double best_speedup = 0;
   /// The GPU the kernel ran on, for the launch limits of its registers and shared memory
-  /// (nullptr: those limits are left out).
-  const gpu_facts* gpu = nullptr;
+  /// (registers_per_sm and shared_per_sm; a zero one's limit is left out).
+  gpu_facts gpu;
   /// The profile to show for a correct kernel; none: the one the verdict carries, if any
   /// (the sandbox takes it: sandbox/ncu_profiler.hpp).
   std::optional<kernel_profile> profile;

@@ -160,7 +160,7 @@ struct loop {
     ctx.turn = t;
     ctx.max_turns = o.turns;
     ctx.best_speedup = best_before;
-    ctx.gpu = gpu.registers_per_sm > 0 ? &gpu : nullptr;
+    ctx.gpu = gpu;
     ctx.profile = sandbox::profile_of(v);  // where the sandbox took one ([sandbox] profile)
     const std::string text = observations.render(v, ctx, kinds);
     r.transcript += text + "\n";

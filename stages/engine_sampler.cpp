@@ -262,7 +262,7 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
       c.prompt_tokens.assign(p.ids.begin(), p.ids.end());
       c.completion_tokens.assign(g.tokens.begin(), g.tokens.end());
       c.logprobs = std::move(g.logprobs);
-      if (turns_) c.episode = agent::first_turn(p.ids.size(), o_.agent.max_turns, version_);
+      if (turns_) c.episode = agent::first_turn(p.ids.size(), o_.agent.max_turns, version_, &req);
       per[g.prompt].push_back(std::move(c));
     }
     for (std::size_t k = 0; k < group.size(); ++k) out[group[k]->item] = std::move(per[k]);

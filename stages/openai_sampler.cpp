@@ -66,7 +66,7 @@ class openai_sampler final : public actors::sampler_logic, public engine_policy 
         c.prompt_tokens.assign(ids.begin(), ids.end());
         c.completion_tokens.assign(ch.tokens.begin(), ch.tokens.end());
         c.logprobs = std::move(ch.logprobs);
-        if (turns_) c.episode = agent::first_turn(ids.size(), o_.agent.max_turns, version_);
+        if (turns_) c.episode = agent::first_turn(ids.size(), o_.agent.max_turns, version_, &req);
         group.push_back(std::move(c));
       }
       out[i] = std::move(group);

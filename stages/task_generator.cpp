@@ -162,6 +162,8 @@ result<std::vector<wire::GenerateRequestT>> task_generator::next(std::uint64_t s
     r.top_p = options_.top_p;
     r.max_new_tokens = options_.max_new_tokens;
     r.step = step;
+    r.gpu_registers_per_sm = static_cast<std::uint32_t>(std::max(0, options_.hardware.registers_per_sm));
+    r.gpu_shared_per_sm = static_cast<std::uint64_t>(std::max<std::int64_t>(0, options_.hardware.shared_per_sm));
     out.push_back(std::move(r));
   }
   // Not saving it loses nothing now, only a resumed run's memory of it: said once.

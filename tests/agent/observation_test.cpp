@@ -137,8 +137,7 @@ extern "C" int kf_forward(const kf_tensor* inputs, int32_t num_inputs, kf_tensor
 TEST_CASE("a wrong answer: the failed check, the errors and where; the kernel's registers and what they allow") {
   auto v = recorded("wrong_answer");
   turn_context ctx;
-  const auto gpu = h200();
-  ctx.gpu = &gpu;
+  ctx.gpu = h200();
   const auto text = observation_template::embedded().render(v, ctx, all_kinds);
   INFO(text);
   CHECK(has(text, "## Turn 1: wrong answer"));
@@ -149,6 +148,24 @@ TEST_CASE("a wrong answer: the failed check, the errors and where; the kernel's 
   // The template's order: the verdict's section before the resources, then the next step.
   CHECK(text.find("Largest absolute error") < text.find("Registers and shared memory"));
   CHECK(text.find("Registers and shared memory") < text.find("Fix it"));
+  // In a run the facts travel with the episode: the task generator's request, the first turn's
+  // episode state, the observed turn.
+  wire::GenerateRequestT req;
+  req.gpu_registers_per_sm = 65536;
+  req.gpu_shared_per_sm = 233472;
+  flatbuffers::FlatBufferBuilder fb;
+  fb.Finish(wire::GenerateRequest::Pack(fb, &req));
+  wire::ScoredT scored;
+  scored.verdict = std::make_unique<wire::VerdictT>(std::move(v));
+  scored.verdict->candidate = std::make_unique<wire::CandidateT>();
+  scored.verdict->candidate->episode =
+      first_turn(3, 3, 0, flatbuffers::GetRoot<wire::GenerateRequest>(fb.GetBufferPointer()));
+  const auto observed = observed_turn(scored);
+  CHECK(observed.gpu.registers_per_sm == 65536);
+  CHECK(has(observation_template::embedded().render(*scored.verdict, observed, all_kinds),
+            "; its registers leave room for 2048 resident threads per SM"));
+  CHECK_FALSE(has(observation_template::embedded().render(*scored.verdict, turn_context{}, all_kinds),
+                  "resident threads per SM"));
 }
 
 TEST_CASE("a timeout, a runtime error and a suspected hack say what happened") {
