@@ -17,6 +17,10 @@ inline CLI::App* add_serve_subcommand(CLI::App& app, serve_options& o) {
   cmd->add_option("--gpu", o.gpu, "CUDA ordinal (default: -1, the CPU)");
   cmd->add_option("--served-model-name", o.served_name, "Model id in /v1/models (default: the directory's name)");
   cmd->add_option("--max-tokens", o.max_tokens, "Most new tokens a request may ask for (default 4096)");
+  cmd->add_option("--max-batch-sequences", o.max_batch_sequences,
+                  "Most sequences (requests x n) generated together in one batch (default 64)");
+  cmd->add_option("--batch-wait-ms", o.batch_wait_ms,
+                  "Quiet time after the last request arrived before a batch starts (default 20)");
   return cmd;
 }
 

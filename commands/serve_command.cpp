@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "commands/serve_batcher.hpp"
 #include "stages/chat_tokens.hpp"
 #include "stages/engine_sampler.hpp"
 
@@ -77,15 +79,19 @@ std::optional<refusal> read_number(const json& j, const char* k, T& out, double 
 class server_state {
  public:
   server_state(serve_options o, chat_tokens tokens, std::shared_ptr<engine_policy> policy)
-      : o_(std::move(o)), tokens_(std::move(tokens)), policy_(std::move(policy)) {
+      : o_(std::move(o)), tokens_(std::move(tokens)), policy_(std::move(policy)),
+        batcher_(policy_, m_, batching_of(o_)) {
     name_ = o_.served_name.empty() ? std::filesystem::path(o_.model).lexically_normal().filename().string() : o_.served_name;
     if (name_.empty()) name_ = std::filesystem::path(o_.model).lexically_normal().parent_path().filename().string();
   }
 
+  // Answered while a generation runs (it holds the model, not these).
   void models(httplib::Response& res) {
-    std::lock_guard lock(m_);
+    const batch_counts c = batcher_.counts();
+    json batching = {{"generations", c.generations}, {"requests", c.requests}, {"sequences", c.sequences},
+                     {"largest_batch_requests", c.largest}, {"max_batch_sequences", o_.max_batch_sequences}};
     json model = {{"id", name_}, {"object", "model"}, {"created", started_}, {"owned_by", "kforge"},
-                  {"root", o_.model}, {"version", version_}};
+                  {"root", o_.model}, {"version", version_.load()}, {"batching", batching}};
     json body = {{"object", "list"}, {"data", json::array({model})}};
     answer(res, 200, body);
   }
@@ -205,9 +211,12 @@ class server_state {
       return answer(res, 400, body);
     }
     version_ = version ? *version : version_ + 1;
-    std::cout << "kforge serve: weights from " << path << ", version " << version_ << std::endl;
-    answer(res, 200, json{{"success", true}, {"message", "loaded " + path}, {"version", version_}});
+    std::cout << "kforge serve: weights from " << path << ", version " << version_.load() << std::endl;
+    answer(res, 200, json{{"success", true}, {"message", "loaded " + path}, {"version", version_.load()}});
   }
+
+  /// Fails the requests still queued; the generation running finishes.
+  void stop_generating() { batcher_.stop(); }
 
  private:
   static std::optional<refusal> parse(const std::string& body, json& j) {
@@ -277,10 +286,17 @@ class server_state {
     return std::nullopt;
   }
 
+  // Through the batcher: requests waiting together with these settings share one generation.
   result<std::vector<engine_policy::continuation>> generate(const std::vector<std::int32_t>& prompt, const sampling& s) {
-    // One generation at a time: the engine holds one model and its KV cache.
-    std::lock_guard lock(m_);
-    return policy_->sample_group(prompt, s.n, s.seed, s.temperature, s.top_p, s.max_tokens);
+    return batcher_.generate(prompt, s.seed, batch_key{s.n, s.temperature, s.top_p, s.max_tokens});
+  }
+
+  static batcher_options batching_of(const serve_options& o) {
+    batcher_options b;
+    b.max_sequences = static_cast<std::size_t>(o.max_batch_sequences);
+    b.gather = std::chrono::milliseconds(o.batch_wait_ms);
+    b.gather_limit = 10 * b.gather;
+    return b;
   }
 
   std::string finish_reason(const std::vector<std::int32_t>& t, int max_tokens) const {
@@ -297,10 +313,11 @@ class server_state {
   chat_tokens tokens_;
   std::shared_ptr<engine_policy> policy_;
   std::string name_;
-  std::mutex m_;  ///< the model: generations and weight loads
-  std::uint64_t version_ = 0;
+  std::mutex m_;  ///< the model: generations (the batcher holds it) and weight loads
+  std::atomic<std::uint64_t> version_{0};
   std::atomic<std::uint64_t> requests_{0};
   std::int64_t started_ = now_s();
+  serve_batcher batcher_;  ///< last: its worker uses the members above
 };
 
 // Wraps a handler so that an exception is a 500 with an OpenAI error body, not a dropped connection.
@@ -336,6 +353,10 @@ int serve_command(const serve_options& o, std::ostream& out, std::ostream& err) 
     err << "kforge serve: --max-tokens must be at least 1\n";
     return 2;
   }
+  if (o.max_batch_sequences < 1 || o.batch_wait_ms < 0) {
+    err << "kforge serve: --max-batch-sequences must be at least 1 and --batch-wait-ms at least 0\n";
+    return 2;
+  }
   server_state state(o, std::move(*tokens), std::move(*policy));
 
   // SIGINT and SIGTERM go to one waiting thread that stops the server: the server's own threads,
@@ -347,6 +368,12 @@ int serve_command(const serve_options& o, std::ostream& out, std::ostream& err) 
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   httplib::Server svr;
+  // Every request of a batch holds a handler thread while it waits, and the next batch gathers
+  // while one runs: threads for two full batches of one-sequence requests, and a few to spare
+  // (httplib's default, about one per core, would cap a batch at that many requests).
+  const std::size_t wanted = 2 * static_cast<std::size_t>(o.max_batch_sequences) + 4;
+  const auto threads = std::clamp<std::size_t>(wanted, CPPHTTPLIB_THREAD_POOL_COUNT, 1024);
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   svr.Get("/health", [](const httplib::Request&, httplib::Response& res) { answer(res, 200, json{{"status", "ok"}}); });
   svr.Get("/v1/models", guarded([&](const httplib::Request&, httplib::Response& res) { state.models(res); }));
   svr.Post("/v1/completions", guarded([&](const httplib::Request& q, httplib::Response& res) { state.completions(q, res); }));
@@ -371,9 +398,11 @@ int serve_command(const serve_options& o, std::ostream& out, std::ostream& err) 
     int sig = 0;
     sigwait(&stop_signals, &sig);
     signalled = true;
+    state.stop_generating();
     svr.stop();
   });
-  out << "kforge serve: listening on http://" << o.host << ":" << port << " (model " << o.model << ")" << std::endl;
+  out << "kforge serve: listening on http://" << o.host << ":" << port << " (model " << o.model << "; batches of up to "
+      << o.max_batch_sequences << " sequences)" << std::endl;
   const bool ok = svr.listen_after_bind();
   // The stopper may still wait (listening failed): wake it.
   if (!signalled) pthread_kill(stopper.native_handle(), SIGTERM);

@@ -3,7 +3,8 @@
 // offer, so the sampler's openai backend (and any OpenAI client) can use it, and so that backend is
 // tested against a real server on every machine. Endpoints:
 //   GET  /health                     200 while serving
-//   GET  /v1/models                  the served model, with the version of its weights
+//   GET  /v1/models                  the served model, with the version of its weights and the
+//                                    batching counts (generations run, requests answered)
 //   POST /v1/completions             token ids or text in; token ids and their log-probs out
 //                                    (vLLM's options: logprobs, return_tokens_as_token_ids,
 //                                    return_token_ids)
@@ -11,7 +12,10 @@
 //   POST /update_weights_from_disk   {"model_path": safetensors file or a directory holding
 //                                    model.safetensors, "weight_version": optional}: SGLang's name
 // Bad requests get the OpenAI error body {"error": {"message", "type", "code"}} and a 4xx status.
-// Requests are answered one generation at a time (no batching across requests).
+// Requests that wait for the model together are batched (commands/serve_batcher.hpp): those with
+// equal n, temperature, top_p and max_tokens run as one generation of up to --max-batch-sequences
+// sequences, each request with its own seed, so each gets exactly the samples it would get alone.
+// A weight update waits for the generation running and the next one waits for it.
 // The TU is torch-free: it drives the engine through engine_policy (stages/engine_sampler.hpp).
 
 #include <cstdint>
@@ -28,6 +32,14 @@ struct serve_options {
   int gpu = -1;     ///< CUDA ordinal, -1: the CPU
   std::string served_name;  ///< the model id in /v1/models; empty: the directory's name
   int max_tokens = 4096;    ///< the most new tokens one request may ask for
+  /// Sequences (requests x n) one generation decodes at most: the engine sampler's default batch,
+  /// 8 groups of 8.
+  int max_batch_sequences = 64;
+  /// How long the server waits for a burst of requests to finish arriving before it generates
+  /// (quiet time after the last arrival; the wait is 10 times this at most). The openai sampler
+  /// tokenizes each prompt before it sends it, so a burst's requests can be milliseconds apart;
+  /// a batch split in two costs a whole generation, this wait a few milliseconds.
+  int batch_wait_ms = 20;
 };
 
 /// Serves until SIGINT or SIGTERM. Prints "kforge serve: listening on http://HOST:PORT" once bound.

@@ -285,7 +285,11 @@ fi
       [[ -x $b ]] || continue
       name=$(basename "$b")
       want bench && [[ -z ${KFORGE_BENCHES:-} || ,${KFORGE_BENCHES}, == *,$name,* ]] || continue
-      step "bench $name" "$name.log" "$b" --json "$out/$name.json"
+      # serve_bench measures the CPU unless given a GPU (KFORGE_SERVE_BENCH_ARGS: its flags, e.g.
+      # "--gpu 0 --model /models/Qwen2.5-Coder-7B-Instruct").
+      extra=()
+      [[ $name == serve_bench ]] && read -r -a extra <<<"${KFORGE_SERVE_BENCH_ARGS:---gpu 0}"
+      step "bench $name" "$name.log" "$b" --json "$out/$name.json" "${extra[@]}"
     done
   }
 

@@ -302,17 +302,29 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
   result<std::vector<continuation>> sample_group(const std::vector<std::int32_t>& context, int n,
                                                  std::uint64_t seed, double temperature, double top_p,
                                                  int max_new_tokens) override {
+    auto groups = sample_groups({context}, n, {seed}, temperature, top_p, max_new_tokens);
+    if (!groups) return groups.err();
+    return std::move(groups->front());
+  }
+
+  // One model::generate call; each context's rows draw from their own seed (prompt_seeds), as
+  // run_group passes the requests of a batch, so a group is the same alone or batched.
+  result<std::vector<std::vector<continuation>>> sample_groups(const std::vector<std::vector<std::int32_t>>& contexts,
+                                                               int n, const std::vector<std::uint64_t>& seeds,
+                                                               double temperature, double top_p,
+                                                               int max_new_tokens) override {
     if (n < 1) return error{"engine policy: n must be at least 1"};
+    if (contexts.size() != seeds.size()) return error{"engine policy: one seed per context"};
+    if (contexts.empty()) return std::vector<std::vector<continuation>>{};
     auto so = policy_sampling(n, temperature, top_p, max_new_tokens);
-    so.seed = seed;
-    // One prompt with its own seed, as run_group passes a group: the same random stream.
-    so.prompt_seeds = {seed};
-    std::vector<std::vector<std::int64_t>> prompts{std::vector<std::int64_t>(context.begin(), context.end())};
+    so.seed = seeds.front();
+    so.prompt_seeds = seeds;
+    std::vector<std::vector<std::int64_t>> prompts;
+    for (const auto& c : contexts) prompts.emplace_back(c.begin(), c.end());
     auto gens = model::generate(*model_, prompts, so, &tok_);
     if (!gens) return error{"engine policy: " + gens.message()};
-    std::vector<continuation> out;
-    out.reserve(gens->size());
-    for (auto& g : *gens) out.push_back(continuation_of(g));
+    std::vector<std::vector<continuation>> out(contexts.size());
+    for (auto& g : *gens) out[g.prompt].push_back(continuation_of(g));  // prompt-major, samples in order
     return out;
   }
 

@@ -99,6 +99,23 @@ class engine_policy {
     (void)context, (void)n, (void)seed, (void)temperature, (void)top_p, (void)max_new_tokens;
     return error{"this policy samples no groups"};
   }
+  /// One group of `n` continuations of each of `contexts` in one batch, context k's group drawing
+  /// from a generator seeded seeds[k]: groups[k] is what sample_group(contexts[k], n, seeds[k], ...)
+  /// gives alone (up to the rounding of batched arithmetic), so a server can batch requests that
+  /// arrive together without changing any request's samples (`kforge serve`). Default: one
+  /// sample_group call per context.
+  virtual result<std::vector<std::vector<continuation>>> sample_groups(
+      const std::vector<std::vector<std::int32_t>>& contexts, int n, const std::vector<std::uint64_t>& seeds,
+      double temperature, double top_p, int max_new_tokens) {
+    if (contexts.size() != seeds.size()) return error{"engine policy: one seed per context"};
+    std::vector<std::vector<continuation>> groups;
+    for (std::size_t k = 0; k < contexts.size(); ++k) {
+      auto g = sample_group(contexts[k], n, seeds[k], temperature, top_p, max_new_tokens);
+      if (!g) return g.err();
+      groups.push_back(std::move(*g));
+    }
+    return groups;
+  }
   /// New weights from a safetensors file, as set_weights' `file` transport; a bad file leaves the
   /// old weights serving. Default: a policy whose weights cannot change.
   virtual status load_weights_file(const std::string& path) {

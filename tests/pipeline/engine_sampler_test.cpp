@@ -217,6 +217,28 @@ TEST_CASE("engine sampler: a batch of requests gives each request its own candid
   CHECK(out[1]->size() == 2);
 }
 
+TEST_CASE("engine policy: sample_groups gives each context the group sample_group gives it alone") {
+  auto policy = load_engine_policy(options());
+  REQUIRE_MESSAGE(policy.ok(), (policy.ok() ? "" : policy.message()));
+  auto& p = **policy;
+  const std::vector<std::vector<std::int32_t>> contexts = {p.prompt_ids("relu"), p.prompt_ids("a longer prompt: softmax")};
+  const std::vector<std::uint64_t> seeds = {11, 12};
+  auto groups = p.sample_groups(contexts, 3, seeds, 0.9, 1.0, 10);
+  REQUIRE_MESSAGE(groups.ok(), (groups.ok() ? "" : groups.message()));
+  REQUIRE(groups->size() == 2);
+  for (std::size_t k = 0; k < contexts.size(); ++k) {
+    auto alone = p.sample_group(contexts[k], 3, seeds[k], 0.9, 1.0, 10);
+    REQUIRE(alone.ok());
+    REQUIRE((*groups)[k].size() == 3);
+    for (std::size_t i = 0; i < 3; ++i) {
+      CHECK((*groups)[k][i].tokens == (*alone)[i].tokens);
+      CHECK((*groups)[k][i].text == (*alone)[i].text);
+    }
+  }
+  CHECK_FALSE((*groups)[0][0].tokens == (*groups)[1][0].tokens);  // each context its own seed
+  CHECK_FALSE(p.sample_groups(contexts, 3, {1}, 0.9, 1.0, 10).ok());  // one seed per context
+}
+
 TEST_CASE("engine sampler: request settings out of range fall back to the options; max_new_tokens is capped") {
   auto s = sampler();
   const auto req = request("Write a kernel.", /*group=*/0, /*temperature=*/0.0f, /*max_new=*/100000);

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <thread>
 
@@ -46,7 +47,14 @@ struct served {
   pid_t pid = -1;
   std::string url;
 
-  explicit served(const std::string& model = fx("qwen2"), const std::string& tok = fx("tokenizer")) {
+  explicit served(const std::string& model = fx("qwen2"), const std::string& tok = fx("tokenizer"),
+                  std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {KFORGE_BINARY, "serve", "--model", model, "--port", "0", "--max-tokens", "64"};
+    if (!tok.empty()) args.insert(args.end(), {"--tokenizer", tok});
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     int fds[2];
     REQUIRE(pipe(fds) == 0);
     pid = fork();
@@ -55,8 +63,7 @@ struct served {
       dup2(fds[1], 1);
       close(fds[0]);
       close(fds[1]);
-      execl(KFORGE_BINARY, KFORGE_BINARY, "serve", "--model", model.c_str(), "--tokenizer", tok.c_str(), "--port", "0",
-            "--max-tokens", "64", static_cast<char*>(nullptr));
+      execv(KFORGE_BINARY, argv.data());
       _exit(127);
     }
     close(fds[1]);
@@ -323,6 +330,61 @@ TEST_CASE("openai sampler: kforge serve gives the in-process engine's candidates
     CHECK(batch[i].value().size() == 3);
     CHECK(batch[i].value().front().completion_tokens == run(**engine, *reqs[i]->get(), 100 + i).front().completion_tokens);
   }
+}
+
+// The batching counts of a kforge serve (GET /v1/models).
+json batching_of(const std::string& url) { return json::parse(get(url, "/v1/models"))["data"][0]["batching"]; }
+
+TEST_CASE("kforge serve: concurrent requests with equal settings run as one generation, each with its own samples") {
+  // The shipped tiny policy: real end tokens, so rows stop at different steps inside a batch. A long
+  // gathering wait, so a loaded machine still delivers the burst before the batch starts.
+  served server(std::string(KFORGE_SOURCE_DIR) + "/models/kforge-tiny", "", {"--batch-wait-ms", "300"});
+  auto pool = replica_pool::make({server.url});
+  REQUIRE(pool.ok());
+  std::vector<completion_request> reqs;
+  for (int i = 0; i < 4; ++i) {
+    completion_request r;
+    for (int t = 0; t <= 3 * i; ++t) r.prompt.push_back(100 + 37 * i + 11 * t);  // lengths differ: padding
+    r.n = 2;
+    r.temperature = 0.9;
+    r.max_tokens = 12;
+    r.seed = 1000 + i;
+    reqs.push_back(r);
+  }
+  completion_request other = reqs[0];  // other settings: a generation of its own
+  other.max_tokens = 8;
+  auto complete = [&](const completion_request& r) {
+    auto c = pool.value()->complete(r, "");
+    REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.message()));
+    return std::move(c).value();
+  };
+  std::vector<std::vector<completion_choice>> alone;
+  for (const auto& r : reqs) alone.push_back(complete(r));
+  const json before = batching_of(server.url);
+  CHECK(before["generations"] == 4);
+  CHECK(before["requests"] == 4);
+
+  std::vector<std::future<std::vector<completion_choice>>> together;
+  for (const auto& r : reqs) together.push_back(std::async(std::launch::async, complete, r));
+  auto apart = std::async(std::launch::async, complete, other);
+  CHECK(apart.get().size() == 2);
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    const auto got = together[i].get();
+    REQUIRE(got.size() == 2);
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      INFO("request " << i << ", sample " << k);
+      CHECK(got[k].tokens == alone[i][k].tokens);
+      REQUIRE(got[k].logprobs.size() == alone[i][k].logprobs.size());
+      for (std::size_t t = 0; t < got[k].logprobs.size(); ++t)
+        CHECK(got[k].logprobs[t] == doctest::Approx(alone[i][k].logprobs[t]).epsilon(1e-4));
+    }
+    CHECK_FALSE(got[0].tokens == got[1].tokens);  // a group's samples differ
+  }
+  const json after = batching_of(server.url);
+  CHECK(after["requests"] == 9);
+  CHECK(after["generations"] == 6);  // the four together, the other one apart
+  CHECK(after["largest_batch_requests"] == 4);
+  CHECK(after["sequences"] == 18);
 }
 
 TEST_CASE("kforge serve: weight updates bump the served version; bad requests get OpenAI errors") {
