@@ -35,6 +35,10 @@ inline CLI::App* add_corpus_subcommand(CLI::App& app, corpus_options& opt) {
       ->check(CLI::NonNegativeNumber);
   build->add_option("--exclude", opt.exclude,
                     "Task files (or builtin) no lowering drill may repeat: the held-out tasks");
+  build->add_option("--repair-drills", opt.repair_drills,
+                    "Also write N repair drills: a kept kernel broken by one edit, the sandbox's observation of it, "
+                    "then the kernel (two turns; default 0)")
+      ->check(CLI::NonNegativeNumber);
   build->add_option("--drill-seed", opt.drill_seed, "Seed of the drills (default 1)");
   return cmd;
 }

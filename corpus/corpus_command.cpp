@@ -10,6 +10,7 @@
 
 #include "corpus/copy_drill.hpp"
 #include "corpus/lowering_drill.hpp"
+#include "corpus/repair_drill.hpp"
 #include "corpus/kernel_writer.hpp"
 #include "sandbox/pool.hpp"
 #include "tasks/prompt.hpp"
@@ -174,6 +175,7 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     }
   std::vector<tasks::task> written;  // the supported tasks, for the copy drills
   std::vector<tasks::task> maps;     // maps, fused-epilogue products, row programs: lowering drills
+  std::vector<drill_source> repairable;  // kept variants, for the repair drills (tasks from *all)
   for (const auto& t : *all) {
     const std::string cat(tasks::to_string(t.category));
     ++seen;
@@ -215,6 +217,7 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
       }
       ++kept;
       sft << rec.dump() << "\n";
+      if (opt.repair_drills > 0) repairable.push_back({&t, prompt, v});
     }
   }
   const auto drills = copy_drills(written, *tmpl, *hw, opt.copy_drills, opt.drill_seed);
@@ -228,6 +231,21 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     sft << json{{"task_id", d.task_id}, {"variant", "lowering_drill"}, {"prompt", d.prompt},
                 {"completion", d.completion}, {"prefix_only", true}}.dump()
         << "\n";
+  repair_drill_tally repaired;
+  auto repairs = repair_drills(repairable, opt.repair_drills, opt.drill_seed + 2,
+                               (dir / "repair-cache").string(), &repaired);
+  if (!repairs) {
+    err << "kforge corpus build: " << repairs.message() << "\n";
+    return 1;
+  }
+  for (const auto& d : *repairs)
+    sft << json{{"task_id", d.task_id}, {"variant", d.variant}, {"drill", "repair"}, {"edit", d.edit},
+                {"prompt", d.prompt},
+                {"turns", json::array({{{"completion", d.broken_completion}, {"observation", d.observation},
+                                        {"train", false}},
+                                       {{"completion", d.completion}}})}}
+               .dump()
+        << "\n";
   if (!sft) {
     err << "kforge corpus build: cannot write " << (dir / "sft.jsonl").string() << "\n";
     return 2;
@@ -239,6 +257,9 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
   if (opt.lowering_drills > 0)
     out << ", " << lowered.written << " lowering drills (of " << opt.lowering_drills << " drawn: "
         << lowered.excluded << " excluded, " << lowered.unsupported << " not lowered)";
+  if (opt.repair_drills > 0)
+    out << ", " << repaired.written << " repair drills (of " << opt.repair_drills << " drawn: " << repaired.unbroken
+        << " still built)";
   out << "\n";
   out << "  category        seen  supported  variants\n";
   for (const auto& [c, n] : per_cat) {

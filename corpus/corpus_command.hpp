@@ -6,12 +6,15 @@
 //                       [--category elementwise,reduction,...] [--gpu-facts FILE.toml]
 //                       [--verdicts FILE.jsonl] [--prompt-template FILE]
 //                       [--copy-drills N] [--lowering-drills N --exclude FILE ...] [--drill-seed S]
+//                       [--repair-drills N]
 //
 // DIR/tasks.jsonl        the supported tasks (what `kforge eval --tasks` reads)
 // DIR/kernels/<id>/<variant>.cu   one file per variant (what `kforge eval --candidates` reads)
 // DIR/sft.jsonl          {"task_id", "variant", "prompt", "completion"} per variant; with
 //                        --verdicts (a `kforge eval` verdict file) only variants whose verdict
-//                        is ok, with "speedup" added
+//                        is ok, with "speedup" added; drills after them (repair drills as
+//                        {"prompt", "turns": [{"completion", "observation", "train": false},
+//                        {"completion"}]})
 // and a summary: tasks seen, supported, variants written, unsupported reasons counted. The same
 // arguments give the same files, byte for byte.
 #include <cstdint>
@@ -48,6 +51,10 @@ struct corpus_options {
   /// Task files (or "builtin") whose tasks no lowering drill may repeat (reference or op
   /// skeleton), as `kforge tasks synth --exclude`.
   std::vector<std::string> exclude;
+  /// Repair drills appended to sft.jsonl (corpus/repair_drill.hpp): two-turn records, a kept
+  /// variant broken by one edit with the sandbox's real observation of it, then the variant; 0:
+  /// none. Seeded by drill_seed + 2; compiled (compile-only) with a cache in OUT/repair-cache.
+  int repair_drills = 0;
 };
 
 /// 0 success; 2 bad arguments or unreadable input; 3 not available in this build.
