@@ -106,11 +106,10 @@ bool weights_targets(const pretrain_options& o) {
 
 /// The summed training-loss weight of one example's targets (target_weight of each).
 double example_weight(const sft_example& ex, const pretrain_options& o) {
-  const auto n = static_cast<std::int64_t>(ex.ids.size());
-  const std::int64_t first = std::max<std::int64_t>(ex.prompt_tokens, 1);
-  if (!weights_targets(o)) return static_cast<double>(std::max<std::int64_t>(n - first, 0));
+  if (!weights_targets(o)) return static_cast<double>(target_count(ex));
   double w = 0;
-  for (std::int64_t t = first; t < n; ++t) w += target_weight(ex, t, o);
+  for (const auto& [first, end] : target_spans(ex))
+    for (std::int64_t t = first; t < end; ++t) w += target_weight(ex, t, o);
   return w;
 }
 
@@ -131,13 +130,14 @@ batch_tensors make_batch(const std::vector<std::size_t>& rows, const sft_dataset
     const auto n = static_cast<std::int64_t>(ex.ids.size());
     for (std::int64_t t = 0; t < n; ++t) acc[i][t] = ex.ids[static_cast<std::size_t>(t)];
     out.tokens += n;
-    // Target t (t >= prompt_tokens, t >= 1) is predicted by the hidden state at t - 1.
-    const std::int64_t first = std::max<std::int64_t>(ex.prompt_tokens, 1);
-    for (std::int64_t t = first; t < n; ++t) {
-      pos.push_back(i * len + t - 1);
-      tgt.push_back(ex.ids[static_cast<std::size_t>(t)]);
-      if (weighted) wts.push_back(static_cast<float>(target_weight(ex, t, *weighting)));
-    }
+    // Target t (target_mask(ex)[t] == 1: t >= 1, past the prompt, in a trained turn) is predicted
+    // by the hidden state at t - 1.
+    for (const auto& [first, end] : target_spans(ex))
+      for (std::int64_t t = first; t < end; ++t) {
+        pos.push_back(i * len + t - 1);
+        tgt.push_back(ex.ids[static_cast<std::size_t>(t)]);
+        if (weighted) wts.push_back(static_cast<float>(target_weight(ex, t, *weighting)));
+      }
   }
   out.n_targets = static_cast<std::int64_t>(pos.size());
   const auto n = out.n_targets;
@@ -452,8 +452,7 @@ result<pretrain_report> run_pretrain(const pretrain_options& options, const sft_
       std::int64_t batch_targets = 0;
       double batch_weight = 0;
       for (auto r : rows) {
-        const auto targets = lengths[r] - std::max<std::int64_t>(data.examples[r].prompt_tokens, 1);
-        batch_targets += targets;
+        batch_targets += target_count(data.examples[r]);
         batch_weight += weights[r];
       }
       const double denom = static_cast<double>(std::max<std::int64_t>(batch_targets, 1));

@@ -3,13 +3,27 @@
 // pairs in, a Hugging Face-style checkpoint directory out that the engine sampler loads as it
 // loads any other (config.json, model.safetensors, generation_config.json, tokenizer files).
 //
-// Data: JSON lines {"prompt": ..., "completion": ...}. An example is tokenized exactly as the
-// engine sampler will later see it: the prompt wrapped in the tokenizer directory's chat format
-// (model/chat.hpp, detected as make_engine_sampler detects it) and encoded on its own, then the
-// completion encoded on its own, then the end-of-turn token the sampler stops at. The loss is the
-// token mean of cross-entropy over the completion and that end token only; the prompt is context.
-// An example longer than max_len is dropped and counted, never truncated: a kernel cut in half
-// teaches nothing.
+// Data: JSON lines, one record a line, of two kinds.
+//  - Single turn: {"prompt": P, "completion": C} (optionally "prefix_only": true, see
+//    tokenize_example). An example is tokenized exactly as the engine sampler will later see it:
+//    the prompt wrapped in the tokenizer directory's chat format (model/chat.hpp, detected as
+//    make_engine_sampler detects it) and encoded on its own, then the completion encoded on its
+//    own, then the end-of-turn token the sampler stops at. The loss is the token mean of
+//    cross-entropy over the completion and that end token only; the prompt is context.
+//  - Multi turn (an agent episode, agent/episode.hpp): {"prompt": P, "turns": [{"completion": C1,
+//    "observation": O1, "train": false}, ..., {"completion": Cn}]}. The tokens are the context the
+//    episode's last turn would see with the engine sampler: the wrapped prompt, then per turn its
+//    completion and the end-of-turn token (a sampled turn that stopped ends with it), and after
+//    every turn but the last its observation as the sampler appends it (engine_policy::
+//    follow_up_ids: chat_format::follow_up(O, closed = true) encoded without special tokens,
+//    which opens the next assistant turn). Every turn but the last has a string "observation";
+//    the last has none. A turn's "train" (default true) says whether its completion and end token
+//    are targets; the prompt and the observations never are. "prefix_only" and a top-level
+//    "completion" are refused beside "turns"; at least one turn must be trained. Focus spans
+//    (focus_from) are marked inside trained turns; lead tokens count from each trained turn's
+//    start; max_completion_tokens applies to each turn's completion (end token included).
+// Other keys of a record (task_id, variant, drill, ...) are ignored. An example longer than max_len
+// is dropped and counted, never truncated: a kernel cut in half teaches nothing.
 //
 // Training: the model::CausalLM the RL trainer uses, initialised from the seed (normal(0, init_std)
 // for every matrix, zero biases, RMSNorm weights 1: Hugging Face's Qwen2 init), AdamW (weight
@@ -41,7 +55,8 @@ namespace kforge::trainer {
 
 struct pretrain_options {
   // ---- inputs and output ----
-  /// JSON-lines file of {"prompt": string, "completion": string} records (other keys ignored).
+  /// JSON-lines file of {"prompt": string, "completion": string} records, or multi-turn
+  /// {"prompt": string, "turns": [...]} ones (the file comment; other keys ignored).
   std::string data;
   /// Directory holding tokenizer.json and tokenizer_config.json (chat template, eos/pad tokens);
   /// both are copied into the output so that it is a self-contained checkpoint.
@@ -178,19 +193,40 @@ struct sft_format {
 /// (and generation_config.json when there is one), as make_engine_sampler does for a checkpoint.
 [[nodiscard]] result<sft_format> load_sft_format(const std::string& dir);
 
+/// One turn of a multi-turn example: its completion (end token included) as positions
+/// [begin, end) of sft_example::ids, and whether those are targets.
+struct sft_turn_span {
+  std::int64_t begin = 0, end = 0;
+  bool train = true;
+};
+
 /// One tokenized example.
 struct sft_example {
-  /// Prompt tokens (chat-wrapped), then completion tokens, then the eos token.
+  /// Prompt tokens (chat-wrapped), then completion tokens, then the eos token; for a multi-turn
+  /// record, completion + eos of each turn with the observation's follow-up tokens between turns.
   std::vector<std::int64_t> ids;
-  /// The first prompt_tokens ids are context: only ids[prompt_tokens..] are targets.
+  /// The first prompt_tokens ids are context. Single turn (`turns` empty): ids[prompt_tokens..]
+  /// are the targets.
   std::int64_t prompt_tokens = 0;
+  /// Multi turn: every turn's completion span, in order; the targets are those of the trained
+  /// turns (observations, between the spans, and untrained turns are context). Empty for a
+  /// single-turn record.
+  std::vector<sft_turn_span> turns;
   /// Focus spans (pretrain_options::focus_from): [begin, end) positions into ids.
   std::vector<std::pair<std::int64_t, std::int64_t>> focus;
 };
 
-/// The training loss's weight of target position t (prompt_tokens <= t < ids.size()) of `ex`:
-/// lead_weight within the first lead_tokens completion tokens, focus_weight inside a focus span
-/// (the larger where both hold), else 1.
+/// The [begin, end) ranges of ex.ids that are targets of the loss, ascending: [max(prompt_tokens,
+/// 1), ids.size()) for a single turn, the trained turns' spans for a multi-turn example (position 0
+/// is never a target: nothing precedes it).
+std::vector<std::pair<std::int64_t, std::int64_t>> target_spans(const sft_example& ex);
+
+/// The number of targets of `ex` (the ones of target_mask).
+std::int64_t target_count(const sft_example& ex);
+
+/// The training loss's weight of target position t of `ex` (target_mask(ex)[t] == 1):
+/// lead_weight within the first lead_tokens tokens of its completion (of its turn, multi turn),
+/// focus_weight inside a focus span (the larger where both hold), else 1.
 double target_weight(const sft_example& ex, std::int64_t t, const pretrain_options& o);
 
 /// `prompt` and `completion` as the model trains on them (see the file comment).
@@ -199,8 +235,22 @@ double target_weight(const sft_example& ex, std::int64_t t, const pretrain_optio
 sft_example tokenize_example(const sft_format& fmt, std::string_view prompt, std::string_view completion,
                              bool end_turn = true);
 
-/// Per position of ex.ids: 1 where that token is a target of the loss (completion and eos), 0 for
-/// the prompt. Position i is predicted from positions < i, so position 0 is never a target.
+/// One turn of a multi-turn record: the model's completion, the observation that follows it
+/// (none on the last turn), and whether the completion is learnt.
+struct sft_turn {
+  std::string completion;
+  std::optional<std::string> observation;
+  bool train = true;
+};
+
+/// A multi-turn record as the model trains on it (see the file comment): ids and the turns' spans.
+/// Every turn but the last must have an observation (read_sft_data checks that; here a missing
+/// one is taken as empty, one on the last turn is left out).
+sft_example tokenize_turns(const sft_format& fmt, std::string_view prompt, const std::vector<sft_turn>& turns);
+
+/// Per position of ex.ids: 1 where that token is a target of the loss (completion and eos; the
+/// trained turns' completions and eos for a multi-turn example), 0 for the prompt, observations
+/// and untrained turns. Position i is predicted from positions < i, so position 0 is never a target.
 std::vector<std::uint8_t> target_mask(const sft_example& ex);
 
 /// A data file, tokenized.
@@ -212,7 +262,7 @@ struct sft_dataset {
   std::int64_t dropped_long_completion = 0;  ///< within max_len, but completions over max_completion
   std::int64_t longest_completion_dropped = 0;  ///< completion tokens of the longest of those
   std::int64_t tokens = 0;            ///< tokens of the kept examples
-  std::int64_t target_tokens = 0;     ///< of those, targets (completion + eos)
+  std::int64_t target_tokens = 0;     ///< of those, targets (completion + eos of trained turns)
   std::int64_t focus_tokens = 0;      ///< of those, inside focus spans
   std::int64_t focus_examples = 0;    ///< kept examples with at least one focus span
   std::string hash;                   ///< "fnv1a64:" + 16 hex digits of the file's bytes
@@ -221,8 +271,9 @@ struct sft_dataset {
 
 /// Reads and tokenizes `path`, marking focus spans where focus_from and focus_to are given.
 /// Errors: an unreadable file, a line that is not a JSON object with string "prompt" and
-/// "completion" ("FILE:LINE: ..."), no example left within max_len. `max_completion` > 0 also
-/// drops (and counts) the records whose completion, end of turn included, is longer.
+/// "completion", or a malformed multi-turn record ("FILE:LINE: ..."), no example left within
+/// max_len. `max_completion` > 0 also drops (and counts) the records whose completion (any turn's,
+/// multi turn), end of turn included, is longer.
 [[nodiscard]] result<sft_dataset> read_sft_data(const std::string& path, const sft_format& fmt,
                                                 std::int64_t max_len, const std::string& focus_from = "",
                                                 const std::string& focus_to = "",

@@ -18,7 +18,9 @@ inline CLI::App* add_pretrain_subcommand(CLI::App& app, pretrain_options& o) {
   auto* cmd = app.add_subcommand(
       "pretrain", "Train a small Qwen2-shaped policy from scratch on prompt/completion pairs (SFT) "
                   "and write a checkpoint directory the engine sampler loads");
-  cmd->add_option("--data", o.data, "JSON-lines file of {\"prompt\", \"completion\"} records");
+  cmd->add_option("--data", o.data,
+                  "JSON-lines file of {\"prompt\", \"completion\"} records, or multi-turn {\"prompt\", \"turns\"} "
+                  "ones (trainer/pretrain.hpp)");
   cmd->add_option("--tokenizer", o.tokenizer_dir, "Directory with tokenizer.json and tokenizer_config.json");
   cmd->add_option("--out,-o", o.out, "Checkpoint directory to write (must not exist)");
   cmd->add_flag("--overwrite", o.overwrite, "Replace --out once the new checkpoint is complete");

@@ -57,7 +57,7 @@ status validate(const pretrain_options& o) {
     if (v < 1) return error{std::string(flag) + " " + std::to_string(v) + ": must be >= 1"};
     return {};
   };
-  if (o.data.empty()) return error{"--data: missing (a JSON-lines file of prompt/completion records)"};
+  if (o.data.empty()) return error{"--data: missing (a JSON-lines file of prompt/completion or prompt/turns records)"};
   if (o.tokenizer_dir.empty()) return error{"--tokenizer: missing (a directory with tokenizer.json)"};
   if (o.out.empty()) return error{"--out: missing (the checkpoint directory to write)"};
   if (!o.init_from.empty() && !o.shape_flags.empty())
@@ -163,20 +163,68 @@ sft_example tokenize_example(const sft_format& fmt, std::string_view prompt, std
   return ex;
 }
 
+sft_example tokenize_turns(const sft_format& fmt, std::string_view prompt, const std::vector<sft_turn>& turns) {
+  sft_example ex;
+  ex.ids = fmt.tok.encode(fmt.chat.wrap(prompt), fmt.chat.add_special_tokens());
+  ex.prompt_tokens = static_cast<std::int64_t>(ex.ids.size());
+  for (std::size_t k = 0; k < turns.size(); ++k) {
+    const sft_turn& t = turns[k];
+    sft_turn_span span;
+    span.begin = static_cast<std::int64_t>(ex.ids.size());
+    span.train = t.train;
+    // The completion as sampled tokens, which stopped at the end-of-turn token.
+    const auto c = fmt.tok.encode(t.completion, /*add_special_tokens=*/false);
+    ex.ids.insert(ex.ids.end(), c.begin(), c.end());
+    ex.ids.push_back(fmt.eos);
+    span.end = static_cast<std::int64_t>(ex.ids.size());
+    ex.turns.push_back(span);
+    if (k + 1 == turns.size()) break;
+    // The observation as engine_policy::follow_up_ids appends it after a turn that ended with a
+    // stop token (fmt.eos is the sampler's first stop token): the previous turn is closed.
+    const auto o = fmt.tok.encode(fmt.chat.follow_up(t.observation.value_or(""), /*closed=*/true),
+                                  /*add_special_tokens=*/false);
+    ex.ids.insert(ex.ids.end(), o.begin(), o.end());
+  }
+  return ex;
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> target_spans(const sft_example& ex) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  const auto n = static_cast<std::int64_t>(ex.ids.size());
+  if (ex.turns.empty()) {
+    const std::int64_t first = std::max<std::int64_t>(ex.prompt_tokens, 1);
+    if (first < n) out.emplace_back(first, n);
+    return out;
+  }
+  for (const auto& t : ex.turns) {
+    const std::int64_t b = std::max<std::int64_t>(t.begin, 1), e = std::min(t.end, n);
+    if (t.train && b < e) out.emplace_back(b, e);
+  }
+  return out;
+}
+
+std::int64_t target_count(const sft_example& ex) {
+  std::int64_t n = 0;
+  for (const auto& [b, e] : target_spans(ex)) n += e - b;
+  return n;
+}
+
 std::vector<std::uint8_t> target_mask(const sft_example& ex) {
   std::vector<std::uint8_t> m(ex.ids.size(), 0);
-  for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(ex.prompt_tokens, 1)); i < m.size(); ++i)
-    m[i] = 1;
+  for (const auto& [b, e] : target_spans(ex))
+    std::fill(m.begin() + static_cast<std::ptrdiff_t>(b), m.begin() + static_cast<std::ptrdiff_t>(e), 1);
   return m;
 }
 
 namespace {
 
 // The completion's focus spans as token ranges of ex.ids: each text span from `from` to the end of
-// the next `to` (literal), mapped through the bytes each completion token decodes to. Nothing is
-// marked when the tokens do not decode back to exactly the completion's bytes.
-void mark_focus(const sft_format& fmt, sft_example& ex, std::string_view completion, const std::string& from,
-                const std::string& to, std::unordered_map<std::int64_t, std::size_t>& token_bytes) {
+// the next `to` (literal), mapped through the bytes each completion token decodes to. `first`: the
+// position of the completion's first token in ex.ids. Nothing is marked when the tokens do not
+// decode back to exactly the completion's bytes.
+void mark_focus(const sft_format& fmt, sft_example& ex, std::string_view completion, std::size_t first,
+                const std::string& from, const std::string& to,
+                std::unordered_map<std::int64_t, std::size_t>& token_bytes) {
   std::vector<std::pair<std::size_t, std::size_t>> spans;  // byte ranges of the completion
   for (auto at = completion.find(from); at != std::string_view::npos;) {
     const auto end = completion.find(to, at + from.size());
@@ -187,7 +235,6 @@ void mark_focus(const sft_format& fmt, sft_example& ex, std::string_view complet
   if (spans.empty()) return;
   std::size_t offset = 0;
   std::vector<std::size_t> starts;  // byte offset of each completion token
-  const auto first = static_cast<std::size_t>(ex.prompt_tokens);
   for (std::size_t i = first; i < ex.ids.size() && offset <= completion.size(); ++i) {
     auto it = token_bytes.find(ex.ids[i]);
     if (it == token_bytes.end()) it = token_bytes.emplace(ex.ids[i], fmt.tok.decode({ex.ids[i]}).size()).first;
@@ -209,11 +256,58 @@ void mark_focus(const sft_format& fmt, sft_example& ex, std::string_view complet
   }
 }
 
+// The "turns" of a multi-turn record `j` (which has them), checked: errors start with `where`
+// ("FILE:LINE: ") and name the turn (1-based).
+result<std::vector<sft_turn>> parse_turns(const nlohmann::json& j, const std::string& where) {
+  if (!j.contains("prompt")) return error{where + "no \"prompt\""};
+  if (!j["prompt"].is_string()) return error{where + "\"prompt\" must be a string"};
+  if (j.contains("completion"))
+    return error{where + "both \"completion\" and \"turns\": a record is single-turn (\"completion\") or "
+                         "multi-turn (\"turns\"), not both"};
+  if (j.contains("prefix_only"))
+    return error{where + "\"prefix_only\" with \"turns\": only a single-turn record can be a prefix"};
+  const auto& turns = j["turns"];
+  if (!turns.is_array() || turns.empty())
+    return error{where + "\"turns\" must be a non-empty array of {\"completion\", \"observation\", \"train\"}"};
+  std::vector<sft_turn> out;
+  bool any_trained = false;
+  for (std::size_t k = 0; k < turns.size(); ++k) {
+    const auto& t = turns[k];
+    const bool last = k + 1 == turns.size();
+    const std::string turn = where + "turn " + std::to_string(k + 1) + " of " + std::to_string(turns.size()) + ": ";
+    if (!t.is_object()) return error{turn + "not a JSON object"};
+    if (!t.contains("completion")) return error{turn + "no \"completion\""};
+    if (!t["completion"].is_string()) return error{turn + "\"completion\" must be a string"};
+    sft_turn s;
+    s.completion = t["completion"].get<std::string>();
+    if (t.contains("observation")) {
+      if (last)
+        return error{turn + "an \"observation\" on the last turn (only a turn that another follows has one)"};
+      if (!t["observation"].is_string()) return error{turn + "\"observation\" must be a string"};
+      s.observation = t["observation"].get<std::string>();
+    } else if (!last) {
+      return error{turn + "no \"observation\" (every turn but the last has one: what the next turn is told)"};
+    }
+    if (t.contains("train")) {
+      if (!t["train"].is_boolean()) return error{turn + "\"train\" must be true or false"};
+      s.train = t["train"].get<bool>();
+    }
+    any_trained = any_trained || s.train;
+    out.push_back(std::move(s));
+  }
+  if (!any_trained) return error{where + "no turn is trained (every turn has \"train\": false)"};
+  return out;
+}
+
 }  // namespace
 
 double target_weight(const sft_example& ex, std::int64_t t, const pretrain_options& o) {
   double w = 1.0;
-  if (t - std::max<std::int64_t>(ex.prompt_tokens, 1) < o.lead_tokens) w = std::max(w, o.lead_weight);
+  // The start of t's completion: the prompt's end, or (multi turn) the start of t's turn.
+  std::int64_t start = ex.prompt_tokens;
+  for (const auto& turn : ex.turns)
+    if (t >= turn.begin && t < turn.end) start = turn.begin;
+  if (t - std::max<std::int64_t>(start, 1) < o.lead_tokens) w = std::max(w, o.lead_weight);
   for (const auto& [b, e] : ex.focus)
     if (t >= b && t < e) w = std::max(w, o.focus_weight);
   return w;
@@ -242,41 +336,63 @@ result<sft_dataset> read_sft_data(const std::string& path, const sft_format& fmt
     auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return error{where + "not valid JSON"};
     if (!j.is_object()) return error{where + "not a JSON object"};
-    for (const char* key : {"prompt", "completion"}) {
-      if (!j.contains(key)) return error{where + "no \"" + key + "\""};
-      if (!j[key].is_string()) return error{where + "\"" + key + "\" must be a string"};
-    }
-    bool prefix_only = false;
-    if (j.contains("prefix_only")) {
-      if (!j["prefix_only"].is_boolean()) return error{where + "\"prefix_only\" must be true or false"};
-      prefix_only = j["prefix_only"].get<bool>();
+    sft_example ex;
+    // With focus spans: the completions they are marked in, (text, position of its first token in
+    // ex.ids): the single completion, or every trained turn's.
+    const bool focus = !focus_from.empty() && !focus_to.empty();
+    std::vector<std::pair<std::string, std::size_t>> learnt;
+    if (j.contains("turns")) {
+      auto turns = parse_turns(j, where);
+      if (!turns) return turns.err();
+      ex = tokenize_turns(fmt, j["prompt"].get<std::string>(), *turns);
+      for (std::size_t k = 0; k < ex.turns.size() && focus; ++k)
+        if (ex.turns[k].train)
+          learnt.emplace_back(std::move((*turns)[k].completion), static_cast<std::size_t>(ex.turns[k].begin));
+    } else {
+      for (const char* key : {"prompt", "completion"}) {
+        if (!j.contains(key)) return error{where + "no \"" + key + "\""};
+        if (!j[key].is_string()) return error{where + "\"" + key + "\" must be a string"};
+      }
+      bool prefix_only = false;
+      if (j.contains("prefix_only")) {
+        if (!j["prefix_only"].is_boolean()) return error{where + "\"prefix_only\" must be true or false"};
+        prefix_only = j["prefix_only"].get<bool>();
+      }
+      ex = tokenize_example(fmt, j["prompt"].get<std::string>(), j["completion"].get<std::string>(), !prefix_only);
+      if (focus) learnt.emplace_back(j["completion"].get<std::string>(), static_cast<std::size_t>(ex.prompt_tokens));
     }
     ++d.records;
-    sft_example ex = tokenize_example(fmt, j["prompt"].get<std::string>(), j["completion"].get<std::string>(),
-                                      !prefix_only);
     const auto n = static_cast<std::int64_t>(ex.ids.size());
     if (n > max_len) {
       ++d.dropped_too_long;
       d.longest_dropped = std::max(d.longest_dropped, n);
       continue;
     }
-    if (const auto c = n - ex.prompt_tokens; max_completion > 0 && c > max_completion) {
+    // The longest completion, end token included: every turn's, trained or not, multi turn.
+    std::int64_t c = n - ex.prompt_tokens;
+    if (!ex.turns.empty()) {
+      c = 0;
+      for (const auto& t : ex.turns) c = std::max(c, t.end - t.begin);
+    }
+    if (max_completion > 0 && c > max_completion) {
       ++d.dropped_long_completion;
       d.longest_completion_dropped = std::max(d.longest_completion_dropped, c);
       continue;
     }
-    if (!focus_from.empty() && !focus_to.empty()) {
-      mark_focus(fmt, ex, j["completion"].get<std::string>(), focus_from, focus_to, token_bytes);
+    if (focus) {
+      for (const auto& [text, first] : learnt) mark_focus(fmt, ex, text, first, focus_from, focus_to, token_bytes);
       for (const auto& [b, e] : ex.focus) d.focus_tokens += e - b;
       d.focus_examples += !ex.focus.empty();
     }
     d.tokens += n;
-    d.target_tokens += n - ex.prompt_tokens;
+    d.target_tokens += target_count(ex);
     d.examples.push_back(std::move(ex));
   }
   if (in.bad()) return error{path + ": read error after line " + std::to_string(line_no)};
   d.hash = "fnv1a64:" + hex64(h);
-  if (d.records == 0) return error{path + ": no records (expected JSON lines {\"prompt\": ..., \"completion\": ...})"};
+  if (d.records == 0)
+    return error{path + ": no records (expected JSON lines {\"prompt\": ..., \"completion\": ...} or "
+                        "{\"prompt\": ..., \"turns\": [...]})"};
   if (d.examples.empty())
     return error{path + ": all " + std::to_string(d.records) + " records are longer than --max-len " +
                  std::to_string(max_len) + " tokens (the longest has " + std::to_string(d.longest_dropped) + ")"};

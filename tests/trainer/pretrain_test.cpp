@@ -2,7 +2,9 @@
 // (tests/model/fixtures/tokenizer, vocab 502) with a tiny model (hidden 64, 2 layers) on the CPU:
 // the prompt is masked, the loss falls on a learnable corpus, the same seed gives the same bits,
 // the written directory loads and generates as the engine sampler would use it, bad inputs exit 2
-// and leave nothing behind.
+// and leave nothing behind. Multi-turn records are the sampler's episode context (prompt ids,
+// completions with their end token, follow-up ids) with the prompt, observations and untrained
+// turns masked.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include "model/generate.hpp"
 #include "model/tokenizer.hpp"
 #include "model/weights.hpp"
+#include "stages/chat_tokens.hpp"
 #include "trainer/pretrain.hpp"
 #include "trainer/pretrain_command.hpp"
 #include "tests/file_size_limit.hpp"
@@ -232,6 +235,266 @@ TEST_CASE("pretrain: the data file: records, dropped long examples, errors with 
   CHECK(error_of("{\"prompt\": \"a\", \"completion\": \"" + std::string(300, 'x') + " y\"}\n")
             .find("longer than --max-len 40") != std::string::npos);
   CHECK_FALSE(read_sft_data(dir.path("missing.jsonl"), f, 40).ok());
+}
+
+namespace {
+
+/// The ids of `ex` inside [b, e).
+std::vector<std::int64_t> slice(const sft_example& ex, std::int64_t b, std::int64_t e) {
+  return {ex.ids.begin() + b, ex.ids.begin() + e};
+}
+
+std::vector<std::int64_t> widen(const std::vector<std::int32_t>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace
+
+TEST_CASE("pretrain: a single-turn record keeps its ids and mask; a one-turn \"turns\" record is the same example") {
+  const sft_format f = fixture_format();
+  scratch_dir dir;
+  const std::string path = dir.path("d.jsonl");
+  const auto pairs = corpus();
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  for (const auto& [p, c] : pairs) {
+    file << nlohmann::json{{"prompt", p}, {"completion", c}}.dump() << "\n";
+    file << nlohmann::json{{"prompt", p}, {"turns", {{{"completion", c}}}}}.dump() << "\n";
+  }
+  file.close();
+  auto d = read_sft_data(path, f, 256);
+  REQUIRE_MESSAGE(d.ok(), (d.ok() ? "" : d.message()));
+  REQUIRE(d->examples.size() == 2 * pairs.size());
+  std::int64_t targets = 0;
+  for (std::size_t k = 0; k < pairs.size(); ++k) {
+    CAPTURE(k);
+    const auto& [p, c] = pairs[k];
+    const sft_example& single = d->examples[2 * k];
+    const sft_example& one_turn = d->examples[2 * k + 1];
+    // Single turn, as before multi-turn records existed: wrapped prompt, completion, eos; the
+    // mask is 1 from prompt_tokens on.
+    std::vector<std::int64_t> want = f.tok.encode(f.chat.wrap(p), f.chat.add_special_tokens());
+    const auto prompt_tokens = static_cast<std::int64_t>(want.size());
+    const auto completion = f.tok.encode(c, false);
+    want.insert(want.end(), completion.begin(), completion.end());
+    want.push_back(f.eos);
+    CHECK(single.ids == want);
+    CHECK(single.prompt_tokens == prompt_tokens);
+    CHECK(single.turns.empty());
+    std::vector<std::uint8_t> old_mask(want.size(), 0);
+    for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(prompt_tokens, 1)); i < want.size(); ++i)
+      old_mask[i] = 1;
+    CHECK(target_mask(single) == old_mask);
+    CHECK(target_count(single) == static_cast<std::int64_t>(want.size()) - prompt_tokens);
+    CHECK(single.ids == tokenize_example(f, p, c).ids);
+    // The same completion as the only turn of a multi-turn record.
+    CHECK(one_turn.ids == single.ids);
+    CHECK(one_turn.prompt_tokens == single.prompt_tokens);
+    CHECK(target_mask(one_turn) == old_mask);
+    targets += 2 * target_count(single);
+  }
+  CHECK(d->target_tokens == targets);
+}
+
+TEST_CASE("pretrain: a multi-turn record is the episode's context as the sampler builds it; only trained turns are targets") {
+  const sft_format f = fixture_format();
+  // The sampler's side: the openai backend's copy of engine_policy's prompt and follow-up ids, for
+  // a model directory that is this tokenizer directory (its stop token: tokenizer_config's eos).
+  auto policy = pipeline::chat_tokens::load(tokenizer_dir);
+  REQUIRE_MESSAGE(policy.ok(), (policy.ok() ? "" : policy.message()));
+  REQUIRE(policy->stops() == std::vector<std::int64_t>{f.eos});
+
+  const std::string prompt = "Write a kernel for relu.";
+  const std::vector<sft_turn> turns{{"y = x;", "Wrong: mismatch at element 3.", false},
+                                    {"y = x > 0 ? x : 0; // v2", "Correct; 1.4x slower than torch.", true},
+                                    {"y = fmaxf(x, 0);", std::nullopt, true}};
+  const sft_example ex = tokenize_turns(f, prompt, turns);
+
+  // The context the episode's third turn ends with: prompt ids, then per turn the sampled
+  // completion (stopped at its end token) and the observation's follow-up ids.
+  std::vector<std::int64_t> want = widen(policy->prompt_ids(prompt));
+  const auto prompt_tokens = static_cast<std::int64_t>(want.size());
+  std::vector<std::pair<std::int64_t, std::int64_t>> completions, observations;
+  for (std::size_t k = 0; k < turns.size(); ++k) {
+    const auto text = f.tok.encode(turns[k].completion, false);
+    std::vector<std::int32_t> sampled(text.begin(), text.end());
+    sampled.push_back(static_cast<std::int32_t>(policy->stops().front()));
+    completions.emplace_back(want.size(), want.size() + sampled.size());
+    want.insert(want.end(), sampled.begin(), sampled.end());
+    if (!turns[k].observation) continue;
+    const auto follow = widen(policy->follow_up_ids(*turns[k].observation, sampled));
+    // The same ids straight from the chat format: the previous turn is closed by its end token.
+    CHECK(follow == f.tok.encode(f.chat.follow_up(*turns[k].observation, true), false));
+    observations.emplace_back(want.size(), want.size() + follow.size());
+    want.insert(want.end(), follow.begin(), follow.end());
+  }
+  CHECK(ex.ids == want);
+  CHECK(ex.prompt_tokens == prompt_tokens);
+  // As text: ChatML turns, each assistant turn closed once.
+  CHECK(f.tok.decode(ex.ids) ==
+        "<|im_start|>user\nWrite a kernel for relu.<|im_end|>\n<|im_start|>assistant\n"
+        "y = x;<|im_end|>\n<|im_start|>user\nWrong: mismatch at element 3.<|im_end|>\n<|im_start|>assistant\n"
+        "y = x > 0 ? x : 0; // v2<|im_end|>\n<|im_start|>user\nCorrect; 1.4x slower than torch.<|im_end|>\n"
+        "<|im_start|>assistant\ny = fmaxf(x, 0);<|im_end|>");
+
+  REQUIRE(ex.turns.size() == 3);
+  for (std::size_t k = 0; k < 3; ++k) {
+    CHECK(ex.turns[k].begin == completions[k].first);
+    CHECK(ex.turns[k].end == completions[k].second);
+    CHECK(ex.turns[k].train == turns[k].train);
+  }
+  // The mask: 0 on the prompt, the observations and the untrained first turn; 1 on the rest.
+  const auto mask = target_mask(ex);
+  REQUIRE(mask.size() == ex.ids.size());
+  auto inside = [](const std::vector<std::pair<std::int64_t, std::int64_t>>& spans, std::int64_t i) {
+    return std::any_of(spans.begin(), spans.end(), [&](const auto& s) { return i >= s.first && i < s.second; });
+  };
+  std::int64_t ones = 0;
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(mask.size()); ++i) {
+    CAPTURE(i);
+    const bool context = i < prompt_tokens || inside(observations, i) || inside({completions[0]}, i);
+    CHECK(mask[static_cast<std::size_t>(i)] == (context ? 0 : 1));
+    ones += mask[static_cast<std::size_t>(i)];
+  }
+  CHECK(ones == (completions[1].second - completions[1].first) + (completions[2].second - completions[2].first));
+  CHECK(target_count(ex) == ones);
+  CHECK(target_spans(ex) == std::vector<std::pair<std::int64_t, std::int64_t>>{completions[1], completions[2]});
+
+  // Lead tokens count from each trained turn's start.
+  pretrain_options w;
+  w.lead_tokens = 1;
+  w.lead_weight = 3;
+  CHECK(target_weight(ex, completions[1].first, w) == 3);
+  CHECK(target_weight(ex, completions[1].first + 1, w) == 1);
+  CHECK(target_weight(ex, completions[2].first, w) == 3);
+  CHECK(target_weight(ex, completions[2].second - 1, w) == 1);
+}
+
+TEST_CASE("pretrain: multi-turn records in the data file: counts, limits per turn, focus, errors") {
+  scratch_dir dir;
+  const sft_format f = fixture_format();
+  const std::string path = dir.path("d.jsonl");
+  auto record = [](const std::string& prompt, const nlohmann::json& turns) {
+    return nlohmann::json{{"task_id", "relu"}, {"variant", 0}, {"drill", "repair"}, {"prompt", prompt}, {"turns", turns}}
+               .dump() + "\n";
+  };
+  const std::string long_first = "a b c d e f g h i j k l m n o p";
+  const std::string two_turns =
+      record("p", {{{"completion", long_first}, {"observation", "wrong <<o>>"}, {"train", false}},
+                   {{"completion", "x <<y>> z"}}});
+  write_text(path, two_turns + "{\"prompt\": \"q\", \"completion\": \"r\"}\n");
+
+  auto d = read_sft_data(path, f, 200, "<<", ">>");
+  REQUIRE_MESSAGE(d.ok(), (d.ok() ? "" : d.message()));
+  CHECK(d->records == 2);
+  REQUIRE(d->examples.size() == 2);
+  const sft_example& ex = d->examples[0];
+  CHECK(ex.ids == tokenize_turns(f, "p", {{long_first, "wrong <<o>>", false}, {"x <<y>> z", std::nullopt, true}}).ids);
+  CHECK(d->tokens == static_cast<std::int64_t>(ex.ids.size() + d->examples[1].ids.size()));
+  CHECK(d->target_tokens == target_count(ex) + target_count(d->examples[1]));
+  CHECK(target_count(ex) == ex.turns[1].end - ex.turns[1].begin);
+  // Focus spans only inside trained turns: not in the observation, nor the untrained turn.
+  REQUIRE(ex.focus.size() == 1);
+  CHECK(ex.focus[0].first >= ex.turns[1].begin);
+  CHECK(ex.focus[0].second <= ex.turns[1].end);
+  CHECK(f.tok.decode(slice(ex, ex.focus[0].first, ex.focus[0].second)).find("<<y>>") != std::string::npos);
+  CHECK(d->focus_examples == 1);
+
+  // --max-len counts the whole context; --max-completion-tokens each turn, untrained ones too.
+  const std::int64_t first_turn = ex.turns[0].end - ex.turns[0].begin;
+  REQUIRE(first_turn > ex.turns[1].end - ex.turns[1].begin);
+  {
+    auto capped = read_sft_data(path, f, 200, "", "", first_turn - 1);
+    REQUIRE(capped.ok());
+    CHECK(capped->examples.size() == 1);
+    CHECK(capped->dropped_long_completion == 1);
+    CHECK(capped->longest_completion_dropped == first_turn);
+    CHECK(read_sft_data(path, f, 200, "", "", first_turn)->examples.size() == 2);
+    const auto n = static_cast<std::int64_t>(ex.ids.size());
+    auto short_len = read_sft_data(path, f, n - 1);
+    REQUIRE(short_len.ok());
+    CHECK(short_len->dropped_too_long == 1);
+    CHECK(short_len->longest_dropped == n);
+  }
+
+  auto error_of = [&](const std::string& text) {
+    write_text(path, text);
+    auto r = read_sft_data(path, f, 200);
+    REQUIRE_FALSE(r.ok());
+    return r.message();
+  };
+  const std::string good = "{\"prompt\": \"a\", \"completion\": \"b\"}\n";
+  auto has = [](const std::string& message, const std::string& part) {
+    CAPTURE(message);
+    return message.find(part) != std::string::npos;
+  };
+  CHECK(has(error_of(good + record("p", nlohmann::json::array())),
+            "d.jsonl:2: \"turns\" must be a non-empty array"));
+  CHECK(has(error_of(record("p", "one turn")), "d.jsonl:1: \"turns\" must be a non-empty array"));
+  CHECK(has(error_of(record("p", {{{"observation", "o"}}, {{"completion", "c"}}})),
+            "d.jsonl:1: turn 1 of 2: no \"completion\""));
+  CHECK(has(error_of(record("p", {{{"completion", "c"}, {"observation", "o"}}, {{"completion", 3}}})),
+            "d.jsonl:1: turn 2 of 2: \"completion\" must be a string"));
+  CHECK(has(error_of(record("p", {{{"completion", "c"}}, {{"completion", "d"}}})),
+            "d.jsonl:1: turn 1 of 2: no \"observation\""));
+  CHECK(has(error_of(record("p", {{{"completion", "c"}, {"observation", "o"}}})),
+            "d.jsonl:1: turn 1 of 1: an \"observation\" on the last turn"));
+  CHECK(has(error_of(record("p", {{{"completion", "c"}, {"observation", 1}}, {{"completion", "d"}}})),
+            "turn 1 of 2: \"observation\" must be a string"));
+  CHECK(has(error_of(record("p", {{{"completion", "c"}, {"train", "no"}}})), "turn 1 of 1: \"train\" must be true or false"));
+  CHECK(has(error_of(record("p", {"c"})), "turn 1 of 1: not a JSON object"));
+  CHECK(has(error_of(record("p", {{{"completion", "c"}, {"train", false}}})), "d.jsonl:1: no turn is trained"));
+  CHECK(has(error_of("{\"prompt\": \"p\", \"completion\": \"c\", \"turns\": [{\"completion\": \"c\"}]}\n"),
+            "d.jsonl:1: both \"completion\" and \"turns\""));
+  CHECK(has(error_of("{\"prompt\": \"p\", \"prefix_only\": true, \"turns\": [{\"completion\": \"c\"}]}\n"),
+            "d.jsonl:1: \"prefix_only\" with \"turns\""));
+  CHECK(has(error_of("{\"turns\": [{\"completion\": \"c\"}]}\n"), "d.jsonl:1: no \"prompt\""));
+  CHECK(has(error_of("{\"prompt\": 2, \"turns\": [{\"completion\": \"c\"}]}\n"), "d.jsonl:1: \"prompt\" must be a string"));
+}
+
+// Two optimiser steps on multi-turn records: the command accepts them and trains on the trained
+// turns' tokens only.
+TEST_CASE("pretrain: a run on multi-turn records trains on their trained turns") {
+  scratch_dir dir;
+  pretrain_options o = tiny_options(dir, "out");
+  o.steps = 2;
+  o.val_fraction = 0;
+  o.log_every = 1;
+  {
+    std::ofstream file(o.data, std::ios::binary | std::ios::trunc);
+    for (const auto& [p, c] : corpus())
+      file << nlohmann::json{{"prompt", p},
+                             {"turns", {{{"completion", "y[i] = x;"}, {"observation", "Wrong."}, {"train", false}},
+                                        {{"completion", c}}}}}
+                  .dump()
+           << "\n";
+  }
+  const sft_format f = fixture_format();
+  auto d = read_sft_data(o.data, f, o.max_len);
+  REQUIRE(d.ok());
+  const command_run r = run_command(o);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto rec = nlohmann::json::parse(read_text(o.out + "/pretrain.json"));
+  CHECK(rec["data"]["target_tokens"] == d->target_tokens);
+  CHECK(rec["data"]["tokens"] == d->tokens);
+  // Each logged step's targets (make_batch's) are the trained turns' tokens of its batch, as
+  // the run plans its batches.
+  std::vector<std::int64_t> lengths;
+  for (const auto& e : d->examples) {
+    lengths.push_back(static_cast<std::int64_t>(e.ids.size()));
+    CHECK(target_count(e) == e.turns[1].end - e.turns[1].begin);
+  }
+  const auto plan = plan_epoch(split_examples(d->examples.size(), 0, o.seed).train, lengths, o.batch_size,
+                               o.batch_tokens, o.seed, 0);
+  std::istringstream log_lines(read_text(o.out + "/train_log.jsonl"));
+  std::size_t step = 0;
+  for (std::string line; std::getline(log_lines, line); ++step) {
+    CAPTURE(step);
+    REQUIRE(step < plan.size());
+    std::int64_t want = 0;
+    for (auto i : plan[step]) want += target_count(d->examples[i]);
+    CHECK(nlohmann::json::parse(line)["target_tokens"].get<std::int64_t>() == want);
+  }
+  CHECK(step == 2);
 }
 
 TEST_CASE("pretrain: option checks name the flags") {
