@@ -315,6 +315,8 @@ void read_sampler(table_reader r, sampler_options& o) {
   }
   r.read("require_gpu", o.require_gpu);
   r.read("stand_in_repeat_every", o.stand_in_repeat_every, 0);
+  r.read_choice("adapter_api", o.adapter_api,
+                {{"sglang", server_adapter_api::sglang}, {"vllm", server_adapter_api::vllm}});
   if (const toml::table* t = r.subtable("server")) read_sampler_server(table_reader(r.diag(), *t, r.key("server")), o.server);
   if (o.server.enabled && o.backend != sampler_backend::openai)
     r.diag().add(r.table().get("server"), r.key("server"),
@@ -418,7 +420,10 @@ void read_trainer(table_reader r, trainer_options& o) {
   r.read_choice("compute", o.compute,
                 {{"auto", trainer_compute::automatic}, {"bf16", trainer_compute::bf16}, {"fp32", trainer_compute::fp32}});
   r.read_choice("publish", o.publish,
-                {{"auto", weights_publish::automatic}, {"file", weights_publish::file}, {"nccl", weights_publish::nccl}});
+                {{"auto", weights_publish::automatic},
+                 {"file", weights_publish::file},
+                 {"nccl", weights_publish::nccl},
+                 {"adapters", weights_publish::adapters}});
   r.read("publish_timeout_s", o.publish_timeout_s, above(0));
   if (const toml::table* t = r.subtable("lora")) read_lora(table_reader(r.diag(), *t, r.key("lora")), o.lora);
   r.read("activation_checkpointing", o.activation_checkpointing);

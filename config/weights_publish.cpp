@@ -56,6 +56,16 @@ result<weights_publish_plan> plan_weights_publish(const manifest& m,
                                                   const std::map<std::string, std::vector<int>>& groups,
                                                   bool nccl_built) {
   weights_publish_plan plan;
+  if (m.trainer.publish == weights_publish::adapters) {
+    if (!m.trainer.lora.enabled)
+      return error{m.source + ": trainer.publish = \"adapters\" publishes LoRA adapters: set [trainer] lora"};
+    if (m.sampler.backend != sampler_backend::openai)
+      return error{m.source + ": trainer.publish = \"adapters\" needs samplers whose servers load adapters "
+                              "(sampler.backend = \"openai\"); the engine sampler takes merged weights (\"file\")"};
+    plan.adapters = true;
+    plan.reason = "trainer.publish = \"adapters\": each version's LoRA adapters, loaded by the inference servers";
+    return plan;
+  }
   if (m.trainer.publish == weights_publish::file) {
     plan.reason = "trainer.publish = \"file\"";
     return plan;

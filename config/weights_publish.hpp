@@ -26,6 +26,9 @@ struct manifest;
 
 struct weights_publish_plan {
   bool nccl = false;
+  /// trainer.publish = "adapters": each version's LoRA adapters (a PEFT directory), which the
+  /// openai sampler has its servers load (stages/openai_client.hpp load_adapter).
+  bool adapters = false;
   /// nccl: the trainer and every sampler.
   int ranks = 0;
   /// nccl: each sampler process's rank (its one sampler's).
@@ -37,7 +40,8 @@ struct weights_publish_plan {
 
 /// The plan for `m`, with its GPU groups as resolve_gpu_groups gives them on this host (every
 /// node resolves "auto" groups the same way) and `nccl_built`: whether this kforge has NCCL. An
-/// error only when trainer.publish = "nccl" and NCCL cannot be used; the error says why.
+/// error when trainer.publish = "nccl" and NCCL cannot be used, or "adapters" without trainer.lora
+/// or without samplers that load adapters (backend "openai"); the error says why.
 result<weights_publish_plan> plan_weights_publish(const manifest& m,
                                                   const std::map<std::string, std::vector<int>>& groups,
                                                   bool nccl_built);

@@ -89,9 +89,13 @@ std::optional<std::int32_t> token_id_of(const json& t) {
 
 }  // namespace
 
-std::string completion_body(const completion_request& r, const std::string& model) {
+std::string completion_body(const completion_request& r, const std::string& model, const adapter_in_use& adapter) {
   json j;
   if (!model.empty()) j["model"] = model;
+  if (!adapter.name.empty()) {
+    if (adapter.api == adapter_api::vllm) j["model"] = adapter.name;
+    else j["lora_path"] = adapter.name;
+  }
   j["prompt"] = r.prompt;
   j["n"] = r.n;
   j["temperature"] = r.temperature;
@@ -235,11 +239,13 @@ void replica_pool::failed(replica& r, const std::string& why, std::chrono::stead
 
 result<std::vector<completion_choice>> replica_pool::complete(const completion_request& req, const std::string& what) {
   std::string model;
+  adapter_in_use adapter;
   {
     std::lock_guard lock(m_);
     model = model_;
+    adapter = adapter_;
   }
-  const std::string body = completion_body(req, model);
+  const std::string body = completion_body(req, model, adapter);
   std::vector<replica*> tried;
   std::string last = "no replica was tried";
   auto wait = o_.backoff;
@@ -295,7 +301,32 @@ status replica_pool::update_weights(const std::string& path, std::uint64_t versi
   json j;
   j["model_path"] = path;
   j["weight_version"] = std::to_string(version);
-  const std::string body = j.dump();
+  return post_to_every_replica("/update_weights_from_disk", j.dump(), "weights version " + std::to_string(version));
+}
+
+status replica_pool::load_adapter(const std::string& name, const std::string& dir, std::uint64_t version,
+                                  adapter_api api) {
+  const std::string base = api == adapter_api::vllm ? "/v1" : "";
+  json j;
+  j["lora_name"] = name;
+  j["lora_path"] = dir;
+  j["weight_version"] = std::to_string(version);
+  if (auto s = post_to_every_replica(base + "/load_lora_adapter", j.dump(), "adapter " + name); !s) return s;
+  adapter_in_use before;
+  {
+    std::lock_guard lock(m_);
+    before = adapter_;
+    adapter_ = {name, api};
+  }
+  if (!before.name.empty() && before.name != name)
+    if (auto s = post_to_every_replica(base + "/unload_lora_adapter", json{{"lora_name", before.name}}.dump(),
+                                       "unloading adapter " + before.name);
+        !s)
+      std::cerr << "openai sampler: " << s.message() << " (adapter " << name << " is in use)\n";
+  return {};
+}
+
+status replica_pool::post_to_every_replica(const std::string& path, const std::string& body, const std::string& what) {
   std::vector<replica*> live_now;
   {
     std::lock_guard lock(m_);
@@ -308,7 +339,7 @@ status replica_pool::update_weights(const std::string& path, std::uint64_t versi
   std::vector<std::thread> threads;
   for (std::size_t k = 0; k < live_now.size(); ++k)
     threads.emplace_back([&, k] {
-      const exchange e = send(*live_now[k], o_, "POST", "/update_weights_from_disk", body);
+      const exchange e = send(*live_now[k], o_, "POST", path, body);
       if (e.status == 0) {
         errors[k] = live_now[k]->url + ": " + e.failure;
         return;
@@ -326,15 +357,15 @@ status replica_pool::update_weights(const std::string& path, std::uint64_t versi
       all += (all.empty() ? "" : "; ") + e;
       ++failures;
     }
-  if (failures == live_now.size()) return error{"weights " + path + " loaded nowhere: " + all};
+  if (failures == live_now.size()) return error{what + " loaded nowhere: " + all};
   if (failures > 0) {
     // A replica left on older weights would serve candidates tagged with the new version: it is
     // dropped, and the version goes on with the replicas that loaded it.
     std::lock_guard lock(m_);
     for (std::size_t k = 0; k < live_now.size(); ++k)
       if (!errors[k].empty()) live_now[k]->dropped = true;
-    std::cerr << "openai sampler: weights version " << version << " not loaded by " << failures << " of "
-              << live_now.size() << " replica(s), dropped: " << all << "\n";
+    std::cerr << "openai sampler: " << what << " not loaded by " << failures << " of " << live_now.size()
+              << " replica(s), dropped: " << all << "\n";
   }
   return {};
 }

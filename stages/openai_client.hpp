@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "config/options/sampler_options.hpp"
 
 namespace kforge::pipeline {
 
@@ -45,8 +46,17 @@ struct completion_choice {
   std::string finish_reason;
 };
 
-/// The JSON body of `r` for model `model` (left out when empty).
-std::string completion_body(const completion_request& r, const std::string& model);
+/// How a server loads LoRA adapters and how a request names one (config/options/sampler_options.hpp).
+using adapter_api = server_adapter_api;
+
+/// The adapter requests are sent to: its name and how they name it (name empty: none).
+struct adapter_in_use {
+  std::string name;
+  adapter_api api = adapter_api::sglang;
+};
+
+/// The JSON body of `r` for model `model` (left out when empty), naming `adapter` where one is in use.
+std::string completion_body(const completion_request& r, const std::string& model, const adapter_in_use& adapter = {});
 
 /// The `n` choices of a /v1/completions response body, in index order. Errors say what is wrong
 /// with the body (not JSON, cut short, a choice without ids or log-probs and the option that asks
@@ -86,6 +96,11 @@ class replica_pool {
   /// failing (its weights would be stale), so is one that answers success false.
   status update_weights(const std::string& path, std::uint64_t version);
 
+  /// Loads the PEFT adapter in `dir` under `name` on every replica not dropped (`api`'s endpoint),
+  /// with the same all-or-drop rule as update_weights; later requests name it. The adapter used
+  /// before is then unloaded (a failure there is only said on stderr: the new one is in use).
+  status load_adapter(const std::string& name, const std::string& dir, std::uint64_t version, adapter_api api);
+
   /// GET /health of every replica not dropped; the message of the first that fails.
   status check_health();
 
@@ -109,7 +124,12 @@ class replica_pool {
   replica_pool_options o_;
   std::vector<std::unique_ptr<replica>> replicas_;
   mutable std::mutex m_;
+  /// POST `path` `body` to every replica not dropped, at once; `what` names it in messages. Replicas
+  /// that fail are dropped when some succeed; an error when none does.
+  status post_to_every_replica(const std::string& path, const std::string& body, const std::string& what);
+
   std::string model_;  ///< from served_model(), sent with every request
+  adapter_in_use adapter_;  ///< the adapter sent with every request (name empty: none)
 };
 
 }  // namespace kforge::pipeline

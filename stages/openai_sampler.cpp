@@ -87,7 +87,10 @@ class openai_sampler final : public actors::sampler_logic, public engine_policy 
                            "(trainer.publish = \"file\")"};
     const std::string path = w.path() ? w.path()->str() : "";
     if (path.empty()) return error{where + "transport file without a path"};
-    if (auto s = pool_->update_weights(path, w.version()); !s) return error{where + s.message()};
+    const auto s = w.adapter() ? pool_->load_adapter("kforge-v" + std::to_string(w.version()), path, w.version(),
+                                                     o_.sampler.adapter_api)
+                               : pool_->update_weights(path, w.version());
+    if (!s) return error{where + s.message()};
     version_ = w.version();
     return {};
   }

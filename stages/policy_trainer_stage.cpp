@@ -230,6 +230,7 @@ class policy_trainer_stage final : public actors::trainer_logic {
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) return error{dir.string() + ": cannot create: " + ec.message()};
+    if (o_.publish_adapters) return publish_adapters(dir, version);
     const auto name = [&](std::uint64_t v) { return dir / ("policy-v" + std::to_string(v) + ".safetensors"); };
     const fs::path path = name(version);
     const fs::path tmp = path.string() + ".partial";
@@ -247,6 +248,29 @@ class policy_trainer_stage final : public actors::trainer_logic {
     w.transport = wire::WeightsTransport::file;
     w.path = fs::absolute(path, ec).string();
     w.bytes = fs::file_size(path, ec);
+    return w;
+  }
+
+  // The version's adapters as a PEFT directory (weights/adapter-vN), written aside and renamed so a
+  // server never reads half of one; older ones beyond keep_weights go.
+  result<wire::PolicyWeightsT> publish_adapters(const fs::path& dir, std::uint64_t version) {
+    const auto name = [&](std::uint64_t v) { return dir / ("adapter-v" + std::to_string(v)); };
+    const fs::path path = name(version);
+    const fs::path tmp = path.string() + ".partial";
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    if (auto s = trainer_->lead().save_adapters(tmp.string()); !s) return s.err();
+    fs::remove_all(path, ec);
+    fs::rename(tmp, path, ec);
+    if (ec) return error{path.string() + ": cannot publish the adapters: " + ec.message()};
+    if (version >= static_cast<std::uint64_t>(o_.keep_weights))
+      fs::remove_all(name(version - static_cast<std::uint64_t>(o_.keep_weights)), ec);
+    wire::PolicyWeightsT w;
+    w.version = version;
+    w.transport = wire::WeightsTransport::file;
+    w.adapter = true;
+    w.path = fs::absolute(path, ec).string();
+    w.bytes = fs::file_size(path / model::adapter_weights_file, ec);
     return w;
   }
 
@@ -371,6 +395,7 @@ result<policy_trainer_stage_options> policy_trainer_stage_options_from(const man
   auto plan = plan_weights_publish(m, trainer::nccl_built);
   if (!plan) return error{"trainer: " + plan.message()};
   o.publish_ranks = plan->nccl ? plan->ranks : 0;
+  o.publish_adapters = plan->adapters;
   o.publish_reason = plan->reason;
   return o;
 }

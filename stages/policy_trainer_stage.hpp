@@ -76,6 +76,9 @@ struct policy_trainer_stage_options {
   /// > 0: publish by NCCL broadcast to a group of this many ranks (the trainer's first GPU and
   /// every sampler: config/weights_publish.hpp); 0: by file.
   int publish_ranks = 0;
+  /// Publish each version's LoRA adapters (a PEFT directory) instead of merged weights
+  /// (trainer.publish = "adapters").
+  bool publish_adapters = false;
   /// Why weights go the way they go (the run's log says it at start).
   std::string publish_reason;
   /// The manifest's text: rank processes (trainer.ranks = "processes") build their trainers from it.

@@ -349,6 +349,12 @@ status policy_trainer::load_checkpoint(const std::string& dir) {
 }
 
 void policy_trainer::set_log_sink(log_sink sink) { impl_->sink = std::move(sink); }
+status policy_trainer::save_adapters(const std::string& dir) const {
+  const auto& st = *impl_;
+  if (!st.opt.lora) return error{"the policy has no LoRA adapters to save (trainer.lora is not set)"};
+  return model::save_lora(*st.policy, dir, st.opt.source_dir);
+}
+
 model::CausalLM& policy_trainer::policy() noexcept { return impl_->policy; }
 model::CausalLM& policy_trainer::compute_model() noexcept { return impl_->compute; }
 const model::CausalLM& policy_trainer::reference() const noexcept { return impl_->reference; }

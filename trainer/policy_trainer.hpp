@@ -169,6 +169,11 @@ class policy_trainer {
   /// Called after every step with its statistics (none by default).
   void set_log_sink(log_sink sink);
 
+  /// The LoRA adapters alone in PEFT's layout under `dir` (model/lora.hpp save_lora), their base
+  /// the checkpoint the policy was loaded from: what servers load with their adapter endpoints.
+  /// An error without trainer LoRA.
+  [[nodiscard]] status save_adapters(const std::string& dir) const;
+
   model::CausalLM& policy() noexcept;
   /// What forward and backward run on: the policy itself, or (bf16_compute) its bf16 copy, equal to
   /// the policy rounded to bf16 after every step. The weights a bf16 sampler needs.

@@ -9,6 +9,14 @@
 namespace kforge {
 
 /// Where the policy runs.
+/// How inference servers load LoRA adapters while they run, and how a request names one:
+///   sglang: POST /load_lora_adapter and /unload_lora_adapter; a request names it in "lora_path";
+///   vllm:   POST /v1/load_lora_adapter and /v1/unload_lora_adapter (the server started with
+///           VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and --enable-lora); a request names it as "model".
+/// Both take {"lora_name": NAME, "lora_path": DIR} (and unload {"lora_name": NAME}); `kforge serve`
+/// answers both.
+enum class server_adapter_api { sglang, vllm };
+
 enum class sampler_backend {
   engine,  ///< in-process LibTorch model
   openai,  ///< OpenAI-compatible servers (vLLM, SGLang, `kforge serve`) at server_url(s)
@@ -71,6 +79,9 @@ struct sampler_options {
   /// openai backend: servers started by the sampler's process (their URLs come after server_url
   /// and server_urls).
   sampler_server server;
+  /// openai backend with trainer.publish = "adapters": the servers' adapter endpoints and how a
+  /// request names an adapter (stages/openai_client.hpp adapter_api).
+  server_adapter_api adapter_api = server_adapter_api::sglang;
 };
 
 }  // namespace kforge

@@ -11,7 +11,7 @@ namespace kforge {
 enum class trainer_compute { automatic, bf16, fp32 };
 /// How new weights reach the samplers: "auto" (an NCCL broadcast where every sampler is an engine
 /// on a GPU of its own, else a file), "file" or "nccl" (an error where it cannot be).
-enum class weights_publish { automatic, file, nccl };
+enum class weights_publish { automatic, file, nccl, adapters };
 /// Where the trainer's data-parallel ranks run: threads of the trainer's process, or a process
 /// each (stages/trainer_ranks.hpp), started by the trainer on its host.
 enum class trainer_ranks { threads, processes };
