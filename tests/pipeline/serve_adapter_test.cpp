@@ -127,10 +127,14 @@ struct served {
   }
 };
 
-std::vector<std::int32_t> greedy(engine_policy& p, const std::vector<std::int32_t>& prompt) {
+engine_policy::continuation greedy_continuation(engine_policy& p, const std::vector<std::int32_t>& prompt) {
   auto g = p.sample_group(prompt, 1, 1, 0.0, 1.0, 12);
   REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.message()));
-  return g->front().tokens;
+  return g->front();
+}
+
+std::vector<std::int32_t> greedy(engine_policy& p, const std::vector<std::int32_t>& prompt) {
+  return greedy_continuation(p, prompt).tokens;
 }
 
 std::shared_ptr<engine_policy> tiny_policy() {
@@ -190,8 +194,10 @@ TEST_CASE("kforge serve: LoRA adapters at start and at run time, selected per re
   // What the in-process engine says with each.
   auto p = tiny_policy();
   const auto prompt = p->prompt_ids("Write a CUDA kernel for relu.");
+  const auto base_text = greedy_continuation(*p, prompt).text;
   const auto base = greedy(*p, prompt);
   REQUIRE(p->load_adapter(dir.path("a")).ok());
+  const auto a_text = greedy_continuation(*p, prompt).text;
   const auto with_a = greedy(*p, prompt);
   REQUIRE(p->load_adapter(dir.path("b")).ok());
   const auto with_b = greedy(*p, prompt);
@@ -215,6 +221,21 @@ TEST_CASE("kforge serve: LoRA adapters at start and at run time, selected per re
   // The base's name: the base model, the adapter still loaded.
   CHECK(s.complete(prompt, {{"model", "kforge-tiny"}}) == base);
   CHECK(s.complete(prompt, {{"model", "ada"}}) == with_a);
+  // The chat endpoint selects the same way and names what answered.
+  const json chat_body = {{"messages", json::array({{{"role", "user"}, {"content", "Write a CUDA kernel for relu."}}})},
+                          {"max_tokens", 12}, {"temperature", 0}};
+  auto chat_on = [&](const json& select) {
+    json body = chat_body;
+    body.update(select);
+    auto [status, j] = s.post("/v1/chat/completions", body);
+    REQUIRE_MESSAGE(status == 200, j.dump());
+    return j;
+  };
+  const json chat_a = chat_on({{"model", "ada"}}), chat_base = chat_on({{"model", "kforge-tiny"}});
+  CHECK(chat_a["model"] == "ada");
+  CHECK(chat_base["model"] == "kforge-tiny");
+  CHECK(chat_a["choices"][0]["message"]["content"] == a_text);
+  CHECK(chat_base["choices"][0]["message"]["content"] == base_text);
   // Base and adapter requests arriving together are not generated in one batch.
   {
     auto on_base = std::async(std::launch::async, [&] { return s.complete(prompt, {{"model", "kforge-tiny"}}); });
