@@ -5,7 +5,8 @@
 namespace kforge::pipeline {
 
 bool operator==(const batch_key& a, const batch_key& b) {
-  return a.n == b.n && a.temperature == b.temperature && a.top_p == b.top_p && a.max_tokens == b.max_tokens;
+  return a.n == b.n && a.temperature == b.temperature && a.top_p == b.top_p && a.max_tokens == b.max_tokens &&
+         a.use == b.use && a.adapter == b.adapter;
 }
 
 namespace {
@@ -138,7 +139,15 @@ result<std::vector<serve_batcher::group>> serve_batcher::generate_all(const std:
   result<std::vector<group>> out = error{"not generated"};
   try {
     std::lock_guard model(model_);
-    out = policy_->sample_groups(prompts, k.n, seeds, k.temperature, k.top_p, k.max_tokens);
+    const auto generate = [&] { return policy_->sample_groups(prompts, k.n, seeds, k.temperature, k.top_p, k.max_tokens); };
+    if (k.use == batch_key::model_use::adapter && k.adapter != adapter_) {
+      out = error{"the LoRA adapter `" + k.adapter + "` is no longer loaded (unloaded or replaced before this request ran)"};
+    } else if (k.use == batch_key::model_use::base) {
+      const base_model_only base(*policy_);  // the adapter, if one is on, off for this batch only
+      out = generate();
+    } else {
+      out = generate();
+    }
   } catch (const std::exception& e) {
     // LibTorch throws (out of memory on the GPU): the requests' error, not the server's end.
     out = error{std::string("generation failed: ") + e.what()};

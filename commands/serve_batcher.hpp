@@ -13,7 +13,8 @@
 // A burst of requests (the sampler sends a batch at once) reaches the server over some
 // milliseconds: the worker waits until none has arrived for `gather` (at most gather_limit in all)
 // before it starts, so the first request of a burst does not run alone while the rest wait for it.
-// Generation holds `model` (the server's model mutex), so a weight update never lands mid-batch.
+// Generation holds `model` (the server's model mutex), so a weight update or an adapter load never
+// lands mid-batch, and a batch is all on the base model or all on the adapter.
 // Torch-free: the engine is reached through engine_policy.
 
 #include <chrono>
@@ -23,6 +24,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -31,12 +33,18 @@
 
 namespace kforge::pipeline {
 
-/// The sampling settings a batch shares: requests generate together only when all four are equal.
+/// The sampling settings and the model a batch shares: requests generate together only when all
+/// are equal.
 struct batch_key {
   int n = 1;
   double temperature = 1.0;
   double top_p = 1.0;
   int max_tokens = 16;
+  /// The model a request runs on: what the server serves (its LoRA adapter where one is loaded),
+  /// the base model (a loaded adapter switched off for the batch, base_model_only), or the adapter
+  /// named `adapter`, which must still be the loaded one when the batch runs.
+  enum class model_use { served, base, adapter } use = model_use::served;
+  std::string adapter;
 };
 bool operator==(const batch_key& a, const batch_key& b);
 
@@ -72,6 +80,10 @@ class serve_batcher {
   /// Refuses new requests and fails those still queued; a batch already running finishes.
   void stop();
 
+  /// The LoRA adapter the policy now holds (empty: none), for requests that name one. Call with
+  /// the model mutex held, right after the policy's adapter changed.
+  void adapter_changed(std::string name) { adapter_ = std::move(name); }
+
   batch_counts counts() const;
 
  private:
@@ -90,6 +102,7 @@ class serve_batcher {
 
   std::shared_ptr<engine_policy> policy_;
   std::mutex& model_;
+  std::string adapter_;  ///< the loaded adapter's name; guarded by model_
   batcher_options o_;
   mutable std::mutex m_;  ///< the queue, the counts, stopping_
   std::condition_variable arrived_;

@@ -21,6 +21,10 @@ inline CLI::App* add_serve_subcommand(CLI::App& app, serve_options& o) {
                   "Most sequences (requests x n) generated together in one batch (default 64)");
   cmd->add_option("--batch-wait-ms", o.batch_wait_ms,
                   "Quiet time after the last request arrived before a batch starts (default 20)");
+  cmd->add_option("--adapter", o.adapter,
+                  "A PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors) served from the start");
+  cmd->add_option("--adapter-name", o.adapter_name,
+                  "Name requests select the adapter by (\"model\" or \"lora_path\"; default: the directory's name)");
   return cmd;
 }
 

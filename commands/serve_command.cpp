@@ -56,7 +56,42 @@ struct sampling {
   double top_p = 1.0;
   int max_tokens = 16;
   std::uint64_t seed = 0;
+  batch_key::model_use use = batch_key::model_use::served;
+  std::string adapter;  ///< use == adapter: the adapter's name
 };
+
+// The directory's name ("/a/b/" and "/a/b" give "b").
+std::string dir_name(const std::string& dir) {
+  const auto p = std::filesystem::path(dir).lexically_normal();
+  return p.filename().empty() ? p.parent_path().filename().string() : p.filename().string();
+}
+
+// The optional "weight_version" of a body that changes the served weights: an integer or its digits.
+std::optional<refusal> read_weight_version(const json& j, std::optional<std::uint64_t>& version) {
+  if (!j.contains("weight_version") || j["weight_version"].is_null()) return std::nullopt;
+  const auto& v = j["weight_version"];
+  try {
+    if (v.is_number_unsigned()) version = v.get<std::uint64_t>();
+    else if (v.is_string()) {
+      std::size_t used = 0;
+      const auto s = v.get<std::string>();
+      version = std::stoull(s, &used);
+      if (used != s.size()) version.reset();
+    }
+  } catch (const std::exception&) {
+    version.reset();
+  }
+  if (!version) return bad("\"weight_version\" must be a non-negative integer (or its digits)");
+  return std::nullopt;
+}
+
+// SGLang's answer shape for a weights or adapter change that failed (success, message), with the
+// OpenAI error body beside it.
+void answer_not_loaded(httplib::Response& res, const std::string& message, const char* param, const char* code) {
+  json body = {{"success", false}, {"message", message}};
+  body["error"] = {{"message", message}, {"type", "invalid_request_error"}, {"param", param}, {"code", code}};
+  answer(res, 400, body);
+}
 
 // Reads the optional numeric field `k` into `out` within [lo, hi]; a refusal names the field.
 template <class T>
@@ -78,11 +113,16 @@ std::optional<refusal> read_number(const json& j, const char* k, T& out, double 
 
 class server_state {
  public:
-  server_state(serve_options o, chat_tokens tokens, std::shared_ptr<engine_policy> policy)
-      : o_(std::move(o)), tokens_(std::move(tokens)), policy_(std::move(policy)),
+  // `adapter_name`: the adapter the policy holds already (--adapter), or empty.
+  server_state(serve_options o, chat_tokens tokens, std::shared_ptr<engine_policy> policy, std::string name,
+               std::string adapter_name)
+      : o_(std::move(o)), tokens_(std::move(tokens)), policy_(std::move(policy)), name_(std::move(name)),
         batcher_(policy_, m_, batching_of(o_)) {
-    name_ = o_.served_name.empty() ? std::filesystem::path(o_.model).lexically_normal().filename().string() : o_.served_name;
-    if (name_.empty()) name_ = std::filesystem::path(o_.model).lexically_normal().parent_path().filename().string();
+    if (!adapter_name.empty()) {
+      std::lock_guard lock(m_);
+      adapter_ = {adapter_name, o_.adapter, started_};
+      batcher_.adapter_changed(adapter_name);
+    }
   }
 
   // Answered while a generation runs (it holds the model, not these).
@@ -91,17 +131,23 @@ class server_state {
     json batching = {{"generations", c.generations}, {"requests", c.requests}, {"sequences", c.sequences},
                      {"largest_batch_requests", c.largest}, {"max_batch_sequences", o_.max_batch_sequences}};
     json model = {{"id", name_}, {"object", "model"}, {"created", started_}, {"owned_by", "kforge"},
-                  {"root", o_.model}, {"version", version_.load()}, {"batching", batching}};
-    json body = {{"object", "list"}, {"data", json::array({model})}};
+                  {"root", o_.model}, {"parent", nullptr}, {"version", version_.load()}, {"batching", batching}};
+    json data = json::array({model});
+    // The loaded adapter as vLLM lists one: its name, its directory as root, the base as parent.
+    if (const auto a = adapter(); !a.name.empty())
+      data.push_back({{"id", a.name}, {"object", "model"}, {"created", a.loaded}, {"owned_by", "kforge"},
+                      {"root", a.dir}, {"parent", name_}, {"version", version_.load()}});
+    json body = {{"object", "list"}, {"data", data}};
     answer(res, 200, body);
   }
 
   void completions(const httplib::Request& req, httplib::Response& res) {
     json j;
     if (auto r = parse(req.body, j)) return answer(res, *r);
+    sampling s;
+    if (auto r = select_model(j, s)) return answer(res, *r);
     std::vector<std::int32_t> prompt;
     if (auto r = read_prompt(j, prompt)) return answer(res, *r);
-    sampling s;
     if (auto r = read_sampling(j, s)) return answer(res, *r);
     int logprobs = -1;  // -1: not asked
     if (j.contains("logprobs") && !j["logprobs"].is_null()) {
@@ -115,7 +161,7 @@ class server_state {
     const bool ids_as_tokens = j.value("return_tokens_as_token_ids", false);
     const bool return_ids = j.value("return_token_ids", false);
     auto gens = generate(prompt, s);
-    if (!gens) return answer(res, refusal{500, gens.message(), "server_error", "generation_failed"});
+    if (!gens) return answer(res, generation_failed(s, gens.message()));
     json choices = json::array();
     std::size_t completion_tokens = 0;
     for (std::size_t k = 0; k < gens->size(); ++k) {
@@ -142,7 +188,7 @@ class server_state {
       choices.push_back(std::move(c));
     }
     answer(res, 200, json{{"id", "cmpl-" + std::to_string(++requests_)}, {"object", "text_completion"}, {"created", now_s()},
-                          {"model", name_}, {"choices", choices}, {"usage", usage(prompt.size(), completion_tokens)}});
+                          {"model", model_name(s)}, {"choices", choices}, {"usage", usage(prompt.size(), completion_tokens)}});
   }
 
   void chat(const httplib::Request& req, httplib::Response& res) {
@@ -150,6 +196,8 @@ class server_state {
     if (auto r = parse(req.body, j)) return answer(res, *r);
     if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
       return answer(res, bad("\"messages\" must be a non-empty array", "missing_required_parameter"));
+    sampling s;
+    if (auto r = select_model(j, s)) return answer(res, *r);
     const auto& msgs = j["messages"];
     // The checkpoint's chat format wraps a single user prompt (model/chat.hpp), so that is what is taken.
     if (msgs.size() != 1 || !msgs[0].is_object() || msgs[0].value("role", "") != "user" || !msgs[0].contains("content") ||
@@ -157,14 +205,13 @@ class server_state {
       return answer(res, bad("kforge serve answers exactly one message {\"role\": \"user\", \"content\": \"...\"} "
                              "(the checkpoint's chat format wraps a single prompt)"));
     if (j.contains("max_completion_tokens") && !j.contains("max_tokens")) j["max_tokens"] = j["max_completion_tokens"];
-    sampling s;
     if (auto r = read_sampling(j, s)) return answer(res, *r);
     if (j.contains("logprobs") && j["logprobs"].is_boolean() && j["logprobs"].get<bool>())
       return answer(res, bad("chat completions carry no log-probs here: use /v1/completions with token ids"));
     if (auto r = refuse_unsupported(j)) return answer(res, *r);
     const auto prompt = tokens_.prompt_ids(msgs[0]["content"].get<std::string>());
     auto gens = generate(prompt, s);
-    if (!gens) return answer(res, refusal{500, gens.message(), "server_error", "generation_failed"});
+    if (!gens) return answer(res, generation_failed(s, gens.message()));
     json choices = json::array();
     std::size_t completion_tokens = 0;
     for (std::size_t k = 0; k < gens->size(); ++k) {
@@ -174,7 +221,7 @@ class server_state {
                          {"finish_reason", finish_reason((*gens)[k].tokens, s.max_tokens)}});
     }
     answer(res, 200, json{{"id", "chatcmpl-" + std::to_string(++requests_)}, {"object", "chat.completion"},
-                          {"created", now_s()}, {"model", name_}, {"choices", choices},
+                          {"created", now_s()}, {"model", model_name(s)}, {"choices", choices},
                           {"usage", usage(prompt.size(), completion_tokens)}});
   }
 
@@ -186,33 +233,67 @@ class server_state {
                              "missing_required_parameter"));
     std::string path = j["model_path"].get<std::string>();
     std::optional<std::uint64_t> version;
-    if (j.contains("weight_version") && !j["weight_version"].is_null()) {
-      const auto& v = j["weight_version"];
-      try {
-        if (v.is_number_unsigned()) version = v.get<std::uint64_t>();
-        else if (v.is_string()) {
-          std::size_t used = 0;
-          const auto s = v.get<std::string>();
-          version = std::stoull(s, &used);
-          if (used != s.size()) version.reset();
-        }
-      } catch (const std::exception&) {
-        version.reset();
-      }
-      if (!version) return answer(res, bad("\"weight_version\" must be a non-negative integer (or its digits)"));
-    }
+    if (auto r = read_weight_version(j, version)) return answer(res, *r);
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) path = (std::filesystem::path(path) / "model.safetensors").string();
     std::lock_guard lock(m_);
-    if (auto s = policy_->load_weights_file(path); !s) {
-      // SGLang's answer shape (success, message) with the OpenAI error body beside it.
-      json body = {{"success", false}, {"message", s.message()}};
-      body["error"] = {{"message", s.message()}, {"type", "invalid_request_error"}, {"param", "model_path"}, {"code", "weights_not_loaded"}};
-      return answer(res, 400, body);
-    }
+    if (auto s = policy_->load_weights_file(path); !s) return answer_not_loaded(res, s.message(), "model_path", "weights_not_loaded");
     version_ = version ? *version : version_ + 1;
     std::cout << "kforge serve: weights from " << path << ", version " << version_.load() << std::endl;
     answer(res, 200, json{{"success", true}, {"message", "loaded " + path}, {"version", version_.load()}});
+  }
+
+  // POST /load_lora_adapter {"lora_name", "lora_path", "weight_version": optional}: the adapter in
+  // place of the one held (if any), between generations.
+  void load_adapter(const httplib::Request& req, httplib::Response& res) {
+    json j;
+    if (auto r = parse(req.body, j)) return answer(res, *r);
+    for (const char* k : {"lora_name", "lora_path"})
+      if (!j.contains(k) || !j[k].is_string() || j[k].get<std::string>().empty())
+        return answer(res, bad(std::string("\"") + k + "\" is required: {\"lora_name\": NAME, \"lora_path\": the PEFT adapter's directory}",
+                               "missing_required_parameter"));
+    const auto name = j["lora_name"].get<std::string>();
+    const auto dir = j["lora_path"].get<std::string>();
+    if (name == name_ || name == o_.model)
+      return answer(res, bad("\"lora_name\" `" + name + "` is the base model's name: name the adapter otherwise"));
+    std::optional<std::uint64_t> version;
+    if (auto r = read_weight_version(j, version)) return answer(res, *r);
+    std::lock_guard lock(m_);
+    if (auto s = policy_->load_adapter(dir); !s) return answer_not_loaded(res, s.message(), "lora_path", "adapter_not_loaded");
+    const auto before = adapter();
+    {
+      std::lock_guard a(adapter_m_);
+      adapter_ = {name, dir, now_s()};
+    }
+    batcher_.adapter_changed(name);
+    version_ = version ? *version : version_ + 1;
+    std::string message = "loaded LoRA adapter " + name + " from " + dir;
+    if (!before.name.empty()) message += " in place of " + before.name;
+    std::cout << "kforge serve: " << message << ", version " << version_.load() << std::endl;
+    answer(res, 200, json{{"success", true}, {"message", message}, {"version", version_.load()}});
+  }
+
+  // POST /unload_lora_adapter {"lora_name"}: the base model again.
+  void unload_adapter(const httplib::Request& req, httplib::Response& res) {
+    json j;
+    if (auto r = parse(req.body, j)) return answer(res, *r);
+    if (!j.contains("lora_name") || !j["lora_name"].is_string() || j["lora_name"].get<std::string>().empty())
+      return answer(res, bad("\"lora_name\" (the loaded adapter's name) is required", "missing_required_parameter"));
+    const auto name = j["lora_name"].get<std::string>();
+    std::optional<std::uint64_t> version;
+    if (auto r = read_weight_version(j, version)) return answer(res, *r);
+    std::lock_guard lock(m_);
+    if (const auto a = adapter(); a.name != name) return answer(res, no_adapter(name, a.name));
+    if (auto s = policy_->unload_adapter(); !s) return answer_not_loaded(res, s.message(), "lora_name", "adapter_not_unloaded");
+    {
+      std::lock_guard a(adapter_m_);
+      adapter_ = {};
+    }
+    batcher_.adapter_changed("");
+    version_ = version ? *version : version_ + 1;
+    std::cout << "kforge serve: unloaded LoRA adapter " << name << ", version " << version_.load() << std::endl;
+    answer(res, 200, json{{"success", true}, {"message", "unloaded LoRA adapter " + name + ": serving the base model " + name_},
+                          {"version", version_.load()}});
   }
 
   /// Fails the requests still queued; the generation running finishes.
@@ -226,17 +307,70 @@ class server_state {
     return std::nullopt;
   }
 
-  std::optional<refusal> check_model(const json& j) const {
-    if (!j.contains("model") || j["model"].is_null()) return std::nullopt;
-    if (!j["model"].is_string()) return bad("\"model\" must be a string");
-    const auto m = j["model"].get<std::string>();
-    if (m.empty() || m == name_ || m == o_.model) return std::nullopt;
-    return refusal{404, "The model `" + m + "` does not exist (this server serves `" + name_ + "`)", "invalid_request_error",
-                   "model_not_found"};
+  // The loaded adapter (name empty: none).
+  struct loaded_adapter {
+    std::string name, dir;
+    std::int64_t loaded = 0;
+  };
+  loaded_adapter adapter() const {
+    std::lock_guard lock(adapter_m_);
+    return adapter_;
+  }
+
+  refusal no_adapter(const std::string& name, const std::string& loaded) const {
+    return refusal{404, "No LoRA adapter `" + name + "` is loaded (" + (loaded.empty() ? "none is" : "`" + loaded + "` is") +
+                            "; the base model is `" + name_ + "`)",
+                   "invalid_request_error", "model_not_found"};
+  }
+
+  // The model a request asks for: "model" (vLLM: the base's name or an adapter's) and "lora_path"
+  // (SGLang: an adapter's name, which then selects; a list of one for a batch of one prompt).
+  // Neither: what is served (the adapter where one is loaded). The base's name while an adapter is
+  // loaded: the base model, the adapter switched off for that generation.
+  std::optional<refusal> select_model(const json& j, sampling& s) const {
+    const loaded_adapter a = adapter();
+    const auto is_base = [&](const std::string& m) { return m == name_ || m == o_.model; };
+    const auto choose = [&](const std::string& m) {
+      if (a.name.empty()) return;  // no adapter: the base is what is served
+      if (is_base(m)) {
+        s.use = batch_key::model_use::base;
+      } else {
+        s.use = batch_key::model_use::adapter;
+        s.adapter = a.name;
+      }
+    };
+    std::string model;
+    if (j.contains("model") && !j["model"].is_null()) {
+      if (!j["model"].is_string()) return bad("\"model\" must be a string");
+      model = j["model"].get<std::string>();
+      if (!model.empty() && !is_base(model) && (a.name.empty() || model != a.name)) {
+        std::string served = "`" + name_ + "`" + (a.name.empty() ? "" : " and its LoRA adapter `" + a.name + "`");
+        return refusal{404, "The model `" + model + "` does not exist (this server serves " + served + ")",
+                       "invalid_request_error", "model_not_found"};
+      }
+    }
+    json lora = j.contains("lora_path") ? j["lora_path"] : json();
+    if (lora.is_array() && lora.size() == 1) lora = lora[0];
+    if (!lora.is_null()) {
+      if (!lora.is_string()) return bad("\"lora_path\" must be an adapter's name (one, for one prompt)");
+      const auto name = lora.get<std::string>();
+      if (!is_base(name) && name != a.name && !(!a.name.empty() && name == a.dir)) return no_adapter(name, a.name);
+      choose(name == a.dir ? a.name : name);
+    } else if (!model.empty()) {
+      choose(model);
+    }
+    return std::nullopt;
+  }
+
+  std::string model_name(const sampling& s) const { return s.use == batch_key::model_use::adapter ? s.adapter : name_; }
+
+  // A generation's error: 404 where the adapter the request named went away while it waited.
+  refusal generation_failed(const sampling& s, const std::string& message) const {
+    if (s.use == batch_key::model_use::adapter && adapter().name != s.adapter) return no_adapter(s.adapter, adapter().name);
+    return refusal{500, message, "server_error", "generation_failed"};
   }
 
   std::optional<refusal> read_prompt(const json& j, std::vector<std::int32_t>& out) const {
-    if (auto r = check_model(j)) return r;
     if (!j.contains("prompt")) return bad("\"prompt\" is required", "missing_required_parameter");
     json p = j["prompt"];
     // A batch of one prompt is that prompt; more are refused rather than half answered.
@@ -261,7 +395,6 @@ class server_state {
   }
 
   std::optional<refusal> read_sampling(const json& j, sampling& s) const {
-    if (auto r = check_model(j)) return r;
     if (auto r = read_number(j, "n", s.n, 1, 1024)) return r;
     if (auto r = read_number(j, "temperature", s.temperature, 0, 100)) return r;
     if (auto r = read_number(j, "top_p", s.top_p, 0, 1)) return r;
@@ -288,7 +421,7 @@ class server_state {
 
   // Through the batcher: requests waiting together with these settings share one generation.
   result<std::vector<engine_policy::continuation>> generate(const std::vector<std::int32_t>& prompt, const sampling& s) {
-    return batcher_.generate(prompt, s.seed, batch_key{s.n, s.temperature, s.top_p, s.max_tokens});
+    return batcher_.generate(prompt, s.seed, batch_key{s.n, s.temperature, s.top_p, s.max_tokens, s.use, s.adapter});
   }
 
   static batcher_options batching_of(const serve_options& o) {
@@ -313,7 +446,9 @@ class server_state {
   chat_tokens tokens_;
   std::shared_ptr<engine_policy> policy_;
   std::string name_;
-  std::mutex m_;  ///< the model: generations (the batcher holds it) and weight loads
+  std::mutex m_;  ///< the model: generations (the batcher holds it), weight and adapter loads
+  mutable std::mutex adapter_m_;  ///< adapter_, read by request handlers; written with m_ held too
+  loaded_adapter adapter_;
   std::atomic<std::uint64_t> version_{0};
   std::atomic<std::uint64_t> requests_{0};
   std::int64_t started_ = now_s();
@@ -357,7 +492,23 @@ int serve_command(const serve_options& o, std::ostream& out, std::ostream& err) 
     err << "kforge serve: --max-batch-sequences must be at least 1 and --batch-wait-ms at least 0\n";
     return 2;
   }
-  server_state state(o, std::move(*tokens), std::move(*policy));
+  const std::string name = o.served_name.empty() ? dir_name(o.model) : o.served_name;
+  std::string adapter_name;
+  if (!o.adapter.empty()) {
+    adapter_name = o.adapter_name.empty() ? dir_name(o.adapter) : o.adapter_name;
+    if (adapter_name.empty() || adapter_name == name || adapter_name == o.model) {
+      err << "kforge serve: the adapter's name `" << adapter_name << "` is empty or the base model's: give --adapter-name\n";
+      return 2;
+    }
+    if (auto s = (*policy)->load_adapter(o.adapter); !s) {
+      err << "kforge serve: --adapter " << o.adapter << ": " << s.message() << "\n";
+      return 1;
+    }
+  } else if (!o.adapter_name.empty()) {
+    err << "kforge serve: --adapter-name without --adapter\n";
+    return 2;
+  }
+  server_state state(o, std::move(*tokens), std::move(*policy), name, adapter_name);
 
   // SIGINT and SIGTERM go to one waiting thread that stops the server: the server's own threads,
   // started after this, inherit the blocked mask.
@@ -380,6 +531,11 @@ int serve_command(const serve_options& o, std::ostream& out, std::ostream& err) 
   svr.Post("/v1/chat/completions", guarded([&](const httplib::Request& q, httplib::Response& res) { state.chat(q, res); }));
   svr.Post("/update_weights_from_disk",
            guarded([&](const httplib::Request& q, httplib::Response& res) { state.update_weights(q, res); }));
+  // SGLang's paths and vLLM's (/v1/..., VLLM_ALLOW_RUNTIME_LORA_UPDATING there).
+  for (const char* path : {"/load_lora_adapter", "/v1/load_lora_adapter"})
+    svr.Post(path, guarded([&](const httplib::Request& q, httplib::Response& res) { state.load_adapter(q, res); }));
+  for (const char* path : {"/unload_lora_adapter", "/v1/unload_lora_adapter"})
+    svr.Post(path, guarded([&](const httplib::Request& q, httplib::Response& res) { state.unload_adapter(q, res); }));
   svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     const bool missing = res.status == 404;
@@ -401,7 +557,8 @@ int serve_command(const serve_options& o, std::ostream& out, std::ostream& err) 
     state.stop_generating();
     svr.stop();
   });
-  out << "kforge serve: listening on http://" << o.host << ":" << port << " (model " << o.model << "; batches of up to "
+  out << "kforge serve: listening on http://" << o.host << ":" << port << " (model " << o.model
+      << (adapter_name.empty() ? "" : ", LoRA adapter " + adapter_name + " from " + o.adapter) << "; batches of up to "
       << o.max_batch_sequences << " sequences)" << std::endl;
   const bool ok = svr.listen_after_bind();
   // The stopper may still wait (listening failed): wake it.

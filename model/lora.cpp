@@ -297,16 +297,30 @@ result<lora_options> read_lora_config(const std::string& dir) {
   return o;
 }
 
-status load_lora(CausalLMImpl& model, const std::string& dir) {
+void remove_lora(CausalLMImpl& model) {
+  if (!model.lora) return;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(model.config.num_hidden_layers); ++i)
+    for (const auto& t : lora_target_names()) find_projection(layer_of(model, i), t).adapter->reset();
+  model.lora.reset();
+}
+
+namespace {
+
+// load_lora and replace_lora: `replace` takes off adapters of another shape instead of refusing them.
+status load_lora_from(CausalLMImpl& model, const std::string& dir, bool replace) {
   auto o = read_lora_config(dir);
   if (!o) return o.err();
+  bool reattach = false;
   if (model.lora) {
     const lora_options& have = model.lora->options;
     std::set<std::string> a(have.targets.begin(), have.targets.end()), b(o->targets.begin(), o->targets.end());
-    if (have.rank != o->rank || have.alpha != o->alpha || a != b)
-      return error{dir + ": its adapters (r " + std::to_string(o->rank) + ", alpha " + std::to_string(o->alpha) +
-                   ") differ from the model's (r " + std::to_string(have.rank) + ", alpha " +
-                   std::to_string(have.alpha) + ") or sit on other projections"};
+    if (have.rank != o->rank || have.alpha != o->alpha || a != b) {
+      if (!replace)
+        return error{dir + ": its adapters (r " + std::to_string(o->rank) + ", alpha " + std::to_string(o->alpha) +
+                     ") differ from the model's (r " + std::to_string(have.rank) + ", alpha " +
+                     std::to_string(have.alpha) + ") or sit on other projections"};
+      reattach = true;
+    }
   }
   const std::string path = (fs::path(dir) / adapter_weights_file).string();
   auto file = safetensors_file::open(path);
@@ -335,6 +349,7 @@ status load_lora(CausalLMImpl& model, const std::string& dir) {
   }
   for (const auto& v : file->tensors())
     if (!used.count(v.name)) return error{path + ": tensor '" + v.name + "' is not an adapter of this model"};
+  if (reattach) remove_lora(model);
   if (!model.lora)
     if (auto s = attach_lora(model, *o); !s) return error{dir + ": " + s.message()};
   const auto named = named_lora_parameters(model);
@@ -347,5 +362,11 @@ status load_lora(CausalLMImpl& model, const std::string& dir) {
   }
   return {};
 }
+
+}  // namespace
+
+status load_lora(CausalLMImpl& model, const std::string& dir) { return load_lora_from(model, dir, false); }
+
+status replace_lora(CausalLMImpl& model, const std::string& dir) { return load_lora_from(model, dir, true); }
 
 }  // namespace kforge::model

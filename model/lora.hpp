@@ -130,4 +130,14 @@ inline constexpr const char* adapter_weights_file = "adapter_model.safetensors";
 /// shape; all is checked before anything is copied.
 [[nodiscard]] status load_lora(CausalLMImpl& model, const std::string& dir);
 
+/// load_lora, where adapters of another rank, alpha or set of projections than the model's are
+/// put on in place of the model's (which are dropped, not merged) rather than refused: a server
+/// swapping one adapter for another. Still everything is checked before the model changes. The
+/// adapters' on/off switch is a new one (on) where they were replaced, the model's own otherwise.
+[[nodiscard]] status replace_lora(CausalLMImpl& model, const std::string& dir);
+
+/// Takes the adapters off without merging them: the model is the plain base model again (its
+/// parameters stay frozen). A no-op on a model without adapters.
+void remove_lora(CausalLMImpl& model);
+
 }  // namespace kforge::model

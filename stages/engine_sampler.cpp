@@ -19,6 +19,7 @@
 #include "common/visible_gpus.hpp"
 #include "model/chat.hpp"
 #include "model/generate.hpp"
+#include "model/lora.hpp"
 #include "model/tokenizer.hpp"
 #include "model/weights.hpp"
 #include "config/manifest.hpp"
@@ -356,6 +357,32 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
     return load("engine policy: ", std::move(*f));
   }
 
+  // model::replace_lora checks the whole directory before it changes the model, so a bad one
+  // leaves the adapter that was serving (or none).
+  status load_adapter(const std::string& dir) override {
+    off_.reset();
+    try {
+      if (auto s = model::replace_lora(*model_, dir); !s) return error{"engine policy: LoRA adapter: " + s.message()};
+    } catch (const c10::Error& e) {
+      return error{"engine policy: LoRA adapter: copying " + dir + " failed: " + e.what_without_backtrace()};
+    }
+    *model_->lora->enabled = true;
+    return status::success();
+  }
+
+  status unload_adapter() override {
+    off_.reset();
+    model::remove_lora(*model_);
+    return status::success();
+  }
+
+  bool adapter_on() const override { return model_->lora && *model_->lora->enabled; }
+
+  void switch_adapter(bool on) override {
+    if (on) off_.reset();
+    else if (!off_ && model_->lora) off_.emplace(*model_);
+  }
+
   static std::vector<std::int32_t> narrow(const std::vector<std::int64_t>& ids) {
     return std::vector<std::int32_t>(ids.begin(), ids.end());
   }
@@ -372,6 +399,7 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
     else held->reset();
   };
   model::CausalLM model_;
+  std::optional<model::lora_disabled> off_;  ///< while a base-model generation runs under an adapter
   model::tokenizer tok_;
   model::chat_format chat_;
   std::vector<std::int64_t> stops_;

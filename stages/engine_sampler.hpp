@@ -121,6 +121,43 @@ class engine_policy {
   virtual status load_weights_file(const std::string& path) {
     return error{"this policy cannot load weights (" + path + ")"};
   }
+  /// The LoRA adapter of the PEFT directory `dir` (adapter_config.json + adapter_model.safetensors,
+  /// model/lora.hpp) applied to the model unmerged, on for the generations that follow. A later
+  /// call replaces the adapter: its tensors are copied in where its rank, alpha and target
+  /// projections equal the loaded one's, else the old adapter is taken off and the new one put on.
+  /// Everything is checked before the model changes, so a bad directory leaves what was serving
+  /// (the old adapter, or none). As load_weights_file: not while a generation runs (the caller
+  /// holds its model lock). Default: a policy that offers no adapters.
+  virtual status load_adapter(const std::string& dir) {
+    return error{"this policy does not offer LoRA adapters (" + dir + ")"};
+  }
+  /// The base model again: the adapter taken off (not merged) for the generations that follow. Not
+  /// while a generation runs. Default: a policy that offers no adapters.
+  virtual status unload_adapter() { return error{"this policy does not offer LoRA adapters"}; }
+  /// Whether an adapter is loaded and on.
+  virtual bool adapter_on() const { return false; }
+  /// Switches a loaded adapter off (the base model, model::lora_disabled) or on again, its tensors
+  /// kept: a server holding an adapter answers requests for the base model between those for the
+  /// adapter. A no-op without an adapter. Not while a generation runs.
+  virtual void switch_adapter(bool on) { (void)on; }
+};
+
+/// Switches `p`'s adapter off for its lifetime (and back on after, where it was on): a generation
+/// of the base model while an adapter is loaded.
+class base_model_only {
+ public:
+  explicit base_model_only(engine_policy& p) : p_(p), was_on_(p.adapter_on()) {
+    if (was_on_) p_.switch_adapter(false);
+  }
+  ~base_model_only() {
+    if (was_on_) p_.switch_adapter(true);
+  }
+  base_model_only(const base_model_only&) = delete;
+  base_model_only& operator=(const base_model_only&) = delete;
+
+ private:
+  engine_policy& p_;
+  bool was_on_;
 };
 
 /// The checkpoint and tokenizer of `o` as an engine_policy (o.publish_rank is not used).

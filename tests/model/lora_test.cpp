@@ -253,6 +253,44 @@ TEST_CASE("lora: adapters written in the PEFT layout load back and, merged, repr
   }
 }
 
+TEST_CASE("lora: replace_lora swaps adapters of another shape, remove_lora leaves the base model") {
+  scratch_dir dir;
+  auto m = load_qwen2();
+  const at::Tensor base = logits_of(*m);
+  auto o = all_targets(4);
+  o.targets = {"q_proj", "v_proj"};
+  REQUIRE(attach_lora(*m, o).ok());
+  randomise_b(*m, 7);
+  const at::Tensor first = logits_of(*m);
+  REQUIRE(save_lora(*m, dir.path("first"), "Qwen/Qwen2-test").ok());
+  auto p = load_qwen2();
+  REQUIRE(attach_lora(*p, all_targets(2)).ok());
+  randomise_b(*p, 8);
+  const at::Tensor second = logits_of(*p);
+  REQUIRE(save_lora(*p, dir.path("second"), "Qwen/Qwen2-test").ok());
+
+  // m holds rank-4 q/v adapters: load_lora refuses rank-2 ones on every projection, replace_lora
+  // puts them on instead, and back.
+  CHECK_FALSE(load_lora(*m, dir.path("second")).ok());
+  REQUIRE(replace_lora(*m, dir.path("second")).ok());
+  CHECK(m->lora->options.rank == 2);
+  CHECK(lora_parameters(*m).size() == 2 * 7 * 2);
+  CHECK(at::equal(logits_of(*m), second));
+  REQUIRE(replace_lora(*m, dir.path("first")).ok());
+  CHECK(at::equal(logits_of(*m), first));
+  // A bad directory changes nothing.
+  CHECK_FALSE(replace_lora(*m, dir.path("missing")).ok());
+  CHECK(at::equal(logits_of(*m), first));
+
+  remove_lora(*m);
+  CHECK(!m->lora);
+  CHECK(lora_parameters(*m).empty());
+  CHECK(at::equal(logits_of(*m), base));
+  remove_lora(*m);  // no adapters: nothing to do
+  REQUIRE(replace_lora(*m, dir.path("first")).ok());
+  CHECK(at::equal(logits_of(*m), first));
+}
+
 TEST_CASE("activation checkpointing: the same gradients as the plain backward") {
   SUBCASE("full fine-tuning, fp64 and fp32") {
     for (auto dtype : {at::kDouble, at::kFloat}) {
