@@ -484,6 +484,20 @@ TEST_CASE("openai sampler: a replica killed mid-run: its requests finish on the 
   CHECK(h->pool->live() == std::vector<std::string>{b.url});
 }
 
+TEST_CASE("openai client: a request names the adapter in use as its server's API does") {
+  completion_request r;
+  r.prompt = {1, 2};
+  const auto plain = json::parse(completion_body(r, "base"));
+  CHECK(plain["model"] == "base");
+  CHECK_FALSE(plain.contains("lora_path"));
+  const auto sglang = json::parse(completion_body(r, "base", {"kforge-v3", adapter_api::sglang}));
+  CHECK(sglang["model"] == "base");
+  CHECK(sglang["lora_path"] == "kforge-v3");
+  const auto vllm = json::parse(completion_body(r, "base", {"kforge-v3", adapter_api::vllm}));
+  CHECK(vllm["model"] == "kforge-v3");
+  CHECK_FALSE(vllm.contains("lora_path"));
+}
+
 TEST_CASE("openai client: malformed, cut, text-only and error responses give clear errors") {
   SUBCASE("parse_completion") {
     CHECK(contains(parse_completion("{\"choices\": [{\"text\": \"a\"", 1).message(), "not JSON"));
@@ -623,5 +637,54 @@ TEST_CASE("kforge run with backend openai against kforge serve: the loop complet
   CHECK(summary["balanced"] == true);
   // Both published versions reached the server through /update_weights_from_disk.
   CHECK(json::parse(get(server.url, "/v1/models"))["data"][0]["version"] == 2);
+  fs::remove_all(dir);
+}
+
+// A LoRA run with trainer.publish = "adapters": each version's adapters reach the server through
+// its adapter endpoint (SGLang's, the default), and later requests name them.
+TEST_CASE("kforge run with LoRA adapters published to kforge serve: the server loads each version's adapters") {
+  const auto dir = fs::temp_directory_path() / ("kforge-openai-adapters-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  kforge::test::copy_tiny_model(dir);
+  served server((dir / "model").string(), "");
+  kforge::test::write_tiny_manifest(
+      dir, 2, "\n[trainer]\npublish = \"adapters\"\nlora = { rank = 4, targets = [\"q_proj\", \"v_proj\"] }\n", "",
+      "backend = \"openai\"\nserver_urls = [\"" + server.url + "/v1\"]\n");
+  const std::string cmd = "cd " + dir.string() + " && " + KFORGE_BINARY + " run --manifest tiny.toml > run.log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream log(dir / "run.log");
+  const std::string out((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(contains(out, "trainer.publish = \"adapters\""));
+  const auto summary = json::parse(std::ifstream(dir / "runs" / "tiny" / "summary.json"), nullptr, false);
+  REQUIRE(summary.is_object());
+  CHECK(summary["balanced"] == true);
+  // The server holds the last version's adapter (the first unloaded when the second came), with
+  // its directory under the run's weights, and counts both loads in its version.
+  const auto models = json::parse(get(server.url, "/v1/models"));
+  INFO(models.dump(2));
+  REQUIRE(models["data"].size() == 2);
+  const auto& adapter = models["data"][1];
+  CHECK(adapter["id"] == "kforge-v2");
+  CHECK(contains(adapter["root"].get<std::string>(), "weights/adapter-v2"));
+  CHECK(models["data"][0]["version"] == 2);
+  CHECK(fs::exists(dir / "runs" / "tiny" / "weights" / "adapter-v2" / "adapter_config.json"));
+  // vLLM's endpoints load it too, and the adapter before is unloaded.
+  auto pool = replica_pool::make({server.url});
+  REQUIRE(pool.ok());
+  REQUIRE(pool.value()->load_adapter("again", (dir / "runs" / "tiny" / "weights" / "adapter-v2").string(), 9,
+                                     adapter_api::vllm).ok());
+  const auto after = json::parse(get(server.url, "/v1/models"));
+  CHECK(after["data"][1]["id"] == "again");
+  CHECK(after["data"][0]["version"] == 9);
+  // A manifest that asks for adapters without LoRA is refused, saying why.
+  kforge::test::write_tiny_manifest(dir, 2, "\n[trainer]\npublish = \"adapters\"\n", "",
+                                    "backend = \"openai\"\nserver_urls = [\"" + server.url + "/v1\"]\n");
+  const std::string bad = "cd " + dir.string() + " && " + KFORGE_BINARY + " run --manifest tiny.toml > bad.log 2>&1";
+  CHECK(std::system(bad.c_str()) != 0);
+  std::ifstream bad_log(dir / "bad.log");
+  const std::string said((std::istreambuf_iterator<char>(bad_log)), std::istreambuf_iterator<char>());
+  CHECK(contains(said, "publishes LoRA adapters: set [trainer] lora"));
   fs::remove_all(dir);
 }
