@@ -54,7 +54,7 @@
 # reductions pass (v10, models/kforge-tiny).
 #
 # Usage: deploy/make_tiny.sh --kforge BIN --work DIR --model DIR [--gpu N] [--synth N]
-#          [--inputs DIR] [--copy-drills N] [--lowering-drills N] [--vocab N] [--heldout N] [--samples G] [--max-new-tokens N] [--no-builtin-split]
+#          [--inputs DIR] [--copy-drills N] [--lowering-drills N] [--repair-drills N] [--vocab N] [--heldout N] [--samples G] [--max-new-tokens N] [--no-builtin-split]
 #          [--rl-pool N] [--rl-seed S] [--steps step1,step2,...] [-- PRETRAIN ARGS...]
 # --inputs DIR: the split's and synth's outputs made elsewhere (builtin_train.jsonl,
 # builtin_heldout.jsonl, synth.jsonl or synth.jsonl.gz), copied into --work first: synthesis runs
@@ -64,8 +64,11 @@
 # the next from the last model: --steps corpus,pretrain,heldout -- --init OLD_MODEL --steps N ...
 # (the training flags without the shape flags, which --init takes from OLD_MODEL, and OLD_MODEL's
 # tokenizer). models/kforge-tiny/README.md trained that way, over two calls.
+# --repair-drills N (default 0, as every shipped version was made): two-turn records, a corpus
+# kernel broken by one edit, the sandbox's observation of it, the kernel (corpus/repair_drill.hpp),
+# so that a model learns to answer an episode's observation; pretrain trains on their second turn.
 set -euo pipefail
-inputs= kforge= work= model= gpu=0 synth=10000 drills=40000 lowering=60000 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 rl_pool=96 rl_seed=21
+inputs= kforge= work= model= gpu=0 synth=10000 drills=40000 lowering=60000 repair=0 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 rl_pool=96 rl_seed=21
 steps=split,synth,rlpool,corpus,tokenizer,pretrain,heldout
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -76,6 +79,7 @@ while [[ $# -gt 0 ]]; do
     --synth) synth=$2; shift 2 ;;
     --copy-drills) drills=$2; shift 2 ;;
     --lowering-drills) lowering=$2; shift 2 ;;
+    --repair-drills) repair=$2; shift 2 ;;
     --inputs) inputs=$2; shift 2 ;;
     --vocab) vocab=$2; shift 2 ;;
     --heldout) heldout=$2; shift 2 ;;
@@ -151,7 +155,8 @@ if want corpus; then
   rm -rf "$work/corpus" "$work/corpus-builtin"
   cat "$work/synth.jsonl" "$work/builtin_train.jsonl" >"$work/train_tasks.jsonl"
   t "$kforge" corpus build --tasks "$work/train_tasks.jsonl" --out "$work/corpus" "${gpu_args[@]}" \
-    --copy-drills "$drills" --lowering-drills "$lowering" --exclude "$work/builtin_heldout.jsonl"
+    --copy-drills "$drills" --lowering-drills "$lowering" --repair-drills "$repair" \
+    --exclude "$work/builtin_heldout.jsonl"
   cp "$work/corpus/sft.jsonl" "$work/sft.jsonl"
   echo "make_tiny: $(grep -c . "$work/sft.jsonl") training records; $(grep -c . "$work/builtin_heldout.jsonl") held-out built-ins"
 fi
@@ -159,7 +164,10 @@ if want tokenizer; then
   rm -rf "$work/tokenizer"
   # On the kernel records only: the drills' made-up names and numbers would take merges that no
   # real prompt uses (8192 ids with them, ~2,600 without, measured 2026-12-02).
-  grep -v '"variant":"copy_drill"\|"variant":"lowering_drill"' "$work/sft.jsonl" >"$work/tokenizer_input.jsonl" || true
+  # Repair drills repeat kernel records with an edit, and hold "turns", which the tokenizer's
+  # trainer does not read.
+  grep -v '"variant":"copy_drill"\|"variant":"lowering_drill"\|"drill":"repair"' "$work/sft.jsonl" \
+    >"$work/tokenizer_input.jsonl" || true
   t "$kforge" tokenizer train --input "$work/tokenizer_input.jsonl" --vocab "$vocab" --out "$work/tokenizer"
 fi
 if want pretrain; then
