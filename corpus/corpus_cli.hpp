@@ -39,6 +39,9 @@ inline CLI::App* add_corpus_subcommand(CLI::App& app, corpus_options& opt) {
                     "Also write N repair drills: a kept kernel broken by one edit, the sandbox's observation of it, "
                     "then the kernel (two turns; default 0)")
       ->check(CLI::NonNegativeNumber);
+  build->add_flag("--speed-drills", opt.speed_drills,
+                  "Also write speed drills (with --verdicts): per task, its slowest kept variant, that verdict's "
+                  "observation, then its fastest, where they differ by 1.25x or more");
   build->add_option("--drill-seed", opt.drill_seed, "Seed of the drills (default 1)");
   return cmd;
 }

@@ -11,6 +11,7 @@
 #include "corpus/copy_drill.hpp"
 #include "corpus/lowering_drill.hpp"
 #include "corpus/repair_drill.hpp"
+#include "corpus/speed_drill.hpp"
 #include "corpus/kernel_writer.hpp"
 #include "sandbox/pool.hpp"
 #include "tasks/prompt.hpp"
@@ -121,6 +122,10 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     err << "kforge corpus build: --out DIR is required\n";
     return 2;
   }
+  if (opt.speed_drills && opt.verdicts.empty()) {
+    err << "kforge corpus build: --speed-drills needs --verdicts (the kernels' measured speeds)\n";
+    return 2;
+  }
   if (opt.gpu >= 0 && !opt.gpu_facts.empty()) {
     err << "kforge corpus build: --gpu and --gpu-facts both give the prompts' GPU facts: pick one\n";
     return 2;
@@ -176,6 +181,7 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
   std::vector<tasks::task> written;  // the supported tasks, for the copy drills
   std::vector<tasks::task> maps;     // maps, fused-epilogue products, row programs: lowering drills
   std::vector<drill_source> repairable;  // kept variants, for the repair drills (tasks from *all)
+  std::vector<timed_variant> timed;      // kept variants with their verdicts, for the speed drills
   for (const auto& t : *all) {
     const std::string cat(tasks::to_string(t.category));
     ++seen;
@@ -218,6 +224,7 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
       ++kept;
       sft << rec.dump() << "\n";
       if (opt.repair_drills > 0) repairable.push_back({&t, prompt, v});
+      if (opt.speed_drills) timed.push_back({&t, prompt, v, verdicts.at({t.id, v.name})});
     }
   }
   const auto drills = copy_drills(written, *tmpl, *hw, opt.copy_drills, opt.drill_seed);
@@ -238,6 +245,19 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     err << "kforge corpus build: " << repairs.message() << "\n";
     return 1;
   }
+  auto speeds = speed_drills(timed, speed_drill_gain, *hw);
+  if (!speeds) {
+    err << "kforge corpus build: " << speeds.message() << "\n";
+    return 2;
+  }
+  for (const auto& d : *speeds)
+    sft << json{{"task_id", d.task_id}, {"variant", d.fast_variant}, {"drill", "speed"},
+                {"from_variant", d.slow_variant}, {"speedups", {d.slow_speedup, d.fast_speedup}}, {"prompt", d.prompt},
+                {"turns", json::array({{{"completion", d.slow_completion}, {"observation", d.observation},
+                                        {"train", false}},
+                                       {{"completion", d.fast_completion}}})}}
+               .dump()
+        << "\n";
   for (const auto& d : *repairs)
     sft << json{{"task_id", d.task_id}, {"variant", d.variant}, {"drill", "repair"}, {"edit", d.edit},
                 {"prompt", d.prompt},
@@ -257,6 +277,7 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
   if (opt.lowering_drills > 0)
     out << ", " << lowered.written << " lowering drills (of " << opt.lowering_drills << " drawn: "
         << lowered.excluded << " excluded, " << lowered.unsupported << " not lowered)";
+  if (opt.speed_drills) out << ", " << speeds->size() << " speed drills";
   if (opt.repair_drills > 0)
     out << ", " << repaired.written << " repair drills (of " << opt.repair_drills << " drawn: " << repaired.unbroken
         << " still built)";

@@ -6,7 +6,7 @@
 //                       [--category elementwise,reduction,...] [--gpu-facts FILE.toml]
 //                       [--verdicts FILE.jsonl] [--prompt-template FILE]
 //                       [--copy-drills N] [--lowering-drills N --exclude FILE ...] [--drill-seed S]
-//                       [--repair-drills N]
+//                       [--repair-drills N] [--speed-drills]
 //
 // DIR/tasks.jsonl        the supported tasks (what `kforge eval --tasks` reads)
 // DIR/kernels/<id>/<variant>.cu   one file per variant (what `kforge eval --candidates` reads)
@@ -55,7 +55,14 @@ struct corpus_options {
   /// variant broken by one edit with the sandbox's real observation of it, then the variant; 0:
   /// none. Seeded by drill_seed + 2; compiled (compile-only) with a cache in OUT/repair-cache.
   int repair_drills = 0;
+  /// Speed drills appended to sft.jsonl (corpus/speed_drill.hpp): per task whose kept variants'
+  /// verdicts differ in speed by speed_drill_gain or more, the slowest variant, its verdict's
+  /// observation, then the fastest. Needs `verdicts`.
+  bool speed_drills = false;
 };
+
+/// A speed drill's faster variant is at least this many times as fast as the slower.
+inline constexpr double speed_drill_gain = 1.25;
 
 /// 0 success; 2 bad arguments or unreadable input; 3 not available in this build.
 int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& err);

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/result.hpp"
 #include "messages/rollout_generated.h"
 
 namespace kforge::sandbox {
@@ -15,5 +16,10 @@ nlohmann::json verdict_json(const wire::VerdictT& v);
 
 /// baseline median / candidate median for an ok verdict with both timings, else 0.
 double speedup_of(const wire::VerdictT& v);
+
+/// A verdict line back as a verdict: status, reason, errors, timings, counts, diagnostics,
+/// resources and profile (what an observation renders; the candidate is left empty). An error
+/// names a missing or unknown "status", or a field of the wrong type.
+result<wire::VerdictT> verdict_from_json(const nlohmann::json& j);
 
 }  // namespace kforge::sandbox
