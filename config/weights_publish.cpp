@@ -59,11 +59,10 @@ result<weights_publish_plan> plan_weights_publish(const manifest& m,
   if (m.trainer.publish == weights_publish::adapters) {
     if (!m.trainer.lora.enabled)
       return error{m.source + ": trainer.publish = \"adapters\" publishes LoRA adapters: set [trainer] lora"};
-    if (m.sampler.backend != sampler_backend::openai)
-      return error{m.source + ": trainer.publish = \"adapters\" needs samplers whose servers load adapters "
-                              "(sampler.backend = \"openai\"); the engine sampler takes merged weights (\"file\")"};
+    if (m.sampler.model.empty())
+      return error{m.source + ": trainer.publish = \"adapters\": the stand-in sampler has no model to load them into"};
     plan.adapters = true;
-    plan.reason = "trainer.publish = \"adapters\": each version's LoRA adapters, loaded by the inference servers";
+    plan.reason = "trainer.publish = \"adapters\": each version's LoRA adapters, applied unmerged by the samplers";
     return plan;
   }
   if (m.trainer.publish == weights_publish::file) {

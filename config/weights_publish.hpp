@@ -10,7 +10,8 @@
 // trainer is rank 0 (its first GPU); the samplers are ranks 1..n in the manifest's process order.
 // "auto" also keeps to the trainer's node: another node may have no NCCL network to it, and
 // resolves its "auto" GPU groups from its own GPUs (every process must work out the same plan);
-// an explicit "nccl" vouches for both. With trainer.lora the weights go by file (merged).
+// an explicit "nccl" vouches for both. With trainer.lora the weights go by file (merged), or with
+// "adapters" the adapters alone (megabytes, not the model's gigabytes).
 
 #include <chrono>
 #include <map>
@@ -26,8 +27,9 @@ struct manifest;
 
 struct weights_publish_plan {
   bool nccl = false;
-  /// trainer.publish = "adapters": each version's LoRA adapters (a PEFT directory), which the
-  /// openai sampler has its servers load (stages/openai_client.hpp load_adapter).
+  /// trainer.publish = "adapters": each version's LoRA adapters (a PEFT directory), which engine
+  /// samplers apply unmerged and the openai sampler has its servers load
+  /// (stages/openai_client.hpp load_adapter).
   bool adapters = false;
   /// nccl: the trainer and every sampler.
   int ranks = 0;
@@ -41,7 +43,7 @@ struct weights_publish_plan {
 /// The plan for `m`, with its GPU groups as resolve_gpu_groups gives them on this host (every
 /// node resolves "auto" groups the same way) and `nccl_built`: whether this kforge has NCCL. An
 /// error when trainer.publish = "nccl" and NCCL cannot be used, or "adapters" without trainer.lora
-/// or without samplers that load adapters (backend "openai"); the error says why.
+/// or with stand-in samplers; the error says why.
 result<weights_publish_plan> plan_weights_publish(const manifest& m,
                                                   const std::map<std::string, std::vector<int>>& groups,
                                                   bool nccl_built);

@@ -153,6 +153,7 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
       case wire::WeightsTransport::file: {
         const std::string path = w.path() ? w.path()->str() : "";
         if (path.empty()) return error{where + "transport file without a path"};
+        if (w.adapter()) return load_adapter_dir(where, path);
         std::error_code ec;
         const auto size = std::filesystem::file_size(path, ec);
         if (ec) return error{where + path + ": " + ec.message()};
@@ -190,6 +191,18 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
   }
 
  private:
+  // A version's LoRA adapters (trainer.publish = "adapters"), applied unmerged on the base weights:
+  // replace_lora checks the whole directory before copying, so on error the old adapters stay.
+  status load_adapter_dir(const std::string& where, const std::string& dir) {
+    try {
+      if (auto s = model::replace_lora(*model_, dir); !s) return error{where + s.message()};
+    } catch (const c10::Error& e) {
+      return error{where + "copying the adapters failed: " + e.what_without_backtrace()};
+    }
+    *model_->lora->enabled = true;
+    return status::success();
+  }
+
   // load_weights checks every tensor before copying any, so on error the old weights stay.
   status load(const std::string& where, model::safetensors_file f) {
     try {

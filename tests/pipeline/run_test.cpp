@@ -1022,6 +1022,26 @@ TEST_CASE("a real model's trainer runs data parallel over 2 CPU ranks") {
   fs::remove_all(dir);
 }
 
+// trainer.publish = "adapters": the trainer publishes each version's adapters alone (a PEFT
+// directory, no merged weights), and the engine sampler applies them unmerged.
+TEST_CASE("a LoRA run publishing adapters: the engine sampler applies each version's adapters") {
+  const auto dir = fresh_dir("model_lora_adapters");
+  const auto manifest = tiny_model_manifest(
+      dir, 2, "\n[trainer]\npublish = \"adapters\"\nlora = { rank = 4, targets = [\"q_proj\", \"v_proj\"] }\n");
+  auto r = run_manifest(manifest, dir / "run", 300s);
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  CHECK(r->output.find("applied unmerged by the samplers") != std::string::npos);
+  const auto summary = read_json(dir / "run" / "summary.json");
+  REQUIRE(summary.is_object());
+  CHECK(summary["balanced"] == true);
+  CHECK((*stage(summary, "sampler@head"))["errors"] == 0);  // both versions' adapters loaded
+  const auto weights = dir / "run" / "weights";
+  CHECK(fs::exists(weights / "adapter-v2" / "adapter_model.safetensors"));
+  CHECK_FALSE(fs::exists(weights / "policy-v2.safetensors"));
+  fs::remove_all(dir);
+}
+
 // LoRA with activation checkpointing from the manifest: the trainer builds adapters, the samplers
 // load the merged weights it publishes by file, and the final checkpoint holds the PEFT files.
 TEST_CASE("a real model's trainer trains LoRA adapters with its layers recomputed in backward") {

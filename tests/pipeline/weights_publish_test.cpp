@@ -84,6 +84,18 @@ TEST_CASE("weights by file, and why, wherever NCCL cannot carry them") {
   auto forced = plan_weights_publish(one_process("[trainer]\npublish = \"nccl\"\nlora = { rank = 8 }\n"), two_gpus, true);
   REQUIRE_FALSE(forced.ok());
   CHECK(has(forced.message(), "trainer.lora"));
+  // "adapters": the adapters alone, by file; only with LoRA, and only for samplers with a model.
+  auto adapters = plan_weights_publish(one_process("[trainer]\npublish = \"adapters\"\nlora = { rank = 8 }\n"),
+                                       two_gpus, true);
+  REQUIRE_MESSAGE(adapters.ok(), adapters.message());
+  CHECK(adapters->adapters);
+  CHECK_FALSE(adapters->nccl);
+  auto no_lora = plan_weights_publish(one_process("[trainer]\npublish = \"adapters\"\n"), two_gpus, true);
+  REQUIRE_FALSE(no_lora.ok());
+  CHECK(has(no_lora.message(), "set [trainer] lora"));
+  const auto stand_in_adapters =
+      parsed(topology("sampler = {}", "[trainer]\npublish = \"adapters\"\nlora = { rank = 8 }\n"));
+  CHECK_FALSE(plan_weights_publish(stand_in_adapters, {}, true).ok());
 }
 
 TEST_CASE("two samplers on one GPU, or two sampler processes on one node, go by file") {
