@@ -27,6 +27,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/pipeline/serve_process.hpp"
 #include "tests/pipeline/tiny_model_manifest.hpp"
 #include "common/hash.hpp"
 #include "stages/openai_client.hpp"
@@ -42,52 +43,18 @@ namespace {
 std::string fx(const std::string& rel) { return std::string(KFORGE_MODEL_FIXTURES) + "/" + rel; }
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// `kforge serve` on the fixture model as a child process, on a free port it prints.
-struct served {
-  pid_t pid = -1;
-  std::string url;
-
+// `kforge serve` on the fixture model (or `model`) as a child process.
+struct served : kforge::test::serve_process {
   explicit served(const std::string& model = fx("qwen2"), const std::string& tok = fx("tokenizer"),
-                  std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {KFORGE_BINARY, "serve", "--model", model, "--port", "0", "--max-tokens", "64"};
-    if (!tok.empty()) args.insert(args.end(), {"--tokenizer", tok});
-    args.insert(args.end(), extra.begin(), extra.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      dup2(fds[1], 1);
-      close(fds[0]);
-      close(fds[1]);
-      execv(KFORGE_BINARY, argv.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    // The first line says where it listens; read it byte by byte so nothing after it is consumed.
-    std::string line;
-    char c;
-    while (read(fds[0], &c, 1) == 1 && c != '\n') line += c;
-    close(fds[0]);
-    const auto at = line.find("http://");
-    REQUIRE_MESSAGE(at != std::string::npos, "kforge serve said: " << line);
-    url = line.substr(at, line.find(' ', at) - at);
-  }
-  void kill_now() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-      pid = -1;
-    }
-  }
-  ~served() {
-    if (pid > 0) {
-      ::kill(pid, SIGTERM);
-      waitpid(pid, nullptr, 0);
-    }
+                  std::vector<std::string> extra = {})
+      : serve_process(args(model, tok, std::move(extra))) {}
+
+ private:
+  static std::vector<std::string> args(const std::string& model, const std::string& tok, std::vector<std::string> extra) {
+    std::vector<std::string> a = {"--model", model, "--max-tokens", "64"};
+    if (!tok.empty()) a.insert(a.end(), {"--tokenizer", tok});
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
   }
 };
 

@@ -7,10 +7,6 @@
 // get clear 400 and 404 answers.
 #include "stages/engine_sampler.hpp"
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <future>
 #include <string>
 #include <vector>
@@ -23,7 +19,8 @@
 #include "model/transformer.hpp"
 #include "model/weights.hpp"
 #include "tests/model/test_files.hpp"
-#include "tests/doctest_torch.hpp"  // last: after every header that may include LibTorch
+#include "tests/doctest_torch.hpp"  // after every header that may include LibTorch
+#include "tests/pipeline/serve_process.hpp"  // doctest, after LibTorch
 
 using namespace kforge;
 using namespace kforge::pipeline;
@@ -55,43 +52,14 @@ void make_adapter(const std::string& dir, std::int64_t rank, std::vector<std::st
   REQUIRE(model::save_lora(**m, dir, "kforge-tiny").ok());
 }
 
-// `kforge serve` on kforge-tiny as a child process, on a free port it prints.
-struct served {
-  pid_t pid = -1;
-  std::string url;
+// `kforge serve` on kforge-tiny as a child process, with requests to it.
+struct served : kforge::test::serve_process {
+  explicit served(std::vector<std::string> extra) : serve_process(args(std::move(extra))) {}
 
-  explicit served(std::vector<std::string> extra) {
-    std::vector<std::string> args = {KFORGE_BINARY, "serve", "--model", tiny, "--port", "0", "--max-tokens", "32",
-                                     "--batch-wait-ms", "100"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      dup2(fds[1], 1);
-      close(fds[0]);
-      close(fds[1]);
-      execv(KFORGE_BINARY, argv.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    std::string line;
-    char c;
-    while (read(fds[0], &c, 1) == 1 && c != '\n') line += c;
-    close(fds[0]);
-    const auto at = line.find("http://");
-    REQUIRE_MESSAGE(at != std::string::npos, "kforge serve said: " << line);
-    url = line.substr(at, line.find(' ', at) - at);
-  }
-  ~served() {
-    if (pid > 0) {
-      ::kill(pid, SIGTERM);
-      waitpid(pid, nullptr, 0);
-    }
+  static std::vector<std::string> args(std::vector<std::string> extra) {
+    std::vector<std::string> a = {"--model", tiny, "--max-tokens", "32", "--batch-wait-ms", "100"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
   }
 
   std::pair<int, json> post(const std::string& path, const json& body) const {
