@@ -58,6 +58,14 @@ struct served : kforge::test::serve_process {
   }
 };
 
+// `kforge run --manifest tiny.toml` in `dir`: its exit status and output.
+std::pair<int, std::string> kforge_run_in(const fs::path& dir) {
+  const std::string cmd = "cd " + dir.string() + " && " + KFORGE_BINARY + " run --manifest tiny.toml > run.log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream log(dir / "run.log");
+  return {rc, std::string((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>())};
+}
+
 template <class T>
 struct packed {
   flatbuffers::FlatBufferBuilder fbb;
@@ -591,10 +599,9 @@ TEST_CASE("kforge run with backend openai against kforge serve: the loop complet
   served server((dir / "model").string(), "");
   kforge::test::write_tiny_manifest(dir, 2, "", "",
                                     "backend = \"openai\"\nserver_urls = [\"" + server.url + "/v1\"]\n");
-  const std::string cmd = "cd " + dir.string() + " && " + KFORGE_BINARY + " run --manifest tiny.toml > run.log 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream log(dir / "run.log");
-  const std::string out((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const auto run = kforge_run_in(dir);
+  const int rc = run.first;
+  const std::string& out = run.second;
   INFO(out);
   CHECK(rc == 0);
   CHECK(contains(out, "real: openai backend"));
@@ -617,10 +624,9 @@ TEST_CASE("kforge run with LoRA adapters published to kforge serve: the server l
   kforge::test::write_tiny_manifest(
       dir, 2, "\n[trainer]\npublish = \"adapters\"\nlora = { rank = 4, targets = [\"q_proj\", \"v_proj\"] }\n", "",
       "backend = \"openai\"\nserver_urls = [\"" + server.url + "/v1\"]\n");
-  const std::string cmd = "cd " + dir.string() + " && " + KFORGE_BINARY + " run --manifest tiny.toml > run.log 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream log(dir / "run.log");
-  const std::string out((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const auto run = kforge_run_in(dir);
+  const int rc = run.first;
+  const std::string& out = run.second;
   INFO(out);
   CHECK(rc == 0);
   CHECK(contains(out, "trainer.publish = \"adapters\""));
@@ -648,10 +654,9 @@ TEST_CASE("kforge run with LoRA adapters published to kforge serve: the server l
   // A manifest that asks for adapters without LoRA is refused, saying why.
   kforge::test::write_tiny_manifest(dir, 2, "\n[trainer]\npublish = \"adapters\"\n", "",
                                     "backend = \"openai\"\nserver_urls = [\"" + server.url + "/v1\"]\n");
-  const std::string bad = "cd " + dir.string() + " && " + KFORGE_BINARY + " run --manifest tiny.toml > bad.log 2>&1";
-  CHECK(std::system(bad.c_str()) != 0);
-  std::ifstream bad_log(dir / "bad.log");
-  const std::string said((std::istreambuf_iterator<char>(bad_log)), std::istreambuf_iterator<char>());
+  const auto bad = kforge_run_in(dir);
+  CHECK(bad.first != 0);
+  const std::string& said = bad.second;
   CHECK(contains(said, "publishes LoRA adapters: set [trainer] lora"));
   fs::remove_all(dir);
 }
