@@ -225,52 +225,39 @@ class policy_trainer_stage final : public actors::trainer_logic {
     return written(publish_file(version));
   }
 
+  // The version's weights (weights/policy-vN.safetensors) or, with publish_adapters, its LoRA
+  // adapters alone (the PEFT directory weights/adapter-vN): written aside and renamed, so a sampler
+  // never reads half of one.
   result<wire::PolicyWeightsT> publish_file(std::uint64_t version) {
     const fs::path dir = fs::path(o_.run_dir) / "weights";
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) return error{dir.string() + ": cannot create: " + ec.message()};
-    if (o_.publish_adapters) return publish_adapters(dir, version);
-    const auto name = [&](std::uint64_t v) { return dir / ("policy-v" + std::to_string(v) + ".safetensors"); };
+    const bool adapters = o_.publish_adapters;
+    const auto name = [&](std::uint64_t v) {
+      return dir / (adapters ? "adapter-v" + std::to_string(v) : "policy-v" + std::to_string(v) + ".safetensors");
+    };
     const fs::path path = name(version);
     const fs::path tmp = path.string() + ".partial";
+    fs::remove_all(tmp, ec);
     // The compute copy: bf16 when the trainer computes in bf16 (half the bytes to write and read,
     // and what a bf16 sampler would round the fp32 masters to anyway), else the fp32 policy.
-    if (auto s = model::save_weights(*trainer_->lead().compute_model(), tmp.string()); !s) return s.err();
+    const auto written = adapters ? trainer_->lead().save_adapters(tmp.string())
+                                  : model::save_weights(*trainer_->lead().compute_model(), tmp.string());
+    if (!written) return written.err();
+    if (adapters) fs::remove_all(path, ec);  // a directory is not renamed over (a file is, at once)
     fs::rename(tmp, path, ec);
-    if (ec) return error{path.string() + ": cannot publish the weights: " + ec.message()};
-    // Older files beyond keep_weights go; a sampler still reading one holds it open.
-    if (version >= static_cast<std::uint64_t>(o_.keep_weights))
-      fs::remove(name(version - static_cast<std::uint64_t>(o_.keep_weights)), ec);
-
-    wire::PolicyWeightsT w;
-    w.version = version;
-    w.transport = wire::WeightsTransport::file;
-    w.path = fs::absolute(path, ec).string();
-    w.bytes = fs::file_size(path, ec);
-    return w;
-  }
-
-  // The version's adapters as a PEFT directory (weights/adapter-vN), written aside and renamed so a
-  // server never reads half of one; older ones beyond keep_weights go.
-  result<wire::PolicyWeightsT> publish_adapters(const fs::path& dir, std::uint64_t version) {
-    const auto name = [&](std::uint64_t v) { return dir / ("adapter-v" + std::to_string(v)); };
-    const fs::path path = name(version);
-    const fs::path tmp = path.string() + ".partial";
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    if (auto s = trainer_->lead().save_adapters(tmp.string()); !s) return s.err();
-    fs::remove_all(path, ec);
-    fs::rename(tmp, path, ec);
-    if (ec) return error{path.string() + ": cannot publish the adapters: " + ec.message()};
+    if (ec) return error{path.string() + ": cannot publish " + (adapters ? "the adapters: " : "the weights: ") + ec.message()};
+    // Older ones beyond keep_weights go; a sampler still reading one holds it open.
     if (version >= static_cast<std::uint64_t>(o_.keep_weights))
       fs::remove_all(name(version - static_cast<std::uint64_t>(o_.keep_weights)), ec);
+
     wire::PolicyWeightsT w;
     w.version = version;
     w.transport = wire::WeightsTransport::file;
-    w.adapter = true;
+    w.adapter = adapters;
     w.path = fs::absolute(path, ec).string();
-    w.bytes = fs::file_size(path / model::adapter_weights_file, ec);
+    w.bytes = fs::file_size(adapters ? path / model::adapter_weights_file : path, ec);
     return w;
   }
 
