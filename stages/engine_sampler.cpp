@@ -191,13 +191,15 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
   }
 
  private:
-  // A version's LoRA adapters (trainer.publish = "adapters"), applied unmerged on the base weights:
-  // replace_lora checks the whole directory before copying, so on error the old adapters stay.
+  // LoRA adapters applied unmerged on the base weights, switched on (a version's, published with
+  // trainer.publish = "adapters", or one kforge serve loads): replace_lora checks the whole
+  // directory before it changes the model, so a bad one leaves the adapters that were on (or none).
   status load_adapter_dir(const std::string& where, const std::string& dir) {
+    off_.reset();
     try {
       if (auto s = model::replace_lora(*model_, dir); !s) return error{where + s.message()};
     } catch (const c10::Error& e) {
-      return error{where + "copying the adapters failed: " + e.what_without_backtrace()};
+      return error{where + "copying " + dir + " failed: " + e.what_without_backtrace()};
     }
     *model_->lora->enabled = true;
     return status::success();
@@ -370,18 +372,7 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
     return load("engine policy: ", std::move(*f));
   }
 
-  // model::replace_lora checks the whole directory before it changes the model, so a bad one
-  // leaves the adapter that was serving (or none).
-  status load_adapter(const std::string& dir) override {
-    off_.reset();
-    try {
-      if (auto s = model::replace_lora(*model_, dir); !s) return error{"engine policy: LoRA adapter: " + s.message()};
-    } catch (const c10::Error& e) {
-      return error{"engine policy: LoRA adapter: copying " + dir + " failed: " + e.what_without_backtrace()};
-    }
-    *model_->lora->enabled = true;
-    return status::success();
-  }
+  status load_adapter(const std::string& dir) override { return load_adapter_dir("engine policy: LoRA adapter: ", dir); }
 
   status unload_adapter() override {
     off_.reset();
