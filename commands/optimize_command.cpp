@@ -124,12 +124,8 @@ struct loop {
     parallel_for(live.size(), std::min(jobs, static_cast<int>(live.size())), [&](std::size_t i) {
       const auto& task = *runs[live[i]].task;
       const std::string source = candidate_source(conts[i].text);
-      // Inputs seeded per task as `kforge eval` seeds them: the same --seed checks both on the same inputs.
-      const std::uint64_t parts[2] = {o.seed, fnv1a64(task.id)};
-      const auto judge = [&]() -> result<wire::VerdictT> {
-        return sandbox.evaluate(task, source, fnv1a64(parts, sizeof parts));
-      };
-      auto v = o.reuse_repeats ? repeats.verdict(task.id + "\n" + source, judge) : judge();
+      // As `kforge eval` judges: the same --seed checks both on the same inputs.
+      auto v = sandbox::judge_for_task(sandbox, task, source, o.seed, o.reuse_repeats ? &repeats : nullptr);
       if (v) {
         verdicts[i] = std::move(*v);
       } else {

@@ -198,6 +198,13 @@ std::string format_summary(const json& s) {
   return os.str();
 }
 
+result<wire::VerdictT> judge_for_task(sandbox_pool& pool, const tasks::task& t, const std::string& source,
+                                      std::uint64_t seed, repeat_verdicts* repeats) {
+  const std::uint64_t parts[2] = {seed, fnv1a64(t.id)};
+  const auto judge = [&]() -> result<wire::VerdictT> { return pool.evaluate(t, source, fnv1a64(parts, sizeof parts)); };
+  return repeats ? repeats->verdict(t.id + "\n" + source, judge) : judge();
+}
+
 std::string default_compile_cache() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/kforge/compile";
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/kforge/compile";
@@ -308,14 +315,8 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
     if (!source) {
       j = json{{"status", "infra_error"}, {"reason", source.err().message}};
     } else {
-      // One seed per task: every candidate of a task is checked on the same inputs, so the
-      // reference server computes them once.
-      const std::uint64_t parts[2] = {seed, fnv1a64(it.task->id)};
-      const auto judge = [&]() -> result<wire::VerdictT> {
-        return (*pool)->evaluate(*it.task, *source, fnv1a64(parts, sizeof parts));
-      };
       try {
-        const auto v = opt.reuse_repeats ? repeats.verdict(it.task->id + "\n" + *source, judge) : judge();
+        const auto v = judge_for_task(**pool, *it.task, *source, seed, opt.reuse_repeats ? &repeats : nullptr);
         j = v ? verdict_json(*v) : json{{"status", "infra_error"}, {"reason", v.message()}};
       } catch (const std::exception& e) {
         // A sandbox bug must not end the whole eval and lose the other verdicts.

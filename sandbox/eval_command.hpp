@@ -10,6 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/result.hpp"
+#include "messages/rollout_generated.h"
+#include "tasks/task.hpp"
+
 namespace kforge::sandbox {
 
 struct eval_options {
@@ -39,6 +43,16 @@ struct eval_options {
   /// Eager and torch.compile times (tasks/measured_baselines.hpp); empty: against eager only.
   std::string baselines;
 };
+
+class sandbox_pool;
+class repeat_verdicts;
+
+/// `source` as a candidate for `t`, judged as `kforge eval` judges it: inputs seeded per task from
+/// `seed`, so every candidate of a task (and every command given the same seed) is checked on the
+/// same inputs and the reference server computes them once; with `repeats`, a task's repeated
+/// source judged once.
+result<wire::VerdictT> judge_for_task(sandbox_pool& pool, const tasks::task& t, const std::string& source,
+                                      std::uint64_t seed, repeat_verdicts* repeats);
 
 /// One candidate's line in the verdict file.
 struct eval_item {
