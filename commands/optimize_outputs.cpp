@@ -68,12 +68,10 @@ std::string task_report(const optimize_run_facts& f, const tasks::task& t, const
 }
 
 /// Over tasks, per turn: the tasks with a correct kernel by then and the mean of their best
-/// speedups by then (a task without one adds 0); then a row per task.
-std::string summary_report(const optimize_run_facts& f, const std::vector<std::vector<const episode_run*>>& tasks,
-                           std::size_t episodes) {
+/// speedups by then (a task without one adds 0).
+std::string turn_table(const optimize_run_facts& f, const std::vector<std::vector<const episode_run*>>& tasks) {
   std::ostringstream s;
-  s << header(f, episodes, std::to_string(tasks.size()) + " tasks")
-    << "| turn | tasks with a correct kernel by then | mean best speedup by then (none = 0) |\n|---|---|---|\n";
+  s << "| turn | tasks with a correct kernel by then | mean best speedup by then (none = 0) |\n|---|---|---|\n";
   for (int turn = 1; turn <= f.turns; ++turn) {
     int solved = 0;
     double sum = 0;
@@ -85,7 +83,15 @@ std::string summary_report(const optimize_run_facts& f, const std::vector<std::v
     s << "| " << turn << " | " << solved << " of " << tasks.size() << " | "
       << times(tasks.empty() ? 0.0 : sum / static_cast<double>(tasks.size())) << " |\n";
   }
-  s << "\n| task | episodes with a correct kernel | best speedup |\n|---|---|---|\n";
+  return s.str();
+}
+
+/// turn_table, then a row per task.
+std::string summary_report(const optimize_run_facts& f, const std::vector<std::vector<const episode_run*>>& tasks,
+                           std::size_t episodes) {
+  std::ostringstream s;
+  s << header(f, episodes, std::to_string(tasks.size()) + " tasks") << turn_table(f, tasks)
+    << "\n| task | episodes with a correct kernel | best speedup |\n|---|---|---|\n";
   for (const auto& runs : tasks) {
     const auto p = progress(runs, f.turns);
     s << "| " << runs.front()->task->id << " | " << p.episodes_correct << " of " << runs.size() << " | "
@@ -151,9 +157,8 @@ status write_optimize_outputs(const std::string& dir, const std::vector<episode_
     if (auto s = write_task(several_tasks ? root / t.front()->task->id : root, facts, t, root, lines, out); !s) return s;
   if (auto s = write_text_file_atomically((root / "verdicts.jsonl").string(), lines); !s) return s;
   if (!several_tasks) return {};
-  const std::string summary = summary_report(facts, tasks, runs.size());
-  out << summary.substr(summary.find("| turn |"), summary.find("\n\n| task |") - summary.find("| turn |")) << "\n";
-  return write_text_file_atomically((root / "report.md").string(), summary);
+  out << turn_table(facts, tasks);
+  return write_text_file_atomically((root / "report.md").string(), summary_report(facts, tasks, runs.size()));
 }
 
 }  // namespace kforge::pipeline
