@@ -320,13 +320,14 @@ status replica_pool::load_adapter(const std::string& name, const std::string& di
   }
   if (!before.name.empty() && before.name != name)
     if (auto s = post_to_every_replica(base + "/unload_lora_adapter", json{{"lora_name", before.name}}.dump(),
-                                       "unloading adapter " + before.name);
+                                       "unloading adapter " + before.name, /*load=*/false);
         !s)
       std::cerr << "openai sampler: " << s.message() << " (adapter " << name << " is in use)\n";
   return {};
 }
 
-status replica_pool::post_to_every_replica(const std::string& path, const std::string& body, const std::string& what) {
+status replica_pool::post_to_every_replica(const std::string& path, const std::string& body, const std::string& what,
+                                           bool load) {
   std::vector<replica*> live_now;
   {
     std::lock_guard lock(m_);
@@ -357,6 +358,9 @@ status replica_pool::post_to_every_replica(const std::string& path, const std::s
       all += (all.empty() ? "" : "; ") + e;
       ++failures;
     }
+  if (!load && failures > 0)
+    return error{what + ": " + std::to_string(failures) + " of " + std::to_string(live_now.size()) +
+                 " replica(s) failed: " + all};
   if (failures == live_now.size()) return error{what + " loaded nowhere: " + all};
   if (failures > 0) {
     // A replica left on older weights would serve candidates tagged with the new version: it is

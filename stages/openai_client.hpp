@@ -124,9 +124,12 @@ class replica_pool {
   replica_pool_options o_;
   std::vector<std::unique_ptr<replica>> replicas_;
   mutable std::mutex m_;
-  /// POST `path` `body` to every replica not dropped, at once; `what` names it in messages. Replicas
-  /// that fail are dropped when some succeed; an error when none does.
-  status post_to_every_replica(const std::string& path, const std::string& body, const std::string& what);
+  /// POST `path` `body` to every replica not dropped, at once; `what` names it in messages. A load
+  /// (`load`: weights or an adapter): replicas that fail are dropped when some succeed (they would
+  /// serve older weights under the new version), an error when none does. Otherwise (an unload):
+  /// any failure is the error, and no replica is dropped for it.
+  status post_to_every_replica(const std::string& path, const std::string& body, const std::string& what,
+                               bool load = true);
 
   std::string model_;  ///< from served_model(), sent with every request
   adapter_in_use adapter_;  ///< the adapter sent with every request (name empty: none)

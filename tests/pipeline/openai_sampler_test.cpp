@@ -572,6 +572,25 @@ TEST_CASE("openai client: malformed, cut, text-only and error responses give cle
     CHECK_FALSE(q.value()->update_weights("/w/policy-v2.safetensors", 2).ok());
     CHECK(q.value()->live().size() == 1);
   }
+  SUBCASE("an adapter the replicas fail to unload drops none of them: the new one is in use") {
+    fake_server a([](httplib::Response&) {}), b([](httplib::Response&) {});
+    for (auto* f : {&a, &b})
+      f->svr.Post("/load_lora_adapter", [](const httplib::Request&, httplib::Response& res) {
+        res.set_content(R"({"success": true})", "application/json");
+      });
+    a.svr.Post("/unload_lora_adapter", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 500;
+      res.set_content(R"({"error": {"message": "busy", "type": "server_error", "code": null}})", "application/json");
+    });
+    b.svr.Post("/unload_lora_adapter", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(R"({"success": true})", "application/json");
+    });
+    auto p = replica_pool::make({a.url(), b.url()}, fast);
+    REQUIRE(p.ok());
+    CHECK(p.value()->load_adapter("kforge-v1", "/w/adapter-v1", 1, adapter_api::sglang).ok());
+    CHECK(p.value()->load_adapter("kforge-v2", "/w/adapter-v2", 2, adapter_api::sglang).ok());
+    CHECK(p.value()->live().size() == 2);
+  }
   SUBCASE("a server that returns text only is refused, naming the option") {
     fake_server text([](httplib::Response& res) {
       res.set_content(R"({"choices": [{"index": 0, "text": "hello", "logprobs": null}]})", "application/json");
