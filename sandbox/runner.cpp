@@ -209,6 +209,9 @@ status gpu_slot::start_locked(server& s) {
                            json{{"op", "hello"}, {"cache_bytes", cache_bytes}});
   if (!hello) return error{hello.err().message};
   s.facts_json = hello->at("gpu").dump();
+  if (const auto f = gpu_facts_from_json(s.facts_json); f && options_.memory_share > 0)
+    memory_.set_budget(static_cast<std::int64_t>(options_.memory_share * static_cast<double>(f->memory_bytes)));
+  memory_budget_set_ = true;
   return {};
 }
 
@@ -223,6 +226,11 @@ status gpu_slot::start_servers() {
   for (const auto& e : errors)
     if (!e.empty()) return error{"reference server: " + e};
   return {};
+}
+
+memory_gate& gpu_slot::memory() {
+  if (!memory_budget_set_) (void)facts();
+  return memory_;
 }
 
 result<gpu_facts> gpu_slot::facts() {
@@ -353,7 +361,8 @@ class candidate_run {
         // Every request of this candidate goes to the reference server its task hashes to: the
         // server that holds (or will hold) the task's expected outputs for the rest of its group.
         route_(fnv1a64(t.id)),
-        seed_(seed) {
+        seed_(seed),
+        primary_bytes_(tasks::primary_bytes(t)) {
     ph_.candidates = 1;
   }
   ~candidate_run() { r_.slot_->add_phases(ph_); }
@@ -361,6 +370,11 @@ class candidate_run {
   candidate_run& operator=(const candidate_run&) = delete;
 
   run_outcome run() {
+    std::optional<memory_gate::claim> memory;
+    {
+      phase_timer t(ph_.gpu_wait_ms);
+      memory.emplace(r_.slot_->memory(), static_cast<std::int64_t>(o_.memory_factor * static_cast<double>(primary_bytes_)));
+    }
     try {
       (void)(start_child() && prepare() && load() && verify() && time() && confirm());
     } catch (const json::exception& e) {
@@ -858,6 +872,7 @@ class candidate_run {
   std::vector<check_spec> checks_;
   std::uint64_t route_;
   std::uint64_t seed_;
+  std::int64_t primary_bytes_;
   json shapes_;
   bool ipc_ = o_.share_outputs;  ///< outputs over CUDA IPC until the server says it cannot
   run_outcome out_;

@@ -24,6 +24,7 @@
 // on fresh inputs. Failures of the candidate's process are the candidate's verdict (timeout,
 // runtime_error; a protocol violation on its channel or a seccomp kill: hack_suspected); failures
 // of the reference server or of a probe are infra_error.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -43,6 +44,7 @@
 #include "messages/rollout_generated.h"
 #include "sandbox/child_setup.hpp"
 #include "sandbox/gpu_facts.hpp"
+#include "sandbox/memory_gate.hpp"
 #include "sandbox/ncu_report.hpp"
 #include "sandbox/scratch_dir.hpp"
 #include "sandbox/timing_stats.hpp"
@@ -78,6 +80,14 @@ struct run_options {
   /// a call (0.01x of eager) took 141 s of the 181 s of timing, and in a run the sampler and
   /// every other candidate wait behind them. 0: every candidate gets every trial.
   double slow_cutoff = 20.0;
+  /// Candidates of one GPU run at once only while their estimated footprints (memory_factor x
+  /// the task's tasks::primary_bytes: the child's input set and outputs, the reference server's
+  /// and the reference's temporaries) sum to at most memory_share of the GPU's memory; one larger
+  /// than that runs alone. Why: KernelBench's level-1 problems take 6-7 GiB an input, and four
+  /// runners of one GPU verifying them at once ran out of memory (7 of 11 infra_error, H100,
+  /// 2026-12-06). Other processes on the GPU are not counted. 0: no limit.
+  double memory_share = 0.6;
+  double memory_factor = 4.0;
   /// A child serves at most this many candidates.
   int recycle_after = 64;
   /// The known-good library (toolchain.hpp) that probes each fresh child.
@@ -195,6 +205,10 @@ class gpu_slot {
   /// time-slice: another process's kernels would stretch both the events and the wall time of a
   /// timed trial. A runner that wants to time stops new shared users from entering, so timing is
   /// not starved by a stream of verifications.
+  /// Candidates' claims on the GPU's memory (run_options::memory_share), each held for a whole
+  /// run. Its budget comes with a reference server's hello: the first server is started here if
+  /// none has answered yet (a slot whose servers cannot start leaves it unlimited).
+  memory_gate& memory();
   class gpu_lock {
    public:
     gpu_lock(gpu_slot& s, bool exclusive);
@@ -223,6 +237,8 @@ class gpu_slot {
   mutable std::mutex phases_mutex_;
   run_phases phases_;
   std::string profiling_denied_;  ///< under phases_mutex_
+  memory_gate memory_;
+  std::atomic<bool> memory_budget_set_{false};
 };
 
 class candidate_run;

@@ -140,6 +140,14 @@ std::size_t element_size(dtype t) {
   return 0;
 }
 
+std::int64_t primary_bytes(const task& t) {
+  std::int64_t bytes = 0;
+  for (const auto* specs : {&t.inputs, &t.draws})
+    for (const auto& in : *specs) bytes += numel(in.shape) * static_cast<std::int64_t>(element_size(in.type));
+  for (const auto& out : t.outputs) bytes += numel(out.shape) * static_cast<std::int64_t>(element_size(out.type));
+  return bytes;
+}
+
 std::int64_t numel(const shape& s) {
   std::int64_t n = 1;
   for (auto d : s) n *= d;

@@ -111,6 +111,9 @@ std::size_t element_size(dtype t);
 std::int64_t numel(const shape& s);
 /// "[4096, 4096]".
 std::string to_string(const shape& s);
+/// Bytes of one input set and its outputs at the primary shapes (draws included): what one copy
+/// of a candidate's working set takes on the GPU.
+std::int64_t primary_bytes(const task& t);
 
 /// The tolerance a task gets when its file gives none: 1e-2 if any output is float16 or bfloat16,
 /// else 1e-4 (both atol and rtol).

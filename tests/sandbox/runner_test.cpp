@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -270,6 +271,38 @@ TEST_CASE("waiting for the GPU between a candidate's checks does not use up its 
   CHECK(held);
   CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);
   CHECK(o.checks == 3);
+}
+
+TEST_CASE("a candidate of a task too large to share the GPU's memory waits until it runs alone") {
+  // The fake GPU has 150 GB: 90 GB for candidates (memory_share 0.6). The large task's footprint
+  // (4 x 48 GB of inputs and output) is more than that, so it waits for the claim held here.
+  auto slot = fake_slot(3000);
+  ks::runner r(slot);
+  REQUIRE(r.start().ok());
+  const auto large = kforge::tasks::testing::parse_or_fail(kforge::tasks::testing::two_input_task(
+      "fake/large", "fake", "def forward(x, y):\n    return x + y\n", {4'000'000'000}, {2}));
+  using clock = std::chrono::steady_clock;
+  SUBCASE("a small task runs beside another candidate's claim") {
+    ks::memory_gate::claim other(slot->memory(), std::int64_t{60} << 30);
+    const auto since = clock::now();
+    CHECK(r.run(fake_task("fake/a"), fake_lib("ok"), 1).status == VerdictStatus::ok);
+    CHECK(clock::now() - since < std::chrono::milliseconds(1000));
+  }
+  SUBCASE("the large one waits for it") {
+    std::optional<ks::memory_gate::claim> other;
+    other.emplace(slot->memory(), 1);
+    std::thread release([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+      other.reset();
+    });
+    const auto since = clock::now();
+    const auto o = r.run(large, fake_lib("ok"), 1);
+    const auto took = clock::now() - since;
+    release.join();
+    CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);
+    CHECK(took >= std::chrono::milliseconds(900));
+    CHECK(slot->memory().claimed() == 0);
+  }
 }
 
 TEST_CASE("eval summary: correctness rate, fast_p and the geometric mean over correct ones") {
