@@ -12,8 +12,8 @@
 // Model: random weights (normal, std 0.02; norms 1) in Qwen2.5-0.5B's shapes — hidden 896, 24
 // layers, 14 query / 2 key-value heads of 64, MLP 4864, vocab 151936, tied embeddings, rope theta
 // 1e6, RMS eps 1e-6 — written as a Hugging Face checkpoint directory (config.json +
-// model.safetensors in bf16, by model::save_checkpoint) to a temporary directory that both sides
-// load. Workload: P = 64 prompts of T = 128 random token ids, N = 8 samples each (512 rows), exactly
+// model.safetensors in bf16, drawn on the bench's device: bench/random_model.hpp) to a temporary
+// directory that both sides load. Workload: P = 64 prompts of T = 128 random token ids, N = 8 samples each (512 rows), exactly
 // K = 512 new tokens (no stop tokens), temperature 1, top-p 1: one GRPO rollout batch.
 //
 // Ours: generate() in bf16 on cuda:0. A warm-up on the same batch with 16 new tokens, then R timed
@@ -47,9 +47,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
-#if defined(KFORGE_BENCH_TORCH_CUDA)
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
 
 #include "bench/random_model.hpp"
 #include "model/op_profile.hpp"
@@ -63,6 +60,8 @@ using json = nlohmann::json;
 using clk = std::chrono::steady_clock;
 
 using kforge::bench::config_json;
+using kforge::bench::gib;
+using kforge::bench::peak_memory;
 using kforge::bench::shape;
 using kforge::bench::spread;
 using kforge::bench::write_random_checkpoint;
@@ -87,28 +86,6 @@ std::vector<std::vector<std::int64_t>> random_prompts(const workload& w, std::in
 
 void sync(const at::Device& dev) {
   if (dev.is_cuda()) torch::cuda::synchronize(dev.index());
-}
-
-struct peak_memory {
-  std::int64_t allocated = 0, reserved = 0;
-};
-
-void reset_peak(const at::Device& dev) {
-#if defined(KFORGE_BENCH_TORCH_CUDA)
-  if (dev.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(dev.index());
-#endif
-}
-
-peak_memory read_peak(const at::Device& dev) {
-  peak_memory p;
-#if defined(KFORGE_BENCH_TORCH_CUDA)
-  if (dev.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(dev.index());
-    p.allocated = stats.allocated_bytes[0].peak;  // [0]: StatType::AGGREGATE, all pools
-    p.reserved = stats.reserved_bytes[0].peak;
-  }
-#endif
-  return p;
 }
 
 // Every row ran K steps with sane log-probs, and the trainer's scoring pass agrees with the sampler.
@@ -237,7 +214,7 @@ int main(int argc, char** argv) {
 
   auto t0 = clk::now();
   if (own_model) {
-    if (auto st = write_random_checkpoint(s, dir.string()); !st) {
+    if (auto st = write_random_checkpoint(s, dir.string(), dev); !st) {
       std::fprintf(stderr, "generate_bench: %s\n", st.message().c_str());
       return 1;
     }
@@ -269,7 +246,7 @@ int main(int argc, char** argv) {
     }
     so.max_new_tokens = w.new_tokens;
     sync(dev);
-    reset_peak(dev);
+    kforge::bench::reset_peak_memory(dev);
     std::vector<double> seconds, rates;
     std::vector<km::generation> last;
     for (int r = 0; r < w.reps; ++r) {
@@ -287,14 +264,13 @@ int main(int argc, char** argv) {
       std::printf("ours: rep %d: %.2f s, %.0f tokens/s\n", r, sec, tokens / sec);
       last = std::move(g).value();
     }
-    const peak_memory peak = read_peak(dev);
+    const peak_memory peak = kforge::bench::read_peak_memory(dev);
     const spread rate = spread::of(rates);
     ours_median = rate.median;
     out["ours"] = {{"seconds", seconds}, {"tokens_per_s", rate.to_json()}, {"peak_allocated_bytes", peak.allocated},
                    {"peak_reserved_bytes", peak.reserved}};
     std::printf("ours: %.0f tokens/s (%.0f..%.0f), peak allocated %.2f GiB, reserved %.2f GiB\n", rate.median,
-                rate.min, rate.max, static_cast<double>(peak.allocated) / (1 << 30),
-                static_cast<double>(peak.reserved) / (1 << 30));
+                rate.min, rate.max, gib(peak.allocated), gib(peak.reserved));
     out["check"] = check(**model, prompts_ids, last, w, bf16, ok);
     if (profile) {
       // Prefill included: its ops are few next to K decoding steps' worth.
@@ -310,9 +286,7 @@ int main(int argc, char** argv) {
       out["profile"] = p;
     }
   }
-#if defined(KFORGE_BENCH_TORCH_CUDA)
-  if (dev.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();  // the anchor's process needs the memory
-#endif
+  kforge::bench::release_cached_memory();  // the anchor's process needs the memory
 
   if (anchor) {
     const std::vector<std::string> cmd = {
