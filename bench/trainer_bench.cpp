@@ -267,6 +267,13 @@ std::vector<std::int64_t> bit_sums(const std::vector<at::Tensor>& tensors) {
   return out;
 }
 
+// How many entries of `after` equal `before`'s at the same place.
+std::int64_t count_same(const std::vector<std::int64_t>& before, const std::vector<std::int64_t>& after) {
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < std::min(before.size(), after.size()); ++i) n += before[i] == after[i];
+  return n;
+}
+
 // LoRA's invariants after training: the base frozen (no gradient, its bits those of `base_before`,
 // in the compute dtype) and every adapter tensor moved from `adapters_before` (B from zero at the
 // first step, A once B is no longer zero).
@@ -279,9 +286,8 @@ json check_lora(km::CausalLM& lm, const std::vector<std::int64_t>& base_before,
     wrong_dtype += p.scalar_type() != compute;
   }
   const auto base_after = bit_sums(base), adapters_after = bit_sums(km::lora_parameters(*lm));
-  std::int64_t base_changed = 0, adapters_unchanged = 0;
-  for (std::size_t i = 0; i < base_after.size(); ++i) base_changed += base_after[i] != base_before[i];
-  for (std::size_t i = 0; i < adapters_after.size(); ++i) adapters_unchanged += adapters_after[i] == adapters_before[i];
+  const auto base_changed = static_cast<std::int64_t>(base_after.size()) - count_same(base_before, base_after);
+  const std::int64_t adapters_unchanged = count_same(adapters_before, adapters_after);
   const bool fine = trainable_base == 0 && wrong_dtype == 0 && base_changed == 0 && adapters_unchanged == 0 &&
                     !adapters_after.empty();
   ok = ok && fine;
@@ -395,6 +401,43 @@ double time_gradient_allreduce(const std::vector<at::Tensor>& like, const std::v
 }
 #endif
 
+// The 1-rank run: the trainer built (the load timed) and stepped; with LoRA, its invariants checked
+// after the steps against the bits before them.
+struct one_rank {
+  run_result run;
+  param_counts params;
+  double load_s = 0;
+  json lora_check;
+  bool lora_ok = true;
+};
+
+one_rank run_one_rank(const std::string& model_dir, const at::Device& dev, const workload& w, std::int64_t vocab,
+                      const kt::policy_trainer_options& po) {
+  one_rank out;
+  const auto t0 = clk::now();
+  auto t = create(model_dir, {dev}, po, /*overlap=*/false);
+  out.load_s = std::chrono::duration<double>(clk::now() - t0).count();
+  if (!t) {
+    out.run.ok = false;
+    return out;
+  }
+  auto& policy = t->lead().policy();
+  out.params = count_parameters(policy);
+  std::printf("  loaded in %.1f s: %.4g parameters, %.4g trainable, N = %.4g multiplying each token\n", out.load_s,
+              out.params.base + out.params.adapters, po.lora ? out.params.adapters : out.params.base,
+              out.params.matmul);
+  std::vector<std::int64_t> base_before, adapters_before;
+  if (po.lora) {
+    base_before = bit_sums(policy->parameters());
+    adapters_before = bit_sums(km::lora_parameters(*policy));
+  }
+  out.run = time_steps(std::move(t), {dev}, w, vocab);
+  if (out.run.ok && po.lora)
+    out.lora_check = check_lora(out.run.trainer->lead().policy(), base_before, adapters_before,
+                                po.bf16_compute ? at::kBFloat16 : at::kFloat, out.lora_ok);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -498,26 +541,11 @@ int main(int argc, char** argv) {
   bool ok = true;
 
   std::printf("1 rank on %s:\n", one.front().str().c_str());
-  t0 = clk::now();
-  auto lead = create(dir.string(), one, po, /*overlap=*/false);
-  const double load_s = std::chrono::duration<double>(clk::now() - t0).count();
-  out["load_s"] = load_s;
-  param_counts params;
-  std::vector<std::int64_t> base_before, adapters_before;
-  if (lead) {
-    auto& policy = lead->lead().policy();
-    params = count_parameters(policy);
-    std::printf("  loaded in %.1f s: %.4g parameters, %.4g trainable, N = %.4g multiplying each token\n", load_s,
-                params.base + params.adapters, lora ? params.adapters : params.base, params.matmul);
-    if (lora) {
-      base_before = bit_sums(policy->parameters());
-      adapters_before = bit_sums(km::lora_parameters(*policy));
-    }
-  }
-  run_result single;
-  single.ok = lead != nullptr;
-  if (lead) single = time_steps(std::move(lead), one, w, s.vocab);
-  ok = ok && single.ok;
+  one_rank solo = run_one_rank(dir.string(), one.front(), w, s.vocab, po);
+  run_result& single = solo.run;
+  const param_counts& params = solo.params;
+  ok = ok && single.ok && solo.lora_ok;
+  out["load_s"] = solo.load_s;
   const flops_per_token flops = flops_of(params, lora, su.checkpointing);
   out["parameters"] = params.base + params.adapters;
   out["trainable_parameters"] = lora ? params.adapters : params.base;
@@ -544,9 +572,7 @@ int main(int argc, char** argv) {
       out["one_rank"]["peak_reserved_bytes"] = single.peak.reserved;
       out["one_rank"]["resident_bytes"] = single.resident_bytes;
     }
-    if (lora)
-      out["one_rank"]["lora_check"] = check_lora(single.trainer->lead().policy(), base_before, adapters_before,
-                                                 su.bf16 ? at::kBFloat16 : at::kFloat, ok);
+    if (lora) out["one_rank"]["lora_check"] = solo.lora_check;
   }
 
   if (lora) {
