@@ -6,8 +6,10 @@
 //
 // Model: random weights in a real model's shapes (bench/random_model.hpp: --shape qwen2.5-0.5b,
 // the default, or qwen2.5-coder-7b; --layers shrinks it), written as a bf16 checkpoint (drawn on
-// the GPU, so a 7B one takes seconds) and loaded by trainer::data_parallel_trainer, the trainer
-// stage's own path, with the policy_trainer_options a manifest's [trainer] table gives:
+// the GPU, so a 7B one costs the 15 GB write, not minutes of CPU draws) and loaded by
+// trainer::data_parallel_trainer, the trainer stage's own path (load_causal_lm builds the modules
+// on the CPU in fp32 first: for 7B, ~30 GB of host memory and about a minute), with the
+// policy_trainer_options a manifest's [trainer] table gives:
 //   - full fine-tuning (default): fp32 master weights on every rank, forward and backward in bf16
 //     (--fp32 computes in fp32), a frozen bf16 copy as the KL reference;
 //   - --lora-rank R: trainer.lora = { rank = R, alpha = 2R (the manifest's default ratio, 32 / 16),
