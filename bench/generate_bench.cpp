@@ -23,8 +23,9 @@
 // layers, 14 query / 2 key-value heads of 64, MLP 4864, vocab 151936, tied embeddings, rope theta
 // 1e6, RMS eps 1e-6 — written as a Hugging Face checkpoint directory (config.json +
 // model.safetensors in bf16, drawn on the bench's device: bench/random_model.hpp) to a temporary
-// directory that both sides load. Workload: P = 64 prompts of T = 128 random token ids, N = 8 samples each (512 rows), exactly
-// K = 512 new tokens (no stop tokens), temperature 1, top-p 1: one GRPO rollout batch.
+// directory that both sides load. Workload: P = 64 prompts of T = 128 random token ids, N = 8
+// samples each (512 rows), exactly K = 512 new tokens (no stop tokens), temperature 1, top-p 1:
+// one GRPO rollout batch.
 //
 // Ours: generate() in bf16 on cuda:0. A warm-up on the same batch with 16 new tokens, then R timed
 // runs (default 2); tokens/s = P*N*K / wall time of the whole call (prefill included), peak memory
@@ -156,8 +157,9 @@ struct timed_generation {
 
 // R timed generate() calls on the whole batch (seeds 100 + r) after a short warm-up, as `label`:
 // tokens/s of each and the allocator's peak memory over them.
-kforge::result<timed_generation> time_generate(km::CausalLMImpl& model, const std::vector<std::vector<std::int64_t>>& prompts,
-                                               const workload& w, const at::Device& dev, const std::string& label) {
+kforge::result<timed_generation> time_generate(km::CausalLMImpl& model,
+                                               const std::vector<std::vector<std::int64_t>>& prompts, const workload& w,
+                                               const at::Device& dev, const std::string& label) {
   if (auto warm = km::generate(model, prompts, sampling(w, 7, w.warmup_tokens)); !warm)
     return kforge::error{"warm-up: " + warm.message()};
   const double tokens = static_cast<double>(w.prompts * w.samples * w.new_tokens);
@@ -168,7 +170,8 @@ kforge::result<timed_generation> time_generate(km::CausalLMImpl& model, const st
   for (int r = 0; r < w.reps; ++r) {
     sync(dev);
     const auto t = clk::now();
-    auto g = km::generate(model, prompts, sampling(w, 100 + static_cast<std::uint64_t>(r), w.new_tokens));  // ends with a device-to-host copy: synchronous
+    // Ends with a device-to-host copy: synchronous.
+    auto g = km::generate(model, prompts, sampling(w, 100 + static_cast<std::uint64_t>(r), w.new_tokens));
     const double sec = std::chrono::duration<double>(clk::now() - t).count();
     if (!g) return g.err();
     seconds.push_back(sec);

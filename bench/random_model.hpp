@@ -97,7 +97,8 @@ inline std::vector<std::pair<std::string, std::vector<std::int64_t>>> parameter_
     else (layer.empty() ? before : after).emplace_back(p.key(), p.value().sizes().vec());
   }
   for (std::int64_t i = 0; i < layers; ++i)
-    for (const auto& [name, sizes] : layer) before.emplace_back("model.layers." + std::to_string(i) + "." + name, sizes);
+    for (const auto& [name, sizes] : layer)
+      before.emplace_back("model.layers." + std::to_string(i) + "." + name, sizes);
   before.insert(before.end(), after.begin(), after.end());
   return before;
 }
