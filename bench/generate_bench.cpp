@@ -1,20 +1,31 @@
 // generate_bench: rollout throughput of the policy engine (model/generate.hpp) on one GPU, with
 // Hugging Face transformers' generate() as the anchor, in the same run on the same model files.
 //
-//   generate_bench [--json FILE] [--reps R] [--layers L] [--batch P] [--samples N]
-//                  [--prompt-len T] [--new-tokens K] [--no-anchor] [--model DIR] [--profile]
-//                  [--cpu-smoke [--qwen-shape] [--bf16]]
+//   generate_bench [--json FILE] [--shape NAME] [--reps R] [--layers L] [--batch P] [--samples N]
+//                  [--prompt-len T] [--new-tokens K] [--lora-rank R] [--no-anchor] [--model DIR]
+//                  [--profile] [--cpu-smoke [--qwen-shape] [--bf16]]
 //
 // --model DIR benches that checkpoint instead of the random 0.5B one (prompts are random ids in its
 // vocabulary). --profile then decodes once more under model/op_profile.hpp and prints where the
-// host's time went, op by op, per decoding step (in the JSON as "profile").
+// host's time went, op by op, per decoding step (in the JSON as "profile"). --shape NAME: the
+// random model in another real model's shapes (bench/random_model.hpp: qwen2.5-0.5b, the default,
+// or qwen2.5-coder-7b).
+//
+// --lora-rank R: then the engine samples with a random LoRA adapter of rank R (alpha 2R, B drawn
+// so that it changes the model) on all seven projections, put on the way an engine sampler takes a
+// published adapter (a PEFT directory through model::replace_lora, switched on): unmerged (each
+// projection adds the adapter's product), then merged into the weights (model::merge_lora), R reps
+// of each as for the base model; tokens/s, peak memory and merged / unmerged, in the JSON as
+// "lora". Checked: the merged model scores the unmerged rows as they were sampled (the tolerance
+// below).
 //
 // Model: random weights (normal, std 0.02; norms 1) in Qwen2.5-0.5B's shapes — hidden 896, 24
 // layers, 14 query / 2 key-value heads of 64, MLP 4864, vocab 151936, tied embeddings, rope theta
 // 1e6, RMS eps 1e-6 — written as a Hugging Face checkpoint directory (config.json +
-// model.safetensors in bf16, by model::save_checkpoint) to a temporary directory that both sides
-// load. Workload: P = 64 prompts of T = 128 random token ids, N = 8 samples each (512 rows), exactly
-// K = 512 new tokens (no stop tokens), temperature 1, top-p 1: one GRPO rollout batch.
+// model.safetensors in bf16, drawn on the bench's device: bench/random_model.hpp) to a temporary
+// directory that both sides load. Workload: P = 64 prompts of T = 128 random token ids, N = 8
+// samples each (512 rows), exactly K = 512 new tokens (no stop tokens), temperature 1, top-p 1:
+// one GRPO rollout batch.
 //
 // Ours: generate() in bf16 on cuda:0. A warm-up on the same batch with 16 new tokens, then R timed
 // runs (default 2); tokens/s = P*N*K / wall time of the whole call (prefill included), peak memory
@@ -47,14 +58,12 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
-#if defined(KFORGE_BENCH_TORCH_CUDA)
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
 
 #include "bench/random_model.hpp"
 #include "model/op_profile.hpp"
 #include "common/subprocess.hpp"
 #include "model/generate.hpp"
+#include "model/lora.hpp"
 #include "model/weights.hpp"
 
 namespace fs = std::filesystem;
@@ -63,6 +72,8 @@ using json = nlohmann::json;
 using clk = std::chrono::steady_clock;
 
 using kforge::bench::config_json;
+using kforge::bench::gib;
+using kforge::bench::peak_memory;
 using kforge::bench::shape;
 using kforge::bench::spread;
 using kforge::bench::write_random_checkpoint;
@@ -87,28 +98,6 @@ std::vector<std::vector<std::int64_t>> random_prompts(const workload& w, std::in
 
 void sync(const at::Device& dev) {
   if (dev.is_cuda()) torch::cuda::synchronize(dev.index());
-}
-
-struct peak_memory {
-  std::int64_t allocated = 0, reserved = 0;
-};
-
-void reset_peak(const at::Device& dev) {
-#if defined(KFORGE_BENCH_TORCH_CUDA)
-  if (dev.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(dev.index());
-#endif
-}
-
-peak_memory read_peak(const at::Device& dev) {
-  peak_memory p;
-#if defined(KFORGE_BENCH_TORCH_CUDA)
-  if (dev.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(dev.index());
-    p.allocated = stats.allocated_bytes[0].peak;  // [0]: StatType::AGGREGATE, all pools
-    p.reserved = stats.reserved_bytes[0].peak;
-  }
-#endif
-  return p;
 }
 
 // Every row ran K steps with sane log-probs, and the trainer's scoring pass agrees with the sampler.
@@ -149,6 +138,111 @@ json check(km::CausalLMImpl& model, const std::vector<std::vector<std::int64_t>>
           {"ok", ok}};
 }
 
+// One GRPO rollout's sampling: N samples a prompt, temperature 1, top-p 1, exactly `new_tokens`.
+km::sampling_options sampling(const workload& w, std::uint64_t seed, std::int64_t new_tokens) {
+  km::sampling_options so;
+  so.n = w.samples;
+  so.temperature = 1.0;
+  so.top_p = 1.0;
+  so.seed = seed;
+  so.max_new_tokens = new_tokens;
+  return so;
+}
+
+struct timed_generation {
+  json report;  ///< seconds, tokens/s, peak memory
+  double median_tokens_per_s = 0;
+  std::vector<km::generation> last;  ///< the last rep's rows, for the checks
+};
+
+// R timed generate() calls on the whole batch (seeds 100 + r) after a short warm-up, as `label`:
+// tokens/s of each and the allocator's peak memory over them.
+kforge::result<timed_generation> time_generate(km::CausalLMImpl& model,
+                                               const std::vector<std::vector<std::int64_t>>& prompts, const workload& w,
+                                               const at::Device& dev, const std::string& label) {
+  if (auto warm = km::generate(model, prompts, sampling(w, 7, w.warmup_tokens)); !warm)
+    return kforge::error{"warm-up: " + warm.message()};
+  const double tokens = static_cast<double>(w.prompts * w.samples * w.new_tokens);
+  sync(dev);
+  kforge::bench::reset_peak_memory(dev);
+  timed_generation out;
+  std::vector<double> seconds, rates;
+  for (int r = 0; r < w.reps; ++r) {
+    sync(dev);
+    const auto t = clk::now();
+    // Ends with a device-to-host copy: synchronous.
+    auto g = km::generate(model, prompts, sampling(w, 100 + static_cast<std::uint64_t>(r), w.new_tokens));
+    const double sec = std::chrono::duration<double>(clk::now() - t).count();
+    if (!g) return g.err();
+    seconds.push_back(sec);
+    rates.push_back(tokens / sec);
+    std::printf("%s: rep %d: %.2f s, %.0f tokens/s\n", label.c_str(), r, sec, tokens / sec);
+    out.last = std::move(g).value();
+  }
+  const peak_memory peak = kforge::bench::read_peak_memory(dev);
+  const spread rate = spread::of(rates);
+  out.median_tokens_per_s = rate.median;
+  out.report = {{"seconds", seconds}, {"tokens_per_s", rate.to_json()}, {"peak_allocated_bytes", peak.allocated},
+                {"peak_reserved_bytes", peak.reserved}};
+  std::printf("%s: %.0f tokens/s (%.0f..%.0f), peak allocated %.2f GiB, reserved %.2f GiB\n", label.c_str(),
+              rate.median, rate.min, rate.max, gib(peak.allocated), gib(peak.reserved));
+  return out;
+}
+
+// A random LoRA adapter of rank `rank` (alpha 2 rank) on every projection, put on `model` the way an
+// engine sampler takes a published one: written as a PEFT directory, applied by replace_lora and
+// switched on. B is drawn (normal, std 0.02) rather than zero, so the adapter changes the model.
+kforge::status put_random_adapter(km::CausalLMImpl& model, std::int64_t rank, const std::string& dir) {
+  km::lora_options lo;
+  lo.rank = rank;
+  lo.alpha = 2.0 * static_cast<double>(rank);
+  lo.targets = km::lora_target_names();
+  if (auto s = km::attach_lora(model, lo); !s) return s;
+  {
+    at::NoGradGuard no_grad;
+    for (auto& [name, t] : km::named_lora_parameters(model))
+      if (name.find("lora_B") != std::string::npos) t.normal_(0.0, 0.02);
+  }
+  if (auto s = km::save_lora(model, dir, ""); !s) return s;
+  km::remove_lora(model);
+  if (auto s = km::replace_lora(model, dir); !s) return s;
+  *model.lora->enabled = true;
+  return {};
+}
+
+// The engine sampling with a LoRA adapter: unmerged (the adapter's product added at every
+// projection), then merged into the weights (merge_lora). The merged model must score the
+// unmerged rows as they were sampled, within the dtype's rounding (check()).
+json bench_adapter(km::CausalLMImpl& model, const std::vector<std::vector<std::int64_t>>& prompts, const workload& w,
+                   const at::Device& dev, bool bf16, std::int64_t rank, const std::string& dir, bool& ok) {
+  if (auto s = put_random_adapter(model, rank, dir); !s) {
+    std::printf("lora: FAILED to put the adapter on: %s\n", s.message().c_str());
+    ok = false;
+    return {{"failed", s.message()}};
+  }
+  auto unmerged = time_generate(model, prompts, w, dev, "lora unmerged");
+  if (!unmerged) {
+    std::printf("lora unmerged: FAILED: %s\n", unmerged.message().c_str());
+    ok = false;
+    return {{"failed", unmerged.message()}};
+  }
+  km::merge_lora(model);
+  auto merged = time_generate(model, prompts, w, dev, "lora merged");
+  if (!merged) {
+    std::printf("lora merged: FAILED: %s\n", merged.message().c_str());
+    ok = false;
+    return {{"failed", merged.message()}};
+  }
+  bool fine = true;
+  std::printf("the merged model on the unmerged rows: ");
+  json same = check(model, prompts, unmerged->last, w, bf16, fine);
+  ok = ok && fine;
+  const double ratio = merged->median_tokens_per_s / unmerged->median_tokens_per_s;
+  std::printf("lora rank %lld: merged / unmerged tokens/s %.2fx\n", static_cast<long long>(rank), ratio);
+  return {{"rank", rank}, {"alpha", 2 * rank}, {"targets", km::lora_target_names()}, {"unmerged", unmerged->report},
+          {"merged", merged->report}, {"merged_over_unmerged", ratio}, {"merged_scores_unmerged_rows", same}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -157,14 +251,18 @@ int main(int argc, char** argv) {
   workload w;
   bool cpu_smoke = false, anchor = true, qwen_shape = false, cpu_bf16 = false, profile = false;
   std::string model_dir;
-  std::int64_t layers = -1, prompts = -1, samples = -1, prompt_len = -1, new_tokens = -1;
+  std::int64_t layers = -1, prompts = -1, samples = -1, prompt_len = -1, new_tokens = -1, lora_rank = 0;
   int reps = -1;
+  std::string shape_list;
+  for (const auto& [name, unused] : kforge::bench::named_shapes()) shape_list += (shape_list.empty() ? "" : "|") + name;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string("x"); };
     try {
       if (a == "--json") json_path = next();
       else if (a == "--reps") reps = std::stoi(next());
+      else if (a == "--shape") s = kforge::bench::shape_named(next()).value();  // throws for an unknown name
+      else if (a == "--lora-rank") lora_rank = std::stoll(next());
       else if (a == "--layers") layers = std::stoll(next());
       else if (a == "--batch") prompts = std::stoll(next());
       else if (a == "--samples") samples = std::stoll(next());
@@ -177,11 +275,13 @@ int main(int argc, char** argv) {
       else if (a == "--qwen-shape") qwen_shape = true;
       else if (a == "--bf16") cpu_bf16 = true;
       else throw std::invalid_argument(a);
+      if (lora_rank < 0) throw std::invalid_argument(a);
     } catch (const std::exception&) {
       std::fprintf(stderr,
-                   "usage: %s [--json FILE] [--reps R] [--layers L] [--batch P] [--samples N] [--prompt-len T] "
-                   "[--new-tokens K] [--no-anchor] [--model DIR] [--profile] [--cpu-smoke [--qwen-shape] [--bf16]]\n",
-                   argv[0]);
+                   "usage: %s [--json FILE] [--shape %s] [--reps R] [--layers L] [--batch P] [--samples N] "
+                   "[--prompt-len T] [--new-tokens K] [--lora-rank R] [--no-anchor] [--model DIR] [--profile] "
+                   "[--cpu-smoke [--qwen-shape] [--bf16]]\n",
+                   argv[0], shape_list.c_str());
       return 2;
     }
   }
@@ -191,7 +291,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cpu_smoke) {
-    if (!qwen_shape) s = {64, 2, 4, 2, 128, 512, 1, 2};
+    if (!qwen_shape) s = {64, 2, 4, 2, 128, 512, 1, 2, s.tied};
     w = {2, 2, 16, 8, 4, 2};
   }
   if (layers > 0) s.layers = layers;
@@ -204,7 +304,6 @@ int main(int argc, char** argv) {
   const at::Device dev = cpu_smoke ? at::Device(at::kCPU) : at::Device(at::kCUDA, 0);
   const bool bf16 = !cpu_smoke || cpu_bf16;
   const std::int64_t rows = w.prompts * w.samples;
-  const double tokens = static_cast<double>(rows * w.new_tokens);
 
   const bool own_model = model_dir.empty();
   const fs::path dir =
@@ -237,7 +336,7 @@ int main(int argc, char** argv) {
 
   auto t0 = clk::now();
   if (own_model) {
-    if (auto st = write_random_checkpoint(s, dir.string()); !st) {
+    if (auto st = write_random_checkpoint(s, dir.string(), dev); !st) {
       std::fprintf(stderr, "generate_bench: %s\n", st.message().c_str());
       return 1;
     }
@@ -256,51 +355,19 @@ int main(int argc, char** argv) {
       return 1;
     }
     const auto prompts_ids = random_prompts(w, s.vocab);
-    km::sampling_options so;
-    so.n = w.samples;
-    so.temperature = 1.0;
-    so.top_p = 1.0;
-    so.seed = 7;
-    so.max_new_tokens = w.warmup_tokens;
-    auto warm = km::generate(**model, prompts_ids, so);
-    if (!warm) {
-      std::fprintf(stderr, "generate_bench: warm-up: %s\n", warm.message().c_str());
+    auto base = time_generate(**model, prompts_ids, w, dev, "ours");
+    if (!base) {
+      std::fprintf(stderr, "generate_bench: %s\n", base.message().c_str());
       return 1;
     }
-    so.max_new_tokens = w.new_tokens;
-    sync(dev);
-    reset_peak(dev);
-    std::vector<double> seconds, rates;
-    std::vector<km::generation> last;
-    for (int r = 0; r < w.reps; ++r) {
-      so.seed = 100 + static_cast<std::uint64_t>(r);
-      sync(dev);
-      const auto t = clk::now();
-      auto g = km::generate(**model, prompts_ids, so);  // ends with a device-to-host copy: synchronous
-      const double sec = std::chrono::duration<double>(clk::now() - t).count();
-      if (!g) {
-        std::fprintf(stderr, "generate_bench: %s\n", g.message().c_str());
-        return 1;
-      }
-      seconds.push_back(sec);
-      rates.push_back(tokens / sec);
-      std::printf("ours: rep %d: %.2f s, %.0f tokens/s\n", r, sec, tokens / sec);
-      last = std::move(g).value();
-    }
-    const peak_memory peak = read_peak(dev);
-    const spread rate = spread::of(rates);
-    ours_median = rate.median;
-    out["ours"] = {{"seconds", seconds}, {"tokens_per_s", rate.to_json()}, {"peak_allocated_bytes", peak.allocated},
-                   {"peak_reserved_bytes", peak.reserved}};
-    std::printf("ours: %.0f tokens/s (%.0f..%.0f), peak allocated %.2f GiB, reserved %.2f GiB\n", rate.median,
-                rate.min, rate.max, static_cast<double>(peak.allocated) / (1 << 30),
-                static_cast<double>(peak.reserved) / (1 << 30));
-    out["check"] = check(**model, prompts_ids, last, w, bf16, ok);
+    ours_median = base->median_tokens_per_s;
+    out["ours"] = base->report;
+    out["check"] = check(**model, prompts_ids, base->last, w, bf16, ok);
     if (profile) {
       // Prefill included: its ops are few next to K decoding steps' worth.
       sync(dev);
       kforge::model::op_profile prof;
-      auto g = km::generate(**model, prompts_ids, so);
+      auto g = km::generate(**model, prompts_ids, sampling(w, 100, w.new_tokens));
       prof.stop();
       json p = prof.report(25);
       p["new_tokens"] = w.new_tokens;
@@ -309,10 +376,10 @@ int main(int argc, char** argv) {
                   g ? "generate ok" : g.message().c_str());
       out["profile"] = p;
     }
+    if (lora_rank > 0)  // last: it merges the adapter into the model
+      out["lora"] = bench_adapter(**model, prompts_ids, w, dev, bf16, lora_rank, (dir / "adapter").string(), ok);
   }
-#if defined(KFORGE_BENCH_TORCH_CUDA)
-  if (dev.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();  // the anchor's process needs the memory
-#endif
+  kforge::bench::release_cached_memory();  // the anchor's process needs the memory
 
   if (anchor) {
     const std::vector<std::string> cmd = {

@@ -109,7 +109,9 @@ result<std::unique_ptr<data_parallel_trainer>> data_parallel_trainer::create(con
     auto group = join(r);
     if (!group) return group.err();
     model::load_options lo;
-    lo.dtype = at::kFloat;  // fp32 weights and optimiser state: the master copy
+    // fp32 weights and optimiser state: the master copy. A LoRA base in bf16 is frozen and kept in
+    // bf16 (policy_trainer), so it is loaded so: no fp32 copy of it passes through the device.
+    lo.dtype = o.trainer.lora && o.trainer.bf16_compute ? at::kBFloat16 : at::kFloat;
     lo.device = o.devices[static_cast<std::size_t>(r)];
     auto lm = model::load_causal_lm(o.model_dir, lo);
     if (!lm) return lm.err();

@@ -22,7 +22,8 @@
 namespace kforge::trainer {
 
 struct data_parallel_options {
-  /// Checkpoint directory every rank loads (fp32): the starting policy and the KL reference.
+  /// Checkpoint directory every rank loads (fp32; a LoRA base computed in bf16: bf16): the starting
+  /// policy and the KL reference.
   std::string model_dir;
   /// One rank per entry: all CPU, or all distinct CUDA devices. Not empty.
   std::vector<at::Device> devices;
