@@ -55,21 +55,21 @@ def read_safetensors(path):
 
 
 def write_safetensors(path, tensors):
+    """Writes `tensors` (name -> tensor) in the format read_safetensors reads, one tensor at a time."""
     names = sorted(tensors)
     codes = {v: k for k, v in DTYPES.items()}
-    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
     for name in names:
-        t = tensors[name].detach().cpu().contiguous()
-        blob = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        header[name] = {"dtype": codes[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
+        t = tensors[name]
+        size = t.numel() * t.element_size()
+        header[name] = {"dtype": codes[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + size]}
+        offset += size
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text)
-        for blob in blobs:
-            f.write(blob)
+        for name in names:
+            f.write(tensors[name].detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
 
 
 def read_checkpoint(model_dir):
