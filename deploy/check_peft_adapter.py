@@ -31,8 +31,10 @@ import torch
 DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
           "I64": torch.int64, "I32": torch.int32}
 # The largest difference allowed, as a fraction of the reference's largest |logit|: fp32 differs
-# only in the order of sums, bf16 and fp16 in the rounding of every layer's outputs.
-TOLERANCE = {"float32": 1e-4, "bfloat16": 5e-2, "float16": 1e-2}
+# only in the order of sums, bf16 and fp16 in the rounding of every layer's outputs (kforge's bf16
+# logits of a random 28-layer Qwen2 of 1.5B's shapes are 3.7 % of the largest |logit| off its own
+# fp32 ones, and transformers' bf16 rounds on its own; fp16 keeps 3 more bits).
+TOLERANCE = {"float32": 1e-4, "bfloat16": 1e-1, "float16": 2e-2}
 # A PEFT adapter tensor: "base_model.model.<module>.lora_A.weight" ("lora_A.<name>.weight" in memory).
 ADAPTER_TENSOR = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<part>[AB])(?:\.[^.]+)?\.weight$")
 
