@@ -150,6 +150,7 @@ def write_merged(model_dir, adapter_dir, out_dir):
 def transformers_logits(args, tokens):
     """Logits [T, V] (fp32, CPU) of the transformers model without and with the adapter, and how the
     adapter was applied."""
+    import transformers
     from transformers import AutoModelForCausalLM
 
     dtype = getattr(torch, args.dtype)
@@ -165,16 +166,16 @@ def transformers_logits(args, tokens):
 
     base = logits()
     try:
-        from peft import PeftModel
+        import peft
     except ImportError:
-        PeftModel = None
-    if PeftModel is not None and not args.manual_merge:
-        model = PeftModel.from_pretrained(model, args.adapter).eval()
-        how = "PEFT"
+        peft = None
+    if peft is not None and not args.manual_merge:
+        model = peft.PeftModel.from_pretrained(model, args.adapter).eval()
+        how = f"PEFT {peft.__version__}"
     else:
         merge_into(dict(model.named_parameters()), lora_deltas(*read_adapter(args.adapter)))
         how = "manual merge"
-    return base, logits(), how
+    return base, logits(), f"{how} (transformers {transformers.__version__})"
 
 
 def compare(kforge, reference, base, dtype, tolerance=None):
