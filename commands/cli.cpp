@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/head.hpp"
+#include "runtime/memory_table.hpp"
 #include "commands/inspect_command.hpp"
 #include "config/manifest.hpp"
 #include "commands/replay_command.hpp"
@@ -35,6 +36,9 @@
 #endif
 #ifdef KFORGE_HAVE_TOKENIZER
 #include "model/tokenizer_cli.hpp"
+#endif
+#ifdef KFORGE_MODEL_WITH_TORCH
+#include "model/model_cli.hpp"
 #endif
 
 namespace {
@@ -147,6 +151,18 @@ int main(int argc, char** argv) {
                            "describes (SLURM_JOB_NODELIST, ...) and print the placement")
       ->check(CLI::IsMember({"slurm"}));
 
+  kforge::pipeline::memory_table_options memory;
+  auto* memory_cmd = app.add_subcommand(
+      "memory-plan", "Print the memory plan's estimates (as `kforge run --check` makes them) for models "
+                     "and ways of training them, as a Markdown table; only config.json is read");
+  memory_cmd->add_option("models", memory.models, "Model directories or config.json files")->required();
+  memory_cmd->add_option("--micro-batch", memory.micro_batch, "Sequences per micro-batch (default 4)");
+  memory_cmd->add_option("--tokens", memory.sequence_tokens, "Tokens per sequence (default 4096)");
+  memory_cmd->add_option("--lora-rank", memory.lora_rank, "Rank of the LoRA modes (default 64)");
+  memory_cmd->add_option("--shard-ranks", memory.shard_ranks,
+                         "Ranks of the sharded-optimiser modes, comma-separated (default 2,8)")
+      ->delimiter(',');
+
   kforge::sandbox::eval_options eval;
   auto* eval_cmd = kforge::sandbox::add_eval_subcommand(app, eval);
   kforge::sandbox::compare_options compare;
@@ -209,6 +225,13 @@ int main(int argc, char** argv) {
   optional.push_back({kforge::model::add_tokenizer_subcommand(app, tokenizer),
                       [&] { return kforge::model::run_tokenizer_subcommand(tokenizer, std::cout, std::cerr); }});
 #endif
+#ifdef KFORGE_MODEL_WITH_TORCH
+  kforge::model::model_subcommand_options model_tools;
+  auto* model_cmd = kforge::model::add_model_subcommand(app, model_tools);
+  optional.push_back({model_cmd, [&] {
+                        return kforge::model::run_model_subcommand(*model_cmd, model_tools, std::cout, std::cerr);
+                      }});
+#endif
 
   try {
     app.parse(argc, argv);
@@ -262,6 +285,7 @@ int main(int argc, char** argv) {
     std::cout << m->summary();
     return 0;
   }
+  if (*memory_cmd) return kforge::pipeline::memory_table_command(memory, std::cout, std::cerr);
   if (*eval_cmd) return kforge::sandbox::eval_command(eval, std::cout, std::cerr);
   if (*compare_cmd) return kforge::sandbox::compare_command(compare, std::cout, std::cerr);
   if (*child_cmd)

@@ -18,7 +18,7 @@ mkdir -p "$out"
 declare -a rows=()
 # KFORGE_STEPS (a comma list of: tests (all), gputests (the gpu label only), run, loop, baseline,
 # synth, bench; default all; loopmodes, loopnccl, loopranks, sandboxwall, sandboxcost, sandboxanchor,
-# demobefore, demorun and demoafter only when named) and
+# demobefore, demorun, demoafter and peft only when named) and
 # KFORGE_BENCHES (bench program names; default all) pick what runs, so one device call fits its
 # time limit. The build always runs: every target, or the KFORGE_TARGETS list (space-separated).
 # tiny (only when named): deploy/make_tiny.sh with KFORGE_TINY_ARGS (its --steps and sizes; e.g.
@@ -244,6 +244,13 @@ fi
     fi
     if asked corpusgpu; then
       step "corpus variants through the sandbox" corpus-gpu.log "$build/tests/corpus/test_corpus_gpu"
+    fi
+    # peft (only when named): kforge's LoRA adapters against transformers (+ PEFT where installed)
+    # on a random Qwen2 of Qwen2.5-1.5B's shapes, fp32 and bf16 (deploy/check_peft_adapter.sh; the
+    # model is kept in $build/peft-check for a later call).
+    if asked peft; then
+      step "LoRA adapter vs transformers/PEFT" peft.log env KFORGE="$build/kforge" \
+        "$root/deploy/check_peft_adapter.sh" "$build/peft-check"
     fi
     if want baseline; then
       step "kforge tasks baseline (GPU eager times)" baseline.log "$build/kforge" tasks baseline \

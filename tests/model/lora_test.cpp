@@ -1,11 +1,13 @@
 // LoRA adapters (model/lora.hpp) and per-layer activation checkpointing (model/layer_checkpoint.hpp)
 // on the fixture tiny Qwen2 (2 layers, hidden 64, vocab 512), in fp64 where numbers are compared:
 // the adapted forward equals the merged weights' forward, switched off it is the base model's, its
-// gradients match finite differences, the PEFT files load back, and a checkpointed backward gives
+// gradients match finite differences, the PEFT files load back (`kforge model random-adapter` and
+// `logits` write and read them as the trainer and sampler do), and a checkpointed backward gives
 // the plain backward's gradients.
 
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/lora.hpp"
+#include "model/model_command.hpp"
 #include "model/weights.hpp"
 #include "tests/model/test_files.hpp"
 #include "tests/doctest_torch.hpp"  // last: after every header that may include LibTorch
@@ -289,6 +292,54 @@ TEST_CASE("lora: replace_lora swaps adapters of another shape, remove_lora leave
   remove_lora(*m);  // no adapters: nothing to do
   REQUIRE(replace_lora(*m, dir.path("first")).ok());
   CHECK(at::equal(logits_of(*m), first));
+}
+
+TEST_CASE("kforge model: random-adapter writes a PEFT adapter that changes the model, logits writes what it computes") {
+  scratch_dir dir;
+  std::ostringstream out, err;
+  random_adapter_options ro;
+  ro.model = fixtures("qwen2");
+  ro.out = dir.path("adapter");
+  ro.rank = 4;
+  ro.alpha = 12;  // scale 3: a dropped scale shows
+  ro.seed = 3;
+  REQUIRE_MESSAGE(random_adapter_command(ro, out, err) == 0, err.str());
+  auto o = read_lora_config(ro.out);
+  REQUIRE(o.ok());
+  CHECK(o->targets == lora_target_names());  // every projection by default
+
+  // What `logits` writes is what the model with the adapter loaded computes, and not the base's.
+  auto m = load_qwen2(at::kFloat);
+  const at::Tensor base = logits_of(*m);
+  REQUIRE(load_lora(*m, ro.out).ok());
+  for (const auto& [name, a] : m->lora->adapters) CHECK_MESSAGE(a->B.abs().max().item<double>() > 0, name);
+  const at::Tensor adapted = logits_of(*m)[1];
+  CHECK(max_diff(adapted, base[1]) > 1e-2);
+
+  logits_options lo;
+  lo.model = fixtures("qwen2");
+  lo.adapter = ro.out;
+  const at::Tensor row = ids()[1];
+  lo.tokens.assign(row.data_ptr<std::int64_t>(), row.data_ptr<std::int64_t>() + row.numel());
+  lo.out = dir.path("logits.safetensors");
+  REQUIRE_MESSAGE(logits_command(lo, out, err) == 0, err.str());
+  auto file = safetensors_file::open(lo.out);
+  REQUIRE(file.ok());
+  auto written = to_tensor(*file->find("logits"));
+  auto tokens = to_tensor(*file->find("tokens"));
+  REQUIRE(written.ok());
+  REQUIRE(tokens.ok());
+  CHECK(at::equal(*tokens, row));
+  CHECK(max_diff(*written, adapted) < 1e-5);
+
+  SUBCASE("a token outside the vocabulary is a usage error") {
+    lo.tokens = {1, 100000};
+    CHECK(logits_command(lo, out, err) == 2);
+  }
+  SUBCASE("B of zero is refused: the adapter would change nothing") {
+    ro.b_std = 0;
+    CHECK(random_adapter_command(ro, out, err) == 2);
+  }
 }
 
 TEST_CASE("activation checkpointing: the same gradients as the plain backward") {

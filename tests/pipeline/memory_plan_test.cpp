@@ -1,12 +1,14 @@
 // runtime/memory_plan.hpp: parameter counts from shapes, the stages' estimates, and a plan that
-// does not fit refused with what to change.
+// does not fit refused with what to change; runtime/memory_table.hpp: the estimates per training mode.
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <sstream>
 #include <string>
 
 #include "runtime/memory_plan.hpp"
+#include "runtime/memory_table.hpp"
 
 using namespace kforge::pipeline;
 using kforge::sampler_options;
@@ -171,4 +173,41 @@ TEST_CASE("memory plan: episodes lengthen the planned sequence, and candidate ch
   CHECK(v.text.find("4 candidate children") != std::string::npos);
   CHECK(v.text.find("the sampler, the trainer and the sandbox's children on one GPU needs") != std::string::npos);
   CHECK(v.text.find("[sandbox] runners_per_gpu") != std::string::npos);
+}
+
+TEST_CASE("memory plan: the table of training modes is the plan's estimates, for shapes read from config.json") {
+  const auto modes = standard_training_modes(4, 64, {2, 8});
+  REQUIRE(modes.size() == 6);
+  CHECK(modes[3].ranks == 8);
+  CHECK(modes[3].trainer.shard_optimizer);
+  CHECK(modes[5].trainer.lora.enabled);
+  CHECK(modes[5].trainer.activation_checkpointing);
+  CHECK(trainable_parameters(qwen_7b(), modes[0]) == qwen_7b().parameters());
+  CHECK(trainable_parameters(qwen_7b(), modes[4]) == qwen_7b().lora_parameters(64, {"q_proj", "k_proj", "v_proj", "o_proj"}));
+
+  const std::string table = memory_table({{"7b", qwen_7b()}}, modes, 4096);
+  // A header, its rule, one row per mode and the sampler's.
+  CHECK(std::count(table.begin(), table.end(), '\n') == 2 + 6 + 1);
+  for (const auto& m : modes) {
+    CAPTURE(m.name);
+    CHECK(table.find(m.name + " | ") != std::string::npos);
+    CHECK(table.find(gib(trainer_memory(qwen_7b(), m.trainer, 4096, m.ranks).total())) != std::string::npos);
+  }
+
+  // The committed shapes: config.json alone, read as `kforge run --check` reads a model's.
+  auto coder = policy_shape_of(std::string(KFORGE_SOURCE_DIR) + "/deploy/shapes/qwen2.5-coder-7b");
+  auto small = policy_shape_of(std::string(KFORGE_SOURCE_DIR) + "/deploy/shapes/qwen2.5-1.5b/config.json");
+  if (!coder || !small) {
+    MESSAGE("the model library is not in this build");
+    return;
+  }
+  CHECK(coder->parameters() == qwen_7b().parameters());
+  CHECK(static_cast<double>(small->parameters()) == doctest::Approx(1.5437e9).epsilon(0.002));
+  std::ostringstream out, err;
+  memory_table_options opt;
+  opt.models = {std::string(KFORGE_SOURCE_DIR) + "/deploy/shapes/qwen2.5-1.5b/"};
+  REQUIRE(memory_table_command(opt, out, err) == 0);
+  CHECK(out.str().find("| qwen2.5-1.5b | 1.54 B |") != std::string::npos);
+  opt.models = {"/nonexistent"};
+  CHECK(memory_table_command(opt, out, err) == 2);
 }
