@@ -1,9 +1,11 @@
 #include "tasks/kernelbench_import.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <ostream>
+#include <thread>
 
 #include "common/subprocess.hpp"
 #include "tasks/task_parser.hpp"
@@ -45,8 +47,11 @@ int import_kernelbench(const kernelbench_import_options& o, std::ostream& out, s
   if (!py) return fail(py.message(), 2);
   std::vector<std::string> argv{*py, script};
   argv.insert(argv.end(), o.paths.begin(), o.paths.end());
+  // Conversion is CPU work in Python, one problem after another: a core each (a level took minutes).
+  const int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
   for (const auto& a : {std::string("--out"), o.out, std::string("--scale"), std::to_string(o.scale),
-                        std::string("--cpu-budget"), std::to_string(o.cpu_budget_gib)})
+                        std::string("--cpu-budget"), std::to_string(o.cpu_budget_gib), std::string("--jobs"),
+                        std::to_string(jobs)})
     argv.push_back(a);
   if (!o.failures.empty()) {
     argv.push_back("--failures");

@@ -19,6 +19,7 @@ struct kernelbench_import_options {
   std::string failures;            ///< JSON Lines of the problems not converted (empty: none)
   int scale = 1;                   ///< size globals divided by this, for a quick check (>= 1)
   double cpu_budget_gib = 2.0;     ///< inputs and parameters a trace on the CPU may hold
+  int jobs = 0;                    ///< problems converted at once; 0: the cores, at most 8
 };
 
 /// The Python that imports torch: $KFORGE_PYTHON, else `python3`, else /usr/bin/python3 (Debian's

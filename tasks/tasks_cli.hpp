@@ -103,6 +103,10 @@ inline CLI::App* add_tasks_subcommand(CLI::App& app, tasks_options& opt) {
       ->check(CLI::PositiveNumber);
   kb->add_option("--cpu-budget", opt.kernelbench.cpu_budget_gib,
                  "GiB of inputs and parameters a trace on the CPU may hold (default 2)");
+  kb->add_option("--jobs,-j", opt.kernelbench.jobs,
+                 "Problems converted at once, each in a process of its own, each with up to --cpu-budget "
+                 "(default: the cores, at most 8)")
+      ->check(CLI::PositiveNumber);
   return cmd;
 }
 

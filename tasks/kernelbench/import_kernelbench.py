@@ -22,10 +22,12 @@ tuples, except kernel_size, stride, padding, dilation, groups and the like) by F
 on a small machine; the tasks then say so in their description and provenance.
 """
 import argparse
+import concurrent.futures
 import importlib.util
 import inspect
 import json
 import math
+import multiprocessing
 import os
 import re
 import signal
@@ -481,6 +483,72 @@ def convert(path, scale, cpu_budget):
     return task
 
 
+def failure_reason(e):
+    """A problem file's own error, with where in the file it arose."""
+    last = traceback.extract_tb(e.__traceback__)[-1]
+    text = str(e).strip()
+    return "%s: %s (line %s of %s)" % (type(e).__name__, text.splitlines()[0][:300] if text else "",
+                                       last.lineno, os.path.basename(last.filename))
+
+
+def convert_one(path, scale, cpu_budget, time_limit):
+    """One problem: ("task", task) or ("failed", reason). Runs in a worker process with --jobs."""
+    def too_long(signum, frame):
+        raise unsupported("took more than %d s (--time-limit)" % time_limit)
+    signal.signal(signal.SIGALRM, too_long)
+    print("importing %s" % path, file=sys.stderr, flush=True)
+    signal.alarm(time_limit)
+    try:
+        return "task", convert(path, scale, cpu_budget)
+    except unsupported as e:
+        return "failed", str(e)
+    except Exception as e:  # the problem file's own error
+        return "failed", failure_reason(e)
+    finally:
+        signal.alarm(0)
+
+
+def one_thread():
+    torch.set_num_threads(1)  # the workers share the cores; torch would give each all of them
+
+
+def alone(path, args):
+    """One problem in a worker of its own: whether it is the one that kills its process."""
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=one_thread) as pool:
+        try:
+            return pool.submit(convert_one, path, *args).result()
+        except concurrent.futures.process.BrokenProcessPool:
+            return "failed", "the importer's worker process died converting it"
+
+
+def converted(files, a):
+    """(path, kind, value) for every problem, in the order of `files`. With --jobs > 1 the problems
+    are converted by that many worker processes (fresh ones: a problem's module state and torch's
+    threads stay out of the others). A problem that kills its worker breaks the pool: the first
+    problem whose result is lost is converted again alone, and a new pool takes the rest."""
+    args = (a.scale, a.cpu_budget * 2**30, a.time_limit)
+    if a.jobs == 1:
+        for path in files:
+            yield (path,) + convert_one(path, *args)
+        return
+    rest = list(files)
+    while rest:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=a.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                                    initializer=one_thread) as pool:
+            futures = [pool.submit(convert_one, path, *args) for path in rest]
+            for i, (path, f) in enumerate(zip(rest, futures)):
+                try:
+                    result = f.result()
+                except concurrent.futures.process.BrokenProcessPool:
+                    yield (path,) + alone(path, args)
+                    rest = rest[i + 1:]
+                    break
+                yield (path,) + result
+            else:
+                rest = []
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+", help="problem files or folders of them")
@@ -491,33 +559,21 @@ def main():
                     help="seconds one problem may take before it is listed as not imported (default 300)")
     ap.add_argument("--cpu-budget", type=float, default=2.0,
                     help="GiB of inputs and parameters a trace on the CPU may use (default 2)")
+    ap.add_argument("--jobs", type=int, default=1, help="problems converted at once, each in a process (default 1)")
     a = ap.parse_args()
     if a.scale < 1:
         ap.error("--scale must be >= 1")
+    if a.jobs < 1:
+        ap.error("--jobs must be >= 1")
     done, failed = 0, []
-
-    def too_long(signum, frame):
-        raise unsupported("took more than %d s (--time-limit)" % a.time_limit)
-    signal.signal(signal.SIGALRM, too_long)
     with open(a.out + ".tmp", "w") as out:
-        for path in problem_files(a.paths):
-            print("importing %s" % path, file=sys.stderr, flush=True)
-            signal.alarm(a.time_limit)
-            try:
-                task = convert(path, a.scale, a.cpu_budget * 2**30)
-            except unsupported as e:
-                failed.append({"file": path, "reason": str(e)})
-            except Exception as e:  # the problem file's own error
-                last = traceback.extract_tb(e.__traceback__)[-1]
-                failed.append({"file": path, "reason": "%s: %s (line %s of %s)" % (
-                    type(e).__name__, str(e).strip().splitlines()[0][:300] if str(e).strip() else "",
-                    last.lineno, os.path.basename(last.filename))})
-            else:
-                out.write(json.dumps(task) + "\n")
+        for path, kind, value in converted(list(problem_files(a.paths)), a):
+            if kind == "task":
+                out.write(json.dumps(value) + "\n")
                 out.flush()
                 done += 1
-            finally:
-                signal.alarm(0)
+            else:
+                failed.append({"file": path, "reason": value})
     os.replace(a.out + ".tmp", a.out)
     for f in failed:
         print("not imported: %s: %s" % (f["file"], f["reason"]), file=sys.stderr)

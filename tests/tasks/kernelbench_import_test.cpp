@@ -66,7 +66,8 @@ TEST_CASE("KernelBench problems import as kforge tasks whose references run") {
   const auto r = run_kforge({"tasks", "import-kernelbench", (problems / "level1/19_ReLU.py").string(),
                          (problems / "level1/63_conv_standard_2D__square_input__square_kernel.py").string(),
                          (problems / "level2/12_Gemm_Multiply_LeakyReLU.py").string(),
-                         (problems / "level1/13_Matmul_for_symmetric_matrices.py").string(), "--out", out, "--scale", "16"});
+                         (problems / "level1/13_Matmul_for_symmetric_matrices.py").string(), "--out", out, "--scale", "16",
+                         "--jobs", "2"});
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const auto tasks = lines_of(out);
@@ -102,6 +103,14 @@ TEST_CASE("KernelBench problems import as kforge tasks whose references run") {
       CHECK(at::equal(m, m.t()));
     }
   }
+  // Converted in two worker processes, in the files' order, and as one process converts them.
+  const auto serial = (dir / "serial.jsonl").string();
+  REQUIRE(run_kforge({"tasks", "import-kernelbench", (problems / "level1/19_ReLU.py").string(), "--out", serial,
+                      "--scale", "16", "--jobs", "1"})
+              .exit_code == 0);
+  const auto one = lines_of(serial);
+  REQUIRE(one.size() == 1);
+  CHECK(one[0] == tasks[0]);
   const auto v = run_kforge({"tasks", "validate", out, "--time-limit-s", "300"});
   INFO(v.output);
   CHECK(v.exit_code == 0);
@@ -114,6 +123,7 @@ TEST_CASE("problem files that cannot be imported are listed with the reason") {
   const fs::path dir = fs::temp_directory_path() / ("kforge-kb-bad-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir / "level1");
+  std::ofstream(dir / "level1/0_kills_its_process.py") << "import os\nos._exit(3)\n";
   std::ofstream(dir / "level1/1_syntax.py") << "import torch\nclass Model(torch.nn.Module:\n";
   std::ofstream(dir / "level1/2_no_inputs.py")
       << "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
@@ -123,14 +133,16 @@ TEST_CASE("problem files that cannot be imported are listed with the reason") {
          "def get_inputs():\n    return [torch.randn(4, 4)]\ndef get_init_inputs():\n    return []\n";
   const auto failures = dir / "failures.jsonl";
   const auto r = run_kforge({"tasks", "import-kernelbench", (dir / "level1").string(), "--out", (dir / "kb.jsonl").string(),
-                         "--failures", failures.string()});
+                         "--failures", failures.string(), "--jobs", "2"});
   INFO(r.output);
   CHECK(r.exit_code == 0);
-  CHECK(r.output.find("imported 0 of 3") != std::string::npos);
+  CHECK(r.output.find("imported 0 of 4") != std::string::npos);
   const auto listed = lines_of(failures);
-  REQUIRE(listed.size() == 3);
-  CHECK(listed[0].at("reason").get<std::string>().find("SyntaxError") != std::string::npos);
-  CHECK(listed[1].at("reason").get<std::string>().find("no get_inputs") != std::string::npos);
-  CHECK(listed[2].at("reason").get<std::string>().find("tracing the forward failed") != std::string::npos);
+  REQUIRE(listed.size() == 4);
+  // A problem that kills its worker process fails alone; the problems after it are still converted.
+  CHECK(listed[0].at("reason").get<std::string>().find("worker process died") != std::string::npos);
+  CHECK(listed[1].at("reason").get<std::string>().find("SyntaxError") != std::string::npos);
+  CHECK(listed[2].at("reason").get<std::string>().find("no get_inputs") != std::string::npos);
+  CHECK(listed[3].at("reason").get<std::string>().find("tracing the forward failed") != std::string::npos);
   fs::remove_all(dir);
 }
