@@ -125,6 +125,7 @@ class reference_server {
     }
     const bool earlier = large_;
     large_ = true;  // until its size is known: a reference that fails midway may have left blocks
+    drop_oversize();
     const tasks::shape_choice which =
         variant == protocol::primary ? tasks::shape_choice{} : tasks::shape_choice{variant};
     auto inputs = tasks::make_inputs(ct.spec, seed, which, tasks::device::cuda(0));
@@ -316,6 +317,24 @@ class reference_server {
       event_ms.push_back(ev.elapsed_ms());
     }
     return json{{"ok", true}, {"event_ms", event_ms}};
+  }
+
+  /// Drops the entries larger than this server's whole share. One is kept past its computation
+  /// only for the compares of the candidate it was computed for; before anything else is computed
+  /// it goes. Why: kept, each of a GPU's four servers held its last large set (KernelBench's
+  /// level-1 sets are 12-14 GiB with their outputs), and the next large candidate's child ran out
+  /// of memory beside them (H100, 2026-12-06).
+  void drop_oversize() {
+    for (auto it = lru_.begin(); it != lru_.end();) {
+      auto entry = expected_.find(*it);
+      if (entry->second.first.bytes <= expected_budget_) {
+        ++it;
+        continue;
+      }
+      held_ -= entry->second.first.bytes;
+      expected_.erase(entry);
+      it = lru_.erase(it);
+    }
   }
 
   l2_flusher flusher_;
