@@ -1,5 +1,6 @@
 #include "stages/stage_factory.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <stdexcept>
@@ -26,6 +27,18 @@ std::string server_list(const sampler_options& s) {
   std::string out = s.server_url;
   for (const auto& u : s.server_urls) out += (out.empty() ? "" : ", ") + u;
   return out;
+}
+
+std::string openai_servers(const manifest& m) {
+  std::string d = "real: openai backend, inference servers ";
+  const std::string urls = server_list(m.sampler);
+  if (m.sampler.server.command.empty()) return d + "at " + urls;
+  d += "started by the run (" + m.sampler.server.command + ")";
+  if (!urls.empty()) d += " and at " + urls;
+  const auto servers = stage_gpus(m, actor_kind::sampler);
+  const auto sandbox = stage_gpus(m, actor_kind::sandbox_worker);
+  if (!servers || !sandbox || m.sandbox.backend != sandbox_backend::nvcc) return d;
+  return d + unlocked_server_warning(m.sampler.server.command, *servers, *sandbox);
 }
 
 stand_in_options stand_ins(const manifest& m) {
@@ -201,6 +214,18 @@ bool is_stand_in(actor_kind k, const manifest* m) noexcept {
   }
 }
 
+std::string unlocked_server_warning(const std::string& command, const std::vector<int>& server_gpus,
+                                    const std::vector<int>& sandbox_gpus) {
+  const std::string program = command.substr(0, command.find(' '));
+  if (std::filesystem::path(program).filename() == "kforge") return "";
+  for (int g : server_gpus)
+    if (std::find(sandbox_gpus.begin(), sandbox_gpus.end(), g) != sandbox_gpus.end())
+      return "; WARNING: they share GPU " + std::to_string(g) +
+             " with the sandbox and, not being kforge serve, do not yield it to timed trials: timings "
+             "there will be disturbed (give the sandbox_worker's gpu_group other GPUs)";
+  return "";
+}
+
 std::string logic_description(actor_kind k, const manifest* m) {
   switch (k) {
     case actor_kind::task_generator:
@@ -220,7 +245,7 @@ std::string logic_description(actor_kind k, const manifest* m) {
       if (m && !m->sampler.model.empty())
         return m->sampler.backend == sampler_backend::engine
                    ? "real: LibTorch engine over " + m->sampler.model
-                   : "real: openai backend, inference servers at " + server_list(m->sampler);
+                   : openai_servers(*m);
       return "stand-in: synthetic candidates (sampler.model is empty; a checkpoint directory "
              "runs the LibTorch engine)";
     case actor_kind::sandbox_pool:

@@ -64,6 +64,15 @@ result<std::shared_ptr<actors::trainer_logic>> make_trainer_logic(
 
 /// What the stage of kind `k` runs today, in a few words; "stand-in" when it is not the real thing.
 std::string logic_description(actor_kind k, const manifest* m = nullptr);
+
+/// "" or a warning for the banner: inference servers started by `command` on `server_gpus` share a
+/// GPU with the sandbox's `sandbox_gpus` and are not kforge serve. kforge serve takes the
+/// host-wide GPU lock around its generation as the engine does (common/gpu_use_lock.hpp), so a
+/// timed trial runs alone; vLLM or SGLang do not, and their generation stretches the sandbox's
+/// timed trials (the sampler unlocked on the sandbox's GPU, 2026-12-02: 22 % of verdicts falsely
+/// hack_suspected).
+std::string unlocked_server_warning(const std::string& command, const std::vector<int>& server_gpus,
+                                    const std::vector<int>& sandbox_gpus);
 /// Whether kind `k` runs a stand-in rather than its real logic.
 bool is_stand_in(actor_kind k, const manifest* m = nullptr) noexcept;
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "runtime/host_check.hpp"
+#include "stages/stage_factory.hpp"
 
 namespace fs = std::filesystem;
 using namespace kforge::pipeline;
@@ -83,4 +84,15 @@ TEST_CASE("run --check: a GPU group naming a GPU this host lacks fails, \"auto\"
   const auto checks = host_checks(stand_in_with("", "[2]"), h);
   INFO(format_host_checks(checks));
   CHECK_FALSE(find(checks, "gpus")->ok);
+}
+
+TEST_CASE("the banner warns of inference servers that share the sandbox's GPU and do not yield it") {
+  const std::string vllm = "vllm serve /models/Qwen2.5-Coder-7B-Instruct --port {port}";
+  const auto warned = unlocked_server_warning(vllm, {0, 1}, {1});
+  CHECK(warned.find("WARNING: they share GPU 1 with the sandbox") != std::string::npos);
+  CHECK(unlocked_server_warning(vllm, {0}, {1}).empty());  // GPUs of their own
+  CHECK(unlocked_server_warning(vllm, {0}, {}).empty());   // a compile-only sandbox
+  // kforge serve holds the host-wide GPU lock while it generates, as the engine does.
+  CHECK(unlocked_server_warning("build/kforge serve --model m --gpu 0 --port {port}", {0}, {0}).empty());
+  CHECK(unlocked_server_warning("/opt/kforge/bin/kforge serve --model m", {0}, {0}).empty());
 }
