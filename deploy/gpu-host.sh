@@ -18,7 +18,7 @@ mkdir -p "$out"
 declare -a rows=()
 # KFORGE_STEPS (a comma list of: tests (all), gputests (the gpu label only), run, loop, baseline,
 # synth, bench; default all; loopmodes, loopnccl, loopranks, sandboxwall, sandboxcost, sandboxanchor,
-# demobefore, demorun, demoafter and peft only when named) and
+# demobefore, demorun, demoafter, peft and lora7b only when named) and
 # KFORGE_BENCHES (bench program names; default all) pick what runs, so one device call fits its
 # time limit. The build always runs: every target, or the KFORGE_TARGETS list (space-separated).
 # tiny (only when named): deploy/make_tiny.sh with KFORGE_TINY_ARGS (its --steps and sizes; e.g.
@@ -251,6 +251,16 @@ fi
     if asked peft; then
       step "LoRA adapter vs transformers/PEFT" peft.log env KFORGE="$build/kforge" \
         "$root/deploy/check_peft_adapter.sh" "$build/peft-check"
+    fi
+    # lora7b (only when named): a random Qwen2 of Qwen2.5-Coder-7B's shapes, GRPO steps with LoRA
+    # rank 64 and activation checkpointing at 4 x 4,096 tokens a micro-batch, then the engine
+    # sampling with the adapter merged and unmerged (bench/RESULTS.md, "A 7B-shaped policy").
+    if asked lora7b; then
+      step "7B-shaped LoRA GRPO step" lora7b-trainer.log "$build/bench/trainer_bench" --shape qwen2.5-coder-7b \
+        --lora-rank 64 --checkpointing --groups 2 --samples 4 --prompt-len 1024 --completion-len 3072 \
+        --micro-batch 4 --steps 3 --gpus 1 --json "$out/trainer_bench_7b_lora.json"
+      step "7B-shaped engine with a LoRA adapter" lora7b-generate.log "$build/bench/generate_bench" \
+        --shape qwen2.5-coder-7b --lora-rank 64 --no-anchor --reps 2 --json "$out/generate_bench_7b_lora.json"
     fi
     if want baseline; then
       step "kforge tasks baseline (GPU eager times)" baseline.log "$build/kforge" tasks baseline \
