@@ -200,15 +200,15 @@ class gpu_slot {
   /// administrators): later candidates are not profiled. Empty while profiling is allowed.
   std::string profiling_denied() const;
   void deny_profiling(const std::string& why);
+  /// Candidates' claims on the GPU's memory (run_options::memory_share), each held for a whole
+  /// run. Its budget comes with a reference server's hello: the first server is started here if
+  /// none has answered yet (a slot whose servers cannot start leaves it unlimited).
+  memory_gate& memory();
   /// Use of the GPU, in this process and across processes (an flock per physical GPU). Any
   /// number of runners may verify at once (shared); timing is exclusive, because GPU contexts
   /// time-slice: another process's kernels would stretch both the events and the wall time of a
   /// timed trial. A runner that wants to time stops new shared users from entering, so timing is
   /// not starved by a stream of verifications.
-  /// Candidates' claims on the GPU's memory (run_options::memory_share), each held for a whole
-  /// run. Its budget comes with a reference server's hello: the first server is started here if
-  /// none has answered yet (a slot whose servers cannot start leaves it unlimited).
-  memory_gate& memory();
   class gpu_lock {
    public:
     gpu_lock(gpu_slot& s, bool exclusive);

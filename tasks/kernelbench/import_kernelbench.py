@@ -512,10 +512,16 @@ def one_thread():
     torch.set_num_threads(1)  # the workers share the cores; torch would give each all of them
 
 
+def workers(n):
+    """A pool of `n` fresh worker processes (spawned: a problem's module state and torch's threads
+    stay out of the others), each with one torch thread."""
+    return concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
+                                                  initializer=one_thread)
+
+
 def alone(path, args):
     """One problem in a worker of its own: whether it is the one that kills its process."""
-    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                                initializer=one_thread) as pool:
+    with workers(1) as pool:
         try:
             return pool.submit(convert_one, path, *args).result()
         except concurrent.futures.process.BrokenProcessPool:
@@ -524,9 +530,9 @@ def alone(path, args):
 
 def converted(files, a):
     """(path, kind, value) for every problem, in the order of `files`. With --jobs > 1 the problems
-    are converted by that many worker processes (fresh ones: a problem's module state and torch's
-    threads stay out of the others). A problem that kills its worker breaks the pool: the first
-    problem whose result is lost is converted again alone, and a new pool takes the rest."""
+    are converted by that many worker processes (workers()). A problem that kills its worker breaks
+    the pool: the first problem whose result is lost is converted again alone, and a new pool takes
+    the rest."""
     args = (a.scale, a.cpu_budget * 2**30, a.time_limit)
     if a.jobs == 1:
         for path in files:
@@ -534,8 +540,7 @@ def converted(files, a):
         return
     rest = list(files)
     while rest:
-        with concurrent.futures.ProcessPoolExecutor(max_workers=a.jobs, mp_context=multiprocessing.get_context("spawn"),
-                                                    initializer=one_thread) as pool:
+        with workers(a.jobs) as pool:
             futures = [pool.submit(convert_one, path, *args) for path in rest]
             for i, (path, f) in enumerate(zip(rest, futures)):
                 try:
