@@ -198,11 +198,7 @@ kforge::status put_random_adapter(km::CausalLMImpl& model, std::int64_t rank, co
   lo.alpha = 2.0 * static_cast<double>(rank);
   lo.targets = km::lora_target_names();
   if (auto s = km::attach_lora(model, lo); !s) return s;
-  {
-    at::NoGradGuard no_grad;
-    for (auto& [name, t] : km::named_lora_parameters(model))
-      if (name.find("lora_B") != std::string::npos) t.normal_(0.0, 0.02);
-  }
+  km::draw_lora_b(model, 0.02, 1);
   if (auto s = km::save_lora(model, dir, ""); !s) return s;
   km::remove_lora(model);
   if (auto s = km::replace_lora(model, dir); !s) return s;

@@ -141,6 +141,14 @@ std::vector<at::Tensor> lora_parameters(const CausalLMImpl& model) {
   return out;
 }
 
+void draw_lora_b(CausalLMImpl& model, double std, std::uint64_t seed) {
+  if (!model.lora) return;
+  at::NoGradGuard no_grad;
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  for (const auto& [name, a] : model.lora->adapters)
+    a->B.copy_(at::empty(a->B.sizes(), at::kDouble).normal_(0, std, gen));
+}
+
 std::vector<std::pair<std::string, at::Tensor>> named_lora_parameters(const CausalLMImpl& model) {
   std::vector<std::pair<std::string, at::Tensor>> out;
   if (!model.lora) return out;

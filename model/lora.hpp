@@ -79,6 +79,11 @@ at::Tensor apply_lora(const lora_adapter& a, const at::Tensor& base, const at::T
 /// error for invalid options or a model that has adapters already.
 [[nodiscard]] status attach_lora(CausalLMImpl& model, const lora_options& o);
 
+/// Draws every adapter's B from N(0, std^2), from a generator of its own seeded with `seed`. B starts
+/// at zero and an adapter whose B is zero changes nothing: for adapters made up for checks and
+/// benches rather than trained.
+void draw_lora_b(CausalLMImpl& model, double std, std::uint64_t seed);
+
 /// The trainable tensors: A then B of every adapter, in lora_state order. Empty without adapters.
 std::vector<at::Tensor> lora_parameters(const CausalLMImpl& model);
 /// The same with their PEFT tensor names ("...q_proj.lora_A.weight").

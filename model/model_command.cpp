@@ -1,7 +1,6 @@
 #include "model/model_command.hpp"
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 
 #include "model/lora.hpp"
 #include "model/weights.hpp"
@@ -65,14 +64,6 @@ lora_options adapter_options(const random_adapter_options& opt) {
   return o;
 }
 
-// B ~ N(0, std²) from a generator of its own (seeded one past A's), so the adapter is reproducible.
-void draw_b(CausalLMImpl& model, std::uint64_t seed, double std) {
-  at::NoGradGuard no_grad;
-  at::Generator gen = at::detail::createCPUGenerator(seed + 1);
-  for (const auto& [name, a] : model.lora->adapters)
-    a->B.copy_(at::empty(a->B.sizes(), at::kDouble).normal_(0, std, gen));
-}
-
 }  // namespace
 
 int logits_command(const logits_options& opt, std::ostream& out, std::ostream& err) {
@@ -118,7 +109,7 @@ int random_adapter_command(const random_adapter_options& opt, std::ostream& out,
     err << "kforge model random-adapter: " << s.message() << "\n";
     return 2;
   }
-  draw_b(*model, opt.seed, opt.b_std);
+  draw_lora_b(*model, opt.b_std, opt.seed + 1);  // one past A's seed: B is not A's stream
   if (auto s = save_lora(*model, opt.out, opt.model); !s) {
     err << "kforge model random-adapter: " << s.message() << "\n";
     return 1;

@@ -44,11 +44,7 @@ void make_adapter(const std::string& dir, std::int64_t rank, std::vector<std::st
   o.targets = std::move(targets);
   o.seed = seed;
   REQUIRE(model::attach_lora(**m, o).ok());
-  {
-    at::NoGradGuard no_grad;
-    at::manual_seed(seed);
-    for (const auto& [name, a] : (*m)->lora->adapters) a->B.copy_(at::randn(a->B.sizes(), a->B.options()) * size);
-  }
+  model::draw_lora_b(**m, size, seed);
   REQUIRE(model::save_lora(**m, dir, "kforge-tiny").ok());
 }
 
