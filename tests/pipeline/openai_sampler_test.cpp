@@ -58,12 +58,26 @@ struct served : kforge::test::serve_process {
   }
 };
 
-// `kforge run --manifest tiny.toml` in `dir`: its exit status and output.
-std::pair<int, std::string> kforge_run_in(const fs::path& dir) {
+struct run_result {
+  int rc = 0;
+  std::string out;
+};
+
+// `kforge run` in `dir` of the tiny manifest with `trainer_tables`, its sampler on the openai
+// backend against `server_url`: its exit status and output.
+run_result run_against(const fs::path& dir, const std::string& server_url,
+                                        const std::string& trainer_tables) {
+  kforge::test::write_tiny_manifest(dir, 2, trainer_tables, "",
+                                    "backend = \"openai\"\nserver_urls = [\"" + server_url + "/v1\"]\n");
   const std::string cmd = "cd " + dir.string() + " && " + KFORGE_BINARY + " run --manifest tiny.toml > run.log 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream log(dir / "run.log");
   return {rc, std::string((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>())};
+}
+
+// The summary.json of the tiny manifest's run in `dir` (discarded, not an object, if unreadable).
+json run_summary(const fs::path& dir) {
+  return json::parse(std::ifstream(dir / "runs" / "tiny" / "summary.json"), nullptr, false);
 }
 
 template <class T>
@@ -616,15 +630,11 @@ TEST_CASE("kforge run with backend openai against kforge serve: the loop complet
   fs::remove_all(dir);
   kforge::test::copy_tiny_model(dir);
   served server((dir / "model").string(), "");
-  kforge::test::write_tiny_manifest(dir, 2, "", "",
-                                    "backend = \"openai\"\nserver_urls = [\"" + server.url + "/v1\"]\n");
-  const auto run = kforge_run_in(dir);
-  const int rc = run.first;
-  const std::string& out = run.second;
-  INFO(out);
-  CHECK(rc == 0);
-  CHECK(contains(out, "real: openai backend"));
-  const auto summary = json::parse(std::ifstream(dir / "runs" / "tiny" / "summary.json"), nullptr, false);
+  const auto run = run_against(dir, server.url, "");
+  INFO(run.out);
+  CHECK(run.rc == 0);
+  CHECK(contains(run.out, "real: openai backend"));
+  const auto summary = run_summary(dir);
   REQUIRE(summary.is_object());
   CHECK(summary["outcome"] == "completed");
   CHECK(summary["balanced"] == true);
@@ -640,16 +650,12 @@ TEST_CASE("kforge run with LoRA adapters published to kforge serve: the server l
   fs::remove_all(dir);
   kforge::test::copy_tiny_model(dir);
   served server((dir / "model").string(), "");
-  kforge::test::write_tiny_manifest(
-      dir, 2, "\n[trainer]\npublish = \"adapters\"\nlora = { rank = 4, targets = [\"q_proj\", \"v_proj\"] }\n", "",
-      "backend = \"openai\"\nserver_urls = [\"" + server.url + "/v1\"]\n");
-  const auto run = kforge_run_in(dir);
-  const int rc = run.first;
-  const std::string& out = run.second;
-  INFO(out);
-  CHECK(rc == 0);
-  CHECK(contains(out, "trainer.publish = \"adapters\""));
-  const auto summary = json::parse(std::ifstream(dir / "runs" / "tiny" / "summary.json"), nullptr, false);
+  const auto run = run_against(
+      dir, server.url, "\n[trainer]\npublish = \"adapters\"\nlora = { rank = 4, targets = [\"q_proj\", \"v_proj\"] }\n");
+  INFO(run.out);
+  CHECK(run.rc == 0);
+  CHECK(contains(run.out, "trainer.publish = \"adapters\""));
+  const auto summary = run_summary(dir);
   REQUIRE(summary.is_object());
   CHECK(summary["balanced"] == true);
   // The server holds the last version's adapter (the first unloaded when the second came), with
@@ -671,11 +677,8 @@ TEST_CASE("kforge run with LoRA adapters published to kforge serve: the server l
   CHECK(after["data"][1]["id"] == "again");
   CHECK(after["data"][0]["version"] == 9);
   // A manifest that asks for adapters without LoRA is refused, saying why.
-  kforge::test::write_tiny_manifest(dir, 2, "\n[trainer]\npublish = \"adapters\"\n", "",
-                                    "backend = \"openai\"\nserver_urls = [\"" + server.url + "/v1\"]\n");
-  const auto bad = kforge_run_in(dir);
-  CHECK(bad.first != 0);
-  const std::string& said = bad.second;
-  CHECK(contains(said, "publishes LoRA adapters: set [trainer] lora"));
+  const auto bad = run_against(dir, server.url, "\n[trainer]\npublish = \"adapters\"\n");
+  CHECK(bad.rc != 0);
+  CHECK(contains(bad.out, "publishes LoRA adapters: set [trainer] lora"));
   fs::remove_all(dir);
 }
