@@ -123,17 +123,17 @@ memory_estimate trainer_memory(const policy_shape& p, const trainer_options& t, 
   } else if (t.shard_optimizer && ranks > 1) {
     const double n = static_cast<double>(ranks);
     const std::string share = "1/" + std::to_string(ranks);
-    // Each rank keeps the whole fp32 policy, which the sharded step gathers back after every
-    // update (publishing and checkpoints read it), and its whole fp32 gradients until they are
-    // reduce-scattered; only the master shard and the moments are split.
+    // The bf16 weights are the only whole copy: the fp32 masters exist as the ranks' shards, and
+    // each micro-batch's gradients are summed into this rank's fp32 share as they come.
     e.parts.push_back({"weights and reference (bf16)", 2 * params * bf16});
-    e.parts.push_back({"gradients of the backward pass (bf16)", params * bf16});
-    e.parts.push_back({"policy and its gradients (fp32)", 2 * params * fp32});
+    e.parts.push_back({"gradients of a micro-batch (bf16)", params * bf16});
     e.parts.push_back({"master weights, " + share + " (fp32)", params * fp32 / n});
+    e.parts.push_back({"summed gradients, " + share + " (fp32)", params * fp32 / n});
     e.parts.push_back({"AdamW moments, " + share + " (fp32)", 2 * params * fp32 / n});
   } else {
     e.parts.push_back({"weights and reference (bf16)", 2 * params * bf16});
-    e.parts.push_back({"master weights and gradients (fp32)", 2 * params * fp32});
+    e.parts.push_back({"gradients of a micro-batch (bf16)", params * bf16});
+    e.parts.push_back({"master weights and summed gradients (fp32)", 2 * params * fp32});
     e.parts.push_back({"AdamW moments (fp32)", 2 * params * fp32});
   }
   const double layers = static_cast<double>(p.layers);

@@ -2,11 +2,11 @@
 // The memory a manifest's policy needs on a GPU, estimated before anything loads, for
 // `kforge run --check`: the sampler (bf16 weights, the KV cache of a full batch of groups at the
 // longest sequence) and the trainer as the manifest builds it: full fine-tuning (a bf16 copy of
-// the policy, a frozen bf16 reference, fp32 master weights and gradients, AdamW's two fp32
-// moments) or LoRA (trainer.lora: the frozen bf16 base, which is also the reference, and fp32
-// adapters with their gradients and moments); with trainer.shard_optimizer over N ranks, each rank
-// holds 1/N of the fp32 master weights, summed gradients and moments, plus the bf16 gradients its
-// backward pass writes (trainer/sharded_adamw.hpp); and the activations of one micro-batch kept for
+// the policy and its gradients, a frozen bf16 reference, fp32 master weights and summed gradients,
+// AdamW's two fp32 moments) or LoRA (trainer.lora: the frozen bf16 base, which is also the
+// reference, and fp32 adapters with their gradients and moments); with trainer.shard_optimizer
+// over N ranks, each rank holds the bf16 weights, reference and gradients whole and 1/N of the fp32
+// master weights, summed gradients and moments (trainer/sharded_adamw.hpp); and the activations of one micro-batch kept for
 // backward (with trainer.activation_checkpointing: each layer's input, plus one layer's activations
 // while it is recomputed), the logits' log-softmax included.
 // Estimates from the model's shapes (config.json), not measurements; what they leave out (the

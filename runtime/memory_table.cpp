@@ -48,9 +48,9 @@ std::vector<training_mode> standard_training_modes(std::int64_t micro_batch, std
   checkpointed.activation_checkpointing = true;
   modes.push_back({"full + activation checkpointing", checkpointed});
   for (auto n : shard_ranks) {
-    auto sharded = base;
+    auto sharded = checkpointed;
     sharded.shard_optimizer = true;
-    modes.push_back({"full, optimiser state sharded over " + std::to_string(n) + " ranks", sharded, n});
+    modes.push_back({"full + checkpointing, optimiser state sharded over " + std::to_string(n) + " ranks", sharded, n});
   }
   auto lora = base;
   lora.lora.enabled = true;

@@ -25,7 +25,7 @@ struct training_mode {
   std::int64_t ranks = 1;
 };
 
-/// Full fine-tuning, with activation checkpointing, sharded optimiser state over each of
+/// Full fine-tuning, with activation checkpointing, with it and sharded optimiser state over each of
 /// `shard_ranks`, LoRA of rank `lora_rank` on the default projections, LoRA with checkpointing;
 /// every one at micro-batch `micro_batch`.
 std::vector<training_mode> standard_training_modes(std::int64_t micro_batch, std::int64_t lora_rank,

@@ -336,6 +336,58 @@ at::Tensor checked_logp(const at::Tensor& t, std::int64_t rows, std::int64_t col
   return t.narrow(1, 0, cols);
 }
 
+// The loss's inputs for micro-batch `mb`, the kept samples from `begin` on (`adv`: the kept
+// samples' advantages); nullopt where it has no completion tokens. Its off-policy rows are
+// counted into `stale`.
+std::optional<grpo_loss_inputs> loss_inputs(const std::vector<const grpo_sample*>& mb, const std::vector<double>& adv,
+                                            std::size_t begin, std::uint64_t current_version,
+                                            bool correct_off_policy, const logprob_fn& policy,
+                                            const logprob_fn& reference, std::int64_t& stale) {
+  const auto rows = static_cast<std::int64_t>(mb.size());
+  std::int64_t cols = 0;
+  for (const auto* s : mb) cols = std::max(cols, static_cast<std::int64_t>(s->completion.size()));
+  if (cols == 0) return std::nullopt;
+
+  grpo_loss_inputs in;
+  in.logp = checked_logp(policy(mb), rows, cols, "policy");
+  const auto dev = in.logp.device();
+  auto mask = torch::zeros({rows, cols}, torch::kBool);
+  auto advantages = torch::empty({rows}, torch::kDouble);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto* s = mb[static_cast<std::size_t>(r)];
+    const auto n = static_cast<std::int64_t>(s->completion.size());
+    if (s->completion_mask.empty())
+      mask[r].narrow(0, 0, n).fill_(true);
+    else
+      mask[r].narrow(0, 0, n).copy_(
+          torch::from_blob(const_cast<std::uint8_t*>(s->completion_mask.data()), {n}, torch::kUInt8).to(torch::kBool));
+    advantages[r] = adv[begin + static_cast<std::size_t>(r)];
+  }
+  in.mask = mask.to(dev);
+  in.advantages = advantages.to(dev);
+
+  if (correct_off_policy) {
+    // Rows without correction get their own detached log-probs as behaviour: weight exactly 1.
+    auto behaviour = in.logp.detach().to(torch::kFloat).cpu().clone();
+    bool any = false;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const auto* s = mb[static_cast<std::size_t>(r)];
+      if (s->behaviour_logp.empty() || s->policy_version >= current_version) continue;
+      any = true;
+      ++stale;
+      const auto n = static_cast<std::int64_t>(s->behaviour_logp.size());
+      behaviour[r].narrow(0, 0, n).copy_(
+          torch::from_blob(const_cast<float*>(s->behaviour_logp.data()), {n}, torch::kFloat));
+    }
+    if (any) in.behaviour_logp = behaviour.to(dev);
+  }
+  if (reference) {
+    torch::NoGradGuard no_grad;
+    in.ref_logp = checked_logp(reference(mb), rows, cols, "reference").detach();
+  }
+  return in;
+}
+
 }  // namespace
 
 grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const logprob_fn& policy,
@@ -397,65 +449,40 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
   std::string failed_here;
   // Sharded: the gradients are reduce-scattered by the optimiser, not all-reduced during backward.
   gradient_reducer* reducer = parallel && !st.sharded ? st.reducer_for(*group, failed_here) : nullptr;
-  try {
-    for (std::size_t begin = share_begin; failed_here.empty() && begin < share_end; begin += mbs) {
-      const std::size_t end = std::min(share_end, begin + mbs);
-      const std::vector<const grpo_sample*> mb(kept.begin() + static_cast<std::ptrdiff_t>(begin),
-                                               kept.begin() + static_cast<std::ptrdiff_t>(end));
-      const auto rows = static_cast<std::int64_t>(mb.size());
-      std::int64_t cols = 0;
-      for (const auto* s : mb) cols = std::max(cols, static_cast<std::int64_t>(s->completion.size()));
-      if (cols == 0) continue;
-
-      grpo_loss_inputs in;
-      in.logp = checked_logp(policy(mb), rows, cols, "policy");
-      const auto dev = in.logp.device();
-      auto mask = torch::zeros({rows, cols}, torch::kBool);
-      auto adv = torch::empty({rows}, torch::kDouble);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const auto* s = mb[static_cast<std::size_t>(r)];
-        const auto n = static_cast<std::int64_t>(s->completion.size());
-        if (s->completion_mask.empty())
-          mask[r].narrow(0, 0, n).fill_(true);
-        else
-          mask[r].narrow(0, 0, n).copy_(
-              torch::from_blob(const_cast<std::uint8_t*>(s->completion_mask.data()), {n}, torch::kUInt8)
-                  .to(torch::kBool));
-        adv[r] = kept_adv[begin + static_cast<std::size_t>(r)];
+  const auto micro_batch = [&](std::size_t begin, std::size_t end) {
+    const std::vector<const grpo_sample*> mb(kept.begin() + static_cast<std::ptrdiff_t>(begin),
+                                             kept.begin() + static_cast<std::ptrdiff_t>(end));
+    auto in = loss_inputs(mb, kept_adv, begin, current_version, st.opt.correct_off_policy, policy, reference,
+                          out.stale_samples);
+    if (!in) return;  // no completion tokens in it
+    auto res = grpo_loss(*in, st.opt.grpo, kl_coef, batch_tokens);
+    if (reducer && end == share_end) reducer->arm();  // this rank's last backward pass
+    res.loss.backward();
+    st.accumulate_compute_grads();
+    sums.add(res.stats);
+    ++out.micro_batches;
+  };
+  // A sharded optimiser over bf16 weights sums every micro-batch into its fp32 shard as it comes
+  // (sharded_adamw.hpp): a collective, so every rank takes as many rounds as the largest share has
+  // micro-batches, a rank out of samples (or failed) adding none.
+  const bool sum_each = st.sharded && st.sharded->sums_each_micro_batch();
+  const std::size_t rounds = ((kept.size() + ranks - 1) / ranks + mbs - 1) / mbs;
+  for (std::size_t k = 0; k < rounds; ++k) {
+    const std::size_t begin = share_begin + k * mbs;
+    if (failed_here.empty() && begin < share_end) {
+      try {
+        micro_batch(begin, std::min(share_end, begin + mbs));
+      } catch (const std::exception& e) {
+        if (!parallel) throw;
+        failed_here = e.what();
       }
-      in.mask = mask.to(dev);
-      in.advantages = adv.to(dev);
-
-      if (st.opt.correct_off_policy) {
-        // Rows without correction get their own detached log-probs as behaviour: weight exactly 1.
-        auto behaviour = in.logp.detach().to(torch::kFloat).cpu().clone();
-        bool any = false;
-        for (std::int64_t r = 0; r < rows; ++r) {
-          const auto* s = mb[static_cast<std::size_t>(r)];
-          if (s->behaviour_logp.empty() || s->policy_version >= current_version) continue;
-          any = true;
-          ++out.stale_samples;
-          const auto n = static_cast<std::int64_t>(s->behaviour_logp.size());
-          behaviour[r].narrow(0, 0, n).copy_(
-              torch::from_blob(const_cast<float*>(s->behaviour_logp.data()), {n}, torch::kFloat));
-        }
-        if (any) in.behaviour_logp = behaviour.to(dev);
-      }
-      if (reference) {
-        torch::NoGradGuard no_grad;
-        in.ref_logp = checked_logp(reference(mb), rows, cols, "reference").detach();
-      }
-
-      auto res = grpo_loss(in, st.opt.grpo, kl_coef, batch_tokens);
-      if (reducer && end == share_end) reducer->arm();  // this rank's last backward pass
-      res.loss.backward();
-      st.accumulate_compute_grads();
-      sums.add(res.stats);
-      ++out.micro_batches;
     }
-  } catch (const std::exception& e) {
-    if (!parallel) throw;
-    failed_here = e.what();
+    if (!sum_each) continue;
+    if (auto s = st.sharded->accumulate(); !s) {
+      if (!parallel) throw std::runtime_error("grpo step: " + s.message());
+      if (failed_here.empty()) failed_here = s.message();
+      break;  // its group failed: no later round could sum
+    }
   }
   if (parallel) {
     auto s = sum_across(*group, st.params, reducer, st.opt.grad_bucket_bytes, /*sum_grads=*/!st.sharded, sums, out,
@@ -463,6 +490,7 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
     if (!failed_here.empty() || !s) {
       st.clear_grads();
       st.clear_compute_grads();
+      if (st.sharded) st.sharded->clear_gradients();
       throw std::runtime_error("grpo step: " + (failed_here.empty() ? s.message() : failed_here));
     }
   }

@@ -68,13 +68,17 @@ model::CausalLM prepared(model::CausalLM policy, const policy_trainer_options& o
   return policy;
 }
 
-/// With shard_optimizer: the sharded optimiser over the stepper's parameters (the fp32 policy, so
-/// the gathered weights are the masters themselves and model.safetensors needs no extra gather).
-std::unique_ptr<sharded_adamw> sharded_for(model::CausalLM& policy, const policy_trainer_options& o) {
-  if (!o.shard_optimizer) return nullptr;
-  if (o.lora)
-    throw std::invalid_argument("policy_trainer_options.shard_optimizer: shards full fine-tuning's optimiser state; "
-                                "with lora only the small adapters train: remove one of the two");
+/// The optimiser over what trains: the adapters (LoRA), else the policy's parameters, or with
+/// shard_optimizer the sharded optimiser over the parameters backward runs on — `compute`, with
+/// the fp32 `policy` giving the master shards their first values where compute is its bf16 copy.
+grpo_stepper stepper_for(model::CausalLM& policy, model::CausalLM& compute, const policy_trainer_options& o) {
+  if (o.lora) {
+    if (o.shard_optimizer)
+      throw std::invalid_argument("policy_trainer_options.shard_optimizer: shards full fine-tuning's optimiser state; "
+                                  "with lora only the small adapters train: remove one of the two");
+    return grpo_stepper(model::lora_parameters(*policy), o.step);
+  }
+  if (!o.shard_optimizer) return grpo_stepper(policy->parameters(/*recurse=*/true), o.step);
   sharded_adamw_options so;
   so.lr = o.step.lr;
   so.beta1 = o.step.beta1;
@@ -83,7 +87,10 @@ std::unique_ptr<sharded_adamw> sharded_for(model::CausalLM& policy, const policy
   so.weight_decay = o.step.weight_decay;
   so.max_grad_norm = o.step.max_grad_norm;
   so.bucket_bytes = o.step.grad_bucket_bytes;
-  return std::make_unique<sharded_adamw>(policy->parameters(/*recurse=*/true), o.group, so);
+  auto params = compute->parameters(/*recurse=*/true);
+  const auto masters = compute.ptr() == policy.ptr() ? std::vector<at::Tensor>{} : policy->parameters(/*recurse=*/true);
+  auto sharded = std::make_unique<sharded_adamw>(params, o.group, so, masters);
+  return grpo_stepper(std::move(params), o.step, std::move(sharded));
 }
 
 /// This rank's shard file name in a checkpoint of `group` (null: one rank).
@@ -151,14 +158,19 @@ struct policy_trainer::impl {
         reference(opt.lora ? policy
                            : copy_of(policy, opt.bf16_compute ? at::kBFloat16 : policy->output_weight().scalar_type(),
                                      /*trainable=*/false)),
-        stepper(opt.lora ? model::lora_parameters(*policy) : policy->parameters(/*recurse=*/true), opt.step,
-                sharded_for(policy, opt)),
+        stepper(stepper_for(policy, compute, opt)),
         kl(opt.kl),
         version(opt.initial_version) {
-    if (opt.bf16_compute && !opt.lora) stepper.set_compute_parameters(compute->parameters(/*recurse=*/true));
+    // Sharded over bf16: the fp32 masters are the ranks' shards now, so no rank keeps them whole.
+    if (stepper.sharded()) policy = compute;
+    else if (has_compute_copy()) stepper.set_compute_parameters(compute->parameters(/*recurse=*/true));
     compute->model->checkpoint_layers = opt.activation_checkpointing;
   }
-  model::CausalLM policy;  ///< the master weights: what is optimised, published and checkpointed
+  /// A bf16 copy computed on beside the fp32 policy, its gradients moved into the policy's.
+  bool has_compute_copy() const { return policy.ptr() != compute.ptr(); }
+  /// The master weights: what is optimised, published and checkpointed; with shard_optimizer the
+  /// model the ranks' master shards are gathered into (compute).
+  model::CausalLM policy;
   policy_trainer_options opt;
   model::CausalLM compute;  ///< what forward and backward run on: `policy`, or its bf16 copy
   model::CausalLM reference;  ///< with LoRA: `policy` itself, run with its adapters off
@@ -316,8 +328,7 @@ status policy_trainer::load_checkpoint(const std::string& dir) {
     if (!tensors) return tensors.err();
     if (auto s = model::load_weights(*st.policy, *tensors); !s) return s;
   }
-  if (st.opt.bf16_compute && !st.opt.lora)
-    st.stepper.set_compute_parameters(st.compute->parameters(/*recurse=*/true));
+  if (st.has_compute_copy()) st.stepper.set_compute_parameters(st.compute->parameters(/*recurse=*/true));
   if (auto* sharded = st.stepper.sharded()) {
     // The masters in the shard equal the policy just loaded (the policy is what the optimiser
     // all-gathers its masters into), so no gather is needed: loading stays free of collectives

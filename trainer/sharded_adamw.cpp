@@ -124,19 +124,9 @@ result<sharded_step_stats> sharded_adamw::step() {
   auto& st = *impl_;
   sharded_step_stats out;
   at::NoGradGuard no_grad;
-  st.grad.clear();
+  if (st.grad.empty())
+    if (auto s = accumulate(); !s) return s.err();
   try {
-    // 1. Reduce-scatter, one bucket at a time: a whole fp32 bucket exists only while it is summed.
-    for (const auto& b : st.buckets) {
-      const at::Tensor whole = st.flat(b, st.params, /*grads=*/true);
-      st.drop_grads(b);
-      st.grad.push_back(at::empty({b.chunk}, whole.options()));
-      if (auto s = st.reduce_scatter(whole, st.grad.back()); !s) {
-        for (const auto& rest : st.buckets) st.drop_grads(rest);
-        st.grad.clear();
-        return error{"sharded optimiser: " + s.message()};
-      }
-    }
     // 2. The global norm; padding is zeros and adds nothing.
     at::Tensor sq = at::zeros({1}, st.grad.front().options().dtype(at::kDouble));
     for (const auto& g : st.grad) sq.add_(g.to(at::kDouble).pow(2).sum());
@@ -180,6 +170,38 @@ result<sharded_step_stats> sharded_adamw::step() {
   if (auto s = gather_weights(); !s) return s.err();
   out.stepped = true;
   return out;
+}
+
+status sharded_adamw::accumulate() {
+  auto& st = *impl_;
+  at::NoGradGuard no_grad;
+  const bool first = st.grad.empty();
+  const auto fail = [&](const std::string& why) -> status {
+    for (const auto& b : st.buckets) st.drop_grads(b);
+    st.grad.clear();
+    return error{"sharded optimiser: " + why};
+  };
+  try {
+    // One bucket at a time: a whole fp32 bucket exists only while it is summed.
+    for (std::size_t k = 0; k < st.buckets.size(); ++k) {
+      const auto& b = st.buckets[k];
+      const at::Tensor whole = st.flat(b, st.params, /*grads=*/true);
+      st.drop_grads(b);
+      at::Tensor sum = at::empty({b.chunk}, whole.options());
+      if (auto s = st.reduce_scatter(whole, sum); !s) return fail(s.message());
+      if (first) st.grad.push_back(sum);
+      else st.grad[k].add_(sum);
+    }
+  } catch (const c10::Error& e) {
+    return fail(e.what_without_backtrace());
+  }
+  return {};
+}
+
+void sharded_adamw::clear_gradients() noexcept { impl_->grad.clear(); }
+
+bool sharded_adamw::sums_each_micro_batch() const noexcept {
+  return impl_->params.front().scalar_type() != at::kFloat && impl_->params.front().scalar_type() != at::kDouble;
 }
 
 status sharded_adamw::gather_weights() {

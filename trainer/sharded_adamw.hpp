@@ -14,6 +14,13 @@
 //      decay, one step count for all parameters).
 //   4. Each rank's updated master chunks, cast to the parameters' dtype (bf16 for a compute copy),
 //      are all-gathered into the parameters, so every rank again holds the whole model.
+// Lower-precision parameters (bf16, with no fp32 copy of the model on the rank: the masters are
+// the shards): a whole-model fp32 gradient would cost the 4 bytes a parameter sharding saves, and
+// bf16 would sum micro-batches with 8 bits of mantissa. So the step calls accumulate() after every
+// micro-batch instead: step 1 then, into an fp32 sum of this rank's chunks, the micro-batch's
+// bf16 gradients dropped at once (ZeRO stage 2's per-micro-batch reduce; one reduce-scatter per
+// micro-batch rather than per step). Every rank must call it equally often.
+//
 // With a thread or socket group the chunks' sums are bit-identical to all_reduce_gradients' sums
 // (collective.hpp), so the update equals the unsharded one up to the rounding of the norm (summed
 // in another order) — tested against torch::optim::AdamW over 2 and 3 ranks.
@@ -81,9 +88,20 @@ class sharded_adamw {
   sharded_adamw(sharded_adamw&&) noexcept;
   sharded_adamw& operator=(sharded_adamw&&) noexcept;
 
-  /// Steps 1 to 4 above; every rank must call it. A failed collective is an error on every rank
-  /// (the gradients are dropped; the weights are unchanged unless the all-gather itself failed).
+  /// Steps 2 to 4 above on the gradients accumulate() summed since the last step; where it was not
+  /// called, step 1 first on the gradients now on the parameters. Every rank must call it. A failed
+  /// collective is an error on every rank (the gradients are dropped; the weights are unchanged
+  /// unless the all-gather itself failed).
   [[nodiscard]] result<sharded_step_stats> step();
+  /// Step 1 alone: the gradients now on the parameters reduce-scattered and added to this rank's
+  /// fp32 sum, then dropped from the parameters (a parameter without one adds zeros). Every rank
+  /// calls it equally often. On error the sum is dropped too.
+  [[nodiscard]] status accumulate();
+  /// Drops the gradients summed so far (a step that failed elsewhere).
+  void clear_gradients() noexcept;
+  /// True where the parameters are of a lower precision than fp32: the GRPO step then calls
+  /// accumulate() after every micro-batch (see the top of this header).
+  bool sums_each_micro_batch() const noexcept;
   /// Step 4 alone: the master weights into the parameters (after load_state). Every rank calls it.
   [[nodiscard]] status gather_weights();
 
