@@ -100,9 +100,22 @@ void sync(const at::Device& dev) {
   if (dev.is_cuda()) torch::cuda::synchronize(dev.index());
 }
 
+// How far a scoring pass's log-probs may lie from the sampled ones (mean and max |diff|, nats).
+struct score_tolerance {
+  double mean, max;
+};
+// The same weights in bf16: only the kernels' order of summation differs.
+constexpr score_tolerance same_bf16{0.05, 0.5};
+constexpr score_tolerance same_fp32{1e-3, 1e-3};
+// A bf16 model with an adapter merged into its weights against it unmerged: every merged weight is
+// rounded to bf16 anew, which moves the log-probs more than the order of summation (7B-shaped,
+// rank 64, H200, 2026-12-06: mean 0.076, max 0.33). Wider bounds, still far below what a wrong
+// merge does (an adapter moves the logits by whole units).
+constexpr score_tolerance merged_bf16{0.15, 1.0};
+
 // Every row ran K steps with sane log-probs, and the trainer's scoring pass agrees with the sampler.
 json check(km::CausalLMImpl& model, const std::vector<std::vector<std::int64_t>>& prompts,
-           const std::vector<km::generation>& gens, const workload& w, bool bf16, bool& ok) {
+           const std::vector<km::generation>& gens, const workload& w, const score_tolerance& tol, bool& ok) {
   std::int64_t wrong_length = 0, bad_logprob = 0, bad_token = 0;
   for (const auto& g : gens) {
     wrong_length += static_cast<std::int64_t>(g.tokens.size()) != w.new_tokens;
@@ -126,7 +139,7 @@ json check(km::CausalLMImpl& model, const std::vector<std::vector<std::int64_t>>
       std::printf("check: score_batch failed: %s\n", s.message().c_str());
     }
   }
-  const bool scores_ok = max_diff >= 0 && (bf16 ? mean_diff < 0.05 && max_diff < 0.5 : max_diff < 1e-3);
+  const bool scores_ok = max_diff >= 0 && mean_diff <= tol.mean && max_diff <= tol.max;
   ok = wrong_length == 0 && bad_logprob == 0 && bad_token == 0 && scores_ok;
   std::printf("check: %zu rows, %lld with a length other than %lld, %lld bad log-probs, %lld bad tokens; "
               "score_batch vs sampled log-probs (2 rows): mean |diff| %.3g, max %.3g: %s\n",
@@ -135,7 +148,7 @@ json check(km::CausalLMImpl& model, const std::vector<std::vector<std::int64_t>>
               ok ? "ok" : "FAILED");
   return {{"rows", gens.size()}, {"wrong_length", wrong_length}, {"bad_logprobs", bad_logprob},
           {"bad_tokens", bad_token}, {"score_mean_abs_diff", mean_diff}, {"score_max_abs_diff", max_diff},
-          {"ok", ok}};
+          {"allowed_mean_abs_diff", tol.mean}, {"allowed_max_abs_diff", tol.max}, {"ok", ok}};
 }
 
 // One GRPO rollout's sampling: N samples a prompt, temperature 1, top-p 1, exactly `new_tokens`.
@@ -208,7 +221,7 @@ kforge::status put_random_adapter(km::CausalLMImpl& model, std::int64_t rank, co
 
 // The engine sampling with a LoRA adapter: unmerged (the adapter's product added at every
 // projection), then merged into the weights (merge_lora). The merged model must score the
-// unmerged rows as they were sampled, within the dtype's rounding (check()).
+// unmerged rows as they were sampled, within the rounding of the merged weights (check()).
 json bench_adapter(km::CausalLMImpl& model, const std::vector<std::vector<std::int64_t>>& prompts, const workload& w,
                    const at::Device& dev, bool bf16, std::int64_t rank, const std::string& dir, bool& ok) {
   if (auto s = put_random_adapter(model, rank, dir); !s) {
@@ -231,7 +244,7 @@ json bench_adapter(km::CausalLMImpl& model, const std::vector<std::vector<std::i
   }
   bool fine = true;
   std::printf("the merged model on the unmerged rows: ");
-  json same = check(model, prompts, unmerged->last, w, bf16, fine);
+  json same = check(model, prompts, unmerged->last, w, bf16 ? merged_bf16 : same_fp32, fine);
   ok = ok && fine;
   const double ratio = merged->median_tokens_per_s / unmerged->median_tokens_per_s;
   std::printf("lora rank %lld: merged / unmerged tokens/s %.2fx\n", static_cast<long long>(rank), ratio);
@@ -358,7 +371,7 @@ int main(int argc, char** argv) {
     }
     ours_median = base->median_tokens_per_s;
     out["ours"] = base->report;
-    out["check"] = check(**model, prompts_ids, base->last, w, bf16, ok);
+    out["check"] = check(**model, prompts_ids, base->last, w, bf16 ? same_bf16 : same_fp32, ok);
     if (profile) {
       // Prefill included: its ops are few next to K decoding steps' worth.
       sync(dev);

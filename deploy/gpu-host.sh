@@ -18,7 +18,7 @@ mkdir -p "$out"
 declare -a rows=()
 # KFORGE_STEPS (a comma list of: tests (all), gputests (the gpu label only), run, loop, baseline,
 # synth, bench; default all; loopmodes, loopnccl, loopranks, sandboxwall, sandboxcost, sandboxanchor,
-# demobefore, demorun, demoafter, peft and lora7b only when named) and
+# demobefore, demorun, demoafter, peft, lora7b and looplora only when named) and
 # KFORGE_BENCHES (bench program names; default all) pick what runs, so one device call fits its
 # time limit. The build always runs: every target, or the KFORGE_TARGETS list (space-separated).
 # tiny (only when named): deploy/make_tiny.sh with KFORGE_TINY_ARGS (its --steps and sizes; e.g.
@@ -40,19 +40,22 @@ step() {  # step NAME LOGFILE CMD...: runs CMD, logs it, records pass/fail and i
   return $rc
 }
 
-# The loops' random policy (deploy/make_random_model.py), made once per build directory.
+# The loops' random policy (deploy/make_random_model.py), made once per build directory:
+# random_model [DIR [MAKE_RANDOM_MODEL_ARGS...]], by default $build/random-qwen of Qwen2.5-0.5B's shapes.
 random_model() {
-  [[ -f $build/random-qwen/config.json ]] ||
-    step "random model for the loop" model.log python3 "$root/deploy/make_random_model.py" \
-      --out "$build/random-qwen" --tokenizer "$root/tests/model/fixtures/tokenizer"
+  local dir=${1:-$build/random-qwen}
+  (($# > 0)) && shift
+  [[ -f $dir/config.json ]] ||
+    step "random model $(basename "$dir")" "model-$(basename "$dir").log" python3 "$root/deploy/make_random_model.py" \
+      --out "$dir" --tokenizer "$root/tests/model/fixtures/tokenizer" "$@"
 }
 
-# loop_run MANIFEST RUN_DIR LABEL LOG: `kforge run` of deploy/manifests/MANIFEST.toml with the loops'
-# random policy, in a fresh $build/RUN_DIR.
+# loop_run MANIFEST RUN_DIR LABEL LOG [MODEL_DIR]: `kforge run` of deploy/manifests/MANIFEST.toml
+# with MODEL_DIR (by default the loops' random policy), in a fresh $build/RUN_DIR.
 loop_run() {
-  local manifest=$1 run_dir=$build/$2
-  random_model
-  sed "s|@MODEL@|$build/random-qwen|" "$root/deploy/manifests/$manifest.toml" >"$build/$manifest.toml"
+  local manifest=$1 run_dir=$build/$2 model=${5:-$build/random-qwen}
+  [[ -n ${5:-} ]] || random_model
+  sed "s|@MODEL@|$model|" "$root/deploy/manifests/$manifest.toml" >"$build/$manifest.toml"
   rm -rf "$run_dir"
   step "$3" "$4" "$build/kforge" run --manifest "$build/$manifest.toml" --run-dir "$run_dir" --no-progress
 }
@@ -197,9 +200,19 @@ fi
       # (GPU 0). Passes when every step published by NCCL and the last step's samples carry the
       # version before it (sync mode: step s samples with version s).
       loop_run gpu_loop_nccl loop-nccl "loop: weights by NCCL, 2 processes" loop-nccl.log
-      step "loop: NCCL versions reached the sampler" loop-nccl-check.log "$root/deploy/check_nccl_loop.sh" \
+      step "loop: NCCL versions reached the sampler" loop-nccl-check.log "$root/deploy/check_loop_versions.sh" \
         "$build/kforge" "$build/loop-nccl" 4
       cp "$build/loop-nccl/train.jsonl" "$out/loop_nccl_train.jsonl" 2>/dev/null
+    fi
+    if asked looplora; then
+      # The loop with LoRA on a random Qwen2 of Qwen2.5-1.5B's shapes (the fixture tokenizer's
+      # vocabulary), on this host's GPU(s): adapters of rank 64 trained with checkpointing, each
+      # version's adapters published alone and applied unmerged by the engine sampler.
+      random_model "$build/random-qwen-1.5b" --like "$root/deploy/shapes/qwen2.5-1.5b/config.json"
+      loop_run gpu_loop_lora loop-lora "loop: LoRA, random 1.5B-shaped on GPU" looplora.log "$build/random-qwen-1.5b"
+      step "loop: adapter versions reached the sampler" looplora-check.log "$root/deploy/check_loop_versions.sh" \
+        "$build/kforge" "$build/loop-lora" 4 adapters
+      for f in summary.json train.jsonl; do cp "$build/loop-lora/$f" "$out/looplora_$f" 2>/dev/null; done
     fi
     if asked loopranks && [[ $gpus -ge 3 ]]; then
       # The trainer's ranks as processes on GPUs 1 and 2 (NCCL, the unique id sent to the

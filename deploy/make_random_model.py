@@ -25,7 +25,16 @@ def main():
     p.add_argument("--kv-heads", type=int, default=2)
     p.add_argument("--intermediate", type=int, default=4864)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--like", help="a config.json (e.g. deploy/shapes/qwen2.5-1.5b/config.json) whose layers, "
+                   "hidden, heads, KV heads, MLP and tied embeddings replace the flags above; the "
+                   "vocabulary stays the tokenizer's")
     a = p.parse_args()
+    tied = True
+    if a.like:
+        like = json.loads(pathlib.Path(a.like).read_text())
+        a.layers, a.hidden = like["num_hidden_layers"], like["hidden_size"]
+        a.heads, a.kv_heads = like["num_attention_heads"], like["num_key_value_heads"]
+        a.intermediate, tied = like["intermediate_size"], like.get("tie_word_embeddings", False)
 
     tok_dir = pathlib.Path(a.tokenizer)
     vocab = json.loads((tok_dir / "tokenizer.json").read_text())
@@ -34,7 +43,7 @@ def main():
     cfg = Qwen2Config(vocab_size=size, hidden_size=a.hidden, num_hidden_layers=a.layers,
                       num_attention_heads=a.heads, num_key_value_heads=a.kv_heads,
                       intermediate_size=a.intermediate, max_position_embeddings=32768,
-                      rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                      rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=tied,
                       bos_token_id=1, eos_token_id=2, pad_token_id=0)
     model = Qwen2ForCausalLM(cfg).to(torch.float32)
     out = pathlib.Path(a.out)

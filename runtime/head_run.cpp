@@ -25,6 +25,11 @@ namespace {
 std::atomic<int> g_signal{0};
 void on_signal(int sig) { g_signal = sig; }
 
+// How long a stage may take to start (actors::starting_gauge) before the stall clock runs anyway:
+// a sandbox worker starting its GPU's reference servers beside a loading policy took 23 s on an
+// H200; a start ten times slower is broken, not slow.
+constexpr auto max_startup = std::chrono::minutes(5);
+
 }  // namespace
 
 head_run::head_run(manifest m, std::optional<resume_point> resume, std::string snapshot,
@@ -278,6 +283,9 @@ bool head_run::stalled(clock_type::time_point now) {
   if (now - last_activity_change_ <= std::chrono::duration<double>(m_.run.stall_timeout_s)) return false;
   std::ostringstream why;
   why << "stalled: nothing moved for " << m_.run.stall_timeout_s << " s (run.stall_timeout_s)";
+  if (board_.starting())
+    why << "; a stage was still starting after "
+        << std::chrono::duration_cast<std::chrono::seconds>(max_startup).count() << " s";
   if (refills_.in_a_row() > 0)
     why << " after " << refills_.in_a_row() << " refill step(s) in a row without a new policy "
         << "version; the buffer dropped " << board_.sum("buffer", &wire::StageMetricsT::dropped)
@@ -315,6 +323,9 @@ void head_run::monitor() {
       last_activity_change_ = now;
       if (!work_started_) work_started_ = now;
     }
+    // A stage still starting (a sandbox worker's reference servers and runners) has not stalled:
+    // the clock waits for it, for up to max_startup from the start of the run.
+    if (board_.starting() && now - started_ < max_startup) last_activity_change_ = now;
     if (should_stop(now)) break;
     refill_if_dry(now);
     if (stalled(now)) break;

@@ -472,6 +472,7 @@ struct process_runtime::impl {
       slot->write_failures = &write_failures;
     }
     slot->core = actors::stage_core{"sandbox_worker", name};
+    slot->core.set_extra(actors::starting_gauge, 1);  // until worker_loop has made its logic
     auto* s = slot.get();
     s->thread = std::thread([this, s] { worker_loop(*s); });
     workers.push_back(std::move(slot));
@@ -487,6 +488,10 @@ struct process_runtime::impl {
     wo.heartbeat_interval = o.heartbeat_interval;
     wo.liveness = o.liveness;
     auto made = make_sandbox_logic(m);
+    {
+      std::lock_guard<std::mutex> g(slot.mu);
+      slot.core.set_extra(actors::starting_gauge, 0);
+    }
     if (!made) {
       // No silent fallback to the stand-in, and no wait for a stall: the run fails at once,
       // naming why (a sandbox that cannot start its children judges nothing).

@@ -95,6 +95,13 @@ std::string describe(const sandbox_time& t) {
   return s;
 }
 
+bool metrics_board::starting() const {
+  for (const auto& [k, m] : latest)
+    for (const auto& c : m.extra)
+      if (c && c->name == actors::starting_gauge && c->value > 0 && gone.count(m.process) == 0) return true;
+  return false;
+}
+
 std::uint64_t metrics_board::activity() const {
   std::uint64_t n = 0;
   for (const auto& [k, m] : latest)

@@ -38,6 +38,9 @@ struct metrics_board {
   std::uint64_t sum(const std::string& kind, std::uint64_t wire::StageMetricsT::*field) const;
   /// The extra counter `name` summed over the instances of `kind`.
   std::uint64_t extra(const std::string& kind, const std::string& name) const;
+  /// Whether a stage instance still builds its logic (actors::starting_gauge): nothing it would
+  /// move has stalled yet.
+  bool starting() const;
   /// Work that moves through the stages; unchanged across an interval means nothing happened.
   /// The bus rows are left out: they count control heartbeats, which never stop.
   std::uint64_t activity() const;

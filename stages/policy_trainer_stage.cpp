@@ -125,7 +125,10 @@ class policy_trainer_stage final : public actors::trainer_logic {
     const auto t0 = std::chrono::steady_clock::now();
     auto w = publish(stats->policy_version);
     const double publish_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const char* how = !w ? "failed" : w->transport == wire::WeightsTransport::nccl ? "nccl" : "file";
+    const char* how = !w                                             ? "failed"
+                      : w->transport == wire::WeightsTransport::nccl ? "nccl"
+                      : o_.publish_adapters                          ? "adapters"
+                                                                     : "file";
     if (auto s = log(*stats, how, publish_s); !s) {
       // An NCCL broadcast has started: the samplers must hear of it, or it waits for nobody.
       if (w && w->transport == wire::WeightsTransport::nccl) {

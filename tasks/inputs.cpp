@@ -290,6 +290,50 @@ result<std::vector<tensor_summary>> summarize(const tensor_list& list, bool cont
   }
 }
 
+namespace {
+
+// Elements compared at once: a KernelBench output of 1.6 G floats compared whole made five
+// temporaries of its size (24 GiB at once, out of GPU memory beside the cached expected outputs);
+// in slices of 2^26 (256 MiB as fp32) the comparison needs about 1.5 GiB more than its two tensors.
+constexpr std::int64_t compare_slice = std::int64_t{1} << 26;
+
+// One tensor's comparison, accumulated slice by slice over the flattened tensors.
+struct tensor_comparison {
+  double max_abs = 0, max_rel = 0;
+  double excess = -INFINITY;  ///< largest |a - e| - allowed over the bad elements' slices
+  std::int64_t bad = 0;
+  std::int64_t first_bad = -1;
+
+  void add(const at::Tensor& e, const at::Tensor& a, std::int64_t offset, const tolerance& tol) {
+    const bool floating = at::isFloatingType(e.scalar_type());
+    // float32 arithmetic is exact enough here: fp16/bf16 widen exactly, and the tolerance is
+    // orders of magnitude above float32 rounding of the difference.
+    const auto ew = e.to(floating ? at::kFloat : at::kDouble);
+    const auto aw = a.to(floating ? at::kFloat : at::kDouble);
+    const auto diff = (aw - ew).abs();
+    at::Tensor bad_here;
+    if (floating) {
+      const auto allowed = tol.atol + tol.rtol * ew.abs();
+      // `!(diff <= allowed)` also catches NaN; `a == e` lets equal infinities pass.
+      bad_here = diff.le(allowed).logical_not().logical_and(aw.ne(ew));
+    } else {
+      bad_here = aw.ne(ew);
+    }
+    const auto finite_diff = at::where(at::isnan(diff), at::full({}, INFINITY, diff.options()), diff);
+    max_abs = std::max(max_abs, finite_diff.max().item<double>());
+    const auto nz = ew.abs() > 0;
+    if (nz.any().item<bool>())
+      max_rel = std::max(max_rel, (finite_diff.masked_select(nz) / ew.abs().masked_select(nz)).max().item<double>());
+    const auto n_bad = bad_here.sum().item<std::int64_t>();
+    if (n_bad == 0) return;
+    bad += n_bad;
+    excess = std::max(excess, (finite_diff - (tol.atol + tol.rtol * ew.abs())).max().item<double>());
+    if (first_bad < 0) first_bad = offset + bad_here.to(at::kByte).argmax().item<std::int64_t>();
+  }
+};
+
+}  // namespace
+
 result<comparison> compare(const tensor_list& expected, const tensor_list& actual,
                            const tolerance& tol) {
   if (expected.size() != actual.size())
@@ -308,44 +352,24 @@ result<comparison> compare(const tensor_list& expected, const tensor_list& actua
       if (e.scalar_type() != a.scalar_type())
         return error{"compare: tensor " + std::to_string(i) + " has dtype " + actual.type_name(i) +
                      ", expected " + expected.type_name(i)};
-      if (e.numel() == 0) continue;
-      const bool floating = at::isFloatingType(e.scalar_type());
-      // float32 arithmetic is exact enough here: fp16/bf16 widen exactly, and the tolerance is
-      // orders of magnitude above float32 rounding of the difference.
-      const auto ew = e.to(floating ? at::kFloat : at::kDouble);
-      const auto aw = a.to(floating ? at::kFloat : at::kDouble);
-      const auto diff = (aw - ew).abs();
-      at::Tensor bad;
-      if (floating) {
-        const auto allowed = tol.atol + tol.rtol * ew.abs();
-        // `!(diff <= allowed)` also catches NaN; `a == e` lets equal infinities pass.
-        bad = diff.le(allowed).logical_not().logical_and(aw.ne(ew));
-      } else {
-        bad = aw.ne(ew);
+      const std::int64_t n = e.numel();
+      if (n == 0) continue;
+      const auto ef = e.reshape({-1}), af = a.reshape({-1});
+      tensor_comparison t;
+      for (std::int64_t at = 0; at < n; at += compare_slice) {
+        const auto len = std::min(compare_slice, n - at);
+        t.add(ef.narrow(0, at, len), af.narrow(0, at, len), at, tol);
       }
-      const auto finite_diff =
-          at::where(at::isnan(diff), at::full({}, INFINITY, diff.options()), diff);
-      const double max_abs = finite_diff.max().item<double>();
-      const auto nz = ew.abs() > 0;
-      const double max_rel =
-          nz.any().item<bool>() ? (finite_diff.masked_select(nz) / ew.abs().masked_select(nz))
-                                      .max()
-                                      .item<double>()
-                                : 0.0;
-      c.max_abs_error = std::max(c.max_abs_error, max_abs);
-      c.max_rel_error = std::max(c.max_rel_error, max_rel);
-      const auto n_bad = bad.sum().item<std::int64_t>();
-      if (n_bad > 0) {
-        c.bad_count += static_cast<std::size_t>(n_bad);
-        const double excess =
-            (finite_diff - (tol.atol + tol.rtol * ew.abs())).max().item<double>();
-        if (c.close || excess > worst_excess) {
-          worst_excess = excess;
-          c.worst_tensor = i;
-          c.first_bad = bad.reshape({-1}).to(at::kByte).argmax().item<std::int64_t>();
-        }
-        c.close = false;
+      c.max_abs_error = std::max(c.max_abs_error, t.max_abs);
+      c.max_rel_error = std::max(c.max_rel_error, t.max_rel);
+      if (t.bad == 0) continue;
+      c.bad_count += static_cast<std::size_t>(t.bad);
+      if (c.close || t.excess > worst_excess) {
+        worst_excess = t.excess;
+        c.worst_tensor = i;
+        c.first_bad = t.first_bad;
       }
+      c.close = false;
     }
     return c;
   } catch (const std::exception& e) {

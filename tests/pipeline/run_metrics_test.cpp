@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "actors/stage_metrics.hpp"
 #include "runtime/prometheus_text.hpp"
 #include "runtime/run_metrics.hpp"
 #include "stages/reward.hpp"
@@ -259,4 +260,29 @@ TEST_CASE("the metrics in Prometheus text format: stage counts, counters, run ga
     CHECK_MESSAGE(typed.count(name) == 1, l);
     CHECK_MESSAGE(std::isfinite(std::stod(l.substr(l.rfind(' ') + 1))), l);
   }
+}
+
+TEST_CASE("a stage still building its logic holds the stall clock until it reports itself started") {
+  metrics_board b;
+  row(b, "sandbox_pool", 32, 0);
+  CHECK_FALSE(b.starting());
+  const auto worker = [&](std::uint64_t starting, const std::string& process) {
+    wire::StageMetricsT m;
+    m.stage = "sandbox_worker@" + process;
+    m.kind = "sandbox_worker";
+    m.process = process;
+    auto c = std::make_unique<wire::CounterT>();
+    c->name = kforge::actors::starting_gauge;
+    c->value = starting;
+    m.extra.push_back(std::move(c));
+    b.latest[m.stage] = std::move(m);
+  };
+  worker(1, "head");
+  CHECK(b.starting());
+  worker(0, "head");  // its reference servers and runners are up
+  CHECK_FALSE(b.starting());
+  worker(1, "node1");
+  CHECK(b.starting());
+  b.gone.insert("node1");  // a process that exited starts nothing more
+  CHECK_FALSE(b.starting());
 }

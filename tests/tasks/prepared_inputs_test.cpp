@@ -2,10 +2,12 @@
 // validates; its inputs are prepare applied to the draws, drawn as inputs are drawn; the task as
 // the supervisor sends it (JSON) and as it travels in messages (wire) gives the reference server
 // and the candidate child, which both call make_inputs, the same bytes; and a prepare that does
-// not compile or returns the wrong count, shape or dtype is refused saying so.
+// not compile or returns the wrong count, shape or dtype is refused saying so. And outputs larger
+// than one comparison slice compare slice by slice.
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <limits>
 #include <string>
 
 #include "tasks/inputs.hpp"
@@ -191,4 +193,33 @@ TEST_CASE("draws and prepare come together, without inits on the inputs and with
   j = derived_task();
   j["draws"][2]["init"] = {{"dist", "normal"}, {"mean", 0}, {"std", 1}};
   CHECK(error_of(j).find("draws[2].init.dist: normal needs a floating dtype") != std::string::npos);
+}
+
+TEST_CASE("compare: an output larger than one comparison slice is compared slice by slice") {
+  // 2^26 elements make a slice (tasks/inputs.cpp); these outputs take two, the second partial.
+  const std::int64_t slice = std::int64_t{1} << 26, n = slice + 1000;
+  tensor_list want, got;
+  want.tensors().push_back(at::ones({n}, at::kFloat));
+  got.tensors().push_back(at::ones({n}, at::kFloat));
+  auto same = compare(want, got, tolerance{1e-5, 1e-5});
+  REQUIRE(same.ok());
+  CHECK(same->close);
+
+  auto& g = got.tensors()[0];
+  g[slice + 5] = 3.0f;  // in the second slice only
+  auto late = compare(want, got, tolerance{1e-5, 1e-5});
+  REQUIRE(late.ok());
+  CHECK_FALSE(late->close);
+  CHECK(late->bad_count == 1);
+  CHECK(late->first_bad == slice + 5);
+  CHECK(late->max_abs_error == doctest::Approx(2.0));
+
+  g[7] = 1.5f;  // the first slice now has the first bad element, the second the largest error
+  g[slice + 900] = std::numeric_limits<float>::quiet_NaN();
+  auto both = compare(want, got, tolerance{1e-5, 1e-5});
+  REQUIRE(both.ok());
+  CHECK(both->bad_count == 3);
+  CHECK(both->first_bad == 7);
+  CHECK(both->max_abs_error == std::numeric_limits<double>::infinity());  // NaN counts as infinitely wrong
+  CHECK(both->max_rel_error == std::numeric_limits<double>::infinity());
 }
