@@ -142,7 +142,11 @@ memory_estimate trainer_memory(const policy_shape& p, const trainer_options& t, 
                        tokens * (layers * static_cast<double>(p.hidden) + per_token_layer) * bf16});
   else
     e.parts.push_back({"activations of a micro-batch", tokens * layers * per_token_layer * bf16});
-  e.parts.push_back({"logits and log-softmax", tokens * static_cast<double>(p.vocab) * (bf16 + fp32)});
+  // The log-probs take a log-softmax over the whole vocabulary in fp32 (trainer/grpo_step.cpp):
+  // its output is kept for backward, which adds its gradient as large. Measured, 7B-shaped, LoRA +
+  // checkpointing, 4 x 4096 tokens (H200, 2026-12-06): 52.4 GiB at peak, this plan 49.6.
+  e.parts.push_back({"logits (bf16), their log-softmax and its gradient (fp32)",
+                     tokens * static_cast<double>(p.vocab) * (bf16 + 2 * fp32)});
   return sorted(std::move(e));
 }
 
