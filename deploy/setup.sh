@@ -15,6 +15,7 @@
 #   KFORGE_CUDA_ARCHITECTURES=90a    instead of the GPUs' own (nvidia-smi's compute_cap)
 #   KFORGE_NVCC=path ...             instead of nvcc on PATH, then /usr/local/cuda/bin/nvcc
 #   KFORGE_SETUP_DRY_RUN=1 ...       print the choice and the cmake command; install and build nothing
+#   KFORGE_TARGETS="kforge" ...      build only these targets (space-separated), not the tests and benches
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${KFORGE_BUILD_DIR:-$here/build}
@@ -132,5 +133,5 @@ if [[ $dry == 1 ]]; then
 fi
 # nvcc (CUDA 13) lives in /usr/local/cuda; the sandbox finds it there even if PATH lacks it.
 cmake "${args[@]}"
-cmake --build "$build" -j "$(nproc)"
-echo "setup: built $build/kforge"
+cmake --build "$build" -j "$(nproc)" ${KFORGE_TARGETS:+--target $KFORGE_TARGETS}
+echo "setup: built ${KFORGE_TARGETS:-every target} in $build"
