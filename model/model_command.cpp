@@ -2,16 +2,15 @@
 
 #include <ATen/ATen.h>
 
+#include "model/dtype_names.hpp"
 #include "model/lora.hpp"
 #include "model/weights.hpp"
 
 namespace kforge::model {
 namespace {
 
-result<at::ScalarType> dtype_named(const std::string& name) {
-  if (name == "float32") return at::kFloat;
-  if (name == "bfloat16") return at::kBFloat16;
-  if (name == "float16") return at::kHalf;
+result<at::ScalarType> dtype_flag(const std::string& name) {
+  if (auto t = dtype_named(name)) return *t;
   return error{"--dtype: \"" + name + "\" is none of float32, bfloat16, float16"};
 }
 
@@ -25,7 +24,7 @@ result<at::Device> device_named(const std::string& name) {
 
 // The model the logits come from: the checkpoint, with the adapter's weights on where one is named.
 result<CausalLM> load_for_logits(const logits_options& opt) {
-  auto dtype = dtype_named(opt.dtype);
+  auto dtype = dtype_flag(opt.dtype);
   if (!dtype) return dtype.err();
   auto device = device_named(opt.device);
   if (!device) return device.err();

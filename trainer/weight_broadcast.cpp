@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "common/hash.hpp"
+#include "model/dtype_names.hpp"
 #include "trainer/weight_channel.hpp"
 
 namespace kforge::trainer {
@@ -35,22 +36,6 @@ std::int64_t total_numel(const std::vector<std::pair<std::string, at::Tensor>>& 
   std::int64_t n = 0;
   for (const auto& [name, t] : ps) n += t.numel();
   return n;
-}
-
-std::string dtype_name(at::ScalarType t) {
-  switch (t) {
-    case at::kBFloat16: return "bfloat16";
-    case at::kHalf: return "float16";
-    case at::kFloat: return "float32";
-    default: return c10::toString(t);
-  }
-}
-
-std::optional<at::ScalarType> dtype_of(const std::string& s) {
-  if (s == "bfloat16") return at::kBFloat16;
-  if (s == "float16") return at::kHalf;
-  if (s == "float32") return at::kFloat;
-  return std::nullopt;
 }
 
 // The device's queued work (the copies into or out of a staging buffer) is done.
@@ -159,7 +144,7 @@ result<broadcast_info> weight_sender::publish(model::CausalLMImpl& m, std::uint6
   b.ranks = p.channel.options().size;
   b.bytes = static_cast<std::uint64_t>(p.staging.nbytes());
   b.layout_hash = hash_of(params);
-  b.dtype = dtype_name(dtype);
+  b.dtype = model::dtype_name(dtype);
   p.busy = true;
   p.cv.notify_all();
   return b;
@@ -206,7 +191,7 @@ struct weight_receiver::impl {
                               std::to_string(b.version) + ": ";
     if (b.layout_hash != hash)
       return error{where + "the trainer's model has other parameters than this sampler's (layout hash differs)"};
-    const auto dtype = dtype_of(b.dtype);
+    const auto dtype = model::dtype_named(b.dtype);
     if (!dtype) return error{where + "unknown dtype \"" + b.dtype + "\""};
     const auto want = static_cast<std::uint64_t>(numel) * static_cast<std::uint64_t>(c10::elementSize(*dtype));
     if (b.bytes != want)
