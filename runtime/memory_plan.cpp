@@ -142,11 +142,11 @@ memory_estimate trainer_memory(const policy_shape& p, const trainer_options& t, 
                        tokens * (layers * static_cast<double>(p.hidden) + per_token_layer) * bf16});
   else
     e.parts.push_back({"activations of a micro-batch", tokens * layers * per_token_layer * bf16});
-  // The log-probs take a log-softmax over the whole vocabulary in fp32 (trainer/grpo_step.cpp):
-  // its output is kept for backward, which adds its gradient as large. Measured, 7B-shaped, LoRA +
-  // checkpointing, 4 x 4096 tokens (H200, 2026-12-06): 52.4 GiB at peak, this plan 49.6.
-  e.parts.push_back({"logits (bf16), their log-softmax and its gradient (fp32)",
-                     tokens * static_cast<double>(p.vocab) * (bf16 + 2 * fp32)});
+  // The log-probs are taken a chunk of rows at a time (trainer/grpo_step.hpp token_logprobs): the
+  // logits and their gradient are whole, the fp32 softmax only a chunk's. (When a whole fp32
+  // log-softmax and its gradient were kept, a 7B-shaped LoRA + checkpointing step of 4 x 4096
+  // tokens peaked at 52.4 GiB on an H200, 2026-12-06, where this plan then said 49.6.)
+  e.parts.push_back({"logits and their gradient (bf16)", 2 * tokens * static_cast<double>(p.vocab) * bf16});
   return sorted(std::move(e));
 }
 

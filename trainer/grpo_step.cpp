@@ -9,6 +9,7 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 #include <torch/utils.h>
+#include <torch/autograd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -47,7 +48,69 @@ packed_sequences pack_sequences(const std::vector<const grpo_sample*>& samples,
   return out;
 }
 
-at::Tensor gather_completion_logp(const at::Tensor& logits, const packed_sequences& packed) {
+namespace {
+
+// token_logprobs' autograd function: the logits are all it keeps for backward, beside each row's
+// log-sum-exp.
+struct token_logprob_function : torch::autograd::Function<token_logprob_function> {
+  // Rows [at, at + len) of `logits` in fp32, divided by the temperature.
+  static at::Tensor scaled(const at::Tensor& logits, std::int64_t at, std::int64_t len, double scale) {
+    const at::Tensor x = logits.narrow(0, at, len).to(at::kFloat);
+    return scale == 1.0 ? x : x * scale;  // never in place: x may be the logits themselves
+  }
+
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& targets,
+                            double scale, std::int64_t chunk) {
+    const auto n = logits.size(0);
+    auto out = at::empty({n}, logits.options().dtype(at::kFloat));
+    auto lse = at::empty({n}, out.options());
+    for (std::int64_t at = 0; at < n; at += chunk) {
+      const auto len = std::min(chunk, n - at);
+      const at::Tensor x = scaled(logits, at, len, scale);
+      const at::Tensor l = at::logsumexp(x, -1);
+      lse.narrow(0, at, len).copy_(l);
+      out.narrow(0, at, len).copy_(x.gather(1, targets.narrow(0, at, len).unsqueeze(1)).squeeze(1) - l);
+    }
+    ctx->save_for_backward({logits, targets, lse});
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["chunk"] = chunk;
+    return out;
+  }
+
+  // d out_i / d logits_ij = scale (1[j = target_i] - softmax_ij), a chunk of rows at a time.
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &logits = saved[0], &targets = saved[1], &lse = saved[2];
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const std::int64_t chunk = ctx->saved_data["chunk"].toInt();
+    const at::Tensor g = grad_out[0].to(at::kFloat);
+    at::Tensor grad = at::empty_like(logits);
+    const auto n = logits.size(0);
+    for (std::int64_t at = 0; at < n; at += chunk) {
+      const auto len = std::min(chunk, n - at);
+      const at::Tensor gi = g.narrow(0, at, len).unsqueeze(1);
+      at::Tensor d = (scaled(logits, at, len, scale) - lse.narrow(0, at, len).unsqueeze(1)).exp_().mul_(-gi);
+      d.scatter_add_(1, targets.narrow(0, at, len).unsqueeze(1), gi);
+      if (scale != 1.0) d.mul_(scale);
+      grad.narrow(0, at, len).copy_(d);
+    }
+    return {grad, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor token_logprobs(const at::Tensor& logits, const at::Tensor& targets, double temperature,
+                          std::int64_t chunk_rows) {
+  if (logits.dim() != 2 || targets.dim() != 1 || targets.size(0) != logits.size(0))
+    throw std::invalid_argument("token_logprobs: logits must be [N, V] and targets [N]");
+  if (chunk_rows < 1) throw std::invalid_argument("token_logprobs: chunk_rows must be >= 1");
+  const double scale = temperature > 0 ? 1.0 / temperature : 1.0;
+  return token_logprob_function::apply(logits, targets.to(logits.device(), at::kLong), scale, chunk_rows);
+}
+
+at::Tensor gather_completion_logp(const at::Tensor& logits, const packed_sequences& packed, double temperature) {
   const auto b = packed.tokens.size(0);
   const auto len = packed.tokens.size(1);
   if (logits.dim() != 3 || logits.size(0) != b || logits.size(1) != len)
@@ -56,9 +119,13 @@ at::Tensor gather_completion_logp(const at::Tensor& logits, const packed_sequenc
   if (t == 0 || len < 2) return torch::zeros({b, t}, logits.options().dtype(torch::kFloat));
   const auto dev = logits.device();
   // Log-prob of every next token: position p of logp_next is log p(tokens[p + 1] | tokens[..p]).
-  const auto logp_next = torch::log_softmax(logits.narrow(1, 0, len - 1).to(torch::kFloat), -1)
-                             .gather(2, packed.tokens.narrow(1, 1, len - 1).to(dev).unsqueeze(2))
-                             .squeeze(2);
+  // Every position of the flattened logits gets a target (the last one of a row a dummy, dropped
+  // after): a narrowed [B, L - 1, V] would have to be copied to be flattened.
+  const auto next = torch::cat({packed.tokens.narrow(1, 1, len - 1), torch::zeros({b, 1}, torch::kLong)}, 1);
+  const auto logp_next = token_logprobs(logits.reshape({b * len, logits.size(2)}), next.reshape({-1}).to(dev),
+                                        temperature)
+                             .view({b, len})
+                             .narrow(1, 0, len - 1);
   // Completion token j of row b sits at prompt_len + j, predicted at position prompt_len - 1 + j.
   auto index = packed.prompt_lengths.to(dev).unsqueeze(1) - 1 +
                torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(dev)).unsqueeze(0);

@@ -70,8 +70,18 @@ packed_sequences pack_sequences(const std::vector<const grpo_sample*>& samples,
                                 std::int64_t pad_id = 0);
 
 /// From next-token logits [B, L, V] of packed.tokens (logits[b, p] predicts tokens[b, p + 1]), the
-/// [B, max_completion] log-probs of the completion tokens. Differentiable in logits.
-at::Tensor gather_completion_logp(const at::Tensor& logits, const packed_sequences& packed);
+/// [B, max_completion] fp32 log-probs of the completion tokens under softmax(logits / temperature)
+/// (temperature <= 0: 1, as sampling greedily). Differentiable in logits (token_logprobs).
+at::Tensor gather_completion_logp(const at::Tensor& logits, const packed_sequences& packed,
+                                  double temperature = 1.0);
+
+/// log softmax(logits[i] / temperature)[targets[i]] for each row i of logits [N, V] (any floating
+/// dtype), as fp32 [N], differentiable in logits. Computed `chunk_rows` rows at a time in fp32, and
+/// backward recomputes each chunk's softmax: neither the fp32 log-softmax over the vocabulary nor
+/// its gradient is ever whole. At 16,384 tokens of a 152,064-word vocabulary those are 9.3 GiB each;
+/// what remains is the logits and their gradient, in the logits' dtype.
+at::Tensor token_logprobs(const at::Tensor& logits, const at::Tensor& targets, double temperature = 1.0,
+                          std::int64_t chunk_rows = 2048);
 
 struct grpo_step_options {
   /// The objective's settings (clip range, advantages, IS cap).

@@ -44,9 +44,7 @@ logprob_fn logprobs_of(model::CausalLM lm, double temperature, std::int64_t pad)
   return [lm, temperature, pad](const std::vector<const grpo_sample*>& samples) mutable {
     const auto packed = pack_sequences(samples, pad);
     const auto dev = lm->output_weight().device();
-    at::Tensor logits = lm->forward(packed.tokens.to(dev));
-    if (temperature > 0 && temperature != 1.0) logits = logits.to(at::kFloat) / temperature;
-    return gather_completion_logp(logits, packed);
+    return gather_completion_logp(lm->forward(packed.tokens.to(dev)), packed, temperature);
   };
 }
 

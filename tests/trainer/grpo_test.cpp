@@ -521,3 +521,29 @@ TEST_CASE("grpo step: an episode's observation tokens and its prompt get no grad
     CHECK(moved[r][4].item<double>() > 0);   // the next turn's token 6
   }
 }
+
+TEST_CASE("token_logprobs: log_softmax + gather's values and gradients, chunk by chunk") {
+  torch::manual_seed(3);
+  for (auto dtype : {torch::kFloat, torch::kBFloat16})
+    for (double temperature : {1.0, 0.7}) {
+      CAPTURE(temperature);
+      const auto base = (torch::randn({37, 53}) * 3).to(dtype);
+      const auto targets = torch::randint(53, {37}, torch::kLong);
+      const auto upstream = torch::randn({37});
+      // The plain way: the fp32 log-softmax over the whole vocabulary, then the targets.
+      auto a = base.clone().set_requires_grad(true);
+      const auto want = torch::log_softmax(a.to(torch::kFloat) / temperature, -1).gather(1, targets.unsqueeze(1)).squeeze(1);
+      (want * upstream).sum().backward();
+      // In chunks of 8 rows (the last one 5), the softmax recomputed in backward.
+      auto b = base.clone().set_requires_grad(true);
+      const auto got = token_logprobs(b, targets, temperature, 8);
+      (got * upstream).sum().backward();
+      CHECK((got.scalar_type() == torch::kFloat));
+      CHECK((got - want).abs().max().item<double>() < 1e-5);
+      CHECK((b.grad().scalar_type() == dtype));
+      const double grad_diff = (b.grad().to(torch::kFloat) - a.grad().to(torch::kFloat)).abs().max().item<double>();
+      MESSAGE("dtype " << dtype << ": max gradient difference " << grad_diff);
+      CHECK(grad_diff < (dtype == torch::kFloat ? 1e-5 : 1e-2));
+    }
+  CHECK_THROWS_AS(token_logprobs(torch::zeros({2, 3}), torch::zeros({3}, torch::kLong)), std::invalid_argument);
+}

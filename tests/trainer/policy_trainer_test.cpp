@@ -171,10 +171,14 @@ TEST_CASE("policy trainer: data-parallel ranks keep identical weights, equal to 
     REQUIRE(run.group->ranks() == ranks);
     CHECK(ranks_identical(*run.group));
     // One rank on the whole batch sums its micro-batches in another order: equal within rounding
-    // (fp32, 3 AdamW steps of lr 1e-2).
+    // (fp32, 3 AdamW steps of lr 1e-2). AdamW divides each gradient by its own magnitude, so a
+    // weight whose gradient is rounding noise moves by up to lr a step either way: the largest
+    // difference is a few such weights, the update's direction the same.
     const double diff = max_weight_diff(run.group->lead().policy(), single.policy());
-    MESSAGE("ranks " << ranks << ": max |weight difference| to one rank " << diff);
-    CHECK(diff < 1e-4);
+    const double cos = model::update_cosine(*run.group->lead().policy(), *single.policy(), *single.reference());
+    MESSAGE("ranks " << ranks << ": max |weight difference| to one rank " << diff << ", update cosine " << cos);
+    CHECK(diff < 5e-4);
+    CHECK(cos > 0.99999);
     CHECK(max_weight_diff(single.policy(), single.reference()) > 1e-3);  // training moved them
     for (std::size_t i = 0; i < batches.size(); ++i) {
       const auto& a = run.stats[i].grpo;
@@ -200,7 +204,11 @@ TEST_CASE("policy trainer: data-parallel ranks keep identical weights, equal to 
       share.groups.resize(2);  // half the groups: what rank 0 of 2 trains on
       REQUIRE(half.step(share).ok());
     }
-    CHECK(max_weight_diff(half.policy(), single.policy()) > 1e-3);
+    const double diff = max_weight_diff(half.policy(), single.policy());
+    const double cos = model::update_cosine(*half.policy(), *single.policy(), *single.reference());
+    MESSAGE("control: max |weight difference| " << diff << ", update cosine " << cos);
+    CHECK(diff > 1e-2);
+    CHECK(cos < 0.999);
   }
 }
 
