@@ -15,8 +15,8 @@ namespace kforge::actors {
 /// (stage_core::record_call). Cumulative; busy_us / elapsed is how busy the stage kept its thread.
 inline constexpr const char* busy_counter = "busy_us";
 /// A gauge, 1 while a stage instance is still building its logic (a sandbox worker starting its
-/// reference servers and runners, which can take tens of seconds while the policy loads beside
-/// it): the head's stall clock waits for it (metrics_board::starting).
+/// GPU's reference servers and runners, on a thread of its own while its process already runs):
+/// the head's stall clock waits for it (metrics_board::starting).
 inline constexpr const char* starting_gauge = "starting";
 /// The extra counter of errors a stage cannot go on from: a result it failed to write (the
 /// trainer's log, weights or checkpoint). The head ends the run on the first it sees, with the

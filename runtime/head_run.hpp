@@ -80,6 +80,8 @@ class head_run {
   bool should_stop(clock_type::time_point now);
   /// Whether nothing moved for run.stall_timeout_s: sets outcome_ and code_.
   bool stalled(clock_type::time_point now);
+  /// Whether a process is still building its stages, or a stage its logic (actors::starting_gauge).
+  bool starting() const;
   void refill_if_dry(clock_type::time_point now);
   /// The lowest checkpoint step the trainers report, once every one of them has reported one.
   std::optional<std::uint64_t> reported_checkpoint() const;
