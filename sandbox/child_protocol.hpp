@@ -85,6 +85,11 @@ inline constexpr int slow_trials = 3;
 /// gets its share in hello's cache_bytes (a server not told keeps the whole).
 inline constexpr std::int64_t expected_cache_bytes = std::int64_t{16} << 30;
 
+/// An input set with its outputs this large (bytes) is large: a reference server releases torch's
+/// cached blocks after touching one, and the runner tells the server when a candidate of a task
+/// this large is done ({"op": "release"}), so that a set larger than the server's share goes then.
+inline constexpr std::int64_t large_set_bytes = std::int64_t{256} << 20;
+
 /// How a reference server's failure to read outputs over CUDA IPC begins: the runner then asks the
 /// child for the same check again as files (IPC may not work on every host).
 inline constexpr const char* ipc_unavailable = "outputs over CUDA IPC unavailable: ";

@@ -43,7 +43,7 @@ constexpr std::size_t task_budget = 512;
 /// a 4 GiB expected-output share, and 11 candidates ran out of GPU memory (infra_error). Small tasks keep
 /// their blocks: releasing synchronizes the device and the next request would pay cudaMalloc.
 /// Never after a time request, and timing is exclusive, so no release falls between the rounds.
-constexpr std::int64_t release_after_bytes = std::int64_t{256} << 20;
+constexpr std::int64_t release_after_bytes = protocol::large_set_bytes;
 
 using protocol::failure;
 
@@ -86,6 +86,11 @@ class reference_server {
       }
     }
     if (op == "time") return time(req);
+    if (op == "release") {  // a large task's candidate is done: its oversize set goes now
+      const bool dropped = drop_oversize();
+      if (dropped) release_torch_cache();
+      return json{{"ok", true}, {"released", dropped}};
+    }
     return failure("infra_error", "reference server: unknown op '" + op + "'");
   }
 
@@ -319,12 +324,15 @@ class reference_server {
     return json{{"ok", true}, {"event_ms", event_ms}};
   }
 
-  /// Drops the entries larger than this server's whole share. One is kept past its computation
-  /// only for the compares of the candidate it was computed for; before anything else is computed
-  /// it goes. Why: kept, each of a GPU's four servers held its last large set (KernelBench's
+  /// Drops the entries larger than this server's whole share; whether it dropped one. One is kept
+  /// past its computation only for the requests of the candidate it was computed for: it goes when
+  /// the runner says that candidate is done ("release"), or at the latest before anything else is
+  /// computed. Why: kept, each of a GPU's four servers held its last large set (KernelBench's
   /// level-1 sets are 12-14 GiB with their outputs), and the next large candidate's child ran out
-  /// of memory beside them (H100, 2026-12-06).
-  void drop_oversize() {
+  /// of memory beside them (H100, 2026-12-06); dropped only at the next computation, three idle
+  /// servers still held 36 GiB when a 38 GiB child asked for 6 more (H100, 2026-12-06).
+  bool drop_oversize() {
+    bool dropped = false;
     for (auto it = lru_.begin(); it != lru_.end();) {
       auto entry = expected_.find(*it);
       if (entry->second.first.bytes <= expected_budget_) {
@@ -334,7 +342,9 @@ class reference_server {
       held_ -= entry->second.first.bytes;
       expected_.erase(entry);
       it = lru_.erase(it);
+      dropped = true;
     }
+    return dropped;
   }
 
   l2_flusher flusher_;

@@ -170,7 +170,8 @@ const std::vector<std::pair<const char*, int run_phases::*>>& run_phases::counts
       {"leak_recycles", &run_phases::leak_recycles},
       {"device_wide_leak_checks", &run_phases::device_wide_leak_checks},
       {"confirmations", &run_phases::confirmations},
-      {"profiles", &run_phases::profiles}};
+      {"profiles", &run_phases::profiles},
+      {"expected_releases", &run_phases::expected_releases}};
   return all;
 }
 
@@ -394,6 +395,11 @@ class candidate_run {
       out_.profile.reset();
       out_.profile_skipped = std::string("the profiled child sent a malformed reply: ") + e.what();
     }
+    // Still holding its memory claim: a large task's expected outputs leave the server's GPU memory
+    // before the next candidate is admitted (best effort: a server that cannot answer has let go).
+    if (primary_bytes_ >= protocol::large_set_bytes)
+      if (const auto r = r_.slot_->reference({{"op", "release"}}, route_); r && r->value("released", false))
+        ++ph_.expected_releases;
     return finish();
   }
 

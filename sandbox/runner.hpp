@@ -170,6 +170,8 @@ struct run_phases {
   int device_wide_leak_checks = 0; ///< leak checks on the GPU's free memory, not the child's own
   int confirmations = 0;           ///< speedups re-timed (confirm_ms)
   int profiles = 0;                ///< Nsight Compute profiles attempted (profile_ms)
+  int expected_releases = 0;       ///< large tasks' expected outputs their reference server let go
+                                   ///< of when the candidate was done (larger than its share)
   /// Every time field with its name: the one list that sums, differences and reports walk.
   static const std::vector<std::pair<const char*, double run_phases::*>>& fields();
   /// Every count (children_started and after) with its name, likewise.

@@ -273,7 +273,7 @@ TEST_CASE("waiting for the GPU between a candidate's checks does not use up its 
   CHECK(o.checks == 3);
 }
 
-TEST_CASE("a candidate of a task too large to share the GPU's memory waits until it runs alone") {
+TEST_CASE("a candidate of a task too large to share the GPU's memory waits until it runs alone, then its set goes") {
   // The fake GPU has 150 GB: 90 GB for candidates (memory_share 0.6). The large task's footprint
   // (4 x 48 GB of inputs and output) is more than that, so it waits for the claim held here.
   auto slot = fake_slot(3000);
@@ -287,6 +287,7 @@ TEST_CASE("a candidate of a task too large to share the GPU's memory waits until
     const auto since = clock::now();
     CHECK(r.run(fake_task("fake/a"), fake_lib("ok"), 1).status == VerdictStatus::ok);
     CHECK(clock::now() - since < std::chrono::milliseconds(1000));
+    CHECK(slot->phases().expected_releases == 0);  // a small task's set stays cached
   }
   SUBCASE("the large one waits for it") {
     std::optional<ks::memory_gate::claim> other;
@@ -302,6 +303,8 @@ TEST_CASE("a candidate of a task too large to share the GPU's memory waits until
     CHECK_MESSAGE(o.status == VerdictStatus::ok, o.reason);
     CHECK(took >= std::chrono::milliseconds(900));
     CHECK(slot->memory().claimed() == 0);
+    // Done, it had its server let go of the large set before the next candidate was admitted.
+    CHECK(slot->phases().expected_releases == 1);
   }
 }
 

@@ -48,6 +48,7 @@ while IFS= read -r line <&3; do
           *) reply '{"ok":true,"close":false,"max_abs":0.5,"max_rel":0.25,"first_bad":3,"bad_tensor":0,"bad_count":1,"stale":false}' ;;
         esac ;;
       time) reply '{"ok":true,"event_ms":[2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0]}' ;;
+      release) reply '{"ok":true,"released":true}' ;;  # as if the set were larger than its share
       *) reply '{"ok":false,"status":"infra_error","reason":"fake ref: unknown op"}' ;;
     esac
     continue
