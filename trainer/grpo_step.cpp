@@ -509,6 +509,7 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
   stats_sum sums;
   st.clear_grads();
   st.clear_compute_grads();
+  if (st.sharded) st.sharded->clear_gradients();  // what a step that threw had summed
   const auto mbs = static_cast<std::size_t>(st.opt.micro_batch_size);
   const bool parallel = group != nullptr && ranks > 1;
   // A rank whose share fails (out of memory, say) must still reach the agreement below, or the

@@ -547,3 +547,35 @@ TEST_CASE("token_logprobs: log_softmax + gather's values and gradients, chunk by
     }
   CHECK_THROWS_AS(token_logprobs(torch::zeros({2, 3}), torch::zeros({3}, torch::kLong)), std::invalid_argument);
 }
+
+TEST_CASE("grpo step, sharded over bf16 weights: a step that failed midway leaves nothing summed for the next") {
+  torch::manual_seed(6);
+  Bigram a, b;
+  copy_weights(a, b);
+  const auto batch = sample_batch(a, {0, 1, 2}, 4, 5, 0);
+  a->to(torch::kBFloat16);
+  b->to(torch::kBFloat16);
+  grpo_step_options o;
+  o.lr = 1e-2;
+  o.micro_batch_size = 2;  // 12 samples: 6 micro-batches, each summed into the fp32 shard
+  const auto stepper = [&](Bigram& m) {
+    sharded_adamw_options so;
+    so.lr = o.lr;
+    auto sharded = std::make_unique<sharded_adamw>(m->parameters(), nullptr, so);
+    return grpo_stepper(m->parameters(), o, std::move(sharded));
+  };
+  auto failed = stepper(a), clean = stepper(b);
+  REQUIRE(failed.sharded()->sums_each_micro_batch());
+  int calls = 0;
+  const logprob_fn fails_third = [&](const std::vector<const grpo_sample*>& s) {
+    if (++calls == 3) throw std::runtime_error("out of memory, say");
+    return logprobs_of(a)(s);
+  };
+  CHECK_THROWS_AS(failed.step(batch, fails_third, {}, 0.0, 0), std::runtime_error);
+  const auto sa = failed.step(batch, logprobs_of(a), {}, 0.0, 0);
+  const auto sb = clean.step(batch, logprobs_of(b), {}, 0.0, 0);
+  REQUIRE(sa.stepped);
+  CHECK(sa.grad_norm == sb.grad_norm);
+  auto pa = a->parameters(), pb = b->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
+}
