@@ -105,11 +105,13 @@ struct policy_trainer_options {
   /// parameter trains. Their `seed` initialises A the same way on every rank.
   std::optional<model::lora_options> lora;
   /// Full fine-tuning with AdamW's state sharded over `group`'s ranks (sharded_adamw.hpp, ZeRO
-  /// stage 2): each rank keeps 1/N of the fp32 master copy and of the moments, and the gradients
-  /// are reduce-scattered instead of all-reduced. The policy (fp32) stays whole on every rank —
-  /// the optimiser all-gathers it after each step — so publishing and model.safetensors are
-  /// unchanged; checkpoints hold one optimiser shard per rank (save_checkpoint). Every rank must
-  /// have the same setting. Refused with `lora` (invalid_argument).
+  /// stage 2): each rank keeps 1/N of the fp32 master copy, of the summed gradients and of the
+  /// moments, and the gradients are reduce-scattered instead of all-reduced. The model computed
+  /// on stays whole on every rank (the optimiser all-gathers it after each step); with
+  /// bf16_compute that is the bf16 copy alone — no rank keeps an fp32 one, policy() is the bf16
+  /// model and model.safetensors holds bf16 weights. Checkpoints hold one optimiser shard per rank
+  /// (save_checkpoint). Every rank must have the same setting. Refused with `lora`
+  /// (invalid_argument).
   bool shard_optimizer = false;
   /// Recompute each decoder layer in backward (model/layer_checkpoint.hpp): the same gradients,
   /// less activation memory.
@@ -174,6 +176,8 @@ class policy_trainer {
   /// An error without trainer LoRA.
   [[nodiscard]] status save_adapters(const std::string& dir) const;
 
+  /// The weights optimised, checkpointed and published: fp32 masters, or with LoRA the base and
+  /// adapters, or with shard_optimizer and bf16_compute the bf16 model (the masters are shards).
   model::CausalLM& policy() noexcept;
   /// What forward and backward run on: the policy itself, or (bf16_compute) its bf16 copy, equal to
   /// the policy rounded to bf16 after every step. The weights a bf16 sampler needs.
