@@ -6,9 +6,9 @@
 // AdamW's two fp32 moments) or LoRA (trainer.lora: the frozen bf16 base, which is also the
 // reference, and fp32 adapters with their gradients and moments); with trainer.shard_optimizer
 // over N ranks, each rank holds the bf16 weights, reference and gradients whole and 1/N of the fp32
-// master weights, summed gradients and moments (trainer/sharded_adamw.hpp); and the activations of one micro-batch kept for
-// backward (with trainer.activation_checkpointing: each layer's input, plus one layer's activations
-// while it is recomputed), the logits and their gradient included.
+// master weights, summed gradients and moments (trainer/sharded_adamw.hpp); and the activations of
+// one micro-batch kept for backward (with trainer.activation_checkpointing: each layer's input,
+// plus one layer's activations while it is recomputed), the logits and their gradient included.
 // Estimates from the model's shapes (config.json), not measurements; what they leave out (the
 // allocator's slack, CUDA's context, workspace) is why a plan must keep a margin.
 

@@ -138,7 +138,8 @@ class grpo_stepper {
   /// Sharded optimiser state (ZeRO stage 2, sharded_adamw.hpp): `sharded` is built over the same
   /// `parameters` (the fp32 master weights, or a bf16 model whose fp32 masters exist only as the
   /// ranks' shards: its gradients are then summed into the shard after every micro-batch), the same
-  /// rank group step() is given, and lr, betas, eps, weight decay and max_grad_norm from `opt`. step() then neither sums the gradients across
+  /// rank group step() is given, and lr, betas, eps, weight decay and max_grad_norm from `opt`.
+  /// step() then neither sums the gradients across
   /// the ranks (no reducer) nor builds an AdamW of its own (its moments would be the whole model's
   /// on every rank): after backward and the statistics' sum, sharded->step() reduce-scatters the
   /// gradients, clips them by the global norm, steps AdamW on this rank's shard and all-gathers the

@@ -107,13 +107,18 @@ struct group_run {
   std::vector<policy_step_stats> stats;
 };
 
-inline group_run train_group(const std::vector<at::Device>& devices, const policy_trainer_options& o,
-                             const std::vector<train_batch>& batches) {
+/// The fixture policy trained with `o`, one rank per device (data_parallel_trainer::create's options).
+inline data_parallel_options group_options(const std::vector<at::Device>& devices, const policy_trainer_options& o) {
   data_parallel_options dp;
   dp.model_dir = qwen2_dir;
   dp.devices = devices;
   dp.trainer = o;
-  auto g = data_parallel_trainer::create(dp);
+  return dp;
+}
+
+inline group_run train_group(const std::vector<at::Device>& devices, const policy_trainer_options& o,
+                             const std::vector<train_batch>& batches) {
+  auto g = data_parallel_trainer::create(group_options(devices, o));
   REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.message()));
   group_run run{std::move(*g), {}};
   for (const auto& b : batches) {

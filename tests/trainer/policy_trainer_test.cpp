@@ -218,10 +218,7 @@ TEST_CASE("data-parallel trainer: 2 CPU ranks step like one, checkpoint from ran
   std::vector<train_batch> batches;
   for (std::uint64_t i = 0; i < 4; ++i) batches.push_back(sample_batch(source, prompts, 4, 5, 200 + i, -1));
 
-  trainer::data_parallel_options o;
-  o.model_dir = qwen2_dir;
-  o.devices = {at::kCPU, at::kCPU};
-  o.trainer = resume_options();
+  const auto o = group_options({at::kCPU, at::kCPU}, resume_options());
   auto whole = data_parallel_trainer::create(o);
   REQUIRE_MESSAGE(whole.ok(), (whole.ok() ? "" : whole.message()));
   CHECK((*whole)->ranks() == 2);
@@ -390,10 +387,7 @@ TEST_CASE("data-parallel trainer with sharded optimiser state over bf16 weights:
   o.bf16_compute = true;
   o.shard_optimizer = true;
   auto whole = train_group({at::kCPU, at::kCPU}, o, batches);
-  data_parallel_options dp;
-  dp.model_dir = qwen2_dir;
-  dp.devices = {at::kCPU, at::kCPU};
-  dp.trainer = o;
+  auto dp = group_options({at::kCPU, at::kCPU}, o);
   {
     auto first = data_parallel_trainer::create(dp);
     REQUIRE(first.ok());
@@ -420,10 +414,7 @@ TEST_CASE("data-parallel trainer with sharded optimiser state: every rank's shar
   o.step.grad_bucket_bytes = 64 << 10;
   auto whole = train_group({at::kCPU, at::kCPU}, o, batches);
 
-  data_parallel_options dp;
-  dp.model_dir = qwen2_dir;
-  dp.devices = {at::kCPU, at::kCPU};
-  dp.trainer = o;
+  auto dp = group_options({at::kCPU, at::kCPU}, o);
   {
     auto first = data_parallel_trainer::create(dp);
     REQUIRE(first.ok());
@@ -481,10 +472,7 @@ TEST_CASE("data-parallel trainer: ranks joined over a socket group step bit-iden
       auto& why = errors[static_cast<std::size_t>(r)];
       auto g = make_socket_group(endpoint, r, 2, std::chrono::seconds(120));
       if (!g) return void(why = g.message());
-      data_parallel_options dp;
-      dp.model_dir = qwen2_dir;
-      dp.devices = {at::kCPU};
-      dp.trainer = resume_options();
+      auto dp = group_options({at::kCPU}, resume_options());
       dp.group = *g;
       auto t = data_parallel_trainer::create(dp);
       if (!t) return void(why = t.message());
@@ -501,9 +489,7 @@ TEST_CASE("data-parallel trainer: ranks joined over a socket group step bit-iden
   CHECK(max_weight_diff(ranks[0]->lead().policy(), ranks[0]->lead().reference()) > 1e-3);  // it trained
 
   // A joined group is one rank per process: two devices with it are an error.
-  data_parallel_options two;
-  two.model_dir = qwen2_dir;
-  two.devices = {at::kCPU, at::kCPU};
+  auto two = group_options({at::kCPU, at::kCPU}, {});
   two.group = make_thread_group(1).front();
   auto bad = data_parallel_trainer::create(two);
   REQUIRE_FALSE(bad.ok());
@@ -732,10 +718,7 @@ std::vector<std::unique_ptr<data_parallel_trainer>> train_joined(const std::vect
   std::vector<std::thread> ts;
   for (std::size_t r = 0; r < n; ++r)
     ts.emplace_back([&, r] {
-      data_parallel_options dp;
-      dp.model_dir = qwen2_dir;
-      dp.devices = {at::kCPU};
-      dp.trainer = opts;
+      auto dp = group_options({at::kCPU}, opts);
       dp.group = group[r];
       auto t = data_parallel_trainer::create(dp);
       if (!t) return void(errors[r] = t.message());
