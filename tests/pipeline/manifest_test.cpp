@@ -9,6 +9,7 @@
 #include <string>
 
 #include "config/manifest.hpp"
+#include "tests/pipeline/one_process_topology.hpp"
 
 using namespace kforge;
 using namespace kforge::pipeline;
@@ -19,19 +20,7 @@ std::string data(const std::string& name) {
   return std::string(KFORGE_TEST_DATA) + "/manifests/" + name;
 }
 
-// The smallest valid topology: every stage once in one process. Tests append to it.
-const std::string minimal = R"(
-[[process]]
-name = "all"
-[process.actors]
-task_generator = {}
-sampler = {}
-sandbox_pool = {}
-sandbox_worker = {}
-reward = {}
-buffer = {}
-trainer = {}
-)";
+const std::string& minimal = testing::one_process_topology;
 
 bool has(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "config/manifest.hpp"
+#include "tests/pipeline/one_process_topology.hpp"
 #include "stage_fixtures.hpp"
 #include "stages/reward.hpp"
 #include "stages/reward_compile_baseline.hpp"
@@ -122,19 +123,7 @@ TEST_CASE("a baselines file the reward cannot use is refused with the reason") {
 }
 
 TEST_CASE("[reward] baseline and baselines in the manifest") {
-  const std::string base = R"(
-[[process]]
-name = "all"
-[process.actors]
-task_generator = {}
-sampler = {}
-sandbox_pool = {}
-sandbox_worker = {}
-reward = {}
-buffer = {}
-trainer = {}
-[reward]
-)";
+  const std::string base = testing::one_process_topology + "[reward]\n";
   auto m = pipeline::parse_manifest(base + "baseline = \"compile\"\nbaselines = \"b.jsonl\"\n", "t.toml");
   REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.message()));
   CHECK(m->reward.baseline == reward_baseline::compile);

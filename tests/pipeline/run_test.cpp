@@ -24,6 +24,7 @@
 
 #include "common/child_process.hpp"
 #include "tests/file_size_limit.hpp"
+#include "tests/pipeline/one_process_topology.hpp"
 #include "tests/pipeline/process_ended.hpp"
 #include "common/subprocess.hpp"
 #include "messages/recording.hpp"
@@ -736,17 +737,7 @@ stand_in_ms = 3
 TEST_CASE("a bad [tasks] setting stops kforge run before anything starts") {
   const auto dir = fresh_dir("badtasks");
   const auto manifest = dir / "bad.toml";
-  std::ofstream(manifest) << R"([[process]]
-name = "all"
-[process.actors]
-task_generator = {}
-sampler = {}
-sandbox_pool = {}
-sandbox_worker = {}
-reward = {}
-buffer = {}
-trainer = {}
-[tasks]
+  std::ofstream(manifest) << kforge::testing::one_process_topology << R"([tasks]
 files = ["no/such/tasks.jsonl"]
 )";
   auto r = run_manifest(manifest, dir / "run", 60s);
@@ -757,22 +748,8 @@ files = ["no/such/tasks.jsonl"]
   CHECK_FALSE(fs::exists(dir / "run" / "summary.json"));  // nothing ran
 
   // The stand-in source still runs end to end for the tests that want synthetic tasks.
-  std::ofstream(manifest) << R"([run]
-steps = 3
-progress = false
-[[process]]
-name = "all"
-[process.actors]
-task_generator = {}
-sampler = {}
-sandbox_pool = {}
-sandbox_worker = {}
-reward = {}
-buffer = {}
-trainer = {}
-[tasks]
-source = "stand-in"
-)";
+  std::ofstream(manifest) << "[run]\nsteps = 3\nprogress = false\n" << kforge::testing::one_process_topology
+                          << "[tasks]\nsource = \"stand-in\"\n";
   r = kforge::run_process({KFORGE_BINARY, "run", "--manifest", manifest.string(), "--run-dir",
                            (dir / "run").string()},
                           120s);

@@ -13,6 +13,7 @@
 
 #include "messages/envelope.hpp"
 #include "config/manifest.hpp"
+#include "tests/pipeline/one_process_topology.hpp"
 #include "stages/stage_factory.hpp"
 #include "stages/task_generator.hpp"
 #include "tasks/builtin.hpp"
@@ -64,18 +65,7 @@ std::string one_task_file(const temp_dir& dir, const std::string& name, const st
 manifest with_tasks(const std::string& tasks_table) {
   auto m = default_manifest();
   REQUIRE_MESSAGE(m.ok(), m.message());
-  auto t = parse_manifest(R"([[process]]
-name = "all"
-[process.actors]
-task_generator = {}
-sampler = {}
-sandbox_pool = {}
-sandbox_worker = {}
-reward = {}
-buffer = {}
-trainer = {}
-[tasks]
-)" + tasks_table,
+  auto t = parse_manifest(testing::one_process_topology + "[tasks]\n" + tasks_table,
                           "test.toml");
   REQUIRE_MESSAGE(t.ok(), t.message());
   m->tasks = t->tasks;
