@@ -27,7 +27,9 @@ script=$root/tasks/baselines/measure_baselines.py
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$work/inductor-cache}
-split -n "l/$warmers" -d "$tasks" "$work/shard."
+# Round robin: a task file groups its large problems (a level, a family), and one shard holding
+# them all would outlast the others.
+split -n "r/$warmers" -d "$tasks" "$work/shard."
 for f in "$work"/shard.*; do
   "$python" "$script" "$f" --out "$f.warm.jsonl" --mode "$mode" --trials 1 --rounds 1 --warmup 0 \
     --time-limit "$limit" >"$f.log" 2>&1 &
