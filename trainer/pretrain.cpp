@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <ostream>
 #include <sstream>
 
@@ -253,6 +254,239 @@ std::string file_hash(const std::string& path) {
 
 json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
+
+/// Every training step's rows and the validation batches, fixed before training: the schedule
+/// needs the step count, and a plan fixed by (seed, epoch) alone keeps runs reproducible.
+struct batch_plan {
+  std::vector<std::vector<std::size_t>> steps;
+  std::int64_t first_epoch_batches = 0;
+  std::vector<std::vector<std::size_t>> val;  ///< length-sorted, so that their padding is small
+};
+
+batch_plan plan_batches(const pretrain_options& o, const data_split& split, const std::vector<std::int64_t>& lengths) {
+  batch_plan plan;
+  for (std::int64_t epoch = 0;; ++epoch) {
+    auto batches = plan_epoch(split.train, lengths, o.batch_size, o.batch_tokens, o.seed, epoch);
+    if (epoch == 0) plan.first_epoch_batches = static_cast<std::int64_t>(batches.size());
+    for (auto& b : batches) plan.steps.push_back(std::move(b));
+    if (o.steps > 0 ? static_cast<std::int64_t>(plan.steps.size()) >= o.steps : epoch + 1 >= o.epochs) break;
+  }
+  if (o.steps > 0) plan.steps.resize(static_cast<std::size_t>(o.steps));
+
+  std::vector<std::size_t> v = split.val;
+  std::stable_sort(v.begin(), v.end(), [&](std::size_t a, std::size_t b) { return lengths[a] < lengths[b]; });
+  const std::int64_t budget = o.micro_batch_tokens > 0 ? o.micro_batch_tokens : o.batch_tokens;
+  if (budget > 0) {
+    plan.val = cut_by_tokens(v, lengths, budget);
+    return plan;
+  }
+  const auto size = static_cast<std::size_t>(o.batch_size);
+  for (std::size_t i = 0; i < v.size(); i += size)
+    plan.val.emplace_back(v.begin() + static_cast<std::ptrdiff_t>(i),
+                          v.begin() + static_cast<std::ptrdiff_t>(std::min(v.size(), i + size)));
+  return plan;
+}
+
+/// What is trained: fp32 master weights, the model forward and backward run on (the masters
+/// themselves, or with bf16 compute their bf16 copy), and AdamW over the masters (no decay on
+/// vectors).
+struct trained_model {
+  model::CausalLM master{nullptr};
+  model::CausalLM compute{nullptr};
+  std::vector<at::Tensor> master_params, compute_params;
+  std::unique_ptr<torch::optim::AdamW> adamw;
+  bool mixed = false;
+};
+
+/// Masters initialised on the CPU (bit-identical for a seed), or --init's, then moved to `dev`.
+result<trained_model> make_trained_model(const pretrain_options& o, const model::model_config& cfg,
+                                         const at::Device& dev, bool mixed) {
+  trained_model m;
+  m.mixed = mixed;
+  if (o.init_from.empty()) {
+    m.master = model::CausalLM(cfg);
+    init_weights(*m.master, o.seed, o.init_std);
+  } else {
+    auto start = model::load_causal_lm(o.init_from);  // fp32 on the CPU, checked tensor by tensor
+    if (!start) return error{"--init " + o.init_from + ": " + start.message()};
+    m.master = std::move(*start);
+    for (auto& p : m.master->parameters()) p.set_requires_grad(true);
+  }
+  m.master->to(dev, at::kFloat);
+  m.master->train();
+  m.master_params = m.master->parameters(/*recurse=*/true);
+
+  m.compute = m.master;
+  m.compute_params = m.master_params;
+  if (mixed) {
+    m.compute = model::CausalLM(cfg);
+    m.compute->to(dev, at::kBFloat16);
+    m.compute->train();
+    m.compute_params = m.compute->parameters(/*recurse=*/true);
+    at::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < m.compute_params.size(); ++i) m.compute_params[i].copy_(m.master_params[i]);
+  }
+
+  std::vector<at::Tensor> decay, no_decay;
+  for (const auto& p : m.master_params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  auto adam_options = [&](double wd) {
+    return torch::optim::AdamWOptions(o.lr).betas(std::make_tuple(o.beta1, o.beta2)).eps(o.adam_eps).weight_decay(wd);
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  if (!decay.empty())
+    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(adam_options(o.weight_decay)));
+  if (!no_decay.empty())
+    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(adam_options(0.0)));
+  m.adamw = std::make_unique<torch::optim::AdamW>(std::move(groups), adam_options(o.weight_decay));
+  return m;
+}
+
+/// The mean loss per target token over the validation batches; -1 without any.
+double validation_loss(trained_model& m, const std::vector<std::vector<std::size_t>>& batches,
+                       const sft_dataset& data, std::int64_t pad, const at::Device& dev) {
+  if (batches.empty()) return -1;
+  at::NoGradGuard no_grad;
+  m.compute->eval();
+  at::Tensor sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(dev));
+  std::int64_t n = 0;
+  for (const auto& rows : batches) {
+    const batch_tensors b = make_batch(rows, data, pad, dev);
+    sum += summed_loss(*m.compute, b).plain.to(at::kDouble);
+    n += b.n_targets;
+  }
+  m.compute->train();
+  return n > 0 ? sum.item<double>() / static_cast<double>(n) : -1;
+}
+
+/// Loss and token counts summed since the last logged step.
+struct loss_window {
+  at::Tensor loss;
+  std::int64_t targets = 0, tokens = 0;
+  clock_type::time_point start = clock_type::now();
+  double eval_seconds = 0;  ///< validation inside the window is not training time
+};
+
+/// The gradients of one step's rows, micro-batch by micro-batch, each weighted by the whole
+/// batch's target weight; their losses and tokens added to `w`. Returns the tokens.
+std::int64_t accumulate_gradients(trained_model& m, const std::vector<std::size_t>& rows, const sft_dataset& data,
+                                  const pretrain_options& o, std::int64_t pad, const at::Device& dev,
+                                  const std::vector<std::int64_t>& lengths, const std::vector<double>& weights,
+                                  loss_window& w) {
+  double batch_weight = 0;
+  for (auto r : rows) batch_weight += weights[r];
+  const double weight_denom = std::max(batch_weight, 1.0);
+  std::int64_t tokens = 0;
+  for (const auto& mb : cut_by_tokens(rows, lengths, o.micro_batch_tokens)) {
+    const batch_tensors b = make_batch(mb, data, pad, dev, &o);
+    const batch_loss loss = summed_loss(*m.compute, b);
+    (loss.weighted / weight_denom).backward();
+    w.loss += loss.plain.detach().to(at::kDouble);
+    w.targets += b.n_targets;
+    w.tokens += b.tokens;
+    tokens += b.tokens;
+  }
+  return tokens;
+}
+
+/// Clips the summed gradients and steps the masters (a bf16 copy's gradients moved to them first,
+/// and the copy refreshed after); a step whose gradient norm is not finite leaves the weights
+/// alone. Returns the norm.
+double apply_gradients(trained_model& m, double max_grad_norm) {
+  if (m.mixed) {
+    at::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < m.master_params.size(); ++i) {
+      const at::Tensor& g = m.compute_params[i].grad();
+      if (!g.defined()) continue;
+      if (!m.master_params[i].grad().defined()) m.master_params[i].mutable_grad() = at::zeros_like(m.master_params[i]);
+      m.master_params[i].grad().copy_(g);
+      m.compute_params[i].grad().zero_();
+    }
+  }
+  const double norm = clip_grad_norm(m.master_params, max_grad_norm);
+  if (std::isfinite(norm)) {
+    m.adamw->step();
+    if (m.mixed) {
+      at::NoGradGuard no_grad;
+      for (std::size_t i = 0; i < m.master_params.size(); ++i) m.compute_params[i].copy_(m.master_params[i]);
+    }
+  }
+  m.adamw->zero_grad();
+  return norm;
+}
+
+/// The console line of a logged step.
+std::string step_message(const json& line, std::int64_t total, const pretrain_report& rep) {
+  std::ostringstream msg;
+  msg.precision(4);
+  msg << "step " << line["step"].get<std::int64_t>() << "/" << total;
+  if (line.contains("loss")) msg << " loss " << rep.final_train_loss;
+  if (line.contains("val_loss")) msg << " val " << rep.final_val_loss;
+  msg << " lr " << line["lr"].get<double>() << " grad_norm " << rep.last_grad_norm;
+  if (line.contains("tokens_per_s")) msg << " " << static_cast<std::int64_t>(line["tokens_per_s"].get<double>()) << " tok/s";
+  return msg.str();
+}
+
+/// The checkpoint's files beside the weights: config, generation config, the tokenizer's files.
+status write_checkpoint_files(const fs::path& dir, const json& cfg_json, const pretrain_options& o,
+                              const sft_format& fmt) {
+  if (auto s = write_text_file_atomically((dir / "config.json").string(), cfg_json.dump(2) + "\n"); !s) return s;
+  json gen = {{"eos_token_id", fmt.eos}, {"pad_token_id", fmt.pad}};
+  if (fmt.bos) gen["bos_token_id"] = *fmt.bos;
+  if (auto s = write_text_file_atomically((dir / "generation_config.json").string(), gen.dump(2) + "\n"); !s)
+    return s;
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+    const fs::path from = fs::path(o.tokenizer_dir) / name;
+    std::error_code ec;
+    if (!fs::exists(from, ec)) continue;
+    fs::copy_file(from, dir / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) return error{(dir / name).string() + ": cannot copy from " + from.string() + ": " + ec.message()};
+  }
+  return {};
+}
+
+/// pretrain.json: the command, options, data, tokenizer, model and training figures of the run.
+json pretrain_record(const pretrain_options& o, const sft_format& fmt, const sft_dataset& data,
+                     const pretrain_report& rep, std::int64_t vocab, bool mixed) {
+  return {{"kforge_pretrain", 1},
+          {"command", o.command},
+          {"options", options_json(o)},
+          {"data",
+           {{"path", o.data},
+            {"hash", data.hash},
+            {"bytes", data.bytes},
+            {"records", data.records},
+            {"examples", static_cast<std::int64_t>(data.examples.size())},
+            {"dropped_too_long", data.dropped_too_long},
+            {"longest_dropped", data.longest_dropped},
+            {"dropped_long_completion", data.dropped_long_completion},
+            {"longest_completion_dropped", data.longest_completion_dropped},
+            {"tokens", data.tokens},
+            {"target_tokens", data.target_tokens},
+            {"train_examples", rep.train_examples},
+            {"val_examples", rep.val_examples}}},
+          {"tokenizer",
+           {{"dir", o.tokenizer_dir},
+            {"tokenizer_json_hash", file_hash((fs::path(o.tokenizer_dir) / "tokenizer.json").string())},
+            {"chat_format", std::string(fmt.chat.name())},
+            {"eos_token_id", fmt.eos},
+            {"pad_token_id", fmt.pad},
+            {"tokenizer_vocab", fmt.tok.vocab_size()}}},
+          {"model", {{"parameters", rep.parameters}, {"vocab_size", vocab}, {"saved_dtype", o.save_bf16 ? "bfloat16" : "float32"}}},
+          {"training",
+           {{"device", rep.device},
+            {"compute_dtype", mixed ? "bfloat16 (fp32 master weights)" : "float32"},
+            {"torch_version", TORCH_VERSION},
+            {"steps", rep.steps},
+            {"skipped_steps", rep.skipped_steps},
+            {"epochs", rep.epochs},
+            {"first_train_loss", finite_or_null(rep.first_train_loss)},
+            {"final_train_loss", finite_or_null(rep.final_train_loss)},
+            {"final_val_loss", rep.final_val_loss >= 0 ? finite_or_null(rep.final_val_loss) : json(nullptr)},
+            {"tokens", rep.tokens},
+            {"seconds", rep.seconds},
+            {"tokens_per_second", rep.tokens_per_second}}}};
+}
+
 }  // namespace
 
 result<std::string> resolve_device(const std::string& d) {
@@ -316,8 +550,7 @@ result<pretrain_report> run_pretrain(const pretrain_options& options, const sft_
   pretrain_report rep;
   rep.device = *device_name;
   const at::Device dev(*device_name);
-  const bool on_gpu = dev.is_cuda();
-  const bool mixed = on_gpu && o.bf16;
+  const bool mixed = dev.is_cuda() && o.bf16;
 
   auto tmp = begin_checkpoint_dir(o.out);
   if (!tmp) return tmp.err();
@@ -340,35 +573,12 @@ result<pretrain_report> run_pretrain(const pretrain_options& options, const sft_
     lengths.push_back(static_cast<std::int64_t>(ex.ids.size()));
     weights.push_back(example_weight(ex, o));
   }
-
-  // The whole run's batches up front: the schedule needs the step count, and a plan fixed by
-  // (seed, epoch) alone keeps runs reproducible.
-  std::vector<std::vector<std::size_t>> plan;
-  std::int64_t first_epoch_batches = 0;
-  for (std::int64_t epoch = 0;; ++epoch) {
-    auto batches = plan_epoch(split.train, lengths, o.batch_size, o.batch_tokens, o.seed, epoch);
-    if (epoch == 0) first_epoch_batches = static_cast<std::int64_t>(batches.size());
-    for (auto& b : batches) plan.push_back(std::move(b));
-    if (o.steps > 0 ? static_cast<std::int64_t>(plan.size()) >= o.steps : epoch + 1 >= o.epochs) break;
-  }
-  if (o.steps > 0) plan.resize(static_cast<std::size_t>(o.steps));
-  const auto total = static_cast<std::int64_t>(plan.size());
-
-  // Validation batches: length-sorted so that their padding is small; cut like training batches.
-  std::vector<std::vector<std::size_t>> val_batches;
-  {
-    std::vector<std::size_t> v = split.val;
-    std::stable_sort(v.begin(), v.end(), [&](std::size_t a, std::size_t b) { return lengths[a] < lengths[b]; });
-    const std::int64_t budget = o.micro_batch_tokens > 0 ? o.micro_batch_tokens : o.batch_tokens;
-    if (budget > 0) {
-      val_batches = cut_by_tokens(v, lengths, budget);
-    } else {
-      for (std::size_t i = 0; i < v.size(); i += static_cast<std::size_t>(o.batch_size))
-        val_batches.emplace_back(v.begin() + static_cast<std::ptrdiff_t>(i),
-                                 v.begin() + static_cast<std::ptrdiff_t>(
-                                                 std::min(v.size(), i + static_cast<std::size_t>(o.batch_size))));
-    }
-  }
+  const batch_plan plan = plan_batches(o, split, lengths);
+  const auto total = static_cast<std::int64_t>(plan.steps.size());
+  auto epochs_at = [&](std::int64_t steps) {
+    return plan.first_epoch_batches > 0 ? static_cast<double>(steps) / static_cast<double>(plan.first_epoch_batches)
+                                        : 0.0;
+  };
 
   // A whole line per logged step; a refused one stops the run, naming the file.
   auto train_log = file_writer::open((dir / "train_log.jsonl").string(), file_writer::mode::truncate);
@@ -376,227 +586,70 @@ result<pretrain_report> run_pretrain(const pretrain_options& options, const sft_
 
   const auto started = clock_type::now();
   try {
-    // Master weights: fp32, initialised on the CPU (bit-identical for a seed), or --init's, then moved.
-    model::CausalLM master{nullptr};
-    if (o.init_from.empty()) {
-      master = model::CausalLM(*cfg);
-      init_weights(*master, o.seed, o.init_std);
-    } else {
-      auto start = model::load_causal_lm(o.init_from);  // fp32 on the CPU, checked tensor by tensor
-      if (!start) return error{"--init " + o.init_from + ": " + start.message()};
-      master = std::move(*start);
-      for (auto& p : master->parameters()) p.set_requires_grad(true);
-    }
-    master->to(dev, at::kFloat);
-    master->train();
-    std::vector<at::Tensor> master_params = master->parameters(/*recurse=*/true);
-    for (const auto& p : master_params) rep.parameters += p.numel();
-
-    // The model forward and backward run on: the masters themselves, or their bf16 copy.
-    model::CausalLM compute = master;
-    std::vector<at::Tensor> compute_params = master_params;
-    if (mixed) {
-      compute = model::CausalLM(*cfg);
-      compute->to(dev, at::kBFloat16);
-      compute->train();
-      compute_params = compute->parameters(/*recurse=*/true);
-      at::NoGradGuard no_grad;
-      for (std::size_t i = 0; i < compute_params.size(); ++i) compute_params[i].copy_(master_params[i]);
-    }
-
-    std::vector<at::Tensor> decay, no_decay;
-    for (const auto& p : master_params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-    auto adam_options = [&](double wd) {
-      return torch::optim::AdamWOptions(o.lr)
-          .betas(std::make_tuple(o.beta1, o.beta2))
-          .eps(o.adam_eps)
-          .weight_decay(wd);
-    };
-    std::vector<torch::optim::OptimizerParamGroup> groups;
-    if (!decay.empty())
-      groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(adam_options(o.weight_decay)));
-    if (!no_decay.empty())
-      groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(adam_options(0.0)));
-    torch::optim::AdamW adamw(std::move(groups), adam_options(o.weight_decay));
-
-    auto evaluate = [&]() -> double {
-      if (val_batches.empty()) return -1;
-      at::NoGradGuard no_grad;
-      compute->eval();
-      at::Tensor sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(dev));
-      std::int64_t n = 0;
-      for (const auto& rows : val_batches) {
-        const batch_tensors b = make_batch(rows, data, fmt.pad, dev);
-        sum += summed_loss(*compute, b).plain.to(at::kDouble);
-        n += b.n_targets;
-      }
-      compute->train();
-      return n > 0 ? sum.item<double>() / static_cast<double>(n) : -1;
-    };
-
-    at::Tensor window_loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(dev));
-    std::int64_t window_targets = 0, window_tokens = 0, total_tokens = 0, skipped = 0;
-    auto window_start = clock_type::now();
-    double window_eval_seconds = 0;
-    double grad_norm = 0;
+    auto m = make_trained_model(o, *cfg, dev, mixed);
+    if (!m) return m.err();
+    for (const auto& p : m->master_params) rep.parameters += p.numel();
     if (log != nullptr)
       *log << "pretrain: " << rep.parameters << " parameters, " << rep.train_examples << " train / "
            << rep.val_examples << " validation examples, " << total << " steps on " << rep.device
            << (mixed ? " (bf16 compute, fp32 master weights)" : " (fp32)") << "\n";
 
+    loss_window window{at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(dev))};
     for (std::int64_t step = 0; step < total; ++step) {
       const double lr = lr_at(o, step, total);
-      for (auto& g : adamw.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
-
-      const auto& rows = plan[static_cast<std::size_t>(step)];
-      std::int64_t batch_targets = 0;
-      double batch_weight = 0;
-      for (auto r : rows) {
-        batch_targets += target_count(data.examples[r]);
-        batch_weight += weights[r];
+      for (auto& g : m->adamw->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+      const auto& rows = plan.steps[static_cast<std::size_t>(step)];
+      rep.tokens += accumulate_gradients(*m, rows, data, o, fmt.pad, dev, lengths, weights, window);
+      if (step == 0) {
+        std::int64_t targets = 0;
+        for (auto r : rows) targets += target_count(data.examples[r]);
+        rep.first_train_loss = window.loss.item<double>() / static_cast<double>(std::max<std::int64_t>(targets, 1));
       }
-      const double denom = static_cast<double>(std::max<std::int64_t>(batch_targets, 1));
-      const double weight_denom = std::max(batch_weight, 1.0);
-      for (const auto& mb : cut_by_tokens(rows, lengths, o.micro_batch_tokens)) {
-        const batch_tensors b = make_batch(mb, data, fmt.pad, dev, &o);
-        const batch_loss loss = summed_loss(*compute, b);
-        (loss.weighted / weight_denom).backward();
-        window_loss += loss.plain.detach().to(at::kDouble);
-        window_targets += b.n_targets;
-        window_tokens += b.tokens;
-        total_tokens += b.tokens;
-      }
-      if (step == 0) rep.first_train_loss = window_loss.item<double>() / denom;
-
-      if (mixed) {
-        at::NoGradGuard no_grad;
-        for (std::size_t i = 0; i < master_params.size(); ++i) {
-          const at::Tensor& g = compute_params[i].grad();
-          if (!g.defined()) continue;
-          if (!master_params[i].grad().defined()) master_params[i].mutable_grad() = at::zeros_like(master_params[i]);
-          master_params[i].grad().copy_(g);
-          compute_params[i].grad().zero_();
-        }
-      }
-      grad_norm = clip_grad_norm(master_params, o.max_grad_norm);
-      if (std::isfinite(grad_norm)) {
-        adamw.step();
-        if (mixed) {
-          at::NoGradGuard no_grad;
-          for (std::size_t i = 0; i < master_params.size(); ++i) compute_params[i].copy_(master_params[i]);
-        }
-      } else {
-        ++skipped;  // a diverged step must not reach the weights
-      }
-      adamw.zero_grad();
+      rep.last_grad_norm = apply_gradients(*m, o.max_grad_norm);
+      if (!std::isfinite(rep.last_grad_norm)) ++rep.skipped_steps;  // a diverged step must not reach the weights
       rep.steps = step + 1;
 
       const bool last = step + 1 == total;
       const bool log_now = (step + 1) % o.log_every == 0 || last;
-      const bool eval_now = !val_batches.empty() && ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || last);
+      const bool eval_now = !plan.val.empty() && ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || last);
       if (!log_now && !eval_now) continue;
-      json line = {{"step", step + 1}, {"lr", lr}, {"grad_norm", finite_or_null(grad_norm)}};
-      line["epoch"] = first_epoch_batches > 0 ? static_cast<double>(step + 1) / static_cast<double>(first_epoch_batches)
-                                              : 0.0;
-      if (log_now && window_targets > 0) {
-        // Validation inside the window is not training time.
+      json line = {{"step", step + 1}, {"lr", lr}, {"grad_norm", finite_or_null(rep.last_grad_norm)}};
+      line["epoch"] = epochs_at(step + 1);
+      if (log_now && window.targets > 0) {
         const double seconds =
-            std::chrono::duration<double>(clock_type::now() - window_start).count() - window_eval_seconds;
-        rep.final_train_loss = window_loss.item<double>() / static_cast<double>(window_targets);
+            std::chrono::duration<double>(clock_type::now() - window.start).count() - window.eval_seconds;
+        rep.final_train_loss = window.loss.item<double>() / static_cast<double>(window.targets);
         line["loss"] = finite_or_null(rep.final_train_loss);
-        line["target_tokens"] = window_targets;
-        line["tokens_per_s"] = seconds > 0 ? static_cast<double>(window_tokens) / seconds : 0.0;
-        window_loss.zero_();
-        window_targets = window_tokens = 0;
-        window_eval_seconds = 0;
-        window_start = clock_type::now();
+        line["target_tokens"] = window.targets;
+        line["tokens_per_s"] = seconds > 0 ? static_cast<double>(window.tokens) / seconds : 0.0;
+        window.loss.zero_();
+        window.targets = window.tokens = 0;
+        window.eval_seconds = 0;
+        window.start = clock_type::now();
       }
-      line["tokens"] = total_tokens;
-      line["skipped_steps"] = skipped;
-      double val = -1;
+      line["tokens"] = rep.tokens;
+      line["skipped_steps"] = rep.skipped_steps;
       if (eval_now) {
         const auto eval_start = clock_type::now();
-        val = evaluate();
-        window_eval_seconds += std::chrono::duration<double>(clock_type::now() - eval_start).count();
-        rep.final_val_loss = val;
-        line["val_loss"] = finite_or_null(val);
+        rep.final_val_loss = validation_loss(*m, plan.val, data, fmt.pad, dev);
+        window.eval_seconds += std::chrono::duration<double>(clock_type::now() - eval_start).count();
+        line["val_loss"] = finite_or_null(rep.final_val_loss);
       }
       line["elapsed_s"] = std::chrono::duration<double>(clock_type::now() - started).count();
       if (auto s = train_log->append(line.dump() + "\n"); !s) return s.err();
-      if (log != nullptr) {
-        std::ostringstream msg;
-        msg.precision(4);
-        msg << "step " << step + 1 << "/" << total;
-        if (line.contains("loss")) msg << " loss " << rep.final_train_loss;
-        if (eval_now) msg << " val " << val;
-        msg << " lr " << lr << " grad_norm " << grad_norm;
-        if (line.contains("tokens_per_s")) msg << " " << static_cast<std::int64_t>(line["tokens_per_s"].get<double>()) << " tok/s";
-        *log << msg.str() << "\n" << std::flush;
-      }
+      if (log != nullptr) *log << step_message(line, total, rep) << "\n" << std::flush;
     }
     rep.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
-    rep.tokens_per_second = rep.seconds > 0 ? static_cast<double>(total_tokens) / rep.seconds : 0;
-    rep.epochs = first_epoch_batches > 0 ? static_cast<double>(rep.steps) / static_cast<double>(first_epoch_batches) : 0;
+    rep.tokens_per_second = rep.seconds > 0 ? static_cast<double>(rep.tokens) / rep.seconds : 0;
+    rep.epochs = epochs_at(rep.steps);
 
     if (auto s = train_log->sync(); !s) return s.err();
     if (auto s = train_log->close(); !s) return s.err();
 
-    // ---- the checkpoint ----
-    master->to(at::kCPU, o.save_bf16 ? at::kBFloat16 : at::kFloat);
-    if (auto s = model::save_weights(*master, (dir / "model.safetensors").string()); !s) return s.err();
-    if (auto s = write_text_file_atomically((dir / "config.json").string(), cfg_json.dump(2) + "\n"); !s)
-      return s.err();
-    json gen = {{"eos_token_id", fmt.eos}, {"pad_token_id", fmt.pad}};
-    if (fmt.bos) gen["bos_token_id"] = *fmt.bos;
-    if (auto s = write_text_file_atomically((dir / "generation_config.json").string(), gen.dump(2) + "\n"); !s)
-      return s.err();
-    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
-      const fs::path from = fs::path(o.tokenizer_dir) / name;
-      std::error_code ec;
-      if (!fs::exists(from, ec)) continue;
-      fs::copy_file(from, dir / name, fs::copy_options::overwrite_existing, ec);
-      if (ec) return error{(dir / name).string() + ": cannot copy from " + from.string() + ": " + ec.message()};
-    }
-
-    json record = {
-        {"kforge_pretrain", 1},
-        {"command", o.command},
-        {"options", options_json(o)},
-        {"data",
-         {{"path", o.data},
-          {"hash", data.hash},
-          {"bytes", data.bytes},
-          {"records", data.records},
-          {"examples", static_cast<std::int64_t>(data.examples.size())},
-          {"dropped_too_long", data.dropped_too_long},
-          {"longest_dropped", data.longest_dropped},
-          {"dropped_long_completion", data.dropped_long_completion},
-          {"longest_completion_dropped", data.longest_completion_dropped},
-          {"tokens", data.tokens},
-          {"target_tokens", data.target_tokens},
-          {"train_examples", rep.train_examples},
-          {"val_examples", rep.val_examples}}},
-        {"tokenizer",
-         {{"dir", o.tokenizer_dir},
-          {"tokenizer_json_hash", file_hash((fs::path(o.tokenizer_dir) / "tokenizer.json").string())},
-          {"chat_format", std::string(fmt.chat.name())},
-          {"eos_token_id", fmt.eos},
-          {"pad_token_id", fmt.pad},
-          {"tokenizer_vocab", fmt.tok.vocab_size()}}},
-        {"model", {{"parameters", rep.parameters}, {"vocab_size", vocab}, {"saved_dtype", o.save_bf16 ? "bfloat16" : "float32"}}},
-        {"training",
-         {{"device", rep.device},
-          {"compute_dtype", mixed ? "bfloat16 (fp32 master weights)" : "float32"},
-          {"torch_version", TORCH_VERSION},
-          {"steps", rep.steps},
-          {"skipped_steps", skipped},
-          {"epochs", rep.epochs},
-          {"first_train_loss", finite_or_null(rep.first_train_loss)},
-          {"final_train_loss", finite_or_null(rep.final_train_loss)},
-          {"final_val_loss", rep.final_val_loss >= 0 ? finite_or_null(rep.final_val_loss) : json(nullptr)},
-          {"tokens", total_tokens},
-          {"seconds", rep.seconds},
-          {"tokens_per_second", rep.tokens_per_second}}}};
+    m->master->to(at::kCPU, o.save_bf16 ? at::kBFloat16 : at::kFloat);
+    if (auto s = model::save_weights(*m->master, (dir / "model.safetensors").string()); !s) return s.err();
+    if (auto s = write_checkpoint_files(dir, cfg_json, o, fmt); !s) return s.err();
+    const json record = pretrain_record(o, fmt, data, rep, vocab, mixed);
     if (auto s = write_text_file_atomically((dir / "pretrain.json").string(), record.dump(2) + "\n"); !s)
       return s.err();
   } catch (const c10::Error& e) {

@@ -320,6 +320,9 @@ struct pretrain_report {
   double final_val_loss = -1;      ///< after the last step; -1 without a validation split
   double seconds = 0;              ///< wall time of the training loop (validation included)
   double tokens_per_second = 0;    ///< non-padding training tokens (forward + backward) per such second
+  std::int64_t tokens = 0;         ///< non-padding training tokens over the run
+  std::int64_t skipped_steps = 0;  ///< steps whose gradient norm was not finite (weights left alone)
+  double last_grad_norm = 0;       ///< the last step's, before clipping
 };
 
 /// Resolves "auto" / "cpu" / "cuda" / "cuda:N" against what LibTorch sees ("cuda:0" for "cuda");
