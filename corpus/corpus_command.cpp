@@ -115,46 +115,197 @@ bool write_file(const fs::path& p, const std::string& text) {
   return static_cast<bool>(f);
 }
 
-}  // namespace
+using verdict_map = std::map<std::pair<std::string, std::string>, json>;
 
-int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& err) {
-  if (opt.out.empty()) {
-    err << "kforge corpus build: --out DIR is required\n";
-    return 2;
+/// What the pass over the tasks wrote and kept, and what the drills draw from.
+struct kernel_pass {
+  struct tally {
+    int seen = 0, supported = 0, variants = 0;
+  };
+  std::map<std::string, tally> per_category;
+  std::map<std::string, int> reasons;  ///< why tasks were not supported, and how often
+  int seen = 0, supported = 0, variants = 0, kept = 0, dropped = 0;
+  std::vector<tasks::task> written;      ///< the supported tasks, for the copy drills
+  std::vector<tasks::task> maps;         ///< maps, fused-epilogue products, row programs: lowering drills
+  std::vector<drill_source> repairable;  ///< kept variants, for the repair drills (tasks from the loaded set)
+  std::vector<timed_variant> timed;      ///< kept variants with their verdicts, for the speed drills
+};
+
+/// Every task's kernels under DIR/kernels, the supported tasks to `tasks_file` and a record per
+/// kept variant to `sft`; an error when a file cannot be written.
+status write_kernel_records(const corpus_options& opt, const std::vector<tasks::task>& all,
+                            const tasks::prompt_template& tmpl, const gpu_facts& hw, const verdict_map& verdicts,
+                            const fs::path& dir, std::ostream& tasks_file, std::ostream& sft, kernel_pass& pass) {
+  for (const auto& t : all) {
+    auto& cat = pass.per_category[std::string(tasks::to_string(t.category))];
+    ++pass.seen;
+    ++cat.seen;
+    auto ks = write_kernels(t);
+    if (!ks) {
+      ++pass.reasons[reason_key(ks.message())];
+      continue;
+    }
+    ++pass.supported;
+    ++cat.supported;
+    if (opt.copy_drills > 0) pass.written.push_back(t);
+    if (opt.lowering_drills > 0 &&
+        std::any_of(ks->begin(), ks->end(), [](const auto& v) { return has_drill_cut(v.source); }))
+      pass.maps.push_back(t);
+    tasks_file << tasks::to_json_line(t) << "\n";
+    const std::string prompt = tmpl.render(t, hw);
+    const auto task_dir = tasks::task_dir((dir / "kernels").string(), t.id);
+    if (!task_dir) return task_dir.err();
+    for (const auto& v : *ks) {
+      ++pass.variants;
+      ++cat.variants;
+      if (!write_file(fs::path(*task_dir) / (v.name + ".cu"), v.source))
+        return error{"cannot write kernel for " + t.id};
+      json rec{{"task_id", t.id}, {"variant", v.name}, {"prompt", prompt}, {"completion", completion_text(v)}};
+      if (!opt.verdicts.empty()) {
+        auto it = verdicts.find({t.id, v.name});
+        if (it == verdicts.end() || it->second.value("status", "") != "ok") {
+          ++pass.dropped;
+          continue;
+        }
+        if (it->second.contains("speedup")) rec["speedup"] = it->second["speedup"];
+      }
+      ++pass.kept;
+      sft << rec.dump() << "\n";
+      if (opt.repair_drills > 0) pass.repairable.push_back({&t, prompt, v});
+      if (opt.speed_drills) pass.timed.push_back({&t, prompt, v, verdicts.at({t.id, v.name})});
+    }
   }
-  if (opt.speed_drills && opt.verdicts.empty()) {
-    err << "kforge corpus build: --speed-drills needs --verdicts (the kernels' measured speeds)\n";
-    return 2;
+  return {};
+}
+
+/// A two-turn drill record: the first completion (not trained), its observation, the second.
+json two_turn_record(json head, const std::string& first, const std::string& observation, const std::string& second) {
+  head["turns"] = json::array({{{"completion", first}, {"observation", observation}, {"train", false}},
+                               {{"completion", second}}});
+  return head;
+}
+
+/// How many drills of each kind were written.
+struct drill_counts {
+  std::size_t copy = 0, speed = 0;
+  lowering_drill_tally lowered;
+  repair_drill_tally repaired;
+};
+
+/// The drills the options ask for, appended to `sft`. Exit status 1 when the repair drills'
+/// sandbox cannot run, 2 for bad speed-drill input.
+result<drill_counts> write_drills(const corpus_options& opt, const kernel_pass& pass, const tasks::prompt_template& tmpl,
+                                  const gpu_facts& hw, const tasks::synth::exclusion_list& exclude,
+                                  const fs::path& dir, std::ostream& sft, int& exit_code) {
+  drill_counts n;
+  const auto copies = copy_drills(pass.written, tmpl, hw, opt.copy_drills, opt.drill_seed);
+  n.copy = copies.size();
+  for (const auto& d : copies)
+    sft << json{{"task_id", d.task_id}, {"variant", "copy_drill"}, {"prompt", d.prompt},
+                {"completion", d.completion}, {"prefix_only", true}}.dump()
+        << "\n";
+  for (const auto& d : lowering_drills(pass.maps, tmpl, hw, exclude, opt.lowering_drills, opt.drill_seed + 1,
+                                       &n.lowered))
+    sft << json{{"task_id", d.task_id}, {"variant", "lowering_drill"}, {"prompt", d.prompt},
+                {"completion", d.completion}, {"prefix_only", true}}.dump()
+        << "\n";
+  auto repairs = repair_drills(pass.repairable, opt.repair_drills, opt.drill_seed + 2,
+                               (dir / "repair-cache").string(), &n.repaired);
+  if (!repairs) {
+    exit_code = 1;
+    return repairs.err();
   }
-  if (opt.gpu >= 0 && !opt.gpu_facts.empty()) {
-    err << "kforge corpus build: --gpu and --gpu-facts both give the prompts' GPU facts: pick one\n";
-    return 2;
+  auto speeds = speed_drills(pass.timed, speed_drill_gain, hw);
+  if (!speeds) {
+    exit_code = 2;
+    return speeds.err();
   }
+  n.speed = speeds->size();
+  for (const auto& d : *speeds)
+    sft << two_turn_record({{"task_id", d.task_id}, {"variant", d.fast_variant}, {"drill", "speed"},
+                            {"from_variant", d.slow_variant}, {"speedups", {d.slow_speedup, d.fast_speedup}},
+                            {"prompt", d.prompt}},
+                           d.slow_completion, d.observation, d.fast_completion)
+               .dump()
+        << "\n";
+  for (const auto& d : *repairs)
+    sft << two_turn_record({{"task_id", d.task_id}, {"variant", d.variant}, {"drill", "repair"}, {"edit", d.edit},
+                            {"prompt", d.prompt}},
+                           d.broken_completion, d.observation, d.completion)
+               .dump()
+        << "\n";
+  return n;
+}
+
+void print_summary(const corpus_options& opt, const kernel_pass& pass, const drill_counts& drills, std::ostream& out) {
+  out << "kforge corpus build: " << pass.seen << " tasks seen, " << pass.supported << " supported, "
+      << pass.variants << " variants written";
+  if (!opt.verdicts.empty()) out << ", " << pass.kept << " kept by the verdicts (" << pass.dropped << " not ok)";
+  if (opt.copy_drills > 0) out << ", " << drills.copy << " copy drills";
+  if (opt.lowering_drills > 0)
+    out << ", " << drills.lowered.written << " lowering drills (of " << opt.lowering_drills << " drawn: "
+        << drills.lowered.excluded << " excluded, " << drills.lowered.unsupported << " not lowered)";
+  if (opt.speed_drills) out << ", " << drills.speed << " speed drills";
+  if (opt.repair_drills > 0)
+    out << ", " << drills.repaired.written << " repair drills (of " << opt.repair_drills
+        << " drawn: " << drills.repaired.unbroken << " still built)";
+  out << "\n";
+  out << "  category        seen  supported  variants\n";
+  for (const auto& [c, n] : pass.per_category) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "  %-14s %5d %10d %9d\n", c.c_str(), n.seen, n.supported, n.variants);
+    out << buf;
+  }
+  std::vector<std::pair<int, std::string>> sorted;
+  for (const auto& [r, n] : pass.reasons) sorted.emplace_back(-n, r);
+  std::sort(sorted.begin(), sorted.end());
+  if (!sorted.empty()) out << "  unsupported:\n";
+  for (const auto& [n, r] : sorted) out << "    " << -n << "  " << r << "\n";
+  out << "  written to " << opt.out << " (tasks.jsonl, kernels/, sft.jsonl)\n";
+}
+
+/// The options' inputs, read and checked before anything is written.
+struct corpus_inputs {
+  gpu_facts hw;
+  verdict_map verdicts;
+  tasks::prompt_template tmpl;
+  std::vector<tasks::task> tasks;
+  tasks::synth::exclusion_list exclude;
+};
+
+result<corpus_inputs> load_inputs(const corpus_options& opt, std::ostream& err) {
+  if (opt.out.empty()) return error{"--out DIR is required"};
+  if (opt.speed_drills && opt.verdicts.empty())
+    return error{"--speed-drills needs --verdicts (the kernels' measured speeds)"};
+  if (opt.gpu >= 0 && !opt.gpu_facts.empty())
+    return error{"--gpu and --gpu-facts both give the prompts' GPU facts: pick one"};
   // --gpu: the facts a run's task generator states for that GPU (the same probe), so the corpus's
   // prompts are the prompts the policy later sees in a run there.
   auto hw = opt.gpu >= 0 ? sandbox::probe_gpu_facts(opt.gpu) : load_gpu_facts(opt.gpu_facts);
-  if (!hw) {
-    err << "kforge corpus build: " << hw.message() << "\n";
-    return 2;
-  }
-  std::map<std::pair<std::string, std::string>, json> verdicts;
+  if (!hw) return hw.err();
+  verdict_map verdicts;
   if (!opt.verdicts.empty()) {
     auto v = load_verdicts(opt.verdicts);
-    if (!v) {
-      err << "kforge corpus build: " << v.message() << "\n";
-      return 2;
-    }
+    if (!v) return v.err();
     verdicts = std::move(*v);
   }
   auto tmpl = opt.prompt_template.empty() ? result<tasks::prompt_template>(tasks::prompt_template::embedded())
                                           : tasks::prompt_template::load(opt.prompt_template);
-  if (!tmpl) {
-    err << "kforge corpus build: --prompt-template: " << tmpl.message() << "\n";
-    return 2;
-  }
+  if (!tmpl) return error{"--prompt-template: " + tmpl.message()};
   auto all = tasks::load_task_spec(opt.tasks, opt.categories, err);
-  if (!all) {
-    err << "kforge corpus build: " << all.message() << "\n";
+  if (!all) return all.err();
+  tasks::synth::exclusion_list exclude;
+  for (const auto& f : opt.exclude)
+    if (auto st = exclude.add_file(f); !st) return error{"--exclude " + f + ": " + st.message()};
+  return corpus_inputs{std::move(*hw), std::move(verdicts), std::move(*tmpl), std::move(*all), std::move(exclude)};
+}
+
+}  // namespace
+
+int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& err) {
+  auto in = load_inputs(opt, err);
+  if (!in) {
+    err << "kforge corpus build: " << in.message() << "\n";
     return 2;
   }
   const fs::path dir(opt.out);
@@ -166,135 +317,23 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     err << "kforge corpus build: cannot write under " << opt.out << "\n";
     return 2;
   }
-  struct tally {
-    int seen = 0, supported = 0, variants = 0;
-  };
-  std::map<std::string, tally> per_cat;
-  std::map<std::string, int> reasons;
-  int seen = 0, supported = 0, variants = 0, kept = 0, dropped = 0;
-  tasks::synth::exclusion_list exclude;
-  for (const auto& f : opt.exclude)
-    if (auto st = exclude.add_file(f); !st) {
-      err << "kforge corpus build: --exclude " << f << ": " << st.message() << "\n";
-      return 2;
-    }
-  std::vector<tasks::task> written;  // the supported tasks, for the copy drills
-  std::vector<tasks::task> maps;     // maps, fused-epilogue products, row programs: lowering drills
-  std::vector<drill_source> repairable;  // kept variants, for the repair drills (tasks from *all)
-  std::vector<timed_variant> timed;      // kept variants with their verdicts, for the speed drills
-  for (const auto& t : *all) {
-    const std::string cat(tasks::to_string(t.category));
-    ++seen;
-    ++per_cat[cat].seen;
-    auto ks = write_kernels(t);
-    if (!ks) {
-      ++reasons[reason_key(ks.message())];
-      continue;
-    }
-    ++supported;
-    ++per_cat[cat].supported;
-    if (opt.copy_drills > 0) written.push_back(t);
-    if (opt.lowering_drills > 0 &&
-        std::any_of(ks->begin(), ks->end(), [](const auto& v) { return has_drill_cut(v.source); }))
-      maps.push_back(t);
-    tasks_file << tasks::to_json_line(t) << "\n";
-    const std::string prompt = tmpl->render(t, *hw);
-    const auto task_dir = tasks::task_dir((dir / "kernels").string(), t.id);
-    if (!task_dir) {
-      err << "kforge corpus build: " << task_dir.message() << "\n";
-      return 2;
-    }
-    for (const auto& v : *ks) {
-      ++variants;
-      ++per_cat[cat].variants;
-      if (!write_file(fs::path(*task_dir) / (v.name + ".cu"), v.source)) {
-        err << "kforge corpus build: cannot write kernel for " << t.id << "\n";
-        return 2;
-      }
-      json rec{{"task_id", t.id}, {"variant", v.name}, {"prompt", prompt},
-               {"completion", completion_text(v)}};
-      if (!opt.verdicts.empty()) {
-        auto it = verdicts.find({t.id, v.name});
-        if (it == verdicts.end() || it->second.value("status", "") != "ok") {
-          ++dropped;
-          continue;
-        }
-        if (it->second.contains("speedup")) rec["speedup"] = it->second["speedup"];
-      }
-      ++kept;
-      sft << rec.dump() << "\n";
-      if (opt.repair_drills > 0) repairable.push_back({&t, prompt, v});
-      if (opt.speed_drills) timed.push_back({&t, prompt, v, verdicts.at({t.id, v.name})});
-    }
-  }
-  const auto drills = copy_drills(written, *tmpl, *hw, opt.copy_drills, opt.drill_seed);
-  for (const auto& d : drills)
-    sft << json{{"task_id", d.task_id}, {"variant", "copy_drill"}, {"prompt", d.prompt},
-                {"completion", d.completion}, {"prefix_only", true}}.dump()
-        << "\n";
-  lowering_drill_tally lowered;
-  for (const auto& d : lowering_drills(maps, *tmpl, *hw, exclude, opt.lowering_drills,
-                                       opt.drill_seed + 1, &lowered))
-    sft << json{{"task_id", d.task_id}, {"variant", "lowering_drill"}, {"prompt", d.prompt},
-                {"completion", d.completion}, {"prefix_only", true}}.dump()
-        << "\n";
-  repair_drill_tally repaired;
-  auto repairs = repair_drills(repairable, opt.repair_drills, opt.drill_seed + 2,
-                               (dir / "repair-cache").string(), &repaired);
-  if (!repairs) {
-    err << "kforge corpus build: " << repairs.message() << "\n";
-    return 1;
-  }
-  auto speeds = speed_drills(timed, speed_drill_gain, *hw);
-  if (!speeds) {
-    err << "kforge corpus build: " << speeds.message() << "\n";
+  kernel_pass pass;
+  if (auto st = write_kernel_records(opt, in->tasks, in->tmpl, in->hw, in->verdicts, dir, tasks_file, sft, pass);
+      !st) {
+    err << "kforge corpus build: " << st.message() << "\n";
     return 2;
   }
-  for (const auto& d : *speeds)
-    sft << json{{"task_id", d.task_id}, {"variant", d.fast_variant}, {"drill", "speed"},
-                {"from_variant", d.slow_variant}, {"speedups", {d.slow_speedup, d.fast_speedup}}, {"prompt", d.prompt},
-                {"turns", json::array({{{"completion", d.slow_completion}, {"observation", d.observation},
-                                        {"train", false}},
-                                       {{"completion", d.fast_completion}}})}}
-               .dump()
-        << "\n";
-  for (const auto& d : *repairs)
-    sft << json{{"task_id", d.task_id}, {"variant", d.variant}, {"drill", "repair"}, {"edit", d.edit},
-                {"prompt", d.prompt},
-                {"turns", json::array({{{"completion", d.broken_completion}, {"observation", d.observation},
-                                        {"train", false}},
-                                       {{"completion", d.completion}}})}}
-               .dump()
-        << "\n";
+  int code = 0;
+  auto drills = write_drills(opt, pass, in->tmpl, in->hw, in->exclude, dir, sft, code);
+  if (!drills) {
+    err << "kforge corpus build: " << drills.message() << "\n";
+    return code;
+  }
   if (!sft) {
     err << "kforge corpus build: cannot write " << (dir / "sft.jsonl").string() << "\n";
     return 2;
   }
-  out << "kforge corpus build: " << seen << " tasks seen, " << supported << " supported, "
-      << variants << " variants written";
-  if (!opt.verdicts.empty()) out << ", " << kept << " kept by the verdicts (" << dropped << " not ok)";
-  if (opt.copy_drills > 0) out << ", " << drills.size() << " copy drills";
-  if (opt.lowering_drills > 0)
-    out << ", " << lowered.written << " lowering drills (of " << opt.lowering_drills << " drawn: "
-        << lowered.excluded << " excluded, " << lowered.unsupported << " not lowered)";
-  if (opt.speed_drills) out << ", " << speeds->size() << " speed drills";
-  if (opt.repair_drills > 0)
-    out << ", " << repaired.written << " repair drills (of " << opt.repair_drills << " drawn: " << repaired.unbroken
-        << " still built)";
-  out << "\n";
-  out << "  category        seen  supported  variants\n";
-  for (const auto& [c, n] : per_cat) {
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "  %-14s %5d %10d %9d\n", c.c_str(), n.seen, n.supported,
-                  n.variants);
-    out << buf;
-  }
-  std::vector<std::pair<int, std::string>> sorted;
-  for (const auto& [r, n] : reasons) sorted.emplace_back(-n, r);
-  std::sort(sorted.begin(), sorted.end());
-  if (!sorted.empty()) out << "  unsupported:\n";
-  for (const auto& [n, r] : sorted) out << "    " << -n << "  " << r << "\n";
-  out << "  written to " << opt.out << " (tasks.jsonl, kernels/, sft.jsonl)\n";
+  print_summary(opt, pass, *drills, out);
   return 0;
 }
 
