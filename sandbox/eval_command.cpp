@@ -211,6 +211,82 @@ std::string default_compile_cache() {
   return "/tmp/kforge-compile-cache";
 }
 
+namespace {
+
+/// One candidate file and the task its folder names.
+struct candidate_file {
+  const tasks::task* task;
+  fs::path file;
+};
+
+/// DIR/<task id>/*.cu, sorted by path; task ids hold '/', so the tree is walked and each file's
+/// parent path matched. An error for a file under a folder that names no task, or for none.
+result<std::vector<candidate_file>> find_candidates(const std::string& dir,
+                                                    const std::map<std::string, const tasks::task*>& by_id) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return error{"--candidates " + dir + " is not a directory"};
+  std::vector<candidate_file> items;
+  std::vector<std::string> unknown;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (ec) break;
+    if (!it->is_regular_file() || it->path().extension() != ".cu") continue;
+    const std::string id = it->path().parent_path().lexically_relative(dir).generic_string();
+    if (auto t = by_id.find(id); t != by_id.end())
+      items.push_back({t->second, it->path()});
+    else
+      unknown.push_back(it->path().string());
+  }
+  std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.file < b.file; });
+  if (!unknown.empty())
+    return error{std::to_string(unknown.size()) + " file(s) under a folder that names no task, e.g. " +
+                 unknown.front()};
+  if (items.empty()) return error{"no DIR/<task id>/*.cu files under " + dir};
+  return items;
+}
+
+result<std::unique_ptr<sandbox_pool>> make_eval_pool(const eval_options& opt) {
+  pool_options po;
+  po.eval.compile.arch = opt.arch;
+  if (!opt.no_cache) po.eval.compile.cache_dir = opt.cache.empty() ? default_compile_cache() : opt.cache;
+  po.gpus = opt.gpus;
+  po.compile_only = opt.compile_only;
+  po.runners_per_gpu = opt.runners_per_gpu;
+  po.run.time_limit = std::chrono::milliseconds(opt.time_limit_ms);
+  po.run.slow_cutoff = opt.slow_cutoff;
+  po.run.confine = opt.confine;
+  po.run.confirm_speedup = opt.confirm_speedup;
+  std::error_code ec;
+  if (!po.eval.compile.cache_dir.empty()) fs::create_directories(po.eval.compile.cache_dir, ec);
+  po.work_dir = po.eval.compile.cache_dir.empty() ? fs::temp_directory_path().string() : po.eval.compile.cache_dir;
+  return sandbox_pool::create(po);
+}
+
+/// One candidate's verdict line; a sandbox failure is an infra_error line, never an exception.
+json judge_file(sandbox_pool& pool, const candidate_file& c, std::uint64_t seed, repeat_verdicts* repeats,
+                const std::map<std::string, double>& compile_ratios) {
+  auto source = read_text_file(c.file.string());
+  json j;
+  if (!source) {
+    j = json{{"status", "infra_error"}, {"reason", source.err().message}};
+  } else {
+    try {
+      const auto v = judge_for_task(pool, *c.task, *source, seed, repeats);
+      j = v ? verdict_json(*v) : json{{"status", "infra_error"}, {"reason", v.message()}};
+    } catch (const std::exception& e) {
+      // A sandbox bug must not end the whole eval and lose the other verdicts.
+      j = json{{"status", "infra_error"}, {"reason", std::string("sandbox error: ") + e.what()}};
+    }
+  }
+  j["task"] = c.task->id;
+  j["category"] = std::string(tasks::to_string(c.task->category));
+  j["file"] = c.file.string();
+  add_speedup_vs_compile(j, compile_ratios);
+  return j;
+}
+
+}  // namespace
+
 int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) {
   auto loaded = opt.tasks.empty() ? tasks::builtin_tasks() : tasks::load_task_file(opt.tasks);
   if (!loaded) {
@@ -229,63 +305,22 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
     }
     baselines = std::move(b).value();
   }
-
-  // DIR/<task id>/*.cu; task ids hold '/', so walk the tree and match the parent path.
-  struct item {
-    const tasks::task* task;
-    fs::path file;
-  };
-  std::vector<item> items;
-  std::error_code ec;
-  if (!fs::is_directory(opt.candidates, ec)) {
-    err << "kforge eval: --candidates " << opt.candidates << " is not a directory\n";
-    return 2;
-  }
-  std::vector<std::string> unknown;
-  for (auto it = fs::recursive_directory_iterator(opt.candidates, ec);
-       it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (ec) break;
-    if (!it->is_regular_file() || it->path().extension() != ".cu") continue;
-    const std::string id = it->path().parent_path().lexically_relative(opt.candidates).generic_string();
-    if (auto t = by_id.find(id); t != by_id.end())
-      items.push_back({t->second, it->path()});
-    else
-      unknown.push_back(it->path().string());
-  }
-  std::sort(items.begin(), items.end(), [](const item& a, const item& b) { return a.file < b.file; });
-  if (!unknown.empty()) {
-    err << "kforge eval: " << unknown.size() << " file(s) under a folder that names no task, e.g. "
-        << unknown.front() << "\n";
-    return 2;
-  }
-  if (items.empty()) {
-    err << "kforge eval: no DIR/<task id>/*.cu files under " << opt.candidates << "\n";
+  auto items = find_candidates(opt.candidates, by_id);
+  if (!items) {
+    err << "kforge eval: " << items.message() << "\n";
     return 2;
   }
 
   std::uint64_t seed = opt.seed;
   if (seed == 0) seed = (static_cast<std::uint64_t>(std::random_device{}()) << 32) | std::random_device{}();
-  pool_options po;
-  po.eval.compile.arch = opt.arch;
-  if (!opt.no_cache) po.eval.compile.cache_dir = opt.cache.empty() ? default_compile_cache() : opt.cache;
-  po.gpus = opt.gpus;
-  po.compile_only = opt.compile_only;
-  po.runners_per_gpu = opt.runners_per_gpu;
-  po.run.time_limit = std::chrono::milliseconds(opt.time_limit_ms);
-  po.run.slow_cutoff = opt.slow_cutoff;
-  po.run.confine = opt.confine;
-  po.run.confirm_speedup = opt.confirm_speedup;
-  if (!po.eval.compile.cache_dir.empty()) fs::create_directories(po.eval.compile.cache_dir, ec);
-  po.work_dir = po.eval.compile.cache_dir.empty() ? fs::temp_directory_path().string()
-                                                   : po.eval.compile.cache_dir;
-  auto pool = sandbox_pool::create(po);
+  auto pool = make_eval_pool(opt);
   if (!pool) {
     err << "kforge eval: " << pool.err().message << "\n";
     return 2;
   }
   const int jobs = opt.jobs > 0 ? opt.jobs
                                 : std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
-  err << "kforge eval: " << items.size() << " candidate(s) of " << by_id.size() << " task(s); "
+  err << "kforge eval: " << items->size() << " candidate(s) of " << by_id.size() << " task(s); "
       << (*pool)->describe() << "; " << jobs << " job(s); seed " << seed << "\n";
   if (!(*pool)->runs_on_gpu())
     err << "kforge eval: COMPILE-ONLY: candidates are statically checked and compiled, not run; "
@@ -304,29 +339,12 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
   const std::string device = (*pool)->runs_on_gpu() && (*pool)->facts() ? (*pool)->facts()->name : "";
   const auto compile_ratios =
       baselines && !device.empty() ? baselines->compile_ratios(device) : std::map<std::string, double>{};
-  std::vector<json> verdicts(items.size());
+  std::vector<json> verdicts(items->size());
   std::mutex write_mutex;
-  repeat_verdicts repeats(items.size() + 1);
+  repeat_verdicts repeats(items->size() + 1);
   const auto started = std::chrono::steady_clock::now();
-  parallel_for(items.size(), jobs, [&](std::size_t i) {
-    const auto& it = items[i];
-    auto source = read_text_file(it.file.string());
-    json j;
-    if (!source) {
-      j = json{{"status", "infra_error"}, {"reason", source.err().message}};
-    } else {
-      try {
-        const auto v = judge_for_task(**pool, *it.task, *source, seed, opt.reuse_repeats ? &repeats : nullptr);
-        j = v ? verdict_json(*v) : json{{"status", "infra_error"}, {"reason", v.message()}};
-      } catch (const std::exception& e) {
-        // A sandbox bug must not end the whole eval and lose the other verdicts.
-        j = json{{"status", "infra_error"}, {"reason", std::string("sandbox error: ") + e.what()}};
-      }
-    }
-    j["task"] = it.task->id;
-    j["category"] = std::string(tasks::to_string(it.task->category));
-    j["file"] = it.file.string();
-    add_speedup_vs_compile(j, compile_ratios);
+  parallel_for(items->size(), jobs, [&](std::size_t i) {
+    json j = judge_file(**pool, (*items)[i], seed, opt.reuse_repeats ? &repeats : nullptr, compile_ratios);
     std::lock_guard lock(write_mutex);
     lines << j.dump() << "\n" << std::flush;
     verdicts[i] = std::move(j);
@@ -336,7 +354,7 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
 
   json summary = summarize_verdicts(verdicts);
   summary["seconds"] = seconds;
-  summary["candidates_per_second"] = seconds > 0 ? items.size() / seconds : 0.0;
+  summary["candidates_per_second"] = seconds > 0 ? items->size() / seconds : 0.0;
   summary["seed"] = seed;
   if (opt.reuse_repeats) summary["reused"] = repeats.take_reused();
   summary["sandbox"] = (*pool)->describe();
