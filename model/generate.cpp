@@ -45,10 +45,25 @@ at::Tensor truncate(at::Tensor logits, std::int64_t top_k, double top_p) {
   return logits;
 }
 
-}  // namespace
+/// The device is held from the first kernel launch to each wait for the device, and let go while
+/// the host waits (sampling_options::device_use).
+struct device_window {
+  const std::function<void(bool)>& use;
+  bool held = false;
+  void enter() {
+    if (use && !held) use(true);
+    held = true;
+  }
+  void leave() {
+    if (use && held) use(false);
+    held = false;
+  }
+  ~device_window() { leave(); }
+};
 
-result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<std::vector<std::int64_t>>& prompts,
-                                         const sampling_options& o, const tokenizer* tok) {
+/// The arguments' errors; the longest prompt's length when there are none.
+result<std::size_t> check_generate_args(const std::vector<std::vector<std::int64_t>>& prompts,
+                                        const sampling_options& o, std::int64_t vocab) {
   if (prompts.empty()) return error{"generate: no prompts"};
   if (o.n < 1) return error{"generate: n must be at least 1"};
   if (o.max_new_tokens < 1) return error{"generate: max_new_tokens must be at least 1"};
@@ -59,7 +74,6 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
   if (!o.prompt_seeds.empty() && o.prompt_seeds.size() != prompts.size())
     return error{"generate: " + std::to_string(o.prompt_seeds.size()) + " prompt seeds for " +
                  std::to_string(prompts.size()) + " prompts"};
-  const std::int64_t vocab = model.config.vocab_size;
   std::size_t longest = 0;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     if (prompts[i].empty()) return error{"generate: prompt " + std::to_string(i) + " is empty"};
@@ -67,8 +81,89 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     if (!s) return s.err();
     longest = std::max(longest, prompts[i].size());
   }
-  auto s = check_tokens({o.pad_token}, vocab, "generate: pad_token");
-  if (!s) return s.err();
+  if (auto s = check_tokens({o.pad_token}, vocab, "generate: pad_token"); !s) return s.err();
+  return longest;
+
+}
+
+/// The uniforms of inverse-CDF sampling, [N, R] fp32 on `dev`: one per original row every step,
+/// drawn from CPU generators (the whole run's seed, or each prompt's block of n rows from its own
+/// seed) so that they are reproducible on any device.
+at::Tensor draw_uniforms(const sampling_options& o, std::int64_t prompts, std::int64_t N, const at::Device& dev) {
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  at::Tensor u;
+  if (o.prompt_seeds.empty()) {
+    at::Generator gen = at::detail::createCPUGenerator(o.seed);
+    u = at::rand({N, prompts * o.n}, gen, f64);
+  } else {  // [N, n] per prompt
+    std::vector<at::Tensor> blocks;
+    blocks.reserve(static_cast<std::size_t>(prompts));
+    for (auto seed : o.prompt_seeds) {
+      at::Generator gen = at::detail::createCPUGenerator(seed);
+      blocks.push_back(at::rand({N, o.n}, gen, f64));
+    }
+    u = at::cat(blocks, 1);
+  }
+  return u.to(dev).to(at::kFloat);
+}
+
+/// Inverse-CDF sampling from the top-k / top-p truncated distribution of `scaled` (logits over
+/// the temperature, [A, V] fp32), with one uniform per row (`u`, [A, 1]).
+at::Tensor sample_tokens(const at::Tensor& scaled, const at::Tensor& u, const sampling_options& o, std::int64_t vocab) {
+  const at::Tensor probs = at::softmax(truncate(scaled, o.top_k, o.top_p), -1);
+  const at::Tensor cdf = at::cumsum(probs, -1);
+  const at::Tensor target = (u * cdf.narrow(-1, cdf.size(-1) - 1, 1)).clamp_min(1e-30);
+  return (cdf < target).sum(-1).clamp_max(vocab - 1);
+}
+
+/// Records `step` as the first stop of each row whose `next` token is a stop token and that had
+/// none (`stop_at` [R]: N for none). `rows`: the original rows of the batch's, undefined when the
+/// batch holds them all in order.
+void mark_stops(at::Tensor& stop_at, const at::Tensor& next, const at::Tensor& stop_ids, const at::Tensor& rows,
+                std::int64_t step, std::int64_t N) {
+  const at::Tensor hit = (next.unsqueeze(-1) == stop_ids).any(-1);
+  const at::Tensor before = rows.defined() ? stop_at.index_select(0, rows) : stop_at;
+  const at::Tensor after = before.masked_fill(hit & (before == N), step);
+  if (rows.defined())
+    stop_at.index_copy_(0, rows, after);
+  else
+    stop_at = after;
+}
+
+/// Each row's tokens and log-probs ([R, steps] on the CPU) up to and with its first stop token
+/// (`stop_at`, N for none; undefined without stop tokens), decoded when `tok` is given.
+std::vector<generation> to_generations(const at::Tensor& tokens, const at::Tensor& logps, const at::Tensor& stop_at,
+                                       std::int64_t R, std::int64_t N, const sampling_options& o,
+                                       const tokenizer* tok) {
+  const std::int64_t steps = tokens.size(1);
+  const auto* tok_p = tokens.data_ptr<std::int64_t>();
+  const auto* lp_p = logps.data_ptr<float>();
+  std::vector<generation> out(static_cast<std::size_t>(R));
+  for (std::int64_t r = 0; r < R; ++r) {
+    generation& g = out[static_cast<std::size_t>(r)];
+    g.prompt = static_cast<std::size_t>(r / o.n);
+    g.sample = static_cast<std::size_t>(r % o.n);
+    const std::int64_t first_stop = stop_at.defined() ? stop_at.data_ptr<std::int64_t>()[r] : N;
+    g.stopped = first_stop < N;
+    const std::int64_t len = g.stopped ? first_stop + 1 : steps;
+    g.tokens.assign(tok_p + r * steps, tok_p + r * steps + len);
+    g.logprobs.assign(lp_p + r * steps, lp_p + r * steps + len);
+    if (tok != nullptr) {
+      std::vector<std::int64_t> body = g.tokens;
+      if (g.stopped) body.pop_back();
+      g.text = tok->decode(body, o.skip_special_tokens);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<std::vector<std::int64_t>>& prompts,
+                                         const sampling_options& o, const tokenizer* tok) {
+  const std::int64_t vocab = model.config.vocab_size;
+  auto longest = check_generate_args(prompts, o, vocab);
+  if (!longest) return longest.err();
 
   try {
     at::NoGradGuard no_grad;
@@ -77,7 +172,7 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     const auto i64 = at::TensorOptions().dtype(at::kLong);
     const std::int64_t P = static_cast<std::int64_t>(prompts.size());
     const std::int64_t R = P * o.n;
-    const std::int64_t L = static_cast<std::int64_t>(longest);
+    const std::int64_t L = static_cast<std::int64_t>(*longest);
     const std::int64_t N = o.max_new_tokens;
     const std::int64_t capacity = L + N;
 
@@ -96,20 +191,8 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     // Each prompt is prefilled once, then its cache, mask and last logits are copied to its n rows
     // (rows prompt-major): a GRPO group's G samples share one prompt, and a long prompt's prefill
     // costs G times less.
-    // Held from here to each wait for the device (sampling_options::device_use).
-    struct device_window {
-      const std::function<void(bool)>& use;
-      bool held = false;
-      void enter() {
-        if (use && !held) use(true);
-        held = true;
-      }
-      void leave() {
-        if (use && held) use(false);
-        held = false;
-      }
-      ~device_window() { leave(); }
-    } window{o.device_use};
+    // Held from here to each wait for the device.
+    device_window window{o.device_use};
     window.enter();
     const at::Tensor ids = at::tensor(ids_host, i64).view({P, L}).to(dev);
     const at::Tensor prompt_mask = at::tensor(mask_host, i64).view({P, capacity}).to(dev);
@@ -138,24 +221,7 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     // original row every step (so a row's samples do not depend on which others stopped), all
     // drawn here in step-major order (the order step-by-step draws would take) and moved to the
     // device once, rather than a host-to-device copy, which waits for the device, every step.
-    at::Tensor uniforms;  // [N, R] fp32 on the device
-    if (!greedy) {
-      const auto f64 = at::TensorOptions().dtype(at::kDouble);
-      at::Tensor u;
-      if (o.prompt_seeds.empty()) {
-        at::Generator gen = at::detail::createCPUGenerator(o.seed);
-        u = at::rand({N, R}, gen, f64);
-      } else {  // each prompt's block of n rows from its own generator: [N, n] per prompt
-        std::vector<at::Tensor> blocks;
-        blocks.reserve(prompts.size());
-        for (auto seed : o.prompt_seeds) {
-          at::Generator gen = at::detail::createCPUGenerator(seed);
-          blocks.push_back(at::rand({N, o.n}, gen, f64));
-        }
-        u = at::cat(blocks, 1);
-      }
-      uniforms = u.to(dev).to(at::kFloat);
-    }
+    const at::Tensor uniforms = greedy ? at::Tensor() : draw_uniforms(o, P, N, dev);  // [N, R] fp32
 
     // Per step, tokens and log-probs stay on the device ([N, R] by original row), and so does the
     // step at which each row first produced a stop token (N: not yet). The host looks at the stops
@@ -180,17 +246,12 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
       const bool all_rows = A == R;
       if (o.processor) o.processor(logits, generated, rows, step);
       const at::Tensor scaled = temperature == 1.0 ? logits : logits / temperature;  // x / 1 == x
-      at::Tensor next;
-      if (greedy) {
-        next = at::argmax(logits, -1);
-      } else {
-        const at::Tensor probs = at::softmax(truncate(scaled, o.top_k, o.top_p), -1);
-        const at::Tensor cdf = at::cumsum(probs, -1);
-        at::Tensor u = uniforms.select(0, step).unsqueeze(1);
+      at::Tensor u;
+      if (!greedy) {
+        u = uniforms.select(0, step).unsqueeze(1);
         if (!all_rows) u = u.index_select(0, rows);
-        u = (u * cdf.narrow(-1, cdf.size(-1) - 1, 1)).clamp_min(1e-30);
-        next = (cdf < u).sum(-1).clamp_max(vocab - 1);
       }
+      at::Tensor next = greedy ? at::argmax(logits, -1) : sample_tokens(scaled, u, o, vocab);
       const at::Tensor logp = at::log_softmax(scaled, -1).gather(-1, next.unsqueeze(-1)).squeeze(-1);
       if (all_rows) {
         tokens_d.select(0, step).copy_(next);
@@ -199,13 +260,7 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
         tokens_d.select(0, step).index_copy_(0, rows, next);
         logps_d.select(0, step).index_copy_(0, rows, logp);
       }
-      if (has_stops) {
-        const at::Tensor hit = (next.unsqueeze(-1) == stop_ids).any(-1);
-        const at::Tensor before = all_rows ? stop_at : stop_at.index_select(0, rows);
-        const at::Tensor after = before.masked_fill(hit & (before == N), step);
-        if (all_rows) stop_at = after;
-        else stop_at.index_copy_(0, rows, after);
-      }
+      if (has_stops) mark_stops(stop_at, next, stop_ids, all_rows ? at::Tensor() : rows, step, N);
       steps = step + 1;
       if (steps == N) break;
       if (o.processor) generated = at::cat({generated, next.unsqueeze(1)}, 1);
@@ -223,16 +278,12 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
         if (keep.empty()) break;
         if (static_cast<std::int64_t>(keep.size()) <= A - std::max<std::int64_t>(1, A / 8)) {
           const at::Tensor idx = at::tensor(keep, i64).to(dev);
+          for (at::Tensor* t : {&mask, &lengths, &rows, &next}) *t = t->index_select(0, idx);
           for (auto& t : cache.k) t = t.index_select(0, idx);
           for (auto& t : cache.v) t = t.index_select(0, idx);
-          mask = mask.index_select(0, idx);
-          lengths = lengths.index_select(0, idx);
-          rows = rows.index_select(0, idx);
-          next = next.index_select(0, idx);
           if (o.processor) generated = generated.index_select(0, idx);
-          std::vector<std::int64_t> kept_rows;
-          for (auto a : keep) kept_rows.push_back(rows_host[static_cast<std::size_t>(a)]);
-          rows_host = std::move(kept_rows);
+          for (std::size_t k = 0; k < keep.size(); ++k) rows_host[k] = rows_host[static_cast<std::size_t>(keep[k])];
+          rows_host.resize(keep.size());
         }
       }
 
@@ -247,25 +298,7 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     const at::Tensor logps_c = logps_d.narrow(0, 0, steps).t().contiguous().to(at::kCPU);
     const at::Tensor stop_c = has_stops ? stop_at.to(at::kCPU).contiguous() : at::Tensor();
     window.leave();
-    const auto* tok_p = tokens_c.data_ptr<std::int64_t>();
-    const auto* lp_p = logps_c.data_ptr<float>();
-    std::vector<generation> out(static_cast<std::size_t>(R));
-    for (std::int64_t r = 0; r < R; ++r) {
-      generation& g = out[static_cast<std::size_t>(r)];
-      g.prompt = static_cast<std::size_t>(r / o.n);
-      g.sample = static_cast<std::size_t>(r % o.n);
-      const std::int64_t first_stop = has_stops ? stop_c.data_ptr<std::int64_t>()[r] : N;
-      g.stopped = first_stop < N;
-      const std::int64_t len = g.stopped ? first_stop + 1 : steps;
-      g.tokens.assign(tok_p + r * steps, tok_p + r * steps + len);
-      g.logprobs.assign(lp_p + r * steps, lp_p + r * steps + len);
-      if (tok != nullptr) {
-        std::vector<std::int64_t> body = g.tokens;
-        if (g.stopped) body.pop_back();
-        g.text = tok->decode(body, o.skip_special_tokens);
-      }
-    }
-    return out;
+    return to_generations(tokens_c, logps_c, stop_c, R, N, o, tok);
   } catch (const c10::Error& e) {
     return error{std::string("generate: ") + e.what_without_backtrace()};
   }
