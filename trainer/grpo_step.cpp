@@ -205,6 +205,11 @@ struct grpo_stepper::impl {
     at::NoGradGuard no_grad;
     for (std::size_t i = 0; i < compute.size(); ++i) compute[i].copy_(params[i]);
   }
+
+  /// Clips and applies the summed gradients (sharded: the optimiser reduces, clips and steps its
+  /// shards, then gathers the model), filling `out`'s norm and whether it stepped. A step whose
+  /// gradient norm is not finite leaves the weights alone.
+  void apply_update(grpo_step_stats& out);
 };
 
 grpo_stepper::grpo_stepper(std::vector<at::Tensor> parameters, grpo_step_options opt)
@@ -326,6 +331,48 @@ double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
       if (p.grad().defined()) p.grad().detach().mul_(scale);
   }
   return total;
+}
+
+/// The samples of `batch` the loss covers (all-equal groups may be skipped), their advantages and
+/// trained tokens; the advantages go to `out`. Throws on a sample whose log-probs or loss mask do
+/// not match its completion.
+struct kept_samples {
+  std::vector<const grpo_sample*> samples;
+  std::vector<double> advantages;
+  double tokens = 0;
+};
+
+kept_samples keep_samples(const std::vector<grpo_group>& batch, const grpo_options& opt, grpo_step_stats& out) {
+  std::vector<const grpo_sample*> all;
+  std::vector<double> rewards;
+  std::vector<std::int64_t> sizes;
+  std::vector<std::vector<double>> baselines;
+  for (const auto& g : batch) {
+    sizes.push_back(static_cast<std::int64_t>(g.samples.size()));
+    baselines.push_back(g.baseline);
+    for (const auto& s : g.samples) {
+      all.push_back(&s);
+      rewards.push_back(s.reward);
+    }
+  }
+  out.advantages = compute_advantages(rewards, sizes, opt, baselines);
+  kept_samples kept;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (!out.advantages.keep[i]) continue;
+    const auto* s = all[i];
+    if (!s->behaviour_logp.empty() && s->behaviour_logp.size() != s->completion.size())
+      throw std::invalid_argument("grpo step: sample " + std::to_string(i) + " has " +
+                                  std::to_string(s->behaviour_logp.size()) + " behaviour log-probs for " +
+                                  std::to_string(s->completion.size()) + " completion tokens");
+    if (!s->completion_mask.empty() && s->completion_mask.size() != s->completion.size())
+      throw std::invalid_argument("grpo step: sample " + std::to_string(i) + " has a loss mask of " +
+                                  std::to_string(s->completion_mask.size()) + " for " +
+                                  std::to_string(s->completion.size()) + " completion tokens");
+    kept.samples.push_back(s);
+    kept.advantages.push_back(out.advantages.advantages[i]);
+    kept.tokens += static_cast<double>(trained_tokens(*s));
+  }
+  return kept;
 }
 
 /// Token-weighted running sums of the per-micro-batch loss statistics.
@@ -457,6 +504,36 @@ std::optional<grpo_loss_inputs> loss_inputs(const std::vector<const grpo_sample*
 
 }  // namespace
 
+void grpo_stepper::impl::apply_update(grpo_step_stats& out) {
+  if (sharded) {
+    // Every rank reaches this with its own gradients (the agreement before failed none): the
+    // optimiser sums, clips and steps them, and leaves the whole new model on every rank.
+    auto r = sharded->step();
+    if (!r) {
+      clear_grads();
+      throw std::runtime_error("grpo step: " + r.message());
+    }
+    out.grad_norm = r->grad_norm;
+    out.grad_clipped = r->grad_clipped;
+    if (!r->stepped) return;  // a diverged step: no rank changed its weights
+    refresh_compute();
+    out.stepped = true;
+    return;
+  }
+  const double max_norm = opt.max_grad_norm > 0 ? opt.max_grad_norm : std::numeric_limits<double>::infinity();
+  out.grad_norm = clip_grad_norm(params, max_norm);
+  out.grad_clipped = out.grad_norm > max_norm;
+  if (!std::isfinite(out.grad_norm)) {  // a diverged step must not reach the weights
+    clear_grads();
+    return;
+  }
+  adamw->step();
+  clear_grads();
+  refresh_compute();
+  ++steps;
+  out.stepped = true;
+}
+
 grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const logprob_fn& policy,
                                    const logprob_fn& reference, double kl_coef,
                                    std::uint64_t current_version, collective* group) {
@@ -464,39 +541,10 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
   grpo_step_stats out;
   out.kl_coef = kl_coef;
 
-  std::vector<const grpo_sample*> all;
-  std::vector<double> rewards;
-  std::vector<std::int64_t> sizes;
-  std::vector<std::vector<double>> baselines;
-  for (const auto& g : batch) {
-    sizes.push_back(static_cast<std::int64_t>(g.samples.size()));
-    baselines.push_back(g.baseline);
-    for (const auto& s : g.samples) {
-      all.push_back(&s);
-      rewards.push_back(s.reward);
-    }
-  }
-  out.advantages = compute_advantages(rewards, sizes, st.opt.grpo, baselines);
-
-  std::vector<const grpo_sample*> kept;
-  std::vector<double> kept_adv;
-  double batch_tokens = 0;
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    if (!out.advantages.keep[i]) continue;
-    const auto* s = all[i];
-    if (!s->behaviour_logp.empty() && s->behaviour_logp.size() != s->completion.size())
-      throw std::invalid_argument("grpo step: sample " + std::to_string(i) + " has " +
-                                  std::to_string(s->behaviour_logp.size()) +
-                                  " behaviour log-probs for " +
-                                  std::to_string(s->completion.size()) + " completion tokens");
-    if (!s->completion_mask.empty() && s->completion_mask.size() != s->completion.size())
-      throw std::invalid_argument("grpo step: sample " + std::to_string(i) + " has a loss mask of " +
-                                  std::to_string(s->completion_mask.size()) + " for " +
-                                  std::to_string(s->completion.size()) + " completion tokens");
-    kept.push_back(s);
-    kept_adv.push_back(out.advantages.advantages[i]);
-    batch_tokens += static_cast<double>(trained_tokens(*s));
-  }
+  const kept_samples kept_set = keep_samples(batch, st.opt.grpo, out);
+  const auto& kept = kept_set.samples;
+  const auto& kept_adv = kept_set.advantages;
+  const double batch_tokens = kept_set.tokens;
   out.samples = static_cast<std::int64_t>(kept.size());
   if (kept.empty() || batch_tokens == 0) return out;  // the same on every rank: none waits for another
 
@@ -564,35 +612,7 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
   }
   out.loss = sums.mean();
 
-  if (st.sharded) {
-    // Every rank reaches this with its own gradients (the agreement above failed none): the
-    // optimiser sums, clips and steps them, and leaves the whole new model on every rank.
-    auto r = st.sharded->step();
-    if (!r) {
-      st.clear_grads();
-      throw std::runtime_error("grpo step: " + r.message());
-    }
-    out.grad_norm = r->grad_norm;
-    out.grad_clipped = r->grad_clipped;
-    if (!r->stepped) return out;  // a diverged step: no rank changed its weights
-    st.refresh_compute();
-    out.stepped = true;
-    return out;
-  }
-
-  const double max_norm = st.opt.max_grad_norm > 0 ? st.opt.max_grad_norm
-                                                   : std::numeric_limits<double>::infinity();
-  out.grad_norm = clip_grad_norm(st.params, max_norm);
-  out.grad_clipped = out.grad_norm > max_norm;
-  if (!std::isfinite(out.grad_norm)) {  // a diverged step must not reach the weights
-    st.clear_grads();
-    return out;
-  }
-  st.adamw->step();
-  st.clear_grads();
-  st.refresh_compute();
-  ++st.steps;
-  out.stepped = true;
+  st.apply_update(out);
   return out;
 }
 
