@@ -60,59 +60,52 @@ void head_run::stop_head_stages() {
 }
 
 int head_run::launch() {
-  // The head's own sockets: control out, metrics in, and a weights subscriber for progress.
-  for (auto l : {link::control, link::metrics})
-    if (auto s = prepare_endpoint(m_.endpoint(l)); !s) {
-      err_ << s.message() << "\n";
-      return 2;
-    }
-  auto control = bus::publisher::bind(bind_address(m_.endpoint(link::control)));
-  auto metrics_in = bus::receiver::bind(bind_address(m_.endpoint(link::metrics)));
-  auto weights = bus::subscriber::connect(m_.endpoint(link::weights), {"weights"});
-  if (!control || !metrics_in || !weights) {
-    err_ << "kforge run: cannot open the head's links: "
-         << (!control ? control.message() : !metrics_in ? metrics_in.message() : weights.message())
-         << "\n";
+  if (auto s = open_links(); !s) {
+    err_ << s.message() << "\n";
     return 2;
   }
-  control_.emplace(std::move(*control));
-  metrics_in_.emplace(std::move(*metrics_in));
-  weights_.emplace(std::move(*weights));
-
-  if (m_.run.metrics_port > 0) {
-    auto e = metrics_endpoint::start("0.0.0.0", m_.run.metrics_port);
-    if (!e) {
-      err_ << "kforge run: " << e.message() << "\n";
-      return 2;
-    }
-    scrape_ = std::move(*e);
-    auto resolved = resolve_gpu_groups(m_, visible_gpu_count());
-    if (resolved) scrape_gpus_ = std::move(*resolved);
-    out_ << "metrics: http://0.0.0.0:" << scrape_->port() << "/metrics (Prometheus text format)\n";
-  }
-
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
   started_ = clock_type::now();
+  if (auto s = start_workers(); !s) {
+    err_ << "kforge run: " << s.message() << "\n";
+    return 1;
+  }
+  start_head_stages();
+  open_metrics_outputs();
+  next_heartbeat_ = last_activity_change_ = clock_type::now();
+  return 0;
+}
 
-  // Other local processes run `kforge worker` on the snapshot; remote ones are started by the user.
+status head_run::open_links() {
+  // The head's own sockets: control out, metrics in, and a weights subscriber for progress.
+  for (auto l : {link::control, link::metrics})
+    if (auto s = prepare_endpoint(m_.endpoint(l)); !s) return s;
+  auto control = bus::publisher::bind(bind_address(m_.endpoint(link::control)));
+  auto metrics_in = bus::receiver::bind(bind_address(m_.endpoint(link::metrics)));
+  auto weights = bus::subscriber::connect(m_.endpoint(link::weights), {"weights"});
+  if (!control || !metrics_in || !weights)
+    return error{"kforge run: cannot open the head's links: " +
+                 (!control ? control.message() : !metrics_in ? metrics_in.message() : weights.message())};
+  control_.emplace(std::move(*control));
+  metrics_in_.emplace(std::move(*metrics_in));
+  weights_.emplace(std::move(*weights));
+  if (m_.run.metrics_port <= 0) return {};
+  auto e = metrics_endpoint::start("0.0.0.0", m_.run.metrics_port);
+  if (!e) return error{"kforge run: " + e.message()};
+  scrape_ = std::move(*e);
+  if (auto resolved = resolve_gpu_groups(m_, visible_gpu_count())) scrape_gpus_ = std::move(*resolved);
+  out_ << "metrics: http://0.0.0.0:" << scrape_->port() << "/metrics (Prometheus text format)\n";
+  return {};
+}
+
+status head_run::start_workers() {
+  // Other local processes run `kforge worker` on the snapshot; remote ones are started by the
+  // launcher, or by the user.
   for (const auto& p : m_.processes) {
     if (p.head) continue;
-    if (!p.is_local() && remote_) {
-      const auto log = (fs::path(dir_) / "logs" / (p.name + ".log")).string();
-      auto c = spawn_worker(snapshot_, p.name, dir_, m_.run.steps, resume_, remote_->command(p, log),
-                            remote_->where(p));
-      if (!c) {
-        err_ << "kforge run: " << c.message() << "\n";
-        return 1;
-      }
-      c->required = required_process(p);
-      out_ << "started process " << p.name << " as a " << c->where << "\n";
-      children_.push_back(*c);
-      continue;
-    }
-    if (!p.is_local()) {
+    if (!p.is_local() && !remote_) {
       // The same flags a local child gets: a resumed leg's worker must know it resumes (its
       // buffer and task generator go on from the run directory; a fresh start clears them).
       out_ << "waiting for process " << p.name << " on node " << p.node
@@ -125,19 +118,23 @@ int head_run::launch() {
       out_ << "`" << std::endl;
       continue;
     }
-    auto c = spawn_worker(snapshot_, p.name, dir_, m_.run.steps, resume_);
-    if (!c) {
-      err_ << "kforge run: " << c.message() << "\n";
-      return 1;
-    }
+    auto c = p.is_local() ? spawn_worker(snapshot_, p.name, dir_, m_.run.steps, resume_)
+                          : spawn_worker(snapshot_, p.name, dir_, m_.run.steps, resume_,
+                                         remote_->command(p, (fs::path(dir_) / "logs" / (p.name + ".log")).string()),
+                                         remote_->where(p));
+    if (!c) return c.err();
     c->required = required_process(p);
+    if (!p.is_local()) out_ << "started process " << p.name << " as a " << c->where << "\n";
     children_.push_back(*c);
   }
   nlohmann::json procs = nlohmann::json::array();
   procs.push_back({{"name", m_.head().name}, {"pid", ::getpid()}, {"head", true}});
   for (const auto& c : children_) procs.push_back({{"name", c.name}, {"pid", c.pid}, {"head", false}});
   note_write(write_file_atomically((fs::path(dir_) / "processes.json").string(), procs.dump(2) + "\n"));
+  return {};
+}
 
+void head_run::start_head_stages() {
   runtime_options ro;
   ro.run_dir = dir_;
   ro.resume = resume_;
@@ -153,7 +150,9 @@ int head_run::launch() {
     if (auto s = head_rt_->run(); !s) head_error_ = s.message();
     head_done_ = true;
   });
+}
 
+void head_run::open_metrics_outputs() {
   // A resumed run's metrics go on after the first run's (their "t" restarts with this head).
   // A line at a time, each whole or not at all.
   if (auto f = file_writer::open((fs::path(dir_) / "metrics.jsonl").string(),
@@ -162,16 +161,13 @@ int head_run::launch() {
   else
     note_write(f.err());
   const auto& links = m_.record.links;
-  if (std::find(links.begin(), links.end(), link::metrics) != links.end()) {
-    auto w = messages::recording_writer::create(recording_path(dir_, link::metrics, m_.head().name),
-                                                "metrics", m_.record.max_bytes);
-    if (w)
-      metrics_recording_.emplace(std::move(*w));
-    else
-      note_write(w.err());  // the processes have started: the loop ends them
-  }
-  next_heartbeat_ = last_activity_change_ = clock_type::now();
-  return 0;
+  if (std::find(links.begin(), links.end(), link::metrics) == links.end()) return;
+  auto w = messages::recording_writer::create(recording_path(dir_, link::metrics, m_.head().name), "metrics",
+                                              m_.record.max_bytes);
+  if (w)
+    metrics_recording_.emplace(std::move(*w));
+  else
+    note_write(w.err());  // the processes have started: the loop ends them
 }
 
 void head_run::note_write(status s) {

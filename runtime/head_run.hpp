@@ -69,6 +69,16 @@ class head_run {
  private:
   /// Stops the head's own stages (once their runtime exists) and joins their thread, if it runs.
   void stop_head_stages();
+  /// The head's sockets (control, metrics, weights) and the Prometheus endpoint; errors are
+  /// whole messages.
+  status open_links();
+  /// Every other process: local ones as `kforge worker`, remote ones through the launcher, or a
+  /// line telling the user how to start them; processes.json written.
+  status start_workers();
+  /// The head's own stages, on a thread of their own.
+  void start_head_stages();
+  /// metrics.jsonl and, when recorded, the metrics link's recording.
+  void open_metrics_outputs();
   void pump_links();
   void reap();
   void publish(wire::ControlCommand command, const std::string& why);
