@@ -68,6 +68,52 @@ struct packed_request {
   }
 };
 
+/// The sampler's request for task `t` with its rendered prompt.
+std::unique_ptr<packed_request> pack_request(const tasks::task& t, std::string prompt, const sample_options& o) {
+  wire::GenerateRequestT r;
+  r.task = std::make_unique<wire::TaskT>(tasks::to_wire(t));
+  r.prompt = std::move(prompt);
+  r.prompt_hash = tasks::prompt_hash(r.prompt);
+  r.group_size = static_cast<std::uint32_t>(o.samples);
+  r.temperature = static_cast<float>(o.temperature);
+  r.top_p = static_cast<float>(o.top_p);
+  r.max_new_tokens = static_cast<std::uint32_t>(o.max_new_tokens);
+  auto p = std::make_unique<packed_request>();
+  p->fbb.Finish(wire::GenerateRequest::Pack(p->fbb, &r));
+  return p;
+}
+
+struct sample_tally {
+  std::size_t written = 0, with_kernel = 0, tokens = 0;
+};
+
+/// A task's samples as DIR/s<i>.cu and lines of samples.jsonl.
+status write_samples(const tasks::task& t, const std::vector<wire::CandidateT>& samples,
+                     const fs::path& dir, file_writer& lines, sample_tally& tally) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return error{dir.string() + ": cannot create: " + ec.message()};
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const auto& c = samples[i];
+    if (auto w = write_file_atomically((dir / ("s" + std::to_string(i) + ".cu")).string(), c.source, /*sync=*/false);
+        !w)
+      return w;
+    const bool has_kernel = c.source.find("kf_forward") != std::string::npos;
+    tally.with_kernel += has_kernel ? 1 : 0;
+    tally.tokens += c.completion_tokens.size();
+    ++tally.written;
+    const auto line = nlohmann::json{{"task_id", t.id},
+                                     {"sample", i},
+                                     {"completion", c.completion},
+                                     {"tokens", c.completion_tokens.size()},
+                                     {"has_kf_forward", has_kernel}}
+                          .dump() +
+                      "\n";
+    if (auto w = lines.append(line); !w) return w;
+  }
+  return {};
+}
+
 }  // namespace
 
 int sample_command(const sample_options& o, std::ostream& out, std::ostream& err) {
@@ -115,7 +161,8 @@ int sample_command(const sample_options& o, std::ostream& out, std::ostream& err
   std::optional<model::op_profile> profile;
   if (o.profile_ops) profile.emplace();
   const auto t0 = std::chrono::steady_clock::now();
-  std::size_t written = 0, with_kernel = 0, tokens = 0, failed_tasks = 0;
+  sample_tally tally;
+  std::size_t failed_tasks = 0;
   const std::size_t batch = static_cast<std::size_t>(o.batch);
   for (std::size_t first = 0; first < pool->size(); first += batch) {
     const std::size_t n = std::min(batch, pool->size() - first);
@@ -123,16 +170,7 @@ int sample_command(const sample_options& o, std::ostream& out, std::ostream& err
     std::vector<actors::sampler_logic::request_item> items;
     for (std::size_t k = 0; k < n; ++k) {
       const auto& t = (*pool)[first + k];
-      wire::GenerateRequestT r;
-      r.task = std::make_unique<wire::TaskT>(tasks::to_wire(t));
-      r.prompt = tmpl->render(t, hw);
-      r.prompt_hash = tasks::prompt_hash(r.prompt);
-      r.group_size = static_cast<std::uint32_t>(o.samples);
-      r.temperature = static_cast<float>(o.temperature);
-      r.top_p = static_cast<float>(o.top_p);
-      r.max_new_tokens = static_cast<std::uint32_t>(o.max_new_tokens);
-      auto p = std::make_unique<packed_request>();
-      p->fbb.Finish(wire::GenerateRequest::Pack(p->fbb, &r));
+      auto p = pack_request(t, tmpl->render(t, hw), o);
       actors::sampler_logic::request_item item{p->get(), {}};
       item.info.sample_id = first + k;  // with --seed, each task's own sampling seed
       items.push_back(item);
@@ -147,28 +185,7 @@ int sample_command(const sample_options& o, std::ostream& out, std::ostream& err
         continue;
       }
       if (auto w = task_file->append(tasks::to_json_line(t) + "\n"); !w) return fail(w.message());
-      const fs::path dir = (*dirs)[first + k];
-      fs::create_directories(dir, ec);
-      if (ec) return fail(dir.string() + ": cannot create: " + ec.message());
-      for (std::size_t i = 0; i < results[k]->size(); ++i) {
-        const auto& c = (*results[k])[i];
-        if (auto w = write_file_atomically((dir / ("s" + std::to_string(i) + ".cu")).string(), c.source,
-                                           /*sync=*/false);
-            !w)
-          return fail(w.message());
-        const bool has_kernel = c.source.find("kf_forward") != std::string::npos;
-        with_kernel += has_kernel ? 1 : 0;
-        tokens += c.completion_tokens.size();
-        ++written;
-        const auto line = nlohmann::json{{"task_id", t.id},
-                                         {"sample", i},
-                                         {"completion", c.completion},
-                                         {"tokens", c.completion_tokens.size()},
-                                         {"has_kf_forward", has_kernel}}
-                              .dump() +
-                          "\n";
-        if (auto w = samples->append(line); !w) return fail(w.message());
-      }
+      if (auto w = write_samples(t, *results[k], (*dirs)[first + k], *samples, tally); !w) return fail(w.message());
     }
     out << "sampled " << (first + n) << "/" << pool->size() << " tasks\r" << std::flush;
   }
@@ -179,8 +196,8 @@ int sample_command(const sample_options& o, std::ostream& out, std::ostream& err
   for (auto* f : {&*samples, &*task_file})
     if (auto w = f->close(); !w) return fail(w.message());
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out << "\nkforge sample: " << written << " samples of " << (pool->size() - failed_tasks) << " tasks in "
-      << s << " s (" << (s > 0 ? static_cast<double>(tokens) / s : 0.0) << " tokens/s); " << with_kernel
+  out << "\nkforge sample: " << tally.written << " samples of " << (pool->size() - failed_tasks) << " tasks in "
+      << s << " s (" << (s > 0 ? static_cast<double>(tally.tokens) / s : 0.0) << " tokens/s); " << tally.with_kernel
       << " mention kf_forward; written to " << o.out << "\n";
   if (failed_tasks > 0) {
     err << "kforge sample: " << failed_tasks << " tasks failed (above)\n";
