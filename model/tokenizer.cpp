@@ -354,76 +354,88 @@ struct tokenizer::impl {
 
 std::string nfc(const std::string& text) { return nfc_impl(utf8_lossy(text)); }
 
-result<tokenizer> tokenizer::parse(std::string_view json_text, const std::string& source) {
-  auto parsed = parse_json_object(json_text, source);
-  if (!parsed) return error{parsed.err().message};
-  const json j = std::move(*parsed);
-  auto fail = [&](const std::string& field, const std::string& why) { return error{source + ": " + field + ": " + why}; };
-  auto m = std::make_shared<impl>();
+namespace {
 
-  // model
-  if (!j.contains("model") || !j["model"].is_object()) return fail("model", "missing or not an object");
+error field_error(const std::string& source, const std::string& field, const std::string& why) {
+  return error{source + ": " + field + ": " + why};
+}
+
+/// The steps of a normalizer, pre-tokenizer or post-processor: a "Sequence"'s list under `key`,
+/// or the one step itself.
+std::vector<json> sequence_items(const json& p, const char* key) {
+  if (p.value("type", "") == "Sequence" && p.contains(key) && p[key].is_array())
+    return std::vector<json>(p[key].begin(), p[key].end());
+  return {p};
+}
+
+/// model: a byte-level BPE (vocabulary, merges in either spelling, unk_token).
+status parse_bpe_model(const json& j, const std::string& source, tokenizer::impl& m) {
+  if (!j.contains("model") || !j["model"].is_object()) return field_error(source, "model", "missing or not an object");
   const json& model = j["model"];
   if (!model.contains("type") || model["type"] != "BPE")
-    return fail("model.type", "only BPE is supported, got " + (model.contains("type") ? model["type"].dump() : "nothing"));
+    return field_error(source, "model.type", "only BPE is supported, got " + (model.contains("type") ? model["type"].dump() : "nothing"));
   if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"] != 0)
-    return fail("model.dropout", "BPE dropout is not supported");
+    return field_error(source, "model.dropout", "BPE dropout is not supported");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(key) && !model[key].is_null() && model[key] != "")
-      return fail(std::string("model.") + key, "not supported");
+      return field_error(source, std::string("model.") + key, "not supported");
   {
     auto bf = get_bool(model, "byte_fallback", false, source + ": model");
     if (!bf) return bf.err();
-    if (bf.value()) return fail("model.byte_fallback", "not supported");
+    if (bf.value()) return field_error(source, "model.byte_fallback", "not supported");
     auto im = get_bool(model, "ignore_merges", false, source + ": model");
     if (!im) return im.err();
-    m->ignore_merges = im.value();
+    m.ignore_merges = im.value();
   }
-  if (!model.contains("vocab") || !model["vocab"].is_object()) return fail("model.vocab", "missing or not an object");
+  if (!model.contains("vocab") || !model["vocab"].is_object()) return field_error(source, "model.vocab", "missing or not an object");
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
     if (!it->is_number_integer() || it->get<std::int64_t>() < 0)
-      return fail("model.vocab", "'" + it.key() + "' has no non-negative integer id");
+      return field_error(source, "model.vocab", "'" + it.key() + "' has no non-negative integer id");
     const auto id = it->get<std::int64_t>();
-    m->vocab[it.key()] = id;
-    m->id_to_token[id] = it.key();
-    m->max_id = std::max(m->max_id, id);
+    m.vocab[it.key()] = id;
+    m.id_to_token[id] = it.key();
+    m.max_id = std::max(m.max_id, id);
   }
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
-    auto it = m->vocab.find(model["unk_token"].get<std::string>());
-    if (it == m->vocab.end()) return fail("model.unk_token", "not in the vocabulary");
-    m->unk = it->second;
+    auto it = m.vocab.find(model["unk_token"].get<std::string>());
+    if (it == m.vocab.end()) return field_error(source, "model.unk_token", "not in the vocabulary");
+    m.unk = it->second;
   }
-  if (!model.contains("merges") || !model["merges"].is_array()) return fail("model.merges", "missing or not a list");
+  if (!model.contains("merges") || !model["merges"].is_array()) return field_error(source, "model.merges", "missing or not a list");
   std::int64_t rank = 0;
   for (const auto& e : model["merges"]) {
     std::string a, b;
     if (e.is_string()) {  // "a b" (tokenizers < 0.20)
       const std::string s = e.get<std::string>();
       const auto sp = s.find(' ');
-      if (sp == std::string::npos) return fail("model.merges", "entry " + std::to_string(rank) + " '" + s + "' is not 'a b'");
+      if (sp == std::string::npos) return field_error(source, "model.merges", "entry " + std::to_string(rank) + " '" + s + "' is not 'a b'");
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
     } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {  // ["a", "b"]
       a = e[0].get<std::string>();
       b = e[1].get<std::string>();
     } else {
-      return fail("model.merges", "entry " + std::to_string(rank) + " is neither 'a b' nor [a, b]");
+      return field_error(source, "model.merges", "entry " + std::to_string(rank) + " is neither 'a b' nor [a, b]");
     }
-    auto ia = m->vocab.find(a), ib = m->vocab.find(b), iab = m->vocab.find(a + b);
-    if (ia == m->vocab.end() || ib == m->vocab.end() || iab == m->vocab.end())
-      return fail("model.merges", "entry " + std::to_string(rank) + " ('" + a + "', '" + b + "') uses a token not in the vocabulary");
-    m->merges.emplace(impl::pair_key(ia->second, ib->second), std::make_pair(rank, iab->second));
+    auto ia = m.vocab.find(a), ib = m.vocab.find(b), iab = m.vocab.find(a + b);
+    if (ia == m.vocab.end() || ib == m.vocab.end() || iab == m.vocab.end())
+      return field_error(source, "model.merges", "entry " + std::to_string(rank) + " ('" + a + "', '" + b + "') uses a token not in the vocabulary");
+    m.merges.emplace(tokenizer::impl::pair_key(ia->second, ib->second), std::make_pair(rank, iab->second));
     ++rank;
   }
 
+  return {};
+}
+
+status parse_added_tokens(const json& j, const std::string& source, tokenizer::impl& m) {
   // added tokens
   if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
-    if (!j["added_tokens"].is_array()) return fail("added_tokens", "not a list");
+    if (!j["added_tokens"].is_array()) return field_error(source, "added_tokens", "not a list");
     for (const auto& t : j["added_tokens"]) {
       const std::string where = source + ": added_tokens";
       if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
           !t["content"].is_string())
-        return fail("added_tokens", "every entry needs an integer id and a string content");
+        return field_error(source, "added_tokens", "every entry needs an integer id and a string content");
       added_token a;
       a.id = t["id"].get<std::int64_t>();
       a.content = t["content"].get<std::string>();
@@ -434,36 +446,34 @@ result<tokenizer> tokenizer::parse(std::string_view json_text, const std::string
         if (!v) return v.err();
         *dst = v.value();
       }
-      m->added_by_id[a.id] = m->added.size();
-      m->max_id = std::max(m->max_id, a.id);
-      m->added.push_back(std::move(a));
+      m.added_by_id[a.id] = m.added.size();
+      m.max_id = std::max(m.max_id, a.id);
+      m.added.push_back(std::move(a));
     }
   }
 
+  return {};
+}
+
+status parse_normalizer(const json& j, const std::string& source, tokenizer::impl& m) {
   // normalizer: none or NFC (see the header on NFC)
   if (j.contains("normalizer") && !j["normalizer"].is_null()) {
     const json& n = j["normalizer"];
-    std::vector<json> list;
-    if (n.value("type", "") == "Sequence" && n.contains("normalizers") && n["normalizers"].is_array()) {
-      for (const auto& e : n["normalizers"]) list.push_back(e);
-    } else {
-      list.push_back(n);
-    }
+    const std::vector<json> list = sequence_items(n, "normalizers");
     for (const auto& e : list)
       if (!e.is_object() || e.value("type", "") != "NFC")
-        return fail("normalizer", "only NFC is supported, got " + e.dump());
-    m->nfc = !list.empty();
+        return field_error(source, "normalizer", "only NFC is supported, got " + e.dump());
+    m.nfc = !list.empty();
   }
 
-  // pre-tokenizer
+  return {};
+}
+
+/// The pre-tokenizer steps: Split (Isolated or Removed) and ByteLevel, which must come last.
+status parse_pre_tokenizer(const json& j, const std::string& source, tokenizer::impl& m) {
   if (j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null()) {
     const json& p = j["pre_tokenizer"];
-    std::vector<json> list;
-    if (p.value("type", "") == "Sequence" && p.contains("pretokenizers") && p["pretokenizers"].is_array()) {
-      for (const auto& e : p["pretokenizers"]) list.push_back(e);
-    } else {
-      list.push_back(p);
-    }
+    const std::vector<json> list = sequence_items(p, "pretokenizers");
     for (std::size_t i = 0; i < list.size(); ++i) {
       const json& e = list[i];
       const std::string field = "pre_tokenizer[" + std::to_string(i) + "]";
@@ -472,16 +482,16 @@ result<tokenizer> tokenizer::parse(std::string_view json_text, const std::string
       if (type == "Split") {
         const std::string behavior = e.value("behavior", "");
         if (behavior != "Isolated" && behavior != "Removed")
-          return fail(field + ".behavior", "only Isolated and Removed are supported, got '" + behavior + "'");
+          return field_error(source, field + ".behavior", "only Isolated and Removed are supported, got '" + behavior + "'");
         auto inv = get_bool(e, "invert", false, source + ": " + field);
         if (!inv) return inv.err();
-        if (inv.value()) return fail(field + ".invert", "not supported");
+        if (inv.value()) return field_error(source, field + ".invert", "not supported");
         if (!e.contains("pattern") || !e["pattern"].is_object())
-          return fail(field + ".pattern", "missing");
+          return field_error(source, field + ".pattern", "missing");
         const json& pat = e["pattern"];
         const bool literal = pat.contains("String");
         const json& text = literal ? pat["String"] : pat.contains("Regex") ? pat["Regex"] : json();
-        if (!text.is_string()) return fail(field + ".pattern", "needs Regex or String");
+        if (!text.is_string()) return field_error(source, field + ".pattern", "needs Regex or String");
         auto re = regex::compile(text.get<std::string>(), literal, source + ": " + field + ".pattern");
         if (!re) return re.err();
         step.re = re.value();
@@ -500,29 +510,27 @@ result<tokenizer> tokenizer::parse(std::string_view json_text, const std::string
           step.re = re.value();
         }
       } else {
-        return fail(field + ".type", "'" + type + "' is not supported (Split, ByteLevel)");
+        return field_error(source, field + ".type", "'" + type + "' is not supported (Split, ByteLevel)");
       }
-      m->pre.push_back(std::move(step));
+      m.pre.push_back(std::move(step));
     }
   }
-  if (m->pre.empty() || m->pre.back().type != pre_step::kind::byte_level)
-    return fail("pre_tokenizer", "must end with ByteLevel (byte-level BPE)");
+  if (m.pre.empty() || m.pre.back().type != pre_step::kind::byte_level)
+    return field_error(source, "pre_tokenizer", "must end with ByteLevel (byte-level BPE)");
+  return {};
+}
 
+status parse_post_processor(const json& j, const std::string& source, tokenizer::impl& m) {
   // post-processor: ByteLevel is a no-op on ids; TemplateProcessing's single template applies.
   if (j.contains("post_processor") && !j["post_processor"].is_null()) {
     const json& p = j["post_processor"];
-    std::vector<json> list;
-    if (p.value("type", "") == "Sequence" && p.contains("processors") && p["processors"].is_array()) {
-      for (const auto& e : p["processors"]) list.push_back(e);
-    } else {
-      list.push_back(p);
-    }
+    const std::vector<json> list = sequence_items(p, "processors");
     for (const auto& e : list) {
       const std::string type = e.is_object() ? e.value("type", "") : "";
       if (type == "ByteLevel") continue;
       if (type != "TemplateProcessing")
-        return fail("post_processor.type", "'" + type + "' is not supported (ByteLevel, TemplateProcessing)");
-      if (!e.contains("single") || !e["single"].is_array()) return fail("post_processor.single", "missing");
+        return field_error(source, "post_processor.type", "'" + type + "' is not supported (ByteLevel, TemplateProcessing)");
+      if (!e.contains("single") || !e["single"].is_array()) return field_error(source, "post_processor.single", "missing");
       bool after = false;
       for (const auto& piece : e["single"]) {
         if (piece.contains("Sequence")) {
@@ -530,22 +538,35 @@ result<tokenizer> tokenizer::parse(std::string_view json_text, const std::string
           continue;
         }
         if (!piece.contains("SpecialToken") || !piece["SpecialToken"].contains("id"))
-          return fail("post_processor.single", "entries must be Sequence or SpecialToken");
+          return field_error(source, "post_processor.single", "entries must be Sequence or SpecialToken");
         const std::string name = piece["SpecialToken"]["id"].get<std::string>();
         if (!e.contains("special_tokens") || !e["special_tokens"].contains(name) ||
             !e["special_tokens"][name].contains("ids"))
-          return fail("post_processor.special_tokens", "'" + name + "' has no ids");
+          return field_error(source, "post_processor.special_tokens", "'" + name + "' has no ids");
         for (const auto& id : e["special_tokens"][name]["ids"])
-          (after ? m->template_suffix : m->template_prefix).push_back(id.get<std::int64_t>());
+          (after ? m.template_suffix : m.template_prefix).push_back(id.get<std::int64_t>());
       }
     }
   }
+
+  return {};
+}
+
+}  // namespace
+
+result<tokenizer> tokenizer::parse(std::string_view json_text, const std::string& source) {
+  auto parsed = parse_json_object(json_text, source);
+  if (!parsed) return error{parsed.err().message};
+  const json j = std::move(*parsed);
+  auto m = std::make_shared<impl>();
+  for (auto* part : {parse_bpe_model, parse_added_tokens, parse_normalizer, parse_pre_tokenizer, parse_post_processor})
+    if (auto s = part(j, source, *m); !s) return s.err();
 
   // decoder
   if (j.contains("decoder") && !j["decoder"].is_null()) {
     const json& d = j["decoder"];
     if (!d.is_object() || d.value("type", "") != "ByteLevel")
-      return fail("decoder", "only ByteLevel is supported, got " + d.dump());
+      return field_error(source, "decoder", "only ByteLevel is supported, got " + d.dump());
   } else {
     m->byte_level_decoder = false;
   }

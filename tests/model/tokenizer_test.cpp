@@ -102,6 +102,22 @@ TEST_CASE("tokenizer: unsupported or malformed files are errors naming the field
   REQUIRE_FALSE(merge.ok());
   CHECK(contains(merge.message(), "model.merges"));
 
+  auto no_byte_level = edit([](json& j) { j["pre_tokenizer"] = j["pre_tokenizer"]["pretokenizers"][0]; });
+  REQUIRE_FALSE(no_byte_level.ok());
+  CHECK(contains(no_byte_level.message(), "tok.json: pre_tokenizer: must end with ByteLevel"));
+
+  auto added = edit([](json& j) { j["added_tokens"][0].erase("id"); });
+  REQUIRE_FALSE(added.ok());
+  CHECK(contains(added.message(), "tok.json: added_tokens: every entry needs an integer id"));
+
+  auto post = edit([](json& j) { j["post_processor"] = {{"type", "BertProcessing"}}; });
+  REQUIRE_FALSE(post.ok());
+  CHECK(contains(post.message(), "tok.json: post_processor.type: 'BertProcessing' is not supported"));
+
+  auto decoder = edit([](json& j) { j["decoder"] = {{"type", "WordPiece"}}; });
+  REQUIRE_FALSE(decoder.ok());
+  CHECK(contains(decoder.message(), "tok.json: decoder: only ByteLevel is supported"));
+
   // The older "a b" merge format reads the same.
   auto old = edit([](json& j) {
     for (auto& m : j["model"]["merges"]) m = m[0].get<std::string>() + " " + m[1].get<std::string>();
