@@ -205,6 +205,13 @@ struct grpo_stepper::impl {
     at::NoGradGuard no_grad;
     for (std::size_t i = 0; i < compute.size(); ++i) compute[i].copy_(params[i]);
   }
+  // Every gradient a step sums: the parameters', the compute copies' and a sharded optimiser's
+  // fp32 sums (what a step that threw midway had summed must not reach the next).
+  void clear_step_grads() {
+    clear_grads();
+    clear_compute_grads();
+    if (sharded) sharded->clear_gradients();
+  }
 
   /// Clips and applies the summed gradients (sharded: the optimiser reduces, clips and steps its
   /// shards, then gathers the model), filling `out`'s norm and whether it stepped. A step whose
@@ -333,15 +340,15 @@ double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
   return total;
 }
 
-/// The samples of `batch` the loss covers (all-equal groups may be skipped), their advantages and
-/// trained tokens; the advantages go to `out`. Throws on a sample whose log-probs or loss mask do
-/// not match its completion.
+/// The samples the loss covers, their advantages and their trained tokens.
 struct kept_samples {
   std::vector<const grpo_sample*> samples;
   std::vector<double> advantages;
   double tokens = 0;
 };
 
+/// The samples of `batch` the loss covers (all-equal groups may be skipped); the advantages go to
+/// `out`. Throws on a sample whose log-probs or loss mask do not match its completion.
 kept_samples keep_samples(const std::vector<grpo_group>& batch, const grpo_options& opt, grpo_step_stats& out) {
   std::vector<const grpo_sample*> all;
   std::vector<double> rewards;
@@ -555,9 +562,7 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
   const std::size_t share_end = kept.size() * (rank + 1) / ranks;
 
   stats_sum sums;
-  st.clear_grads();
-  st.clear_compute_grads();
-  if (st.sharded) st.sharded->clear_gradients();  // what a step that threw had summed
+  st.clear_step_grads();
   const auto mbs = static_cast<std::size_t>(st.opt.micro_batch_size);
   const bool parallel = group != nullptr && ranks > 1;
   // A rank whose share fails (out of memory, say) must still reach the agreement below, or the
@@ -604,9 +609,7 @@ grpo_step_stats grpo_stepper::step(const std::vector<grpo_group>& batch, const l
     auto s = sum_across(*group, st.params, reducer, st.opt.grad_bucket_bytes, /*sum_grads=*/!st.sharded, sums, out,
                         !failed_here.empty());
     if (!failed_here.empty() || !s) {
-      st.clear_grads();
-      st.clear_compute_grads();
-      if (st.sharded) st.sharded->clear_gradients();
+      st.clear_step_grads();
       throw std::runtime_error("grpo step: " + (failed_here.empty() ? s.message() : failed_here));
     }
   }

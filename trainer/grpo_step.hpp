@@ -139,12 +139,12 @@ class grpo_stepper {
   /// `parameters` (the fp32 master weights, or a bf16 model whose fp32 masters exist only as the
   /// ranks' shards: its gradients are then summed into the shard after every micro-batch), the same
   /// rank group step() is given, and lr, betas, eps, weight decay and max_grad_norm from `opt`.
-  /// step() then neither sums the gradients across
-  /// the ranks (no reducer) nor builds an AdamW of its own (its moments would be the whole model's
-  /// on every rank): after backward and the statistics' sum, sharded->step() reduce-scatters the
-  /// gradients, clips them by the global norm, steps AdamW on this rank's shard and all-gathers the
-  /// weights into `parameters` (then into the compute copies). save_state/load_state refuse:
-  /// each rank saves its shard through sharded(). Null: as the constructor above.
+  /// step() then neither sums the gradients across the ranks (no reducer) nor builds an AdamW of
+  /// its own (its moments would be the whole model's on every rank): after backward and the
+  /// statistics' sum, sharded->step() reduce-scatters the gradients, clips them by the global
+  /// norm, steps AdamW on this rank's shard and all-gathers the weights into `parameters` (then
+  /// into the compute copies). save_state/load_state refuse: each rank saves its shard through
+  /// sharded(). Null: as the constructor above.
   grpo_stepper(std::vector<at::Tensor> parameters, grpo_step_options opt, std::unique_ptr<sharded_adamw> sharded);
   ~grpo_stepper();
   grpo_stepper(grpo_stepper&&) noexcept;
