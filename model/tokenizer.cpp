@@ -408,7 +408,8 @@ status parse_bpe_model(const json& j, const std::string& source, tokenizer::impl
     if (e.is_string()) {  // "a b" (tokenizers < 0.20)
       const std::string s = e.get<std::string>();
       const auto sp = s.find(' ');
-      if (sp == std::string::npos) return field_error(source, "model.merges", "entry " + std::to_string(rank) + " '" + s + "' is not 'a b'");
+      if (sp == std::string::npos)
+        return field_error(source, "model.merges", "entry " + std::to_string(rank) + " '" + s + "' is not 'a b'");
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
     } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {  // ["a", "b"]
@@ -419,136 +420,130 @@ status parse_bpe_model(const json& j, const std::string& source, tokenizer::impl
     }
     auto ia = m.vocab.find(a), ib = m.vocab.find(b), iab = m.vocab.find(a + b);
     if (ia == m.vocab.end() || ib == m.vocab.end() || iab == m.vocab.end())
-      return field_error(source, "model.merges", "entry " + std::to_string(rank) + " ('" + a + "', '" + b + "') uses a token not in the vocabulary");
+      return field_error(source, "model.merges",
+                         "entry " + std::to_string(rank) + " ('" + a + "', '" + b +
+                             "') uses a token not in the vocabulary");
     m.merges.emplace(tokenizer::impl::pair_key(ia->second, ib->second), std::make_pair(rank, iab->second));
     ++rank;
   }
-
   return {};
 }
 
+/// added_tokens: each with its id, content and flags.
 status parse_added_tokens(const json& j, const std::string& source, tokenizer::impl& m) {
-  // added tokens
-  if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
-    if (!j["added_tokens"].is_array()) return field_error(source, "added_tokens", "not a list");
-    for (const auto& t : j["added_tokens"]) {
-      const std::string where = source + ": added_tokens";
-      if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
-          !t["content"].is_string())
-        return field_error(source, "added_tokens", "every entry needs an integer id and a string content");
-      added_token a;
-      a.id = t["id"].get<std::int64_t>();
-      a.content = t["content"].get<std::string>();
-      for (auto [key, dst] : {std::pair{"single_word", &a.single_word}, std::pair{"lstrip", &a.lstrip},
-                              std::pair{"rstrip", &a.rstrip}, std::pair{"normalized", &a.normalized},
-                              std::pair{"special", &a.special}}) {
-        auto v = get_bool(t, key, false, where);
-        if (!v) return v.err();
-        *dst = v.value();
-      }
-      m.added_by_id[a.id] = m.added.size();
-      m.max_id = std::max(m.max_id, a.id);
-      m.added.push_back(std::move(a));
+  if (!j.contains("added_tokens") || j["added_tokens"].is_null()) return {};
+  if (!j["added_tokens"].is_array()) return field_error(source, "added_tokens", "not a list");
+  for (const auto& t : j["added_tokens"]) {
+    const std::string where = source + ": added_tokens";
+    if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
+        !t["content"].is_string())
+      return field_error(source, "added_tokens", "every entry needs an integer id and a string content");
+    added_token a;
+    a.id = t["id"].get<std::int64_t>();
+    a.content = t["content"].get<std::string>();
+    for (auto [key, dst] : {std::pair{"single_word", &a.single_word}, std::pair{"lstrip", &a.lstrip},
+                            std::pair{"rstrip", &a.rstrip}, std::pair{"normalized", &a.normalized},
+                            std::pair{"special", &a.special}}) {
+      auto v = get_bool(t, key, false, where);
+      if (!v) return v.err();
+      *dst = v.value();
     }
+    m.added_by_id[a.id] = m.added.size();
+    m.max_id = std::max(m.max_id, a.id);
+    m.added.push_back(std::move(a));
   }
-
   return {};
 }
 
+/// normalizer: none or NFC (see the header on NFC).
 status parse_normalizer(const json& j, const std::string& source, tokenizer::impl& m) {
-  // normalizer: none or NFC (see the header on NFC)
-  if (j.contains("normalizer") && !j["normalizer"].is_null()) {
-    const json& n = j["normalizer"];
-    const std::vector<json> list = sequence_items(n, "normalizers");
-    for (const auto& e : list)
-      if (!e.is_object() || e.value("type", "") != "NFC")
-        return field_error(source, "normalizer", "only NFC is supported, got " + e.dump());
-    m.nfc = !list.empty();
-  }
-
+  if (!j.contains("normalizer") || j["normalizer"].is_null()) return {};
+  const json& n = j["normalizer"];
+  const std::vector<json> list = sequence_items(n, "normalizers");
+  for (const auto& e : list)
+    if (!e.is_object() || e.value("type", "") != "NFC")
+      return field_error(source, "normalizer", "only NFC is supported, got " + e.dump());
+  m.nfc = !list.empty();
   return {};
 }
 
 /// The pre-tokenizer steps: Split (Isolated or Removed) and ByteLevel, which must come last.
 status parse_pre_tokenizer(const json& j, const std::string& source, tokenizer::impl& m) {
-  if (j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null()) {
-    const json& p = j["pre_tokenizer"];
-    const std::vector<json> list = sequence_items(p, "pretokenizers");
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const json& e = list[i];
-      const std::string field = "pre_tokenizer[" + std::to_string(i) + "]";
-      const std::string type = e.is_object() ? e.value("type", "") : "";
-      pre_step step;
-      if (type == "Split") {
-        const std::string behavior = e.value("behavior", "");
-        if (behavior != "Isolated" && behavior != "Removed")
-          return field_error(source, field + ".behavior", "only Isolated and Removed are supported, got '" + behavior + "'");
-        auto inv = get_bool(e, "invert", false, source + ": " + field);
-        if (!inv) return inv.err();
-        if (inv.value()) return field_error(source, field + ".invert", "not supported");
-        if (!e.contains("pattern") || !e["pattern"].is_object())
-          return field_error(source, field + ".pattern", "missing");
-        const json& pat = e["pattern"];
-        const bool literal = pat.contains("String");
-        const json& text = literal ? pat["String"] : pat.contains("Regex") ? pat["Regex"] : json();
-        if (!text.is_string()) return field_error(source, field + ".pattern", "needs Regex or String");
-        auto re = regex::compile(text.get<std::string>(), literal, source + ": " + field + ".pattern");
+  // Checked even when left out: a tokenizer without ByteLevel is not one this reads.
+  const bool given = j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null();
+  const std::vector<json> list = given ? sequence_items(j["pre_tokenizer"], "pretokenizers") : std::vector<json>{};
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const json& e = list[i];
+    const std::string field = "pre_tokenizer[" + std::to_string(i) + "]";
+    const std::string type = e.is_object() ? e.value("type", "") : "";
+    pre_step step;
+    if (type == "Split") {
+      const std::string behavior = e.value("behavior", "");
+      if (behavior != "Isolated" && behavior != "Removed")
+        return field_error(source, field + ".behavior", "only Isolated and Removed are supported, got '" + behavior + "'");
+      auto inv = get_bool(e, "invert", false, source + ": " + field);
+      if (!inv) return inv.err();
+      if (inv.value()) return field_error(source, field + ".invert", "not supported");
+      if (!e.contains("pattern") || !e["pattern"].is_object())
+        return field_error(source, field + ".pattern", "missing");
+      const json& pat = e["pattern"];
+      const bool literal = pat.contains("String");
+      const json& text = literal ? pat["String"] : pat.contains("Regex") ? pat["Regex"] : json();
+      if (!text.is_string()) return field_error(source, field + ".pattern", "needs Regex or String");
+      auto re = regex::compile(text.get<std::string>(), literal, source + ": " + field + ".pattern");
+      if (!re) return re.err();
+      step.re = re.value();
+      step.removed = behavior == "Removed";
+    } else if (type == "ByteLevel") {
+      step.type = pre_step::kind::byte_level;
+      auto aps = get_bool(e, "add_prefix_space", false, source + ": " + field);
+      auto ur = get_bool(e, "use_regex", true, source + ": " + field);
+      if (!aps) return aps.err();
+      if (!ur) return ur.err();
+      step.add_prefix_space = aps.value();
+      step.use_regex = ur.value();
+      if (step.use_regex) {
+        auto re = regex::compile(kGpt2Pattern, false, source + ": " + field);
         if (!re) return re.err();
         step.re = re.value();
-        step.removed = behavior == "Removed";
-      } else if (type == "ByteLevel") {
-        step.type = pre_step::kind::byte_level;
-        auto aps = get_bool(e, "add_prefix_space", false, source + ": " + field);
-        auto ur = get_bool(e, "use_regex", true, source + ": " + field);
-        if (!aps) return aps.err();
-        if (!ur) return ur.err();
-        step.add_prefix_space = aps.value();
-        step.use_regex = ur.value();
-        if (step.use_regex) {
-          auto re = regex::compile(kGpt2Pattern, false, source + ": " + field);
-          if (!re) return re.err();
-          step.re = re.value();
-        }
-      } else {
-        return field_error(source, field + ".type", "'" + type + "' is not supported (Split, ByteLevel)");
       }
-      m.pre.push_back(std::move(step));
+    } else {
+      return field_error(source, field + ".type", "'" + type + "' is not supported (Split, ByteLevel)");
     }
+    m.pre.push_back(std::move(step));
   }
   if (m.pre.empty() || m.pre.back().type != pre_step::kind::byte_level)
     return field_error(source, "pre_tokenizer", "must end with ByteLevel (byte-level BPE)");
   return {};
 }
 
+/// post_processor: ByteLevel is a no-op on ids; TemplateProcessing's single template applies.
 status parse_post_processor(const json& j, const std::string& source, tokenizer::impl& m) {
-  // post-processor: ByteLevel is a no-op on ids; TemplateProcessing's single template applies.
-  if (j.contains("post_processor") && !j["post_processor"].is_null()) {
-    const json& p = j["post_processor"];
-    const std::vector<json> list = sequence_items(p, "processors");
-    for (const auto& e : list) {
-      const std::string type = e.is_object() ? e.value("type", "") : "";
-      if (type == "ByteLevel") continue;
-      if (type != "TemplateProcessing")
-        return field_error(source, "post_processor.type", "'" + type + "' is not supported (ByteLevel, TemplateProcessing)");
-      if (!e.contains("single") || !e["single"].is_array()) return field_error(source, "post_processor.single", "missing");
-      bool after = false;
-      for (const auto& piece : e["single"]) {
-        if (piece.contains("Sequence")) {
-          after = true;
-          continue;
-        }
-        if (!piece.contains("SpecialToken") || !piece["SpecialToken"].contains("id"))
-          return field_error(source, "post_processor.single", "entries must be Sequence or SpecialToken");
-        const std::string name = piece["SpecialToken"]["id"].get<std::string>();
-        if (!e.contains("special_tokens") || !e["special_tokens"].contains(name) ||
-            !e["special_tokens"][name].contains("ids"))
-          return field_error(source, "post_processor.special_tokens", "'" + name + "' has no ids");
-        for (const auto& id : e["special_tokens"][name]["ids"])
-          (after ? m.template_suffix : m.template_prefix).push_back(id.get<std::int64_t>());
+  if (!j.contains("post_processor") || j["post_processor"].is_null()) return {};
+  const json& p = j["post_processor"];
+  const std::vector<json> list = sequence_items(p, "processors");
+  for (const auto& e : list) {
+    const std::string type = e.is_object() ? e.value("type", "") : "";
+    if (type == "ByteLevel") continue;
+    if (type != "TemplateProcessing")
+      return field_error(source, "post_processor.type", "'" + type + "' is not supported (ByteLevel, TemplateProcessing)");
+    if (!e.contains("single") || !e["single"].is_array()) return field_error(source, "post_processor.single", "missing");
+    bool after = false;
+    for (const auto& piece : e["single"]) {
+      if (piece.contains("Sequence")) {
+        after = true;
+        continue;
       }
+      if (!piece.contains("SpecialToken") || !piece["SpecialToken"].contains("id"))
+        return field_error(source, "post_processor.single", "entries must be Sequence or SpecialToken");
+      const std::string name = piece["SpecialToken"]["id"].get<std::string>();
+      if (!e.contains("special_tokens") || !e["special_tokens"].contains(name) ||
+          !e["special_tokens"][name].contains("ids"))
+        return field_error(source, "post_processor.special_tokens", "'" + name + "' has no ids");
+      for (const auto& id : e["special_tokens"][name]["ids"])
+        (after ? m.template_suffix : m.template_prefix).push_back(id.get<std::int64_t>());
     }
   }
-
   return {};
 }
 

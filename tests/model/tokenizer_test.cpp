@@ -106,6 +106,10 @@ TEST_CASE("tokenizer: unsupported or malformed files are errors naming the field
   REQUIRE_FALSE(no_byte_level.ok());
   CHECK(contains(no_byte_level.message(), "tok.json: pre_tokenizer: must end with ByteLevel"));
 
+  auto no_pre_tokenizer = edit([](json& j) { j.erase("pre_tokenizer"); });
+  REQUIRE_FALSE(no_pre_tokenizer.ok());
+  CHECK(contains(no_pre_tokenizer.message(), "tok.json: pre_tokenizer: must end with ByteLevel"));
+
   auto added = edit([](json& j) { j["added_tokens"][0].erase("id"); });
   REQUIRE_FALSE(added.ok());
   CHECK(contains(added.message(), "tok.json: added_tokens: every entry needs an integer id"));
