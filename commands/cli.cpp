@@ -72,13 +72,8 @@ struct command {
   std::function<int()> run;
 };
 
-template <typename Options>
-std::shared_ptr<Options> options() {
-  return std::make_shared<Options>();
-}
-
 command add_run(CLI::App& app) {
-  auto run = options<kforge::pipeline::run_command_options>();
+  auto run = std::make_shared<kforge::pipeline::run_command_options>();
   auto no_progress = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("run", "Start a run: the topology of a pipeline manifest");
   cmd->add_option("--manifest,-m", run->manifest, "Pipeline manifest (TOML); default: embedded")
@@ -107,8 +102,8 @@ command add_run(CLI::App& app) {
 }
 
 command add_worker(CLI::App& app) {
-  auto worker = options<kforge::pipeline::worker_command_options>();
-  auto sandbox_worker = options<kforge::pipeline::sandbox_worker_options>();
+  auto worker = std::make_shared<kforge::pipeline::worker_command_options>();
+  auto sandbox_worker = std::make_shared<kforge::pipeline::sandbox_worker_options>();
   auto role = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("worker",
                                  "Run one process of a manifest's topology (the head starts local ones itself)");
@@ -143,7 +138,7 @@ command add_worker(CLI::App& app) {
 }
 
 command add_inspect(CLI::App& app) {
-  auto o = options<kforge::pipeline::inspect_options>();
+  auto o = std::make_shared<kforge::pipeline::inspect_options>();
   auto* cmd = app.add_subcommand("inspect", "Print a recording as JSON lines");
   cmd->add_option("file", o->file, "Recording (.kfrec)")->required();
   cmd->add_option("--payload", o->payload, "Only envelopes of this payload type");
@@ -153,7 +148,7 @@ command add_inspect(CLI::App& app) {
 }
 
 command add_replay(CLI::App& app) {
-  auto o = options<kforge::pipeline::replay_options>();
+  auto o = std::make_shared<kforge::pipeline::replay_options>();
   auto* cmd = app.add_subcommand("replay",
                                  "Feed a stage its recorded inputs and diff its outputs against the recorded ones");
   cmd->add_option("file", o->file, "The stage's input recording")->required();
@@ -166,7 +161,7 @@ command add_replay(CLI::App& app) {
 }
 
 command add_report(CLI::App& app) {
-  auto o = options<kforge::pipeline::report_options>();
+  auto o = std::make_shared<kforge::pipeline::report_options>();
   auto* cmd = app.add_subcommand("report",
                                  "Write one self-contained HTML page about a run: charts, tables, best kernels");
   cmd->add_option("run_dir", o->run_dir, "Run directory")->required();
@@ -208,7 +203,7 @@ int manifest_command(const manifest_options& o) {
 }
 
 command add_manifest(CLI::App& app) {
-  auto o = options<manifest_options>();
+  auto o = std::make_shared<manifest_options>();
   auto* cmd = app.add_subcommand("manifest", "Validate a pipeline manifest and print its summary");
   cmd->add_option("file", o->file, "Manifest (default: the embedded one)");
   cmd->add_flag("--print-default", o->print_default, "Print the embedded default manifest");
@@ -220,7 +215,7 @@ command add_manifest(CLI::App& app) {
 }
 
 command add_memory_plan(CLI::App& app) {
-  auto o = options<kforge::pipeline::memory_table_options>();
+  auto o = std::make_shared<kforge::pipeline::memory_table_options>();
   auto* cmd = app.add_subcommand(
       "memory-plan", "Print the memory plan's estimates (as `kforge run --check` makes them) for models "
                      "and ways of training them, as a Markdown table; only config.json is read");
@@ -235,10 +230,10 @@ command add_memory_plan(CLI::App& app) {
 
 /// eval, compare, the sandbox's children and tasks: registered by their own folders.
 void add_sandbox_and_tasks(CLI::App& app, std::vector<command>& commands) {
-  auto eval = options<kforge::sandbox::eval_options>();
+  auto eval = std::make_shared<kforge::sandbox::eval_options>();
   commands.push_back({kforge::sandbox::add_eval_subcommand(app, *eval),
                       [eval] { return kforge::sandbox::eval_command(*eval, std::cout, std::cerr); }});
-  auto compare = options<kforge::sandbox::compare_options>();
+  auto compare = std::make_shared<kforge::sandbox::compare_options>();
   commands.push_back({kforge::sandbox::add_compare_subcommand(app, *compare),
                       [compare] { return kforge::sandbox::compare_command(*compare, std::cout, std::cerr); }});
   const auto [child_cmd, ref_cmd] = kforge::sandbox::add_sandbox_children(app);
@@ -250,7 +245,7 @@ void add_sandbox_and_tasks(CLI::App& app, std::vector<command>& commands) {
                         return fd3_is_socket() ? kforge::sandbox::reference_server_main()
                                                : started_by_kforge("sandbox-ref", "the sandbox");
                       }});
-  auto tasks = options<kforge::tasks::tasks_options>();
+  auto tasks = std::make_shared<kforge::tasks::tasks_options>();
   auto* tasks_cmd = kforge::tasks::add_tasks_subcommand(app, *tasks);
   commands.push_back({tasks_cmd, [tasks, tasks_cmd] {
                         if (tasks_cmd->got_subcommand("check-server") && !fd3_is_socket())
@@ -283,25 +278,26 @@ command add_trainer_rank(CLI::App& app) {
 #endif
 
 /// Commands built only where their libraries are (LibTorch, the corpus writer).
-void add_optional(CLI::App& app, std::vector<command>& commands, int argc, char** argv) {
+void add_optional(CLI::App& app, std::vector<command>& commands, [[maybe_unused]] int argc,
+                  [[maybe_unused]] char** argv) {
 #ifdef KFORGE_HAVE_SAMPLE
-  auto sample = options<kforge::pipeline::sample_options>();
+  auto sample = std::make_shared<kforge::pipeline::sample_options>();
   commands.push_back({kforge::pipeline::add_sample_subcommand(app, *sample),
                       [sample] { return kforge::pipeline::sample_command(*sample, std::cout, std::cerr); }});
-  auto optimize = options<kforge::pipeline::optimize_options>();
+  auto optimize = std::make_shared<kforge::pipeline::optimize_options>();
   commands.push_back({kforge::pipeline::add_optimize_subcommand(app, *optimize),
                       [optimize] { return kforge::pipeline::optimize_command(*optimize, std::cout, std::cerr); }});
-  auto serve = options<kforge::pipeline::serve_options>();
+  auto serve = std::make_shared<kforge::pipeline::serve_options>();
   commands.push_back({kforge::pipeline::add_serve_subcommand(app, *serve),
                       [serve] { return kforge::pipeline::serve_command(*serve, std::cout, std::cerr); }});
 #endif
 #ifdef KFORGE_HAVE_CORPUS
-  auto corpus = options<kforge::corpus::corpus_options>();
+  auto corpus = std::make_shared<kforge::corpus::corpus_options>();
   commands.push_back({kforge::corpus::add_corpus_subcommand(app, *corpus),
                       [corpus] { return kforge::corpus::corpus_command(*corpus, std::cout, std::cerr); }});
 #endif
 #if defined(KFORGE_HAVE_PRETRAIN)
-  auto pretrain = options<kforge::trainer::pretrain_options>();
+  auto pretrain = std::make_shared<kforge::trainer::pretrain_options>();
   commands.push_back({kforge::trainer::add_pretrain_subcommand(app, *pretrain), [pretrain, argc, argv] {
                         pretrain->command = kforge::trainer::pretrain_command_line(argc, argv);
                         return kforge::trainer::pretrain_command(*pretrain, std::cout, std::cerr);
@@ -311,20 +307,18 @@ void add_optional(CLI::App& app, std::vector<command>& commands, int argc, char*
   commands.push_back(add_trainer_rank(app));
 #endif
 #ifdef KFORGE_HAVE_TOKENIZER
-  auto tokenizer = options<kforge::model::tokenizer_train_options>();
+  auto tokenizer = std::make_shared<kforge::model::tokenizer_train_options>();
   commands.push_back({kforge::model::add_tokenizer_subcommand(app, *tokenizer), [tokenizer] {
                         return kforge::model::run_tokenizer_subcommand(*tokenizer, std::cout, std::cerr);
                       }});
 #endif
 #ifdef KFORGE_MODEL_WITH_TORCH
-  auto model_tools = options<kforge::model::model_subcommand_options>();
+  auto model_tools = std::make_shared<kforge::model::model_subcommand_options>();
   auto* model_cmd = kforge::model::add_model_subcommand(app, *model_tools);
   commands.push_back({model_cmd, [model_tools, model_cmd] {
                         return kforge::model::run_model_subcommand(*model_cmd, *model_tools, std::cout, std::cerr);
                       }});
 #endif
-  (void)argc;
-  (void)argv;
 }
 
 }  // namespace
