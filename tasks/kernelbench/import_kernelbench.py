@@ -268,23 +268,32 @@ def stand_in_init(t):
     return {"dist": "randint", "low": 0, "high": 2}
 
 
-def describe(mod, path, scale):
+def describe(mod, path, scale, numbers=""):
     doc = (mod.Model.__doc__ or "").strip().splitlines()
     first = doc[0].strip() if doc else "KernelBench problem %s." % os.path.basename(path)
+    if numbers:
+        first += " (%s, fixed by the problem)" % numbers
     if scale > 1:
         first += " (sizes divided by %d for a quick check)" % scale
     return first[:300]
+
+
+def fixed_names(mod, fixed):
+    """`s = 3.14` for the fixed numbers, named as the forward's parameters."""
+    try:
+        names = list(inspect.signature(mod.Model.forward).parameters)[1:]
+    except (TypeError, ValueError):
+        names = []
+    return ", ".join("%s = %r" % (names[i] if i < len(names) else "x%d" % i, v) for i, v in sorted(fixed.items()))
 
 
 def lower(model, example):
     """The forward traced on `example`'s device, with the module's parameters and buffers lifted out
     of the graph into arguments after the inputs: (code, tensor constants, the lifted names in
     argument order, the forward's result)."""
-    state = dict(model.named_parameters())
-    state.update(dict(model.named_buffers()))
     device = example[0].device if example else torch.device("cpu")
     model.to(device)
-    by_id = {id(v): k for k, v in list(model.named_parameters()) + list(model.named_buffers())}
+    by_id = {id(v): k for k, v in named_state(model).items()}
     with torch.no_grad():
         try:
             traced = torch.jit.trace(model, tuple(example), check_trace=False)
@@ -359,18 +368,66 @@ def full_shapes(example, out1, out2, why):
     return full if isinstance(out1, (tuple, list)) else full[0]
 
 
-def convert(path, scale, cpu_budget):
-    mod = load_module(path, scale)
+class with_numbers(torch.nn.Module):
+    """The problem's module with the numbers get_inputs gives (always the same) bound in place: its
+    forward takes the tensor inputs alone, so the trace holds the numbers as constants."""
+
+    def __init__(self, model, fixed, count):
+        super().__init__()
+        self.model, self.fixed, self.count = model, fixed, count
+
+    def forward(self, *tensors):
+        given = iter(tensors)
+        return self.model(*[self.fixed[i] if i in self.fixed else next(given) for i in range(self.count)])
+
+
+def fixed_numbers(mod, example):
+    """{position: value} of the Python numbers among get_inputs()'s results (KernelBench's
+    `s = 3.14` of a matrix-scalar product). A number must be the same each time get_inputs runs: a
+    drawn one (random.random()) would need an input the kernel ABI cannot pass."""
+    fixed = {i: v for i, v in enumerate(example) if isinstance(v, (bool, int, float))}
+    if not fixed:
+        return fixed
+    with recorded_inputs():
+        again = list(mod.get_inputs())
+    for i, v in fixed.items():
+        if len(again) != len(example) or type(again[i]) is not type(v) or again[i] != v:
+            raise unsupported("get_inputs returns a %s that changes between calls (only tensors can be drawn)"
+                              % type(v).__name__)
+    return fixed
+
+
+def named_state(model):
+    """The module's parameters and buffers by name, named as in the problem's own module."""
+    inner = model.model if isinstance(model, with_numbers) else model
+    state = dict(inner.named_parameters())
+    state.update(dict(inner.named_buffers()))
+    return state
+
+
+def build_model(mod, fixed, count):
     torch.manual_seed(0)
     model = mod.Model(*mod.get_init_inputs())
     if not isinstance(model, torch.nn.Module):
         raise unsupported("Model(...) is not an nn.Module")
-    model.eval()
+    return (with_numbers(model, fixed, count) if fixed else model).eval()
+
+
+def convert(path, scale, cpu_budget):
+    mod = load_module(path, scale)
     with recorded_inputs() as rec:
         example = list(mod.get_inputs())
+    fixed = fixed_numbers(mod, example)
+    model = build_model(mod, fixed, len(example))
+    try:
+        arg_names = list(inspect.signature(model.model.forward if fixed else model.forward).parameters)
+        arg_names = [n for i, n in enumerate(arg_names[: len(example)]) if i not in fixed]
+    except (TypeError, ValueError):
+        arg_names = []
+    example = [t for i, t in enumerate(example) if i not in fixed]
     for t in example:
         if not isinstance(t, torch.Tensor):
-            raise unsupported("get_inputs returns a %s, not only tensors" % type(t).__name__)
+            raise unsupported("get_inputs returns a %s, not only tensors and numbers" % type(t).__name__)
         if t.dtype not in DTYPES:
             raise unsupported("an input of dtype %s" % t.dtype)
         if t.device.type != "meta":
@@ -381,13 +438,8 @@ def convert(path, scale, cpu_budget):
     if any(id(t) not in rec.specs for t in example):
         draws, prepare = derivation(mod, rec)
     init_of = lambda t: rec.specs[id(t)] if id(t) in rec.specs and not prepare else stand_in_init(t)
-    state = dict(model.named_parameters())
-    state.update(dict(model.named_buffers()))
+    state = named_state(model)
     taken = set()
-    try:
-        arg_names = list(inspect.signature(model.forward).parameters)[: len(example)]
-    except (TypeError, ValueError):
-        arg_names = []
     arg_names += ["x%d" % i for i in range(len(arg_names), len(example))]
     inputs = []
     for name, t in zip(arg_names, example):
@@ -413,10 +465,8 @@ def convert(path, scale, cpu_budget):
         if need > cpu_budget:
             raise unsupported("its ops trace only with real tensors, and those need %.1f GiB (--cpu-budget %.1f)"
                               % (need / 2**30, cpu_budget / 2**30))
-        torch.manual_seed(0)
-        model = mod.Model(*mod.get_init_inputs()).eval()
-        state = dict(model.named_parameters())
-        state.update(dict(model.named_buffers()))
+        model = build_model(mod, fixed, len(example) + len(fixed))
+        state = named_state(model)
         code, consts, order, out1 = lower(model, small)
         if any(t.dim() > 0 and t.shape[0] >= 2 for t in example):
             code2, consts2, _, out2 = lower(model, [materialize(t, init_of(t), first_dim=2) for t in example])
@@ -473,7 +523,8 @@ def convert(path, scale, cpu_budget):
         raise unsupported("an output of a dtype the task format has no name for")
     level = level_of(path)
     rel = os.path.join("level%d" % level, os.path.basename(path)) if level else os.path.basename(path)
-    task = {"id": task_id(path), "category": category_of(path, level), "description": describe(mod, path, scale)}
+    task = {"id": task_id(path), "category": category_of(path, level),
+            "description": describe(mod, path, scale, fixed_names(mod, fixed))}
     if prepare:
         task.update({"draws": draws, "prepare": prepare})
     task.update({"inputs": inputs, "outputs": outputs, "reference": reference,

@@ -1,7 +1,8 @@
 // `kforge tasks import-kernelbench` on KernelBench's own problem files (../shared/kernelbench, test
-// data beside the repository): a sample of four, sizes divided by 16 so their references run on a
+// data beside the repository): a sample of five, sizes divided by 16 so their references run on a
 // CPU, imported and validated (compiled and run in LibTorch, with the degenerate-task checks), one
-// of them with inputs derived from drawn tensors (symmetric matrices), drawn here to see they are;
+// of them with inputs derived from drawn tensors (symmetric matrices), drawn here to see they are,
+// one with a fixed number among its inputs;
 // and bad problem files refused with their reasons. Skipped, saying why, where the problem files or a
 // Python with torch are missing.
 
@@ -66,12 +67,13 @@ TEST_CASE("KernelBench problems import as kforge tasks whose references run") {
   const auto r = run_kforge({"tasks", "import-kernelbench", (problems / "level1/19_ReLU.py").string(),
                          (problems / "level1/63_conv_standard_2D__square_input__square_kernel.py").string(),
                          (problems / "level2/12_Gemm_Multiply_LeakyReLU.py").string(),
-                         (problems / "level1/13_Matmul_for_symmetric_matrices.py").string(), "--out", out, "--scale", "16",
+                         (problems / "level1/13_Matmul_for_symmetric_matrices.py").string(),
+                         (problems / "level1/5_Matrix_scalar_multiplication.py").string(), "--out", out, "--scale", "16",
                          "--jobs", "2"});
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const auto tasks = lines_of(out);
-  REQUIRE(tasks.size() == 4);
+  REQUIRE(tasks.size() == 5);
   CHECK(tasks[0].at("id") == "kb/l1/19_ReLU");
   CHECK(tasks[0].at("inputs")[0].at("init").at("dist") == "uniform");  // torch.rand
   // The module's parameters became inputs after the problem's own, with the module's init kind.
@@ -103,6 +105,13 @@ TEST_CASE("KernelBench problems import as kforge tasks whose references run") {
       CHECK(at::equal(m, m.t()));
     }
   }
+  // get_inputs gives the number s = 3.14 besides the matrix, the same on every call: the task takes
+  // the matrix alone, and the number is a constant of the reference, said in the description.
+  const auto& scalar = tasks[4];
+  REQUIRE(scalar.at("inputs").size() == 1);
+  CHECK(scalar.at("inputs")[0].at("name") == "A");
+  CHECK(scalar.at("reference").get<std::string>().find("torch.mul(A, 3.14)") != std::string::npos);
+  CHECK(scalar.at("description").get<std::string>().find("s = 3.14, fixed by the problem") != std::string::npos);
   // Converted in two worker processes, in the files' order, and as one process converts them.
   const auto serial = (dir / "serial.jsonl").string();
   REQUIRE(run_kforge({"tasks", "import-kernelbench", (problems / "level1/19_ReLU.py").string(), "--out", serial,
@@ -114,7 +123,7 @@ TEST_CASE("KernelBench problems import as kforge tasks whose references run") {
   const auto v = run_kforge({"tasks", "validate", out, "--time-limit-s", "300"});
   INFO(v.output);
   CHECK(v.exit_code == 0);
-  CHECK(v.output.find("4 ok, 0 failed") != std::string::npos);
+  CHECK(v.output.find("5 ok, 0 failed") != std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -131,18 +140,23 @@ TEST_CASE("problem files that cannot be imported are listed with the reason") {
   std::ofstream(dir / "level1/3_returns_int.py")
       << "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x, 3\n"
          "def get_inputs():\n    return [torch.randn(4, 4)]\ndef get_init_inputs():\n    return []\n";
+  std::ofstream(dir / "level1/4_drawn_number.py")
+      << "import random, torch\nclass Model(torch.nn.Module):\n    def forward(self, x, s: float):\n"
+         "        return x * s\ndef get_inputs():\n    return [torch.randn(4, 4), random.random()]\n"
+         "def get_init_inputs():\n    return []\n";
   const auto failures = dir / "failures.jsonl";
   const auto r = run_kforge({"tasks", "import-kernelbench", (dir / "level1").string(), "--out", (dir / "kb.jsonl").string(),
                          "--failures", failures.string(), "--jobs", "2"});
   INFO(r.output);
   CHECK(r.exit_code == 0);
-  CHECK(r.output.find("imported 0 of 4") != std::string::npos);
+  CHECK(r.output.find("imported 0 of 5") != std::string::npos);
   const auto listed = lines_of(failures);
-  REQUIRE(listed.size() == 4);
+  REQUIRE(listed.size() == 5);
   // A problem that kills its worker process fails alone; the problems after it are still converted.
   CHECK(listed[0].at("reason").get<std::string>().find("worker process died") != std::string::npos);
   CHECK(listed[1].at("reason").get<std::string>().find("SyntaxError") != std::string::npos);
   CHECK(listed[2].at("reason").get<std::string>().find("no get_inputs") != std::string::npos);
   CHECK(listed[3].at("reason").get<std::string>().find("tracing the forward failed") != std::string::npos);
+  CHECK(listed[4].at("reason").get<std::string>().find("float that changes between calls") != std::string::npos);
   fs::remove_all(dir);
 }
