@@ -192,11 +192,17 @@ struct drill_counts {
   repair_drill_tally repaired;
 };
 
-/// The drills the options ask for, appended to `sft`. Exit status 1 when the repair drills'
-/// sandbox cannot run, 2 for bad speed-drill input.
-result<drill_counts> write_drills(const corpus_options& opt, const kernel_pass& pass, const tasks::prompt_template& tmpl,
-                                  const gpu_facts& hw, const tasks::synth::exclusion_list& exclude,
-                                  const fs::path& dir, std::ostream& sft, int& exit_code) {
+/// The two-turn drills, made before anything is appended: the repair drills run the sandbox.
+struct two_turn_drills {
+  std::vector<repair_drill> repairs;
+  std::vector<speed_drill> speeds;
+  repair_drill_tally repaired;
+};
+
+/// The drills the options ask for, appended to `sft`; the two-turn ones already made.
+drill_counts write_drills(const corpus_options& opt, const kernel_pass& pass, const tasks::prompt_template& tmpl,
+                          const gpu_facts& hw, const tasks::synth::exclusion_list& exclude,
+                          const two_turn_drills& two_turn, std::ostream& sft) {
   drill_counts n;
   const auto copies = copy_drills(pass.written, tmpl, hw, opt.copy_drills, opt.drill_seed);
   n.copy = copies.size();
@@ -209,26 +215,16 @@ result<drill_counts> write_drills(const corpus_options& opt, const kernel_pass& 
     sft << json{{"task_id", d.task_id}, {"variant", "lowering_drill"}, {"prompt", d.prompt},
                 {"completion", d.completion}, {"prefix_only", true}}.dump()
         << "\n";
-  auto repairs = repair_drills(pass.repairable, opt.repair_drills, opt.drill_seed + 2,
-                               (dir / "repair-cache").string(), &n.repaired);
-  if (!repairs) {
-    exit_code = 1;
-    return repairs.err();
-  }
-  auto speeds = speed_drills(pass.timed, speed_drill_gain, hw);
-  if (!speeds) {
-    exit_code = 2;
-    return speeds.err();
-  }
-  n.speed = speeds->size();
-  for (const auto& d : *speeds)
+  n.repaired = two_turn.repaired;
+  n.speed = two_turn.speeds.size();
+  for (const auto& d : two_turn.speeds)
     sft << two_turn_record({{"task_id", d.task_id}, {"variant", d.fast_variant}, {"drill", "speed"},
                             {"from_variant", d.slow_variant}, {"speedups", {d.slow_speedup, d.fast_speedup}},
                             {"prompt", d.prompt}},
                            d.slow_completion, d.observation, d.fast_completion)
                .dump()
         << "\n";
-  for (const auto& d : *repairs)
+  for (const auto& d : two_turn.repairs)
     sft << two_turn_record({{"task_id", d.task_id}, {"variant", d.variant}, {"drill", "repair"}, {"edit", d.edit},
                             {"prompt", d.prompt}},
                            d.broken_completion, d.observation, d.completion)
@@ -323,17 +319,26 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
     err << "kforge corpus build: " << st.message() << "\n";
     return 2;
   }
-  int code = 0;
-  auto drills = write_drills(opt, pass, in->tmpl, in->hw, in->exclude, dir, sft, code);
-  if (!drills) {
-    err << "kforge corpus build: " << drills.message() << "\n";
-    return code;
+  two_turn_drills two_turn;
+  auto repairs = repair_drills(pass.repairable, opt.repair_drills, opt.drill_seed + 2,
+                               (dir / "repair-cache").string(), &two_turn.repaired);
+  if (!repairs) {
+    err << "kforge corpus build: " << repairs.message() << "\n";
+    return 1;  // the sandbox could not run
   }
+  auto speeds = speed_drills(pass.timed, speed_drill_gain, in->hw);
+  if (!speeds) {
+    err << "kforge corpus build: " << speeds.message() << "\n";
+    return 2;
+  }
+  two_turn.repairs = std::move(*repairs);
+  two_turn.speeds = std::move(*speeds);
+  const auto drills = write_drills(opt, pass, in->tmpl, in->hw, in->exclude, two_turn, sft);
   if (!sft) {
     err << "kforge corpus build: cannot write " << (dir / "sft.jsonl").string() << "\n";
     return 2;
   }
-  print_summary(opt, pass, *drills, out);
+  print_summary(opt, pass, drills, out);
   return 0;
 }
 
