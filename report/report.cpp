@@ -15,6 +15,7 @@
 #include "stages/reward.hpp"
 #include "stages/stage_factory.hpp"
 #include "report/svg_chart.hpp"
+#include "sandbox/eval_command.hpp"
 
 namespace kforge::pipeline {
 
@@ -457,6 +458,47 @@ std::string tables_section(const std::vector<totals>& reward) {
   return o.str();
 }
 
+/// One row of the per-level table: summarize_verdicts' per-task figures for one group.
+void field_row(std::ostream& o, const std::string& group, const json& t) {
+  const auto& best = t.at("fast_p_best_of_samples");
+  o << "<tr><td>" << esc(group) << "</td><td class=\"n\">" << t.at("tasks").get<std::size_t>()
+    << "</td><td class=\"n\">" << percent(t.at("correct_best_of_samples").get<double>(), 1)
+    << "</td><td class=\"n\">" << percent(t.at("correct_mean_over_samples").get<double>(), 1) << "</td>";
+  for (const char* p : {"fast_1", "fast_1.5", "fast_2"})
+    o << "<td class=\"n\">" << percent(best.at(p).get<double>(), 1) << "</td>";
+  const bool any = t.value("correct_kernels", 0) > 0;
+  for (const char* k : {"geomean_speedup", "median_speedup"})
+    o << "<td class=\"n\">" << (any ? format_number(t.value(k, 0.0), 3) + "x" : std::string("-")) << "</td>";
+  o << "</tr>\n";
+}
+
+/// Every recorded verdict, counted per task as KernelBench and CUDA Agent count (kforge eval's
+/// summary), over the whole run and per level and category.
+std::string field_section(const run_data& d) {
+  std::ostringstream o;
+  o << "<h2>Per level and category (every recorded verdict, counted per task)</h2>\n";
+  if (!d.verdicts || d.verdicts->lines.empty()) {
+    o << not_available(d.verdicts ? "the verdict recordings hold no verdict"
+                                  : "no verdict recordings (add \"verdicts\" to [record] links)");
+    return o.str();
+  }
+  const auto s = sandbox::summarize_verdicts(d.verdicts->lines);
+  o << "<p>" << d.verdicts->lines.size() << " verdicts from " << d.verdicts->files.size()
+    << " recording(s). A task is correct when one of its samples was, and fast_p when its best "
+       "correct kernel beat the reference by more than p; the mean over samples counts each "
+       "sample. Speedups are over the reference the sandbox timed (eager).</p>\n"
+       "<table><tr><th>tasks</th><th>count</th><th>correct (best of samples)</th>"
+       "<th>correct (mean over samples)</th><th>fast_1</th><th>fast_1.5</th><th>fast_2</th>"
+       "<th>geomean speedup</th><th>median</th></tr>\n";
+  field_row(o, "all", s.at("per_task"));
+  for (const char* group : {"by_level", "by_category"})
+    for (const auto& [name, t] : s.at(group).items()) field_row(o, name, t);
+  o << "</table>\n";
+  for (const auto& torn : d.verdicts->torn)
+    o << "<p class=\"note\">Counted up to a torn record: " << esc(torn) << "</p>\n";
+  return o.str();
+}
+
 std::string best_section(const run_data& d, const std::string& out_dir) {
   std::ostringstream o;
   o << "<h2>Best kernel per task</h2>\n";
@@ -539,6 +581,7 @@ result<std::string> render_report(const std::string& run_dir, const std::string&
   o << training_section(d);
   o << flow_section(d);
   o << tables_section(reward);
+  o << field_section(d);
   o << best_section(d, out_dir);
   o << stages_section(d);
   o << "<h2>Manifest</h2>\n";

@@ -1,7 +1,8 @@
 #pragma once
 // `kforge report RUN_DIR [--out FILE]`: one self-contained HTML page about a run — header and
 // balance checks (summary.json), charts over time and training step drawn as inline SVG
-// (metrics.jsonl, train.jsonl), verdict and speedup tables (the reward's counters) and the best
+// (metrics.jsonl, train.jsonl), verdict and speedup tables (the reward's counters), the recorded
+// verdicts per level and category as kforge eval counts them (verdict_tally.hpp) and the best
 // kernel per task (best/). No scripts, no network: it opens anywhere, and can be mailed.
 // `kforge run` writes RUN_DIR/report.html itself when a run ends.
 

@@ -210,6 +210,9 @@ result<run_data> load_run(const std::string& dir_name) {
   if (const auto train = dir / "train.jsonl"; fs::exists(train, ec))
     if (auto s = read_train(train, d); !s) return s.err();
   if (auto s = read_best(dir / "best", d); !s) return s.err();
+  auto verdicts = read_verdict_tally(dir_name);
+  if (!verdicts) return verdicts.err();
+  d.verdicts = std::move(*verdicts);
   return d;
 }
 

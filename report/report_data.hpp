@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "report/verdict_tally.hpp"
 
 namespace kforge::pipeline {
 
@@ -46,6 +47,7 @@ struct run_data {
   /// restarted after them, and only the last run's lines are in `train`.
   std::size_t train_earlier = 0;
   std::vector<best_kernel_row> best;  ///< sorted by task id
+  std::optional<verdict_tally> verdicts;  ///< absent: no verdict recordings (recording off)
 };
 
 /// Reads run directory `dir`. An error when it is not a directory or a file in it is malformed.

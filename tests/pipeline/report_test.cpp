@@ -12,6 +12,7 @@
 
 #include "report/report.hpp"
 #include "report/svg_chart.hpp"
+#include "messages/recording.hpp"
 
 namespace fs = std::filesystem;
 using namespace kforge;
@@ -127,7 +128,10 @@ TEST_CASE("the report draws the run's charts and tables, every text escaped") {
   CHECK(has(html, "l1/relu&lt;x&gt;"));
   CHECK(has(html, "4.25x"));
   CHECK(has(html, "href=\"best/l1__relu.cu\""));
-  CHECK_FALSE(has(html, "not available"));
+  // Every section has its data but the per-level table, which reads the verdict recordings.
+  const auto first = html.find("not available");
+  CHECK(first == html.find("not available: no verdict recordings"));
+  CHECK(html.find("not available", first + 1) == std::string::npos);
 }
 
 TEST_CASE("a malformed line is an error naming its file and line") {
@@ -234,4 +238,66 @@ TEST_CASE("a stand-in run's report says at the top that its kernels and speedups
   html = render(d);
   CHECK(has(html, "the kernels and speedups in this report are synthetic"));
   CHECK_FALSE(has(html, "Stand-in stages"));
+}
+
+namespace {
+
+/// A packed verdict of `task` (its category given) with the kernel `speedup` times faster than the
+/// reference when ok.
+messages::envelope field_verdict(const std::string& task, const std::string& category, wire::VerdictStatus st,
+                                 double speedup) {
+  wire::VerdictT v;
+  v.candidate = std::make_unique<wire::CandidateT>();
+  v.candidate->task = std::make_unique<wire::TaskT>();
+  v.candidate->task->id = task;
+  v.candidate->task->category = category;
+  v.status = st;
+  if (st == wire::VerdictStatus::ok) {
+    v.candidate_timing = std::make_unique<wire::TimingT>();
+    v.candidate_timing->median_ms = 1.0;
+    v.baseline_timing = std::make_unique<wire::TimingT>();
+    v.baseline_timing->median_ms = speedup;
+  }
+  return messages::pack(messages::header{}, v);
+}
+
+}  // namespace
+
+TEST_CASE("the recorded verdicts are counted per task, per level and per category, as kforge eval counts") {
+  run_dir d("field");
+  craft(d, true);
+  CHECK(has(render(d), "no verdict recordings"));
+  fs::create_directories(d.path / "recordings");
+  fs::create_directories(d.path / "recordings-1");  // a resumed run's earlier leg
+  using st = wire::VerdictStatus;
+  {
+    // l1/relu: 2 samples, one 2x; l1/softmax: never correct; kb/l2/7_Gemm: 1.5x and 0.5x.
+    auto w = messages::recording_writer::create((d.path / "recordings" / "verdicts@head.kfrec").string(), "verdicts");
+    REQUIRE(w.ok());
+    for (const auto& e : {field_verdict("l1/relu", "elementwise", st::ok, 2.0),
+                          field_verdict("l1/relu", "elementwise", st::compile_error, 0),
+                          field_verdict("l1/softmax", "reduction", st::wrong_answer, 0),
+                          field_verdict("kb/l2/7_Gemm", "fused", st::ok, 1.5)})
+      REQUIRE(w->write(e, 1).ok());
+    REQUIRE(w->close().ok());
+    auto earlier = messages::recording_writer::create((d.path / "recordings-1" / "verdicts@head.kfrec").string(),
+                                                      "verdicts");
+    REQUIRE(earlier.ok());
+    REQUIRE(earlier->write(field_verdict("kb/l2/7_Gemm", "fused", st::ok, 0.5), 1).ok());
+    REQUIRE(earlier->close().ok());
+  }
+  // A writer that died mid-record: the whole records before it count, and the page says so.
+  std::ofstream(d.path / "recordings-1" / "verdicts@head.kfrec", std::ios::app) << "\x40\x00";
+  const auto html = render(d);
+  CHECK(has(html, "5 verdicts from 2 recording(s)"));
+  // all: 3 tasks, 2 correct; fast_1 2 of 3 (relu 2x, gemm 1.5x), fast_1.5 1 (gemm's 1.5 is not
+  // above 1.5), fast_2 0 (2.0 is not above 2); correct kernels 2, 1.5, 0.5: geomean 1.145, median 1.5.
+  CHECK(has(html, "<tr><td>all</td><td class=\"n\">3</td><td class=\"n\">66.7%</td>"));
+  CHECK(has(html, "<td class=\"n\">1.14x</td><td class=\"n\">1.5x</td>"));
+  // l1: relu correct (mean over samples 1/2), softmax not: 50% best, 25% mean.
+  CHECK(has(html, "<tr><td>l1</td><td class=\"n\">2</td><td class=\"n\">50%</td><td class=\"n\">25%</td>"));
+  CHECK(has(html, "<tr><td>l2</td><td class=\"n\">1</td><td class=\"n\">100%</td><td class=\"n\">100%</td>"));
+  CHECK(has(html, "<tr><td>reduction</td><td class=\"n\">1</td><td class=\"n\">0%</td><td class=\"n\">0%</td>"
+                  "<td class=\"n\">0%</td><td class=\"n\">0%</td><td class=\"n\">0%</td><td class=\"n\">-</td>"));
+  CHECK(has(html, "Counted up to a torn record"));
 }
