@@ -75,4 +75,15 @@ done || true
 if command -v flatc >/dev/null; then cp "$(command -v flatc)" "$out/bin/"
 else echo "pack-deps: no flatc on PATH (Debian: flatbuffers-compiler): $out/bin has none" >&2; fi
 rm -f "$out/.tu.sh" "$out/.headers" "$out/.libs"
+# Every library CMake found for kforge (cmake/deps.cmake's kforge_dep: NAME_LIB_LIBRARY in the cache)
+# must be packed. One is missing when no built file links it yet (only some targets built): the
+# other host's configure step would then fail on it, after its machine was started for nothing.
+missing=()
+while IFS= read -r lib; do
+  [[ -e $out/lib/$(basename "$lib") ]] || missing+=("$(basename "$lib")")
+done < <(sed -n 's/^[a-z0-9]*_.*_LIBRARY:FILEPATH=\(\/.*\)$/\1/p' "$build/CMakeCache.txt" 2>/dev/null)
+if ((${#missing[@]})); then
+  echo "pack-deps: ${missing[*]}: found by CMake but linked by no file built in $build; build every target first (cmake --build $build)" >&2
+  exit 1
+fi
 echo "pack-deps: $n headers from the include closure, $(ls "$out/lib" | wc -l) library files, $(du -sh "$out" | cut -f1) in $out"
