@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # torch.compile against eager on a task file (KernelBench's imported problems), on a GPU host:
 #   bench/kernelbench_compile.sh TASKS.jsonl OUT.jsonl [--warmers N] [--mode MODE] [--time-limit S]
+#                                [--warm-time S]
 # First N processes (default 6) compile every task in parallel into one inductor cache, their
 # times thrown away: compiling 184 problems one after another takes far longer than timing them.
+# --warm-time bounds that phase (for a run with a deadline): the warmers are stopped after S
+# seconds, and a task they did not reach is compiled when it is measured.
 # Then tasks/baselines/measure_baselines.py measures every task alone on the idle GPU (30 trials
 # alternating eager and compiled, L2 flushed before each), reading the warm cache. OUT.jsonl gets
 # a line per task as it goes, so a run cut short keeps what it measured.
 # Measured this way: bench/data/2026-12-06-kernelbench-compile-h100/ (184 problems in 196 s).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-[[ $# -ge 2 ]] || { sed -n 2,3p "$0" >&2; exit 2; }
+[[ $# -ge 2 ]] || { sed -n 2,4p "$0" >&2; exit 2; }
 tasks=$1 out=$2
 shift 2
-warmers=6 mode=default limit=60
+warmers=6 mode=default limit=60 warm_time=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --warmers) warmers=$2; shift 2 ;;
     --mode) mode=$2; shift 2 ;;
     --time-limit) limit=$2; shift 2 ;;
+    --warm-time) warm_time=$2; shift 2 ;;
     *) echo "kernelbench_compile: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -30,8 +34,10 @@ export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$work/inductor-cache}
 # Round robin: a task file groups its large problems (a level, a family), and one shard holding
 # them all would outlast the others.
 split -n "r/$warmers" -d "$tasks" "$work/shard."
+bound=()
+[[ $warm_time != 0 ]] && bound=(timeout "$warm_time")
 for f in "$work"/shard.*; do
-  "$python" "$script" "$f" --out "$f.warm.jsonl" --mode "$mode" --trials 1 --rounds 1 --warmup 0 \
+  "${bound[@]}" "$python" "$script" "$f" --out "$f.warm.jsonl" --mode "$mode" --trials 1 --rounds 1 --warmup 0 \
     --time-limit "$limit" >"$f.log" 2>&1 &
 done
 wait || true  # a shard with a failing task still warmed the others
