@@ -197,7 +197,9 @@ def category_of(path, level):
     s = os.path.basename(path).lower()
     if level >= 2:
         return "fused"
-    for words, cat in ((("conv",), "conv"), (("matmul", "gemm", "linear", "matrix"), "gemm"),
+    # A matrix times a number is element-wise, not a matrix product.
+    for words, cat in ((("conv",), "conv"), (("scalar_multiplication",), "elementwise"),
+                       (("matmul", "gemm", "linear", "matrix"), "gemm"),
                        (("norm",), "normalization"),
                        (("sum", "mean", "max", "min", "argm", "prod", "softmax", "cumsum", "cumprod", "loss", "reduction"), "reduction"),
                        (("relu", "gelu", "sigmoid", "tanh", "swish", "elu", "selu", "softplus", "softsign", "hardtanh", "hardsigmoid"), "elementwise")):

@@ -108,6 +108,7 @@ TEST_CASE("KernelBench problems import as kforge tasks whose references run") {
   // get_inputs gives the number s = 3.14 besides the matrix, the same on every call: the task takes
   // the matrix alone, and the number is a constant of the reference, said in the description.
   const auto& scalar = tasks[4];
+  CHECK(scalar.at("category") == "elementwise");
   REQUIRE(scalar.at("inputs").size() == 1);
   CHECK(scalar.at("inputs")[0].at("name") == "A");
   CHECK(scalar.at("reference").get<std::string>().find("torch.mul(A, 3.14)") != std::string::npos);
