@@ -280,13 +280,14 @@ def describe(mod, path, scale, numbers=""):
     return first[:300]
 
 
-def fixed_names(mod, fixed):
-    """`s = 3.14` for the fixed numbers, named as the forward's parameters."""
+def forward_names(model, count):
+    """The names of the forward's first `count` parameters (the problem's own module's), "x<i>"
+    where it has no signature to read them from."""
     try:
-        names = list(inspect.signature(mod.Model.forward).parameters)[1:]
+        names = list(inspect.signature(own_module(model).forward).parameters)[:count]
     except (TypeError, ValueError):
         names = []
-    return ", ".join("%s = %r" % (names[i] if i < len(names) else "x%d" % i, v) for i, v in sorted(fixed.items()))
+    return names + ["x%d" % i for i in range(len(names), count)]
 
 
 def lower(model, example):
@@ -383,6 +384,11 @@ class with_numbers(torch.nn.Module):
         return self.model(*[self.fixed[i] if i in self.fixed else next(given) for i in range(self.count)])
 
 
+def own_module(model):
+    """The problem's own module, inside a with_numbers or not."""
+    return model.model if isinstance(model, with_numbers) else model
+
+
 def fixed_numbers(mod, example):
     """{position: value} of the Python numbers among get_inputs()'s results (KernelBench's
     `s = 3.14` of a matrix-scalar product). A number must be the same each time get_inputs runs: a
@@ -401,7 +407,7 @@ def fixed_numbers(mod, example):
 
 def named_state(model):
     """The module's parameters and buffers by name, named as in the problem's own module."""
-    inner = model.model if isinstance(model, with_numbers) else model
+    inner = own_module(model)
     state = dict(inner.named_parameters())
     state.update(dict(inner.named_buffers()))
     return state
@@ -420,12 +426,11 @@ def convert(path, scale, cpu_budget):
     with recorded_inputs() as rec:
         example = list(mod.get_inputs())
     fixed = fixed_numbers(mod, example)
-    model = build_model(mod, fixed, len(example))
-    try:
-        arg_names = list(inspect.signature(model.model.forward if fixed else model.forward).parameters)
-        arg_names = [n for i, n in enumerate(arg_names[: len(example)]) if i not in fixed]
-    except (TypeError, ValueError):
-        arg_names = []
+    count = len(example)
+    model = build_model(mod, fixed, count)
+    names = forward_names(model, count)
+    arg_names = [n for i, n in enumerate(names) if i not in fixed]
+    numbers = ", ".join("%s = %r" % (names[i], v) for i, v in sorted(fixed.items()))
     example = [t for i, t in enumerate(example) if i not in fixed]
     for t in example:
         if not isinstance(t, torch.Tensor):
@@ -442,7 +447,6 @@ def convert(path, scale, cpu_budget):
     init_of = lambda t: rec.specs[id(t)] if id(t) in rec.specs and not prepare else stand_in_init(t)
     state = named_state(model)
     taken = set()
-    arg_names += ["x%d" % i for i in range(len(arg_names), len(example))]
     inputs = []
     for name, t in zip(arg_names, example):
         inputs.append({"name": sanitize(name, taken), "shape": list(t.shape), "dtype": DTYPES[t.dtype]})
@@ -467,7 +471,7 @@ def convert(path, scale, cpu_budget):
         if need > cpu_budget:
             raise unsupported("its ops trace only with real tensors, and those need %.1f GiB (--cpu-budget %.1f)"
                               % (need / 2**30, cpu_budget / 2**30))
-        model = build_model(mod, fixed, len(example) + len(fixed))
+        model = build_model(mod, fixed, count)
         state = named_state(model)
         code, consts, order, out1 = lower(model, small)
         if any(t.dim() > 0 and t.shape[0] >= 2 for t in example):
@@ -526,7 +530,7 @@ def convert(path, scale, cpu_budget):
     level = level_of(path)
     rel = os.path.join("level%d" % level, os.path.basename(path)) if level else os.path.basename(path)
     task = {"id": task_id(path), "category": category_of(path, level),
-            "description": describe(mod, path, scale, fixed_names(mod, fixed))}
+            "description": describe(mod, path, scale, numbers)}
     if prepare:
         task.update({"draws": draws, "prepare": prepare})
     task.update({"inputs": inputs, "outputs": outputs, "reference": reference,
