@@ -242,10 +242,7 @@ def derivation(mod, rec):
         except Exception as e:
             raise unsupported("the inputs derive from drawn tensors in a way that does not trace (%s)"
                               % str(e).strip().splitlines()[0][:200])
-    graph = traced.graph
-    consts = [n.t("value") for n in graph.nodes()
-              if n.kind() == "prim::Constant" and n.output().type().kind() == "TensorType"]
-    code = readable(scalar_code(torch._C._create_function_from_graph("prepare", graph).code, consts))
+    code = printed(traced.graph, "prepare")
     m = re.match(r"\s*def prepare\(([^)]*)\)", code)
     args = [a.split(":")[0].strip() for a in m.group(1).split(",") if a.strip()] if m else []
     if args != names:
@@ -292,8 +289,8 @@ def forward_names(model, count):
 
 def lower(model, example):
     """The forward traced on `example`'s device, with the module's parameters and buffers lifted out
-    of the graph into arguments after the inputs: (code, tensor constants, the lifted names in
-    argument order, the forward's result)."""
+    of the graph into arguments after the inputs: (code, the lifted names in argument order, the
+    forward's result)."""
     device = example[0].device if example else torch.device("cpu")
     model.to(device)
     by_id = {id(v): k for k, v in named_state(model).items()}
@@ -307,11 +304,7 @@ def lower(model, example):
     order = [by_id.get(id(p)) for p in lifted]
     if None in order:
         raise unsupported("the trace holds a tensor that is neither an input nor a parameter")
-    code = torch._C._create_function_from_graph("forward", graph).code
-    # The printer names the graph's tensor constants CONSTANTS.c0, c1, ... in node order.
-    consts = [n.t("value") for n in graph.nodes()
-              if n.kind() == "prim::Constant" and n.output().type().kind() == "TensorType"]
-    return code, consts, order, out
+    return printed(graph, "forward"), order, out
 
 
 def readable(code):
@@ -322,6 +315,27 @@ def readable(code):
     device=x.device)."""
     code = code.replace("ops.prim.NumToTensor(", "torch.tensor(")
     return re.sub(r"torch\.to\(([-+0-9.e]+), ([\w.]+), (\d+)\)", r"torch.tensor(\1, dtype=\3, device=\2)", code)
+
+
+def printed(graph, name):
+    """`graph` as TorchScript source of `def name(...)`, its 0-d tensor constants (x * 2.0 traces one)
+    written as numbers where they are used. They are made number constants in the graph itself
+    before printing: the printer names tensor constants CONSTANTS.c0, c1, ... in the order it first
+    prints them, sharing one name among equal tensors, which is neither node order nor one per
+    node (read by node order, level 3's VisionAttention got its head count and its scale swapped).
+    A constant that is not a number (a tensor of elements, a meta tensor) stays CONSTANTS.cK, which
+    the callers refuse."""
+    for n in list(graph.nodes()):
+        if n.kind() != "prim::Constant" or n.output().type().kind() != "TensorType":
+            continue
+        value = n.t("value")
+        if value.dim() != 0 or value.device.type == "meta":
+            continue
+        with graph.insert_point_guard(n):
+            number = graph.insertConstant(float(value) if value.is_floating_point() else int(value))
+        n.output().replaceAllUsesWith(number)
+        n.destroy()
+    return readable(torch._C._create_function_from_graph(name, graph).code)
 
 
 def materialize(meta, init, first_dim=None):
@@ -339,17 +353,6 @@ def materialize(meta, init, first_dim=None):
     if d == "randint":
         return t.random_(init["low"], init["high"])
     return t.fill_(init["value"])
-
-
-def scalar_code(code, consts):
-    """`code` with the trace's 0-d tensor constants (CONSTANTS.cK, in node order) written as numbers."""
-    def literal(m):
-        k = int(m.group(1))
-        value = consts[k] if k < len(consts) else None
-        if value is None or value.dim() != 0 or value.device.type == "meta":
-            raise unsupported("the forward holds a tensor constant the reference cannot express")
-        return repr(float(value)) if value.is_floating_point() else repr(int(value))
-    return re.sub(r"CONSTANTS\.c(\d+)\b", literal, code)
 
 
 def full_shapes(example, out1, out2, why):
@@ -421,6 +424,46 @@ def build_model(mod, fixed, count):
     return (with_numbers(model, fixed, count) if fixed else model).eval()
 
 
+def check_reference(reference, inputs, params, want):
+    """The printed reference, compiled as a task's reference is, run on the inputs and parameters
+    the forward was traced on, against the trace's own result `want`: on meta tensors their shapes
+    and dtypes, on real ones (the trace cut to a first dimension of 1) their values too. This checks
+    the printing step (what the trace computed is what the task asks for); refused otherwise."""
+    try:
+        forward = compiled(reference)
+    except Exception as e:
+        raise unsupported("the reference does not compile as TorchScript: %s" % str(e).strip().splitlines()[0][:200])
+    try:
+        with torch.no_grad():
+            got = forward(*inputs, *params)
+    except Exception as e:
+        raise unsupported("the reference fails where the traced forward ran: %s" % str(e).strip().splitlines()[-1][:200])
+    got = list(got) if isinstance(got, (tuple, list)) else [got]
+    want = list(want) if isinstance(want, (tuple, list)) else [want]
+    if len(got) != len(want) or not all(agree(g, w) for g, w in zip(got, want)):
+        raise unsupported("the reference computes other %s than the traced forward"
+                          % ("shapes" if want and want[0].device.type == "meta" else "numbers"))
+
+
+def compiled(source):
+    """`def forward` of `source` compiled as LibTorch compiles a task's reference: `torch.X` is the
+    operator aten::X (as in C++'s resolver), not the Python module's attribute."""
+    unit = torch._C.CompilationUnit()
+    unit.define(source, lambda name: {"torch": torch.ops.aten, "ops": torch.ops}.get(name))
+    return unit.find_function("forward")
+
+
+def agree(got, want):
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    if want.device.type == "meta":
+        return True
+    if not want.is_floating_point():
+        return bool(torch.equal(got, want))
+    # The same ops on the same CPU; TorchScript may pick another kernel for one (addmm for linear).
+    return bool(torch.allclose(got, want, rtol=1e-3, atol=1e-4 * max(1.0, float(want.abs().max())), equal_nan=True))
+
+
 def convert(path, scale, cpu_budget):
     mod = load_module(path, scale)
     with recorded_inputs() as rec:
@@ -460,8 +503,10 @@ def convert(path, scale, cpu_budget):
     # cut to 2 is the same code (a size baked into the trace would differ); the outputs' full shapes
     # are the meta run's.
     try:
-        code, consts, order, out = lower(model, example)
+        code, order, out = lower(model, example)
         meta_failed = None
+        # What the printed reference is checked on: the meta inputs and parameters of this trace.
+        traced_on = (example, [torch.empty_like(state[k], device="meta") for k in order], out)
     except unsupported as e:  # an op with no meta kernel at all (max_pool3d in torch 1.13)
         meta_failed, code, out = str(e), "", None
     if meta_failed or "meta" in code:
@@ -473,10 +518,11 @@ def convert(path, scale, cpu_budget):
                               % (need / 2**30, cpu_budget / 2**30))
         model = build_model(mod, fixed, count)
         state = named_state(model)
-        code, consts, order, out1 = lower(model, small)
+        code, order, out1 = lower(model, small)
+        traced_on = (small, [state[k] for k in order], out1)
         if any(t.dim() > 0 and t.shape[0] >= 2 for t in example):
-            code2, consts2, _, out2 = lower(model, [materialize(t, init_of(t), first_dim=2) for t in example])
-            if scalar_code(code2, consts2) != scalar_code(code, consts):
+            code2, _, out2 = lower(model, [materialize(t, init_of(t), first_dim=2) for t in example])
+            if code2 != code:
                 raise unsupported("the trace holds a size (traced at two sizes, the code differs)")
         else:
             out2 = out1
@@ -490,8 +536,6 @@ def convert(path, scale, cpu_budget):
         t = state[pname]
         inputs.append({"name": sanitize(pname, taken), "shape": list(t.shape), "dtype": DTYPES.get(t.dtype, "?"),
                        "init": param_inits[pname]})
-    # A scalar the trace kept as a 0-d tensor constant (x * 2.0) goes back into the code as a number.
-    code = readable(scalar_code(code, consts))
     # A tensor the forward makes on its input's device: the trace wrote the device it saw.
     first_arg = re.match(r"\s*def forward\(\s*(\w+)", code)
     if first_arg:
@@ -527,6 +571,7 @@ def convert(path, scale, cpu_budget):
                 "dtype": DTYPES.get(o.dtype, "?")} for i, o in enumerate(outs)]
     if any(o["dtype"] == "?" for o in outputs):
         raise unsupported("an output of a dtype the task format has no name for")
+    check_reference(reference, *traced_on)  # the printed code computes what was traced
     level = level_of(path)
     rel = os.path.join("level%d" % level, os.path.basename(path)) if level else os.path.basename(path)
     task = {"id": task_id(path), "category": category_of(path, level),

@@ -97,5 +97,41 @@ except mod.unsupported as e:
     if "does not trace" not in str(e):
         print("FAILED: refused for another reason: %s" % e)
         failures += 1
+class attend(torch.nn.Module):
+    """Self-attention as KernelBench's level 3 VisionAttention has it: its trace holds the head count
+    and the scale as 0-d tensor constants, which the printer names in its own order (read in node
+    order, they came out swapped)."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn = torch.nn.MultiheadAttention(32, 4)
+
+    def forward(self, x):
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+torch.manual_seed(0)
+model = attend().eval()
+x = torch.rand(8, 2, 32)
+code, order, out = mod.lower(model, [x])
+state = mod.named_state(model)
+try:
+    mod.check_reference(code, [x], [state[k] for k in order], out)
+    with torch.no_grad():
+        if not torch.allclose(mod.compiled(code)(x, *[state[k] for k in order]), model(x), atol=1e-5):
+            raise mod.unsupported("the printed attention differs from the module")
+except mod.unsupported as e:
+    print("FAILED: the printed attention: %s\n%s" % (e, code))
+    failures += 1
+# A reference that computes other numbers than its trace is refused.
+try:
+    doubled = re.sub(r"return (\w+)", r"return torch.mul(\1, 2.0)", code)
+    mod.check_reference(doubled, [x], [state[k] for k in order], out)
+    print("FAILED: a reference computing twice its trace was accepted")
+    failures += 1
+except mod.unsupported as e:
+    if "other numbers" not in str(e):
+        print("FAILED: refused for another reason: %s" % e)
+        failures += 1
 print("%d failure(s)" % failures if failures else "all checks passed")
 sys.exit(1 if failures else 0)
