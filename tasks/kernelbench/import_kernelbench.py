@@ -312,9 +312,15 @@ def readable(code):
     read back (torch 2.11: `undefined value ops`, `Arguments for call are not valid`) spelled as it
     reads them: a size made a tensor (ops.prim.NumToTensor(n)) as torch.tensor(n), and a Python
     number made a tensor on a device (torch.to(0.5, x.device, 6)) as torch.tensor(0.5, dtype=6,
-    device=x.device)."""
+    device=x.device); and floats in their shortest form."""
     code = code.replace("ops.prim.NumToTensor(", "torch.tensor(")
-    return re.sub(r"torch\.to\(([-+0-9.e]+), ([\w.]+), (\d+)\)", r"torch.tensor(\1, dtype=\3, device=\2)", code)
+    code = re.sub(r"torch\.to\(([-+0-9.e]+), ([\w.]+), (\d+)\)", r"torch.tensor(\1, dtype=\3, device=\2)", code)
+    # A float as the shortest decimal that reads back as the same double (the printer writes 17
+    # digits: 3.1400000000000001 for the problem's 3.14).
+    def shortest(m):
+        short = repr(float(m.group(1)))
+        return short if len(short) < len(m.group(1)) else m.group(1)
+    return re.sub(r"(?<![\w.])(\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)(?![\w.])", shortest, code)
 
 
 def printed(graph, name):
