@@ -339,9 +339,29 @@ def printed(graph, name):
             continue
         with graph.insert_point_guard(n):
             number = graph.insertConstant(float(value) if value.is_floating_point() else int(value))
-        n.output().replaceAllUsesWith(number)
+        as_tensor = None
+        for use in list(n.output().uses()):
+            user, k = use.user, use.offset
+            user.replaceInput(k, number)
+            if user.kind().startswith("aten::") and has_schema(user):
+                continue
+            # An op with no form taking a number there (aten::to of a tensor made with torch.tensor):
+            # the number made a tensor, printed as torch.tensor(...).
+            if as_tensor is None:
+                with graph.insert_point_guard(n):
+                    as_tensor = graph.insertNode(graph.create("prim::NumToTensor", [number])).output()
+                as_tensor.setType(n.output().type())
+            user.replaceInput(k, as_tensor)
         n.destroy()
     return readable(torch._C._create_function_from_graph(name, graph).code)
+
+
+def has_schema(node):
+    """Whether the node's op has a form for its inputs' types (torch's printer needs one)."""
+    try:
+        return node.schema() != "(no schema)"
+    except RuntimeError:
+        return False
 
 
 def materialize(meta, init, first_dim=None):
@@ -453,9 +473,12 @@ def check_reference(reference, inputs, params, want):
 
 def compiled(source):
     """`def forward` of `source` compiled as LibTorch compiles a task's reference: `torch.X` is the
-    operator aten::X (as in C++'s resolver), not the Python module's attribute."""
+    operator aten::X (as in C++'s resolver), not the Python module's attribute; the other names
+    C++ knows without a resolver (annotate, inf, nan, math) given as Python's resolver needs them."""
+    names = {"torch": torch.ops.aten, "ops": torch.ops, "annotate": torch.jit.annotate, "math": math,
+             "inf": math.inf, "nan": math.nan}
     unit = torch._C.CompilationUnit()
-    unit.define(source, lambda name: {"torch": torch.ops.aten, "ops": torch.ops}.get(name))
+    unit.define(source, names.get)
     return unit.find_function("forward")
 
 
