@@ -133,5 +133,26 @@ except mod.unsupported as e:
     if "other numbers" not in str(e):
         print("FAILED: refused for another reason: %s" % e)
         failures += 1
+
+class clamp_below(torch.nn.Module):
+    """KernelBench's level 2 31_Conv2d_Min_Add_Multiply: torch.tensor(0.5) inside forward traces as
+    aten::to of a tensor constant, an op with no form taking a number there."""
+
+    def forward(self, x):
+        return torch.min(x, torch.tensor(0.5)) * 2.0
+
+
+import warnings
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", torch.jit.TracerWarning)
+    x = torch.rand(4, 8)
+    code, order, out = mod.lower(clamp_below(), [x])
+try:
+    mod.check_reference(code, [x], [], out)
+    if not torch.equal(mod.compiled(code)(x), torch.clamp(x, max=0.5) * 2.0):
+        raise mod.unsupported("it computes other numbers")
+except mod.unsupported as e:
+    print("FAILED: the printed min with a tensor made in forward: %s\n%s" % (e, code))
+    failures += 1
 print("%d failure(s)" % failures if failures else "all checks passed")
 sys.exit(1 if failures else 0)
