@@ -471,15 +471,15 @@ def check_reference(reference, inputs, params, want):
                           % ("shapes" if want and want[0].device.type == "meta" else "numbers"))
 
 
-def compiled(source):
-    """`def forward` of `source` compiled as LibTorch compiles a task's reference: `torch.X` is the
+def compiled(source, name="forward"):
+    """`def name` of `source` compiled as LibTorch compiles a task's reference: `torch.X` is the
     operator aten::X (as in C++'s resolver), not the Python module's attribute; the other names
     C++ knows without a resolver (annotate, inf, nan, math) given as Python's resolver needs them."""
     names = {"torch": torch.ops.aten, "ops": torch.ops, "annotate": torch.jit.annotate, "math": math,
              "inf": math.inf, "nan": math.nan}
     unit = torch._C.CompilationUnit()
     unit.define(source, names.get)
-    return unit.find_function("forward")
+    return unit.find_function(name)
 
 
 def agree(got, want):

@@ -3,9 +3,14 @@
 compiler does not read back (the traces of KernelBench's 92_cumsum_exclusive and
 31_Conv2d_Min_Add_Multiply as torch 2.11 printed them); the result compiles as TorchScript. And its
 derivation of inputs computed from drawn tensors: the traced prepare, applied to draws, gives what
-get_inputs gives on them; a derivation that depends on the drawn values is refused."""
+get_inputs gives on them; a derivation that depends on the drawn values is refused. And the
+printing of a trace: its number constants where the printer puts them (an attention's head count
+and scale), a tensor made inside forward, and the check that refuses a printed reference computing
+other numbers than its trace."""
 import importlib.util
+import re
 import sys
+import warnings
 
 try:
     import torch
@@ -16,6 +21,20 @@ except ImportError:
 spec = importlib.util.spec_from_file_location("import_kernelbench", sys.argv[1])
 mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mod)
+
+
+def refused(what, call, reason):
+    """1 (a failure) unless call() raises the importer's refusal with `reason` in it."""
+    try:
+        call()
+    except mod.unsupported as e:
+        if reason in str(e):
+            return 0
+        print("FAILED: %s: refused for another reason: %s" % (what, e))
+        return 1
+    print("FAILED: %s was accepted" % what)
+    return 1
+
 
 CUMSUM = """def forward(x) -> Tensor:
   _0 = ops.prim.NumToTensor(torch.select(x, 1, 0).numel())
@@ -75,11 +94,8 @@ if [d["name"] for d in draws] != ["d0", "d1", "d2", "d3", "d4"] or draws[2]["ini
 real = [torch.rand(8, 8), torch.rand(4, 8), torch.randint(0, 2, (4, 8)), torch.rand(()), torch.randint(0, 2, (4,))]
 with mod.recorded_inputs(replay=real, like=[(tuple(t.shape), t.dtype) for t in real]):
     want = problem.get_inputs()
-# Python's TorchScript compiler resolves torch.X in the torch module, LibTorch's in aten (as
-# measure_baselines.py's resolved() says): torch.to and torch.numpy_T are aten's only.
-import re
-aten = re.sub(r"\btorch\.(\w+)", lambda m: m.group(0) if hasattr(torch, m.group(1)) else "torch.ops.aten." + m.group(1), prepare)
-got = torch.jit.CompilationUnit(aten).prepare(*real)
+# Compiled as LibTorch compiles it (torch.to and torch.numpy_T are aten's only).
+got = mod.compiled(prepare, "prepare")(*real)
 if len(got) != 4 or not all(g.dtype == w.dtype and torch.equal(g, w) for g, w in zip(got, want)):
     print("FAILED: prepare gives other inputs than get_inputs:\n%s" % prepare)
     failures += 1
@@ -89,14 +105,10 @@ with mod.recorded_inputs() as rec:
     except Exception:
         pass  # a meta tensor has no value: only the derivation's refusal is checked
 rec.drawn = rec.drawn[:1]
-try:
-    mod.derivation(data_dependent, rec)
-    print("FAILED: a derivation that branches on drawn values was accepted")
-    failures += 1
-except mod.unsupported as e:
-    if "does not trace" not in str(e):
-        print("FAILED: refused for another reason: %s" % e)
-        failures += 1
+failures += refused("a derivation that branches on drawn values", lambda: mod.derivation(data_dependent, rec),
+                    "does not trace")
+
+
 class attend(torch.nn.Module):
     """Self-attention as KernelBench's level 3 VisionAttention has it: its trace holds the head count
     and the scale as 0-d tensor constants, which the printer names in its own order (read in node
@@ -124,15 +136,10 @@ except mod.unsupported as e:
     print("FAILED: the printed attention: %s\n%s" % (e, code))
     failures += 1
 # A reference that computes other numbers than its trace is refused.
-try:
-    doubled = re.sub(r"return (\w+)", r"return torch.mul(\1, 2.0)", code)
-    mod.check_reference(doubled, [x], [state[k] for k in order], out)
-    print("FAILED: a reference computing twice its trace was accepted")
-    failures += 1
-except mod.unsupported as e:
-    if "other numbers" not in str(e):
-        print("FAILED: refused for another reason: %s" % e)
-        failures += 1
+doubled = re.sub(r"return (\w+)", r"return torch.mul(\1, 2.0)", code)
+failures += refused("a reference computing twice its trace",
+                    lambda: mod.check_reference(doubled, [x], [state[k] for k in order], out), "other numbers")
+
 
 class clamp_below(torch.nn.Module):
     """KernelBench's level 2 31_Conv2d_Min_Add_Multiply: torch.tensor(0.5) inside forward traces as
@@ -142,7 +149,6 @@ class clamp_below(torch.nn.Module):
         return torch.min(x, torch.tensor(0.5)) * 2.0
 
 
-import warnings
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", torch.jit.TracerWarning)
     x = torch.rand(4, 8)
