@@ -7,8 +7,8 @@ For every task of a kforge task file (docs/task-format.md):
     kforge's, so they are the same distribution but not the same numbers as the sandbox's;
   - eager is the task's TorchScript reference run as the sandbox runs it (torch.jit, graph
     optimizer off so nothing is fused, TF32 off, no grad);
-  - compiled is the same source run as Python (names TorchScript resolves but Python's torch
-    lacks, like torch.linear, become torch.ops.aten.*) under torch.compile(fn, mode=--mode);
+  - compiled is the same source run as Python, each torch.X the operator torch.ops.aten.X that
+    LibTorch resolves it to (tasks/reference_script.py), under torch.compile(fn, mode=--mode);
     its first call, compilation included, is compile_s;
   - timing follows the sandbox (docs/sandbox.md): warm-up calls, then rounds that alternate
     eager and compiled trials, the L2 cache flushed before every trial, CUDA events around each
@@ -24,13 +24,16 @@ given: no eager-only numbers are written in its place.
 import argparse
 import json
 import math
-import re
+import os
 import signal
 import sys
 import time
 import traceback
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from reference_script import python_function, script_function  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
@@ -104,7 +107,7 @@ def prepared_inputs(task, gen, device):
     has no shape variants, so the draws' own shapes are the ones to use."""
     draws = [draw(d, list(d["shape"]), gen, device) for d in task["draws"]]
     try:
-        prepare = torch.jit.CompilationUnit(resolved(task["prepare"])).prepare
+        prepare = script_function(task["prepare"], "prepare")
     except Exception as e:
         raise task_error("prepare does not compile: %s" % str(e).strip().splitlines()[0])
     with torch.no_grad():
@@ -119,30 +122,12 @@ def prepared_inputs(task, gen, device):
     return [t.contiguous().clone() for t in out]
 
 
-def resolved(source):
-    """The reference with every torch.NAME Python's torch lacks spelled torch.ops.aten.NAME.
-    LibTorch's TorchScript compiler (the sandbox's) resolves every aten operator under torch.*;
-    Python's, like Python itself, resolves torch.* in the torch module, which lacks some
-    (torch.linear, torch.leaky_relu) that torch.ops.aten has."""
-    def resolve(m):
-        name = m.group(1)
-        return m.group(0) if hasattr(torch, name) else "torch.ops.aten." + name
-    return re.sub(r"\btorch\.([A-Za-z_][A-Za-z0-9_]*)", resolve, source)
-
-
 def as_python(source):
     """The TorchScript reference as a Python function, for torch.compile to trace."""
-    code = resolved(source)
-    import typing
-    scope = {"torch": torch, "Tensor": torch.Tensor, "List": typing.List, "Optional": typing.Optional,
-             "Tuple": typing.Tuple, "math": math}
     try:
-        exec(compile(code, "<reference>", "exec"), scope)
+        return python_function(source)
     except Exception as e:
         raise task_error("the reference does not run as Python: %s" % e)
-    if "forward" not in scope:
-        raise task_error("the reference defines no forward")
-    return scope["forward"]
 
 
 def as_list(out):
@@ -224,7 +209,7 @@ def measure(task, a, device, device_name):
             "mode": None if a.eager_only else a.mode, "shapes": a.shapes}
     inputs = make_inputs(task, a.shapes, device, a.seed)
     try:
-        eager = torch.jit.CompilationUnit(resolved(task["reference"])).forward
+        eager = script_function(task["reference"])
     except Exception as e:
         raise task_error("the reference does not compile as TorchScript: %s" % str(e).strip().splitlines()[0])
     clock = timer(device)

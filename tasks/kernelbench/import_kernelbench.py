@@ -36,6 +36,9 @@ import traceback
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from reference_script import script_function  # noqa: E402
+
 KEEP_AS_IS = {"kernel_size", "stride", "padding", "dilation", "groups", "output_padding", "num_groups",
               "num_heads", "heads", "n_heads", "num_classes", "dim_head", "head_dim"}
 DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
@@ -456,7 +459,7 @@ def check_reference(reference, inputs, params, want):
     and dtypes, on real ones (the trace cut to a first dimension of 1) their values too. This checks
     the printing step (what the trace computed is what the task asks for); refused otherwise."""
     try:
-        forward = compiled(reference)
+        forward = script_function(reference)
     except Exception as e:
         raise unsupported("the reference does not compile as TorchScript: %s" % str(e).strip().splitlines()[0][:200])
     try:
@@ -469,17 +472,6 @@ def check_reference(reference, inputs, params, want):
     if len(got) != len(want) or not all(agree(g, w) for g, w in zip(got, want)):
         raise unsupported("the reference computes other %s than the traced forward"
                           % ("shapes" if want and want[0].device.type == "meta" else "numbers"))
-
-
-def compiled(source, name="forward"):
-    """`def name` of `source` compiled as LibTorch compiles a task's reference: `torch.X` is the
-    operator aten::X (as in C++'s resolver), not the Python module's attribute; the other names
-    C++ knows without a resolver (annotate, inf, nan, math) given as Python's resolver needs them."""
-    names = {"torch": torch.ops.aten, "ops": torch.ops, "annotate": torch.jit.annotate, "math": math,
-             "inf": math.inf, "nan": math.nan}
-    unit = torch._C.CompilationUnit()
-    unit.define(source, names.get)
-    return unit.find_function(name)
 
 
 def agree(got, want):

@@ -95,7 +95,7 @@ real = [torch.rand(8, 8), torch.rand(4, 8), torch.randint(0, 2, (4, 8)), torch.r
 with mod.recorded_inputs(replay=real, like=[(tuple(t.shape), t.dtype) for t in real]):
     want = problem.get_inputs()
 # Compiled as LibTorch compiles it (torch.to and torch.numpy_T are aten's only).
-got = mod.compiled(prepare, "prepare")(*real)
+got = mod.script_function(prepare, "prepare")(*real)
 if len(got) != 4 or not all(g.dtype == w.dtype and torch.equal(g, w) for g, w in zip(got, want)):
     print("FAILED: prepare gives other inputs than get_inputs:\n%s" % prepare)
     failures += 1
@@ -130,7 +130,7 @@ state = mod.named_state(model)
 try:
     mod.check_reference(code, [x], [state[k] for k in order], out)
     with torch.no_grad():
-        if not torch.allclose(mod.compiled(code)(x, *[state[k] for k in order]), model(x), atol=1e-5):
+        if not torch.allclose(mod.script_function(code)(x, *[state[k] for k in order]), model(x), atol=1e-5):
             raise mod.unsupported("the printed attention differs from the module")
 except mod.unsupported as e:
     print("FAILED: the printed attention: %s\n%s" % (e, code))
@@ -155,7 +155,7 @@ with warnings.catch_warnings():
     code, order, out = mod.lower(clamp_below(), [x])
 try:
     mod.check_reference(code, [x], [], out)
-    if not torch.equal(mod.compiled(code)(x), torch.clamp(x, max=0.5) * 2.0):
+    if not torch.equal(mod.script_function(code)(x), torch.clamp(x, max=0.5) * 2.0):
         raise mod.unsupported("it computes other numbers")
 except mod.unsupported as e:
     print("FAILED: the printed min with a tensor made in forward: %s\n%s" % (e, code))

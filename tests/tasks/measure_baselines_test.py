@@ -96,6 +96,42 @@ def check_prepared(script):
         check("input mask" in str(e), "the refusal names the input: %s" % e)
 
 
+# References whose operators Python's torch spells otherwise (tasks/reference_script.py), as the
+# KernelBench importer prints them: the Python function torch.compile traces must compute what the
+# TorchScript one, eager, does.
+SPELLINGS = {
+    "a ScalarType number": ("def forward(x) -> Tensor:\n"
+                            "  _0 = torch.zeros_like(x, dtype=6, layout=0, device=x.device, pin_memory=False)\n"
+                            "  return torch.cat([_0, torch.cumsum(x, 1)], 1)\n", 1),
+    "a list of tensors": ("def forward(a, b) -> Tensor:\n"
+                          "  _0 = torch.broadcast_tensors([a, b])\n  input, target, = _0\n"
+                          "  return torch.smooth_l1_loss(input, target)\n", 2),
+    "a default reduction": ("def forward(a, p, n) -> Tensor:\n"
+                            "  return torch.triplet_margin_loss(a, p, n)\n", 3),
+    "inf": ("def forward(x) -> Tensor:\n  return torch.softmax(torch.masked_fill(x, torch.lt(x, 0), -inf), -1)\n", 1),
+    "an operator Python's torch lacks": ("def forward(x, w) -> Tensor:\n"
+                                         "  B = torch.tensor(torch.size(x, 0))\n"
+                                         "  return torch.view(torch.linear(x, w), [int(B), -1])\n", 2),
+}
+
+
+def check_python_form(script):
+    spec = importlib.util.spec_from_file_location("measure_baselines", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    torch.manual_seed(0)
+    for what, (source, count) in SPELLINGS.items():
+        inputs = [torch.randn(4, 6) for _ in range(count)]
+        want = mod.script_function(source)(*inputs)
+        try:
+            got = mod.as_python(source)(*inputs)
+        except Exception as e:
+            got = e
+        check(isinstance(got, torch.Tensor) and got.shape == want.shape and torch.allclose(got, want, equal_nan=True),
+              "the Python form of a reference with %s computes what TorchScript does: %s against %s"
+              % (what, got if not isinstance(got, torch.Tensor) else list(got.shape), list(want.shape)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--script", required=True)
@@ -159,6 +195,7 @@ def main():
                   "compile time, compile seconds and mode recorded")
     check_mismatch(a.script)
     check_prepared(a.script)
+    check_python_form(a.script)
     if failures:
         print("%d check(s) failed" % len(failures))
         return 1
