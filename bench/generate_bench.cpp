@@ -388,7 +388,7 @@ int main(int argc, char** argv) {
     if (lora_rank > 0)  // last: it merges the adapter into the model
       out["lora"] = bench_adapter(**model, prompts_ids, w, dev, bf16, lora_rank, (dir / "adapter").string(), ok);
   }
-  kforge::bench::release_cached_memory();  // the anchor's process needs the memory
+  kforge::model::release_torch_cache();  // the anchor's process needs the memory
 
   if (anchor) {
     const std::vector<std::string> cmd = {

@@ -20,6 +20,7 @@
 
 #include "model/config.hpp"
 #include "model/safetensors.hpp"
+#include "model/torch_cache.hpp"
 #include "model/transformer.hpp"
 
 namespace kforge::bench {
@@ -162,14 +163,6 @@ inline std::int64_t allocated_memory([[maybe_unused]] const at::Device& dev) {
     return c10::cuda::CUDACachingAllocator::getDeviceStats(dev.index()).allocated_bytes[0].current;
 #endif
   return 0;
-}
-
-/// Hands the allocator's cached, unused blocks back to the driver, so that what it reserves next
-/// is what the next phase needs (and a process started after this one finds the memory free).
-inline void release_cached_memory() {
-#if defined(KFORGE_BENCH_TORCH_CUDA)
-  c10::cuda::CUDACachingAllocator::emptyCache();
-#endif
 }
 
 inline double gib(std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); }

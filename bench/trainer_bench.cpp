@@ -191,7 +191,7 @@ std::unique_ptr<kt::data_parallel_trainer> create(const std::string& model_dir, 
 run_result time_steps(std::unique_ptr<kt::data_parallel_trainer> t, const std::vector<at::Device>& devices,
                       const workload& w, std::int64_t vocab) {
   run_result out;
-  kforge::bench::release_cached_memory();  // what loading and checks left cached is not the steps' to count
+  kforge::model::release_torch_cache();  // what loading and checks left cached is not the steps' to count
   for (int s = 0; s <= w.steps; ++s) {  // step 0 warms up
     const auto batch = make_batch(w, vocab, t->lead().policy_version());
     sync_all(devices);
@@ -526,7 +526,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "trainer_bench: %s\n", st.message().c_str());
     return 1;
   }
-  kforge::bench::release_cached_memory();
+  kforge::model::release_torch_cache();
   const double write_s = std::chrono::duration<double>(clk::now() - t0).count();
   std::printf("random bf16 checkpoint written in %.1f s\n", write_s);
 

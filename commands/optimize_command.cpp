@@ -119,6 +119,9 @@ struct loop {
       for (auto& c : *batch) conts.push_back(std::move(c));
     }
     generate_s = seconds_since(t0);
+    // The candidate children judge on this GPU: generation's cache (key/value caches of a turn of
+    // many long episodes, tens of GiB) goes back first, else they run out of memory (infra_error).
+    policy.release_cached_memory();
     t0 = std::chrono::steady_clock::now();
     std::vector<wire::VerdictT> verdicts(live.size());
     parallel_for(live.size(), std::min(jobs, static_cast<int>(live.size())), [&](std::size_t i) {

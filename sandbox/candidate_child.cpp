@@ -31,7 +31,7 @@
 #include "sandbox/gpu_timing.hpp"
 #include "sandbox/process_memory.hpp"
 #include "sandbox/seccomp_filter.hpp"
-#include "sandbox/torch_cache.hpp"
+#include "model/torch_cache.hpp"
 #include "tasks/aten_convert.hpp"
 #include "tasks/inputs.hpp"
 #include "tasks/task_parser.hpp"
@@ -174,13 +174,13 @@ class candidate_child {
   /// The device memory this process holds, with torch's cache returned first; an error where it
   /// cannot be read.
   result<std::uint64_t> held_bytes() {
-    release_torch_cache();
+    model::release_torch_cache();
     if (!meter_) return error{"no meter"};
     return meter_->used_by(nvml_pid_);
   }
 
   std::size_t free_bytes() {
-    release_torch_cache();
+    model::release_torch_cache();
     std::size_t free = 0, total = 0;
     cudaMemGetInfo(&free, &total);
     return free;

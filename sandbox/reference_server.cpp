@@ -23,7 +23,7 @@
 #include "sandbox/children.hpp"
 #include "sandbox/gpu_facts.hpp"
 #include "sandbox/gpu_timing.hpp"
-#include "sandbox/torch_cache.hpp"
+#include "model/torch_cache.hpp"
 #include "tasks/aten_convert.hpp"
 #include "tasks/inputs.hpp"
 #include "tasks/reference.hpp"
@@ -78,17 +78,17 @@ class reference_server {
       large_ = false;
       try {
         json reply = op == "prepare" ? prepare(req) : compare(req);
-        if (large_) release_torch_cache();
+        if (large_) model::release_torch_cache();
         return reply;
       } catch (...) {  // out of memory, most likely: what it had allocated is free now
-        if (large_) release_torch_cache();
+        if (large_) model::release_torch_cache();
         throw;
       }
     }
     if (op == "time") return time(req);
     if (op == "release") {  // a large task's candidate is done: its oversize set goes now
       const bool dropped = drop_oversize();
-      if (dropped) release_torch_cache();
+      if (dropped) model::release_torch_cache();
       return json{{"ok", true}, {"released", dropped}};
     }
     return failure("infra_error", "reference server: unknown op '" + op + "'");

@@ -21,6 +21,7 @@
 #include "model/generate.hpp"
 #include "model/lora.hpp"
 #include "model/tokenizer.hpp"
+#include "model/torch_cache.hpp"
 #include "model/weights.hpp"
 #include "config/manifest.hpp"
 #include "config/weights_publish.hpp"
@@ -314,6 +315,8 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
     for (auto& g : *gens) out[g.prompt] = continuation_of(g);
     return out;
   }
+
+  void release_cached_memory() override { model::release_torch_cache(); }
 
   result<std::vector<continuation>> sample_group(const std::vector<std::int32_t>& context, int n,
                                                  std::uint64_t seed, double temperature, double top_p,

@@ -116,6 +116,9 @@ class engine_policy {
     }
     return groups;
   }
+  /// Device memory the policy holds only as cache (what generation freed) handed back, for another
+  /// process on its GPU (`kforge optimize`'s candidate children). Default: a policy that caches none.
+  virtual void release_cached_memory() {}
   /// New weights from a safetensors file, as set_weights' `file` transport; a bad file leaves the
   /// old weights serving. Default: a policy whose weights cannot change.
   virtual status load_weights_file(const std::string& path) {
