@@ -114,7 +114,7 @@ std::shared_ptr<engine_policy> tiny_policy() {
 TEST_CASE("engine policy: a LoRA adapter loads unmerged, is replaced by another, switches off, unloads") {
   scratch_dir dir;
   make_adapter(dir.path("a"), 4, {"q_proj", "v_proj", "o_proj", "down_proj"}, 11, 0.2);
-  make_adapter(dir.path("b"), 2, {"k_proj", "gate_proj", "up_proj"}, 12, 0.5);
+  make_adapter(dir.path("b"), 2, {"k_proj", "gate_proj", "up_proj"}, 12, 1.0);
   auto p = tiny_policy();
   const auto prompt = p->prompt_ids("Write a CUDA kernel for relu.");
   const auto base = greedy(*p, prompt);
@@ -154,7 +154,7 @@ TEST_CASE("engine policy: a LoRA adapter loads unmerged, is replaced by another,
 TEST_CASE("kforge serve: LoRA adapters at start and at run time, selected per request, as SGLang and vLLM load them") {
   scratch_dir dir;
   make_adapter(dir.path("a"), 4, {"q_proj", "v_proj", "o_proj", "down_proj"}, 11, 0.2);
-  make_adapter(dir.path("b"), 2, {"k_proj", "gate_proj", "up_proj"}, 12, 0.5);
+  make_adapter(dir.path("b"), 2, {"k_proj", "gate_proj", "up_proj"}, 12, 1.0);
   // What the in-process engine says with each.
   auto p = tiny_policy();
   const auto prompt = p->prompt_ids("Write a CUDA kernel for relu.");
