@@ -18,7 +18,8 @@ mkdir -p "$out"
 declare -a rows=()
 # KFORGE_STEPS (a comma list of: tests (all), gputests (the gpu label only), run, loop, baseline,
 # synth, bench; default all; loopmodes, loopnccl, loopranks, sandboxwall, sandboxcost, sandboxanchor,
-# demobefore, demorun, demoafter, peft, lora7b and looplora only when named) and
+# demobefore, demorun, demoafter, episodesbefore, episodesafter, peft, lora7b and looplora only
+# when named) and
 # KFORGE_BENCHES (bench program names; default all) pick what runs, so one device call fits its
 # time limit. The build always runs: every target, or the KFORGE_TARGETS list (space-separated).
 # tiny (only when named): deploy/make_tiny.sh with KFORGE_TINY_ARGS (its --steps and sizes; e.g.
@@ -136,9 +137,27 @@ fi
     # the shipped model (verdict lines, .jsonl or .jsonl.gz, relative to the root), used when
     # demobefore did not run on this machine: it saves that step's device time (v14's:
     # bench/data/2026-12-03-tiny-v14-default-run-355s/v14_heldout_verdicts.jsonl.gz, the same measure and eval seed).
+    # KFORGE_DEMO_TURNS=N (N > 1): RL on episodes instead, the default with [agent] max_turns = N,
+    # the observations' feedback that deploy/episodes_eval.sh measures (no profiles), and activation
+    # checkpointing (the memory plan refuses 3-turn episodes without it on an 80 GiB GPU); measured
+    # by episodesbefore / episodesafter: deploy/episodes_eval.sh (3 episodes of up to N turns
+    # against 3 x N single-shot samples) on the shipped model and on the run's newest checkpoint,
+    # then kforge compare of the two models' episodes per task.
     demo=${KFORGE_DEMO_DIR:-$build/demo}
     demo_manifest=()
     [[ -n ${KFORGE_DEMO_MANIFEST:-} ]] && demo_manifest=(--manifest "$KFORGE_DEMO_MANIFEST")
+    turns=${KFORGE_DEMO_TURNS:-1}
+    if ((turns > 1)); then
+      "$build/kforge" manifest --print-default |
+        sed 's/^activation_checkpointing = false/activation_checkpointing = true/' >"$build/episodes.toml"
+      printf '\n[agent]\nmax_turns = %d\nfeedback = ["compile", "resources", "correctness", "runtime", "timing"]\n' \
+        "$turns" >>"$build/episodes.toml"
+      demo_manifest=(--manifest "$build/episodes.toml")
+    fi
+    episodes_eval() {  # episodes_eval MODEL OUT
+      rm -rf "$2"
+      "$root/deploy/episodes_eval.sh" --kforge "$build/kforge" --model "$1" --out "$2" --turns "$turns"
+    }
     # The newest complete checkpoint of the demonstration's run (what kforge run --resume loads).
     demo_checkpoint() {
       local best= n=-1 d k
@@ -186,6 +205,23 @@ fi
         cp "$demo/after/verdicts.jsonl" "$out/demo_after_verdicts.jsonl" 2>/dev/null
       fi
       "$build/kforge" report "$demo/run" --out "$out/demo_report.html" >/dev/null 2>&1
+    fi
+    if asked episodesbefore; then
+      step "episodes: before (kforge-tiny)" episodes-before.log episodes_eval "$root/models/kforge-tiny" "$demo/episodes-before"
+      cp "$demo/episodes-before/compare-best.txt" "$out/episodes_before_compare_best.txt" 2>/dev/null
+      cp "$demo/episodes-before/episodes/verdicts.jsonl" "$out/episodes_before_verdicts.jsonl" 2>/dev/null
+    fi
+    if asked episodesafter; then
+      last=$(demo_checkpoint)
+      if [[ -z $last ]]; then
+        row "episodes: after" FAIL "no complete checkpoint under $demo/run/checkpoints"
+      else
+        step "episodes: after (${last##*/})" episodes-after.log episodes_eval "$last" "$demo/episodes-after" &&
+          step "episodes: kforge compare" episodes-compare.log "$build/kforge" compare \
+            "$demo/episodes-before/episodes/verdicts.jsonl" "$demo/episodes-after/episodes/verdicts.jsonl" --best-of-task
+        cp "$demo/episodes-after/compare-best.txt" "$out/episodes_after_compare_best.txt" 2>/dev/null
+        cp "$demo/episodes-after/episodes/verdicts.jsonl" "$out/episodes_after_verdicts.jsonl" 2>/dev/null
+      fi
     fi
     if want loop; then
       # The whole loop on this host's GPU(s) with a random 0.5B-shaped Qwen2 and the fixture
