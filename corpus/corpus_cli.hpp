@@ -22,7 +22,8 @@ inline CLI::App* add_corpus_subcommand(CLI::App& app, corpus_options& opt) {
   build->add_option("--gpu-facts", opt.gpu_facts,
                     "TOML file with [tasks.gpu] keys for the prompts (default: unknown)");
   build->add_option("--gpu", opt.gpu,
-                    "Probe this GPU for the prompts' facts, as a run does (instead of --gpu-facts)");
+                    "Probe this GPU for the prompts' facts, as a run does (instead of --gpu-facts); repair drills are "
+                    "judged on it, so their breakages include those only a run shows (a wrong answer, a fault)");
   build->add_option("--prompt-template", opt.prompt_template,
                     "Prompt template file, as a run's [tasks] prompt_template (default: the embedded one)");
   build->add_option("--verdicts", opt.verdicts,

@@ -321,7 +321,7 @@ int corpus_command(const corpus_options& opt, std::ostream& out, std::ostream& e
   }
   two_turn_drills two_turn;
   auto repairs = repair_drills(pass.repairable, opt.repair_drills, opt.drill_seed + 2,
-                               (dir / "repair-cache").string(), &two_turn.repaired);
+                               (dir / "repair-cache").string(), opt.gpu, &two_turn.repaired);
   if (!repairs) {
     err << "kforge corpus build: " << repairs.message() << "\n";
     return 1;  // the sandbox could not run

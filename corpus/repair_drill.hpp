@@ -11,10 +11,13 @@
 // it knew, so episodes gained nothing. These drills show it what a compile error's observation
 // says and that the answer is the whole file again, fixed.
 //
-// Breakages (each the kind of slip small models make): a statement's semicolon dropped, one use of
-// a local name misspelt (undeclared), the entry point misspelt (kf_forward not exported: a link
-// error), the ABI header's #include dropped. Logic errors (a wrong answer's observation) need a GPU
-// run and are not drilled here.
+// Breakages (each the kind of slip small models make). That stop the build: a statement's
+// semicolon dropped, one use of a local name misspelt (undeclared), the entry point misspelt
+// (kf_forward not exported: a link error), the ABI header's #include dropped. That build and then
+// compute wrongly (only a run shows them, so they are drawn only where the drills are judged on a
+// GPU; their observation is a wrong answer's or a fault's): a launch grid rounded down instead of
+// up (the tail left unwritten, or no block at all), a sum's accumulator started at 1, a constant
+// of the element function changed.
 
 #include <cstdint>
 #include <optional>
@@ -27,10 +30,21 @@
 
 namespace kforge::corpus {
 
-enum class breakage { drop_semicolon, undeclared_name, entry_point_name, no_include };
+enum class breakage {
+  drop_semicolon,
+  undeclared_name,
+  entry_point_name,
+  no_include,
+  grid_rounded_down,
+  sum_starts_at_one,
+  op_constant,
+};
 
 /// "drop_semicolon", ...
 const char* to_string(breakage b);
+
+/// Whether a kernel broken this way still builds, so that only running it shows the fault.
+bool shows_only_when_run(breakage b);
 
 /// `source` broken by `kind` at a place drawn from `rng`; nullopt when it has no such place.
 std::optional<std::string> break_source(const std::string& source, breakage kind, std::mt19937_64& rng);
@@ -60,9 +74,10 @@ struct repair_drill_tally {
 };
 
 /// `count` drills over `sources` (drawn with `seed`; breakages in turn), each broken kernel judged
-/// by a compile-only sandbox with its cache in `cache_dir`. An error when the sandbox cannot start.
+/// by a sandbox with its cache in `cache_dir`: on GPU `gpu` (every breakage drawn), or, with `gpu`
+/// -1, compile-only (the breakages that stop the build only). An error when the sandbox cannot start.
 result<std::vector<repair_drill>> repair_drills(const std::vector<drill_source>& sources, int count,
-                                                std::uint64_t seed, const std::string& cache_dir,
+                                                std::uint64_t seed, const std::string& cache_dir, int gpu = -1,
                                                 repair_drill_tally* tally = nullptr);
 
 }  // namespace kforge::corpus

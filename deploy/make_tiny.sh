@@ -64,9 +64,11 @@
 # the next from the last model: --steps corpus,pretrain,heldout -- --init OLD_MODEL --steps N ...
 # (the training flags without the shape flags, which --init takes from OLD_MODEL, and OLD_MODEL's
 # tokenizer). models/kforge-tiny/README.md trained that way, over two calls.
-# --repair-drills N (default 0, as every shipped version was made): two-turn records, a corpus
-# kernel broken by one edit, the sandbox's observation of it, the kernel (corpus/repair_drill.hpp),
-# so that a model learns to answer an episode's observation; pretrain trains on their second turn.
+# --repair-drills N (default 0; v15 was continued with 3,986 made apart, models/kforge-tiny/README.md):
+# two-turn records, a corpus kernel broken by one edit, the sandbox's observation of it, the kernel
+# (corpus/repair_drill.hpp), so that a model learns to answer an episode's observation; pretrain
+# trains on their second turn. With --gpu N the drills are judged on that GPU, so they include
+# breakages only a run shows (wrong answers, faults); with --gpu -1 only those that stop the build.
 set -euo pipefail
 inputs= kforge= work= model= gpu=0 synth=10000 drills=40000 lowering=60000 repair=0 vocab=8192 heldout=24 samples=8 max_new=3072 split=1 rl_pool=96 rl_seed=21
 steps=split,synth,rlpool,corpus,tokenizer,pretrain,heldout

@@ -1,19 +1,26 @@
 // GPU: every variant the writer gives for a handful of tasks per family runs through the real
-// sandbox pool (compile, candidate child, reference server, timing) and must get verdict ok.
+// sandbox pool (compile, candidate child, reference server, timing) and must get verdict ok; and
+// `kforge corpus build --repair-drills --gpu 0` judges its drills there, the breakages only a run
+// shows among them, whose observations are then a wrong answer's or a fault's.
 // Without a GPU it exits 77 (skipped).
 #include <doctest/doctest.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/parallel.hpp"
+#include "corpus/corpus_command.hpp"
 #include "corpus/kernel_writer.hpp"
+#include "corpus/repair_drill.hpp"
 #include "corpus_tasks.hpp"
 #include "sandbox/pool.hpp"
 #include "sandbox/verdict_json.hpp"
+#include "tests/json_lines.hpp"
 
 namespace fs = std::filesystem;
 namespace ks = kforge::sandbox;
@@ -74,4 +81,41 @@ TEST_CASE("written variants of each family get verdict ok on a GPU") {
     CHECK(got == "ok");
   }
   std::printf("%zu variants, %d not ok\n", items.size(), bad);
+}
+
+TEST_CASE("repair drills judged on a GPU: breakages only a run shows get a wrong answer's or a fault's observation") {
+  if (ks::visible_gpu_count() == 0) {
+    std::printf("SKIP: no GPU visible\n");
+    std::exit(77);
+  }
+  ::setenv("KFORGE_SANDBOX_PROGRAM", KFORGE_BINARY, 1);  // the candidate children are kforge's, not this test's
+  const fs::path dir = fs::temp_directory_path() / ("kforge-repair-gpu-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  kforge::corpus::corpus_options o;
+  o.tasks = "builtin";
+  o.categories = {"elementwise", "reduction"};
+  o.out = dir.string();
+  o.repair_drills = 28;  // four rounds of the seven breakages
+  o.gpu = 0;
+  std::ostringstream out, err;
+  REQUIRE_MESSAGE(kforge::corpus::corpus_command(o, out, err) == 0, err.str());
+  std::printf("%s", out.str().c_str());
+  std::map<std::string, int> run_only;  // edit -> drills
+  for (const auto& r : kforge::testing::read_json_lines(dir / "sft.jsonl")) {
+    if (r.value("drill", "") != "repair") continue;
+    const std::string edit = r["edit"];
+    const std::string observation = r["turns"][0]["observation"];
+    const bool runs = edit == "grid_rounded_down" || edit == "sum_starts_at_one" || edit == "op_constant";
+    if (!runs) continue;
+    ++run_only[edit];
+    INFO(edit << ": " << observation.substr(0, 400));
+    // The sandbox's own verdict of a kernel that builds: anything but correct (those are dropped).
+    CHECK((observation.find("wrong answer") != std::string::npos ||
+           observation.find("runtime error") != std::string::npos ||
+           observation.find("timeout") != std::string::npos || observation.find("suspected hack") != std::string::npos));
+  }
+  CHECK(run_only["grid_rounded_down"] > 0);
+  CHECK(run_only["sum_starts_at_one"] > 0);
+  CHECK(run_only["op_constant"] > 0);
+  fs::remove_all(dir);
 }

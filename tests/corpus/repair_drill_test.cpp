@@ -23,18 +23,22 @@ using json = nlohmann::json;
 #ifdef KFORGE_TASKS_WITH_TORCH
 namespace {
 
-corpus::kernel_variant relu_variant() {
+// The corpus writer's first variant of built-in task `id`, or its variant named `name`.
+corpus::kernel_variant variant_of(const std::string& id, const std::string& name = "") {
   auto library = tasks::builtin_tasks();
   REQUIRE(library.ok());
   for (const auto& t : *library)
-    if (t.id == "l1/relu") {
+    if (t.id == id) {
       auto ks = corpus::write_kernels(t);
       REQUIRE(ks.ok());
-      return ks->front();
+      for (const auto& k : *ks)
+        if (name.empty() || k.name == name) return k;
     }
-  FAIL("no l1/relu");
+  FAIL("no variant " << name << " of " << id);
   return {};
 }
+
+corpus::kernel_variant relu_variant() { return variant_of("l1/relu"); }
 
 }  // namespace
 
@@ -62,6 +66,36 @@ TEST_CASE("each breakage makes one edit of its kind") {
   CHECK(corpus::break_source(v.source, corpus::breakage::drop_semicolon, again) == dropped);
   // A source without the place has no such breakage.
   CHECK_FALSE(corpus::break_source("int x;\n", corpus::breakage::no_include, rng));
+}
+
+TEST_CASE("the breakages only a run shows: a grid rounded down, a sum started at 1, a changed constant") {
+  std::mt19937_64 rng(5);
+  const auto relu = variant_of("l1/relu", "naive");
+  REQUIRE(relu.source.find("(n + 255) / 256") != std::string::npos);
+  const auto grid = corpus::break_source(relu.source, corpus::breakage::grid_rounded_down, rng);
+  REQUIRE(grid);
+  CHECK(grid->find("(n + 255) / 256") == std::string::npos);
+  CHECK(grid->find("= n / 256;") != std::string::npos);
+  // kf_op's `x0 > 0.0f ? x0 : 0.0f`: one of its two zeros becomes 1.0f, nothing outside kf_op moves.
+  const auto op = corpus::break_source(relu.source, corpus::breakage::op_constant, rng);
+  REQUIRE(op);
+  CHECK(op->size() == relu.source.size());
+  const auto body = [](const std::string& s) { return s.substr(s.find("void kf_op("), s.find("__global__") - s.find("void kf_op(")); };
+  CHECK(body(*op).find("1.0f") != std::string::npos);
+  CHECK(op->substr(op->find("__global__")) == relu.source.substr(relu.source.find("__global__")));
+  // No sum in relu; in a row sum the accumulator starts at 1.
+  CHECK_FALSE(corpus::break_source(relu.source, corpus::breakage::sum_starts_at_one, rng));
+  const auto rows = variant_of("l1/sum_rows");
+  const auto sum = corpus::break_source(rows.source, corpus::breakage::sum_starts_at_one, rng);
+  REQUIRE(sum);
+  CHECK(sum->find("acc = 0.0f;") == std::string::npos);
+  CHECK(sum->find(" acc = 1.0f;") != std::string::npos);  // float or double, as the variant sums
+  for (const auto b : {corpus::breakage::grid_rounded_down, corpus::breakage::sum_starts_at_one,
+                       corpus::breakage::op_constant})
+    CHECK(corpus::shows_only_when_run(b));
+  for (const auto b : {corpus::breakage::drop_semicolon, corpus::breakage::undeclared_name,
+                       corpus::breakage::entry_point_name, corpus::breakage::no_include})
+    CHECK_FALSE(corpus::shows_only_when_run(b));
 }
 
 TEST_CASE("corpus build --repair-drills writes the broken kernel, the sandbox's observation and the kernel") {
