@@ -7,8 +7,10 @@
 # --warm-time bounds that phase (for a run with a deadline): the warmers are stopped after S
 # seconds, and a task they did not reach is compiled when it is measured.
 # Then tasks/baselines/measure_baselines.py measures every task alone on the idle GPU (30 trials
-# alternating eager and compiled, L2 flushed before each), reading the warm cache. OUT.jsonl gets
-# a line per task as it goes, so a run cut short keeps what it measured.
+# alternating eager and compiled, L2 flushed before each), reading the warm cache: the tasks that
+# warmed first, then those whose warming failed, ran out of time or was not reached (a compile of
+# minutes, an RNN's, would otherwise hold up every task after it; 2026-12-07). OUT.jsonl gets a
+# line per task as it goes, so a run cut short keeps what it measured.
 # Modes that autotune (max-autotune, max-autotune-no-cudagraphs) warm with one process only: their
 # compile times candidate kernels on the GPU, and parallel warmers would time them against each
 # other and cache the choices made under that contention (2026-12-07, 12 warmers: max-autotune came
@@ -53,4 +55,6 @@ for f in "$work"/shard.*; do
 done
 wait || true  # a shard with a failing task still warmed the others
 echo "kernelbench_compile: caches warmed by $warmers processes; measuring each task alone" >&2
-"$python" "$script" "$tasks" --out "$out" --mode "$mode" --time-limit "$limit"
+warmed=()
+for f in "$work"/shard.*.warm.jsonl; do [[ -f $f ]] && warmed+=("$f"); done
+"$python" "$script" "$tasks" --out "$out" --mode "$mode" --time-limit "$limit" ${warmed[@]:+--warmed "${warmed[@]}"}

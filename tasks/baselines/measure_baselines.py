@@ -257,6 +257,26 @@ def measure(task, a, device, device_name):
     return line
 
 
+def warmed_first(tasks, warmed_files):
+    """`tasks` with those that have an ok line in `warmed_files` first, each part in file order. A
+    task whose compile failed or ran out of time while warming would most likely do so again, and
+    first in line it would hold up every task after it."""
+    ok = set()
+    for path in warmed_files:
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        m = json.loads(line)
+                    except ValueError as e:
+                        raise ValueError("%s:%d: not a JSON line (%s)" % (path, n, e))
+                    if m.get("ok") is True:
+                        ok.add(m.get("id"))
+    if not warmed_files:
+        return tasks
+    return [t for t in tasks if t.get("id") in ok] + [t for t in tasks if t.get("id") not in ok]
+
+
 def too_long(signum, frame):
     raise task_error("took longer than --time-limit")
 
@@ -275,6 +295,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=3, help="untimed calls after compiling (default 3)")
     ap.add_argument("--seed", type=int, default=1, help="input seed (default 1)")
     ap.add_argument("--time-limit", type=int, default=900, help="seconds per task, compile included (default 900)")
+    ap.add_argument("--warmed", nargs="*", default=[],
+                    help="measure lines of an earlier pass (a cache warming): the tasks ok there go first, "
+                         "so a run cut short has measured what compiles before what did not")
     a = ap.parse_args()
     if a.trials < 1 or a.rounds < 1 or a.warmup < 0 or a.time_limit < 1:
         ap.error("--trials, --rounds and --time-limit must be >= 1, --warmup >= 0")
@@ -309,7 +332,7 @@ def main():
         print("measure_baselines: --device %s: expected cuda, cuda:N or cpu" % a.device, file=sys.stderr)
         return 2
     try:
-        tasks = read_tasks(a.tasks)
+        tasks = warmed_first(read_tasks(a.tasks), a.warmed)
     except (OSError, ValueError) as e:
         print("measure_baselines: %s" % e, file=sys.stderr)
         return 2

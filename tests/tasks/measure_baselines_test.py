@@ -132,6 +132,29 @@ def check_python_form(script):
               % (what, got if not isinstance(got, torch.Tensor) else list(got.shape), list(want.shape)))
 
 
+def check_warmed_first(script):
+    """Tasks that warmed (an ok line in a warming pass's file) are measured first, each part in
+    file order; a task whose warming failed or was never reached goes last; a bad file is refused."""
+    spec = importlib.util.spec_from_file_location("measure_baselines", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    tasks = [{"id": i} for i in ("slow", "a", "failed", "b", "unreached")]
+    with tempfile.TemporaryDirectory() as d:
+        w1, w2 = os.path.join(d, "w1.jsonl"), os.path.join(d, "w2.jsonl")
+        write(w1, [{"id": "b", "ok": True}, {"id": "failed", "ok": False, "error": "took longer"}])
+        write(w2, [{"id": "a", "ok": True}])
+        got = [t["id"] for t in mod.warmed_first(tasks, [w1, w2])]
+        check(got == ["a", "b", "slow", "failed", "unreached"], "warmed tasks first: %s" % got)
+        check([t["id"] for t in mod.warmed_first(tasks, [])] == [t["id"] for t in tasks], "no warming files: file order")
+        with open(w2, "a") as f:
+            f.write("{not json\n")
+        try:
+            mod.warmed_first(tasks, [w1, w2])
+            check(False, "a bad warming file is refused")
+        except ValueError as e:
+            check("w2.jsonl:2" in str(e), "the refusal names the file and line: %s" % e)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--script", required=True)
@@ -196,6 +219,7 @@ def main():
     check_mismatch(a.script)
     check_prepared(a.script)
     check_python_form(a.script)
+    check_warmed_first(a.script)
     if failures:
         print("%d check(s) failed" % len(failures))
         return 1
