@@ -37,6 +37,7 @@ done
 [[ -n $kforge && -n $model && -n $out ]] ||
   { echo "episodes_eval: --kforge, --model and --out are required" >&2; exit 2; }
 [[ -f $tasks ]] || { echo "episodes_eval: no task file $tasks" >&2; exit 2; }
+[[ $gpu =~ ^-?[0-9]+$ ]] || { echo "episodes_eval: --gpu takes a CUDA ordinal or -1, not '$gpu'" >&2; exit 2; }
 for n in "$episodes" "$turns"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "episodes_eval: --episodes and --turns take a positive count, not '$n'" >&2; exit 2; }
 done

@@ -148,8 +148,14 @@ fi
     [[ -n ${KFORGE_DEMO_MANIFEST:-} ]] && demo_manifest=(--manifest "$KFORGE_DEMO_MANIFEST")
     turns=${KFORGE_DEMO_TURNS:-1}
     if ((turns > 1)); then
+      if [[ -n ${KFORGE_DEMO_MANIFEST:-} ]]; then
+        echo "gpu-host: KFORGE_DEMO_TURNS makes the demonstration's manifest; unset KFORGE_DEMO_MANIFEST" >&2
+        exit 2
+      fi
       "$build/kforge" manifest --print-default |
         sed 's/^activation_checkpointing = false/activation_checkpointing = true/' >"$build/episodes.toml"
+      grep -q '^activation_checkpointing = true' "$build/episodes.toml" ||
+        { echo "gpu-host: the default manifest has no activation_checkpointing line to turn on" >&2; exit 2; }
       printf '\n[agent]\nmax_turns = %d\nfeedback = ["compile", "resources", "correctness", "runtime", "timing"]\n' \
         "$turns" >>"$build/episodes.toml"
       demo_manifest=(--manifest "$build/episodes.toml")
@@ -216,9 +222,13 @@ fi
       if [[ -z $last ]]; then
         row "episodes: after" FAIL "no complete checkpoint under $demo/run/checkpoints"
       else
-        step "episodes: after (${last##*/})" episodes-after.log episodes_eval "$last" "$demo/episodes-after" &&
+        step "episodes: after (${last##*/})" episodes-after.log episodes_eval "$last" "$demo/episodes-after"
+        if [[ -s $demo/episodes-before/episodes/verdicts.jsonl ]]; then
           step "episodes: kforge compare" episodes-compare.log "$build/kforge" compare \
             "$demo/episodes-before/episodes/verdicts.jsonl" "$demo/episodes-after/episodes/verdicts.jsonl" --best-of-task
+        else
+          row "episodes: kforge compare" FAIL "no before measure on this machine (run episodesbefore first)"
+        fi
         cp "$demo/episodes-after/compare-best.txt" "$out/episodes_after_compare_best.txt" 2>/dev/null
         cp "$demo/episodes-after/episodes/verdicts.jsonl" "$out/episodes_after_verdicts.jsonl" 2>/dev/null
       fi

@@ -14,25 +14,65 @@ import typing
 
 import torch
 
-# torch.X that stays Python's in a Python function: aten::tensor is a TorchScript-only operator,
-# which torch.compile cannot trace, and Python's torch.tensor is the same function.
-PYTHON_FORMS = {"tensor"}
+# torch.X that a Python function calls as Python's own torch.X: operators TorchScript alone runs
+# (aten::tensor, aten::device), which torch.compile cannot trace and whose Python forms are the
+# same functions; `tensor` through python_tensor, which also takes a ScalarType number.
+PYTHON_FORMS = {"tensor": "python_tensor", "device": "torch.device"}
+
+
+def _scalar_types():
+    """ScalarType numbers (as TorchScript prints a dtype: `dtype=6`) to torch dtypes."""
+    out = {}
+    for n in range(64):
+        if n == 8:  # ComplexHalf: making one logs a warning, and no task has it
+            continue
+        try:
+            out[n] = torch.ops.aten.empty([0], dtype=n).dtype
+        except (RuntimeError, TypeError):
+            pass
+    return out
+
+
+SCALAR_TYPES = _scalar_types()
+
+
+def python_tensor(data, dtype=None, device=None, requires_grad=False):
+    """torch.tensor as TorchScript's aten::tensor takes it: `dtype` a torch dtype or a number."""
+    if isinstance(dtype, int):
+        dtype = SCALAR_TYPES[dtype]
+    return torch.tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def defined(unit_or_scope, name):
+    found = unit_or_scope.get(name) if isinstance(unit_or_scope, dict) else unit_or_scope.find_function(name)
+    if found is None:
+        raise ValueError("the reference defines no %s" % name)
+    return found
 
 
 def script_function(source, name="forward"):
-    """`def name` of `source` compiled as LibTorch compiles a task's reference."""
+    """`def name` of `source` compiled as LibTorch compiles a task's reference. Raises ValueError
+    where `source` does not define it."""
     names = {"torch": torch.ops.aten, "ops": torch.ops, "annotate": torch.jit.annotate, "math": math,
              "inf": math.inf, "nan": math.nan}
     unit = torch._C.CompilationUnit()
     unit.define(source, names.get)
-    return unit.find_function(name)
+    return defined(unit, name)
+
+
+def is_operator(name):
+    return bool(torch._C._jit_get_schemas_for_operator("aten::" + name))
 
 
 def python_source(source):
-    """`source` with every torch.X spelled torch.ops.aten.X (but PYTHON_FORMS): the operators the
-    TorchScript reference calls, as a Python function calls them."""
+    """`source` with each torch.X that names an aten operator spelled torch.ops.aten.X (but
+    PYTHON_FORMS): the operators the TorchScript reference calls, as a Python function calls them.
+    Other names (torch.Tensor in an annotation) stay Python's."""
     def resolve(m):
-        return m.group(0) if m.group(1) in PYTHON_FORMS else "torch.ops.aten." + m.group(1)
+        name = m.group(1)
+        if name in PYTHON_FORMS:
+            return PYTHON_FORMS[name]
+        return "torch.ops.aten." + name if is_operator(name) else m.group(0)
     return re.sub(r"\btorch\.([A-Za-z_][A-Za-z0-9_]*)", resolve, source)
 
 
@@ -41,8 +81,6 @@ def python_function(source, name="forward"):
     what script_function's does. Raises ValueError where `source` does not define it."""
     scope = {"torch": torch, "ops": torch.ops, "Tensor": torch.Tensor, "List": typing.List,
              "Optional": typing.Optional, "Tuple": typing.Tuple, "math": math, "inf": math.inf,
-             "nan": math.nan, "annotate": lambda _type, value: value}
+             "nan": math.nan, "annotate": lambda _type, value: value, "python_tensor": python_tensor}
     exec(compile(python_source(source), "<reference>", "exec"), scope)
-    if name not in scope:
-        raise ValueError("the reference defines no %s" % name)
-    return scope[name]
+    return defined(scope, name)

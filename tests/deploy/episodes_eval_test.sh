@@ -41,6 +41,8 @@ ee --out "$work/a" >"$work/log" 2>&1 && fail "a second run into the same --out w
 grep -q "exists: give a new --out" "$work/log" || { cat "$work/log"; fail "no message naming the used --out"; }
 ee --out "$work/b" --turns 0 >"$work/log" 2>&1 && fail "--turns 0 accepted"
 grep -q "positive count, not '0'" "$work/log" || { cat "$work/log"; fail "no message naming --turns 0"; }
+ee --out "$work/b" --gpu cuda >"$work/log" 2>&1 && fail "--gpu cuda accepted"
+grep -q "CUDA ordinal or -1, not 'cuda'" "$work/log" || { cat "$work/log"; fail "no message naming --gpu cuda"; }
 [[ ! -e $work/calls ]] || fail "kforge ran for bad arguments: $(cat "$work/calls")"
 ee --out "$work/c" --gpu -1 --episodes 1 --turns 1 >"$work/log" 2>&1 || { cat "$work/log"; fail "the CPU run failed"; }
 grep -q -- "^optimize .*--compile-only" "$work/calls" || fail "no --compile-only without a GPU: $(cat "$work/calls")"

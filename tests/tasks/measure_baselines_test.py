@@ -112,6 +112,9 @@ SPELLINGS = {
     "an operator Python's torch lacks": ("def forward(x, w) -> Tensor:\n"
                                          "  B = torch.tensor(torch.size(x, 0))\n"
                                          "  return torch.view(torch.linear(x, w), [int(B), -1])\n", 2),
+    "a constant tensor of a ScalarType number, and a torch type": (
+        "def forward(x: torch.Tensor) -> Tensor:\n"
+        "  return torch.mul(x, torch.tensor(0.5, dtype=6, device=x.device))\n", 1),
 }
 
 
@@ -134,7 +137,7 @@ def check_python_form(script):
 
 def check_warmed_first(script):
     """Tasks that warmed (an ok line in a warming pass's file) are measured first, each part in
-    file order; a task whose warming failed or was never reached goes last; a bad file is refused."""
+    file order; a task whose warming failed or was never reached goes last."""
     spec = importlib.util.spec_from_file_location("measure_baselines", script)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -146,13 +149,11 @@ def check_warmed_first(script):
         got = [t["id"] for t in mod.warmed_first(tasks, [w1, w2])]
         check(got == ["a", "b", "slow", "failed", "unreached"], "warmed tasks first: %s" % got)
         check([t["id"] for t in mod.warmed_first(tasks, [])] == [t["id"] for t in tasks], "no warming files: file order")
+        # A warmer stopped mid-line (--warm-time) leaves a cut line: skipped, the rest read.
         with open(w2, "a") as f:
-            f.write("{not json\n")
-        try:
-            mod.warmed_first(tasks, [w1, w2])
-            check(False, "a bad warming file is refused")
-        except ValueError as e:
-            check("w2.jsonl:2" in str(e), "the refusal names the file and line: %s" % e)
+            f.write('{"id": "slow", "o')
+        got = [t["id"] for t in mod.warmed_first(tasks, [w1, w2])]
+        check(got == ["a", "b", "slow", "failed", "unreached"], "a cut line is skipped: %s" % got)
 
 
 def main():
