@@ -160,9 +160,13 @@ fi
         "$turns" >>"$build/episodes.toml"
       demo_manifest=(--manifest "$build/episodes.toml")
     fi
-    episodes_eval() {  # episodes_eval MODEL OUT
-      rm -rf "$2"
-      "$root/deploy/episodes_eval.sh" --kforge "$build/kforge" --model "$1" --out "$2" --turns "$turns"
+    episodes_eval() {  # episodes_eval MODEL before|after: into $demo/episodes-WHEN, its results back in $out
+      rm -rf "$demo/episodes-$2"
+      "$root/deploy/episodes_eval.sh" --kforge "$build/kforge" --model "$1" --out "$demo/episodes-$2" --turns "$turns"
+      local rc=$?
+      cp "$demo/episodes-$2/compare-best.txt" "$out/episodes_$2_compare_best.txt" 2>/dev/null
+      cp "$demo/episodes-$2/episodes/verdicts.jsonl" "$out/episodes_$2_verdicts.jsonl" 2>/dev/null
+      return $rc
     }
     # The newest complete checkpoint of the demonstration's run (what kforge run --resume loads).
     demo_checkpoint() {
@@ -213,24 +217,20 @@ fi
       "$build/kforge" report "$demo/run" --out "$out/demo_report.html" >/dev/null 2>&1
     fi
     if asked episodesbefore; then
-      step "episodes: before (kforge-tiny)" episodes-before.log episodes_eval "$root/models/kforge-tiny" "$demo/episodes-before"
-      cp "$demo/episodes-before/compare-best.txt" "$out/episodes_before_compare_best.txt" 2>/dev/null
-      cp "$demo/episodes-before/episodes/verdicts.jsonl" "$out/episodes_before_verdicts.jsonl" 2>/dev/null
+      step "episodes: before (kforge-tiny)" episodes-before.log episodes_eval "$root/models/kforge-tiny" before
     fi
     if asked episodesafter; then
       last=$(demo_checkpoint)
       if [[ -z $last ]]; then
         row "episodes: after" FAIL "no complete checkpoint under $demo/run/checkpoints"
       else
-        step "episodes: after (${last##*/})" episodes-after.log episodes_eval "$last" "$demo/episodes-after"
+        step "episodes: after (${last##*/})" episodes-after.log episodes_eval "$last" after
         if [[ -s $demo/episodes-before/episodes/verdicts.jsonl ]]; then
           step "episodes: kforge compare" episodes-compare.log "$build/kforge" compare \
             "$demo/episodes-before/episodes/verdicts.jsonl" "$demo/episodes-after/episodes/verdicts.jsonl" --best-of-task
         else
           row "episodes: kforge compare" FAIL "no before measure on this machine (run episodesbefore first)"
         fi
-        cp "$demo/episodes-after/compare-best.txt" "$out/episodes_after_compare_best.txt" 2>/dev/null
-        cp "$demo/episodes-after/episodes/verdicts.jsonl" "$out/episodes_after_verdicts.jsonl" 2>/dev/null
       fi
     fi
     if want loop; then

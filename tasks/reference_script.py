@@ -43,8 +43,8 @@ def python_tensor(data, dtype=None, device=None, requires_grad=False):
     return torch.tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def defined(unit_or_scope, name):
-    found = unit_or_scope.get(name) if isinstance(unit_or_scope, dict) else unit_or_scope.find_function(name)
+def required(found, name):
+    """`found`, the function `name` looked up in a compiled reference; ValueError where it is None."""
     if found is None:
         raise ValueError("the reference defines no %s" % name)
     return found
@@ -57,7 +57,7 @@ def script_function(source, name="forward"):
              "inf": math.inf, "nan": math.nan}
     unit = torch._C.CompilationUnit()
     unit.define(source, names.get)
-    return defined(unit, name)
+    return required(unit.find_function(name), name)
 
 
 def is_operator(name):
@@ -83,4 +83,4 @@ def python_function(source, name="forward"):
              "Optional": typing.Optional, "Tuple": typing.Tuple, "math": math, "inf": math.inf,
              "nan": math.nan, "annotate": lambda _type, value: value, "python_tensor": python_tensor}
     exec(compile(python_source(source), "<reference>", "exec"), scope)
-    return defined(scope, name)
+    return required(scope.get(name), name)

@@ -261,6 +261,8 @@ def warmed_first(tasks, warmed_files):
     """`tasks` with those that have an ok line in `warmed_files` first, each part in file order. A
     task whose compile failed or ran out of time while warming would most likely do so again, and
     first in line it would hold up every task after it."""
+    if not warmed_files:
+        return tasks
     ok = set()
     for path in warmed_files:
         with open(path) as f:
@@ -272,8 +274,6 @@ def warmed_first(tasks, warmed_files):
                     continue
                 if isinstance(m, dict) and m.get("ok") is True:
                     ok.add(m.get("id"))
-    if not warmed_files:
-        return tasks
     return [t for t in tasks if t.get("id") in ok] + [t for t in tasks if t.get("id") not in ok]
 
 
