@@ -157,6 +157,25 @@ std::vector<generation> to_generations(const at::Tensor& tokens, const at::Tenso
   return out;
 }
 
+// The prompts' forward through the cache, in slices of their L positions, each attending over the
+// cache so far: the attention's scratch grows with P x slice x L (measured 2026-12-07: 64 episode
+// turns of about 8K tokens in one forward took over 50 GiB, and the sandbox's candidate children on
+// the same GPU ran out of memory). The last position's logits [P, 1, V].
+at::Tensor prefill(CausalLMImpl& model, const at::Tensor& ids, const at::Tensor& prompt_mask, forward_args& args,
+                   double scratch_bytes) {
+  const std::int64_t P = ids.size(0), L = ids.size(1);
+  const double per_position =
+      static_cast<double>(P) * L * attention_bytes_per_pair(model.config, param_options(model).dtype().toScalarType(), ids.is_cuda());
+  const std::int64_t slice = std::clamp<std::int64_t>(static_cast<std::int64_t>(scratch_bytes / per_position), 1, L);
+  at::Tensor logits;
+  for (std::int64_t t0 = 0; t0 < L; t0 += slice) {
+    const std::int64_t n = std::min(slice, L - t0);
+    args.attention_mask = prompt_mask.narrow(1, 0, t0 + n);
+    logits = model.forward(ids.narrow(1, t0, n), args);
+  }
+  return logits;
+}
+
 }  // namespace
 
 result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<std::vector<std::int64_t>>& prompts,
@@ -200,8 +219,7 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     forward_args args;
     args.cache = &cache;
     args.last_only = true;
-    args.attention_mask = prompt_mask.narrow(1, 0, L);
-    at::Tensor logits = model.forward(ids, args).select(1, 0).to(at::kFloat);
+    at::Tensor logits = prefill(model, ids, prompt_mask, args, o.prefill_scratch_bytes).select(1, 0).to(at::kFloat);
     at::Tensor mask = prompt_mask;
     at::Tensor lengths = at::tensor(prompt_len, i64).to(dev);
     if (o.n > 1) {

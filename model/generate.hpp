@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "model/prefill_scratch.hpp"
 #include "model/tokenizer.hpp"
 #include "model/transformer.hpp"
 
@@ -68,6 +69,10 @@ struct sampling_options {
   /// (common/gpu_use_lock.hpp), so a sandbox's exclusive timed trial on the same GPU never
   /// overlaps generation. Calls alternate, starting with true and ending with false.
   std::function<void(bool in_use)> device_use;
+  /// The prompts are prefilled in slices of their positions so that a forward's attention scratch
+  /// (masks and scores over prompts x slice x prompt length, attention_bytes_per_pair each) stays
+  /// under this many bytes; one forward when it fits. At least one position a slice.
+  double prefill_scratch_bytes = default_prefill_scratch_bytes;
 };
 
 struct generation {

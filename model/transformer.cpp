@@ -74,6 +74,18 @@ at::Tensor project(torch::nn::Linear& proj, const std::shared_ptr<lora_adapter>&
 
 }  // namespace
 
+std::int64_t attention_bytes_per_pair(const model_config& config, at::ScalarType dtype, bool cuda) {
+  const std::int64_t elem = static_cast<std::int64_t>(c10::elementSize(dtype));
+  const std::int64_t masks = 1 + elem;  // allowed (bool) and the additive mask
+#if defined(KFORGE_FUSED_CUDA_OPS)
+  if (cuda) return masks + elem * (config.num_attention_heads / config.num_key_value_heads);
+#else
+  (void)cuda;
+#endif
+  const std::int64_t softmax = static_cast<std::int64_t>(c10::elementSize(at_least_fp32(dtype)));
+  return masks + config.num_attention_heads * (3 * elem + softmax);  // scores, masked, softmax, probs
+}
+
 RMSNormImpl::RMSNormImpl(std::int64_t dim, double eps_) : eps(eps_) {
   weight = register_parameter("weight", at::ones({dim}));
 }

@@ -44,6 +44,13 @@ struct kv_cache {
 kv_cache make_kv_cache(const model_config& config, std::int64_t batch, std::int64_t capacity,
                        const at::TensorOptions& options);
 
+/// Bytes of attention scratch per (query, key) pair of one row in a forward of `dtype` on a CUDA
+/// device or not: the [B, T, S] masks forward builds (bool and additive) and, per layer, what the
+/// attention makes of them (SDPA's mask folded over the query heads of a key/value head on CUDA;
+/// scores, softmax and probabilities elsewhere). It grows with the square of the sequence, so it,
+/// not the KV cache, bounds a long prefill (generate.hpp's prefill_scratch_bytes).
+std::int64_t attention_bytes_per_pair(const model_config& config, at::ScalarType dtype, bool cuda);
+
 /// cos and sin tables [B, T, head_dim] for positions [B, T] (HF's default rotary embedding).
 struct rotary_tables {
   at::Tensor cos;

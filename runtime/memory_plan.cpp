@@ -7,6 +7,7 @@
 
 #if defined(KFORGE_HAVE_MODEL_CONFIG)
 #include "model/config.hpp"
+#include "model/prefill_scratch.hpp"
 #endif
 
 namespace kforge::pipeline {
@@ -97,7 +98,8 @@ memory_estimate sampler_memory(const policy_shape& p, const sampler_options& s, 
   const double kv = rows * seq * static_cast<double>(p.layers) * 2 * static_cast<double>(p.kv_heads * p.head_dim) * bf16;
   return sorted({"sampler", {{"weights (bf16)", params * bf16},
                              {"KV cache (" + std::to_string(static_cast<long long>(rows)) + " sequences)", kv},
-                             {"logits (fp32)", rows * static_cast<double>(p.vocab) * fp32}}});
+                             {"logits (fp32)", rows * static_cast<double>(p.vocab) * fp32},
+                             {"prefill attention scratch (bounded)", model::default_prefill_scratch_bytes}}});
 }
 
 memory_estimate sandbox_memory(int runners_per_gpu) {
