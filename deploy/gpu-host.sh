@@ -142,7 +142,9 @@ fi
     # checkpointing (the memory plan refuses 3-turn episodes without it on an 80 GiB GPU); measured
     # by episodesbefore / episodesafter: deploy/episodes_eval.sh (3 episodes of up to N turns
     # against 3 x N single-shot samples) on the shipped model and on the run's newest checkpoint,
-    # then kforge compare of the two models' episodes per task.
+    # then kforge compare of the two models' episodes per task. KFORGE_EPISODES_BEFORE: a recorded
+    # episodesbefore measure (its episodes' verdict lines) for that compare, as KFORGE_DEMO_BEFORE is
+    # for demoafter's.
     demo=${KFORGE_DEMO_DIR:-$build/demo}
     demo_manifest=()
     [[ -n ${KFORGE_DEMO_MANIFEST:-} ]] && demo_manifest=(--manifest "$KFORGE_DEMO_MANIFEST")
@@ -178,6 +180,16 @@ fi
       done
       echo "$best"
     }
+    # recorded_before FILE DEST: a recorded before measure (verdict lines, .jsonl or .jsonl.gz, relative
+    # to the root) as DEST, when the step that makes DEST did not run on this machine.
+    recorded_before() {
+      [[ -z $1 || -s $2 ]] && return 0
+      mkdir -p "$(dirname "$2")"
+      case $1 in
+        *.gz) gunzip -c "$root/$1" >"$2" ;;
+        *) cp "$root/$1" "$2" ;;
+      esac
+    }
     demo_run() ( cd "$root" && exec "$build/kforge" run "$@" --no-progress )  # the default's paths are relative
     if asked demobefore; then
       step "demo: held-out before (kforge-tiny)" demo-before.log "$root/deploy/heldout_eval.sh" \
@@ -198,13 +210,7 @@ fi
     if asked demoafter; then
       last=$(demo_checkpoint)
       rm -rf "$demo/after"
-      if [[ ! -s $demo/before/verdicts.jsonl && -n ${KFORGE_DEMO_BEFORE:-} ]]; then
-        mkdir -p "$demo/before"
-        case $KFORGE_DEMO_BEFORE in
-          *.gz) gunzip -c "$root/$KFORGE_DEMO_BEFORE" >"$demo/before/verdicts.jsonl" ;;
-          *) cp "$root/$KFORGE_DEMO_BEFORE" "$demo/before/verdicts.jsonl" ;;
-        esac
-      fi
+      recorded_before "${KFORGE_DEMO_BEFORE:-}" "$demo/before/verdicts.jsonl"
       if [[ -z $last ]]; then
         row "demo: held-out after" FAIL "no complete checkpoint under $demo/run/checkpoints"
       else
@@ -224,6 +230,7 @@ fi
       if [[ -z $last ]]; then
         row "episodes: after" FAIL "no complete checkpoint under $demo/run/checkpoints"
       else
+        recorded_before "${KFORGE_EPISODES_BEFORE:-}" "$demo/episodes-before/episodes/verdicts.jsonl"
         step "episodes: after (${last##*/})" episodes-after.log episodes_eval "$last" after
         if [[ -s $demo/episodes-before/episodes/verdicts.jsonl ]]; then
           step "episodes: kforge compare" episodes-compare.log "$build/kforge" compare \
