@@ -94,21 +94,33 @@ std::vector<std::int32_t> episode_turn_sampler::observation_ids(const engine_pol
 std::vector<result<engine_policy::continuation>> episode_turn_sampler::continue_all(
     engine_policy& policy, const std::vector<std::vector<std::int32_t>>& contexts,
     const std::vector<std::uint64_t>& seeds) const {
-  const auto max_new = static_cast<int>(sampling_.max_new_tokens);
-  std::vector<result<engine_policy::continuation>> out;
-  auto all = policy.continue_each(contexts, seeds, sampling_.temperature, sampling_.top_p, max_new);
-  if (all && all->size() == contexts.size()) {
-    for (auto& c : *all) out.emplace_back(std::move(c));
-    return out;
-  }
-  // One context the policy cannot take (grown past the model's context, say) must not fail the
-  // others of the batch: each alone.
-  for (std::size_t k = 0; k < contexts.size(); ++k) {
-    auto one = policy.continue_each({contexts[k]}, {seeds[k]}, sampling_.temperature, sampling_.top_p, max_new);
-    if (one && one->size() == 1) out.emplace_back(std::move(one->front()));
-    else out.emplace_back(one ? error{"the policy gave no continuation"} : one.err());
-  }
+  std::vector<result<engine_policy::continuation>> out(contexts.size(), error{"not generated"});
+  continue_range(policy, contexts, seeds, 0, contexts.size(), out);
   return out;
+}
+
+// A failed batch is split in halves down to single contexts, so one context the policy cannot take
+// (grown past the model's context, say) fails alone, and a batch too large for the GPU's memory
+// is generated in parts. (Falling back to each context alone made 64 episode turns that failed
+// together take 64 generations one after another: minutes of a stalled sampler.)
+void episode_turn_sampler::continue_range(engine_policy& policy, const std::vector<std::vector<std::int32_t>>& contexts,
+                                          const std::vector<std::uint64_t>& seeds, std::size_t begin, std::size_t end,
+                                          std::vector<result<engine_policy::continuation>>& out) const {
+  const std::vector<std::vector<std::int32_t>> part(contexts.begin() + begin, contexts.begin() + end);
+  const std::vector<std::uint64_t> part_seeds(seeds.begin() + begin, seeds.begin() + end);
+  auto all = policy.continue_each(part, part_seeds, sampling_.temperature, sampling_.top_p,
+                                  static_cast<int>(sampling_.max_new_tokens));
+  if (all && all->size() == part.size()) {
+    for (std::size_t k = 0; k < part.size(); ++k) out[begin + k] = std::move((*all)[k]);
+    return;
+  }
+  if (part.size() == 1) {
+    out[begin] = all ? error{"the policy gave no continuation"} : all.err();
+    return;
+  }
+  const std::size_t mid = begin + part.size() / 2;
+  continue_range(policy, contexts, seeds, begin, mid, out);
+  continue_range(policy, contexts, seeds, mid, end, out);
 }
 
 }  // namespace kforge::pipeline

@@ -34,10 +34,13 @@ class episode_turn_sampler {
   /// The observation's ids as a user message after `previous`, at most observation_max_tokens.
   std::vector<std::int32_t> observation_ids(const engine_policy& policy, const std::string& text,
                                             const std::vector<std::int32_t>& previous) const;
-  /// A continuation of each context; the batch at once, or each alone when the batch fails.
+  /// A continuation of each context; the batch at once, or in halves when it fails.
   std::vector<result<engine_policy::continuation>> continue_all(
       engine_policy& policy, const std::vector<std::vector<std::int32_t>>& contexts,
       const std::vector<std::uint64_t>& seeds) const;
+  void continue_range(engine_policy& policy, const std::vector<std::vector<std::int32_t>>& contexts,
+                      const std::vector<std::uint64_t>& seeds, std::size_t begin, std::size_t end,
+                      std::vector<result<engine_policy::continuation>>& out) const;
 
   episode_turn_sampler(agent::observation_template t, agent::feedback_kinds k, agent_options a,
                        sampler_options s, std::uint64_t seed)

@@ -515,6 +515,8 @@ class fake_policy final : public engine_policy {
   std::string decode(const std::vector<std::int32_t>&) const override { return ""; }
   result<std::vector<continuation>> continue_each(const std::vector<std::vector<std::int32_t>>& contexts,
                                                   const std::vector<std::uint64_t>&, double, double, int) override {
+    ++calls;
+    if (contexts.size() > max_batch) return error{"out of memory"};
     std::vector<continuation> out;
     for (const auto& c : contexts) {
       if (c.size() > 400) return error{"context of " + std::to_string(c.size()) + " tokens is too long"};
@@ -522,6 +524,8 @@ class fake_policy final : public engine_policy {
     }
     return out;
   }
+  std::size_t calls = 0;
+  std::size_t max_batch = 1000;  ///< a larger batch fails, as one too large for the GPU's memory
 };
 
 // A scored first turn of an episode of up to 3 turns with a context of `context` ids.
@@ -574,4 +578,38 @@ TEST_CASE("episode turns: a long observation is cut inside the message; a turn t
   CHECK(out[1]->episode->turn == 3);
   CHECK(out[1]->completion_tokens.empty());
   CHECK(out[1]->source.empty());
+}
+
+TEST_CASE("episode turns: a batch that fails is generated in halves, not one context at a time") {
+  agent_options a;
+  a.max_turns = 3;
+  auto turns = episode_turn_sampler::make(a, sampler_options{}, 1);
+  REQUIRE(turns);
+  // 16 observed turns; the one at `bad` has a context the policy cannot take.
+  auto run = [&](fake_policy& policy, std::size_t bad) {
+    std::vector<flatbuffers::FlatBufferBuilder> fbs(16);
+    std::vector<actors::sampler_logic::turn_item> items;
+    for (std::size_t i = 0; i < fbs.size(); ++i) {
+      fbs[i].Finish(wire::Scored::Pack(fbs[i], observed_turn(i == bad ? 500 : 10, "short").get()));
+      items.push_back({flatbuffers::GetRoot<wire::Scored>(fbs[i].GetBufferPointer()), {}});
+    }
+    return turns->next_turns(policy, items);
+  };
+  fake_policy small;  // takes at most 4 contexts at once
+  small.max_batch = 4;
+  auto out = run(small, 99);
+  REQUIRE(out.size() == 16);
+  for (const auto& t : out) {
+    REQUIRE(t);
+    CHECK(t->completion_tokens == std::vector<std::int32_t>{9, 9});
+  }
+  CHECK(small.calls == 7);  // 16, then 8 + 8, then 4 x 4
+  fake_policy one_bad;
+  out = run(one_bad, 5);
+  REQUIRE(out.size() == 16);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    REQUIRE(out[i]);
+    CHECK(out[i]->completion_tokens.empty() == (i == 5));
+  }
+  CHECK(one_bad.calls == 9);  // 16, 8 + 8, 4 + 4, 2 + 2, 1 + 1: one failed half split at each level
 }
