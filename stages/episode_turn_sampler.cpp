@@ -118,6 +118,11 @@ void episode_turn_sampler::continue_range(engine_policy& policy, const std::vect
     out[begin] = all ? error{"the policy gave no continuation"} : all.err();
     return;
   }
+  if (!told_split_)
+    kforge::log::warn("kforge sampler: a batch of " + std::to_string(part.size()) + " episode turns failed (" +
+                      (all ? std::string("the policy gave no continuation") : all.message()) +
+                      "); failed batches are generated in halves (said once)");
+  told_split_ = true;
   const std::size_t mid = begin + part.size() / 2;
   continue_range(policy, contexts, seeds, begin, mid, out);
   continue_range(policy, contexts, seeds, mid, end, out);

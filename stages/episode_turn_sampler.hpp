@@ -52,6 +52,7 @@ class episode_turn_sampler {
   sampler_options sampling_;
   std::uint64_t seed_;
   mutable bool told_failure_ = false;  ///< the first failed turn is said on the log
+  mutable bool told_split_ = false;    ///< the first failed batch of turns is said on the log
 };
 
 }  // namespace kforge::pipeline
