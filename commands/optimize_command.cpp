@@ -71,12 +71,9 @@ result<std::size_t> episode_token_limit(const optimize_options& o) {
   if (o.max_tokens > 0) return o.max_tokens;
   auto config = model::load_model_config((fs::path(o.model) / "config.json").string());
   if (!config) return config.err();
-  const auto context = static_cast<std::size_t>(config->max_position_embeddings);
-  const auto turn = static_cast<std::size_t>(o.max_new_tokens);
-  if (context <= turn)
-    return error{"--max-new-tokens " + std::to_string(turn) + " leaves no room for a prompt in the model's context of " +
-                 std::to_string(context) + " tokens"};
-  return context - turn;
+  auto limit = model::turn_context_limit(*config, o.max_new_tokens);
+  if (!limit) return error{"--max-new-tokens: " + limit.message()};
+  return limit;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

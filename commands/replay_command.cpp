@@ -18,6 +18,7 @@
 #include "actors/reward_actor.hpp"
 #include "messages/recording.hpp"
 #include "config/manifest.hpp"
+#include "runtime/episode_token_limit.hpp"
 #include "commands/replay_harness.hpp"
 #include "stages/reward_state_file.hpp"
 #include "stages/stage_factory.hpp"
@@ -441,6 +442,7 @@ int replay_checked(const replay_options& opt, std::ostream& out, std::ostream& e
     err << tool << m.message() << "\n";
     return exit_differs;
   }
+  bound_episode_tokens(*m);  // as the run did, so episodes end where they ended there
   if (const auto note = dedup_left_out_note(*m); opt.stage == "buffer" && !note.empty())
     err << tool << note;
 

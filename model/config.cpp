@@ -186,4 +186,11 @@ result<model_config> load_model_config(const std::string& path) {
   return parse_model_config(*text, file);
 }
 
+result<std::size_t> turn_context_limit(const model_config& c, std::int64_t max_new_tokens) {
+  if (c.max_position_embeddings <= max_new_tokens)
+    return error{"a turn of " + std::to_string(max_new_tokens) + " new tokens leaves no room for a prompt in the model's context of " +
+                 std::to_string(c.max_position_embeddings) + " tokens"};
+  return static_cast<std::size_t>(c.max_position_embeddings - max_new_tokens);
+}
+
 }  // namespace kforge::model

@@ -46,4 +46,9 @@ struct model_config {
 /// Reads `path`, a config.json or a checkpoint directory holding one.
 [[nodiscard]] result<model_config> load_model_config(const std::string& path);
 
+/// The longest context an episode's next turn may start from: the checkpoint's
+/// max_position_embeddings less one turn of `max_new_tokens` (positions past what the model was
+/// trained on give it nothing to go by). An error when no room is left for a prompt.
+[[nodiscard]] result<std::size_t> turn_context_limit(const model_config& c, std::int64_t max_new_tokens);
+
 }  // namespace kforge::model

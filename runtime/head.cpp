@@ -10,6 +10,7 @@
 
 #include "common/log.hpp"
 #include "config/manifest.hpp"
+#include "runtime/episode_token_limit.hpp"
 #include "runtime/head_run.hpp"
 #include "runtime/memory_plan.hpp"
 #include "runtime/host_check.hpp"
@@ -31,6 +32,7 @@ int worker_command(const worker_command_options& opt, std::ostream& err) {
   if (opt.steps) m->run.steps = *opt.steps;
   // As in the head: the stages' files (compile cache, weights) go to the run directory in use.
   if (opt.run_dir) m->run.run_dir = *opt.run_dir;
+  bound_episode_tokens(*m);
   runtime_options ro;
   ro.run_dir = m->run.run_dir;
   if (opt.resume_step && opt.resume_checkpoint)
@@ -102,6 +104,7 @@ result<run_plan> plan_run(const run_command_options& opt) {
   }
   if (opt.progress) plan.m.run.progress = *opt.progress;
   if (opt.time_limit_s) plan.m.run.time_limit_s = *opt.time_limit_s;
+  bound_episode_tokens(plan.m);
   return plan;
 }
 

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <string>
 
+#include "config/manifest.hpp"
+#include "runtime/episode_token_limit.hpp"
 #include "runtime/memory_plan.hpp"
 #include "runtime/memory_table.hpp"
 
@@ -210,4 +212,33 @@ TEST_CASE("memory plan: the table of training modes is the plan's estimates, for
   CHECK(out.str().find("| qwen2.5-1.5b | 1.54 B |") != std::string::npos);
   opt.models = {"/nonexistent"};
   CHECK(memory_table_command(opt, out, err) == 2);
+}
+
+TEST_CASE("episodes of an engine policy end at its context less one turn where agent.max_tokens leaves them open") {
+  if (auto tiny = policy_shape_of(std::string(KFORGE_SOURCE_DIR) + "/models/kforge-tiny"); !tiny) {
+    MESSAGE("the model library is not in this build: " << tiny.message());
+    return;
+  }
+  auto m = default_manifest();
+  REQUIRE(m);
+  m->sampler.model = std::string(KFORGE_SOURCE_DIR) + "/models/kforge-tiny";  // max_position_embeddings 8192
+  m->sampler.max_new_tokens = 3072;
+  bound_episode_tokens(*m);
+  CHECK(m->agent.max_tokens == 0u);  // single-shot: nothing to bound
+  m->agent.max_turns = 3;
+  bound_episode_tokens(*m);
+  CHECK(m->agent.max_tokens == 8192u - 3072u);
+  // The memory plan then plans for that context and one more turn, not 3 turns and 2 observations.
+  CHECK(planned_sequence_tokens(m->sampler, m->agent) == 8192);
+  m->agent.max_tokens = 4000;  // the manifest's own bound stays
+  bound_episode_tokens(*m);
+  CHECK(m->agent.max_tokens == 4000u);
+  m->agent.max_tokens = 0;
+  m->sampler.model = std::string(KFORGE_SOURCE_DIR) + "/no/such/model";  // the model checks say why
+  bound_episode_tokens(*m);
+  CHECK(m->agent.max_tokens == 0u);
+  m->sampler.model = std::string(KFORGE_SOURCE_DIR) + "/models/kforge-tiny";
+  m->sampler.max_new_tokens = 8192;  // no room for a prompt: left to the sampler's own errors
+  bound_episode_tokens(*m);
+  CHECK(m->agent.max_tokens == 0u);
 }

@@ -1,0 +1,17 @@
+#pragma once
+// Where [agent] max_tokens leaves episodes open, a run with an engine policy bounds them by the
+// policy's context, as `kforge optimize` does: a next turn starts from at most the checkpoint's
+// max_position_embeddings less one turn of sampler.max_new_tokens. Past the positions it was
+// trained on a model has nothing to go by, and its turns there would be trained on as if they were
+// its best.
+
+#include "config/manifest.hpp"
+
+namespace kforge::pipeline {
+
+/// Sets m.agent.max_tokens from the engine policy's config.json when episodes have more than one
+/// turn and it is 0. A config that cannot be read leaves it as it is (the model checks say why).
+/// Every process of a run and a replay apply it to the same manifest and model, so they agree.
+void bound_episode_tokens(manifest& m);
+
+}  // namespace kforge::pipeline
