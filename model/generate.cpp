@@ -166,7 +166,7 @@ at::Tensor prefill(CausalLMImpl& model, const at::Tensor& ids, const at::Tensor&
   const std::int64_t P = ids.size(0), L = ids.size(1);
   const double per_position =
       static_cast<double>(P) * L * attention_bytes_per_pair(model.config, param_options(model).dtype().toScalarType(), ids.is_cuda());
-  const std::int64_t slice = std::clamp<std::int64_t>(static_cast<std::int64_t>(scratch_bytes / per_position), 1, L);
+  const auto slice = static_cast<std::int64_t>(std::clamp(scratch_bytes / per_position, 1.0, static_cast<double>(L)));
   at::Tensor logits;
   for (std::int64_t t0 = 0; t0 < L; t0 += slice) {
     const std::int64_t n = std::min(slice, L - t0);

@@ -15,7 +15,9 @@ void bound_episode_tokens(manifest& m) {
     return;
   auto config = model::load_model_config((std::filesystem::path(m.sampler.model) / "config.json").string());
   if (!config) return;
-  if (auto limit = model::turn_context_limit(*config, m.sampler.max_new_tokens)) m.agent.max_tokens = *limit;
+  // A next turn starts from under max_tokens plus its observation (agent/episode_turns.hpp goes_on).
+  const auto turn = m.sampler.max_new_tokens + static_cast<std::int64_t>(m.agent.observation_max_tokens);
+  if (auto limit = model::turn_context_limit(*config, turn)) m.agent.max_tokens = *limit;
 #else
   (void)m;
 #endif

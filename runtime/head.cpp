@@ -156,6 +156,12 @@ std::optional<int> announce_and_check(const run_plan& plan, bool check_only, boo
   if (plan.resume)
     out << "resuming at step " << plan.resume->step << " of " << m.run.steps << " from "
         << plan.resume->checkpoint << "\n" << dedup_left_out_note(m) << "\n";
+  if (m.agent.max_turns > 1)
+    out << "episodes: up to " << m.agent.max_turns << " turns; "
+        << (m.agent.max_tokens > 0 ? "no next turn from " + std::to_string(m.agent.max_tokens) +
+                                         " tokens of context or more (before its observation)"
+                                   : std::string("no bound on their context (agent.max_tokens = 0)"))
+        << "\n";
   const auto host = probe_host();
   out << readiness_report(m, host) << "\n";
   const auto needs = check_only ? host_checks(m, host) : std::vector<host_check>{};

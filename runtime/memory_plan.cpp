@@ -5,9 +5,9 @@
 #include <numeric>
 #include <sstream>
 
+#include "model/prefill_scratch.hpp"  // a constant only: in every build
 #if defined(KFORGE_HAVE_MODEL_CONFIG)
 #include "model/config.hpp"
-#include "model/prefill_scratch.hpp"
 #endif
 
 namespace kforge::pipeline {
@@ -87,7 +87,10 @@ std::int64_t planned_sequence_tokens(const sampler_options& s, const agent_optio
   const std::int64_t turns = std::max(1, a.max_turns);
   std::int64_t seq = planned_prompt_tokens + turns * s.max_new_tokens +
                      (turns - 1) * static_cast<std::int64_t>(a.observation_max_tokens);
-  if (a.max_tokens > 0) seq = std::min(seq, static_cast<std::int64_t>(a.max_tokens) + s.max_new_tokens);
+  // A run's next turn starts from under max_tokens of context before its observation is added.
+  if (a.max_tokens > 0)
+    seq = std::min(seq, static_cast<std::int64_t>(a.max_tokens + (turns > 1 ? a.observation_max_tokens : 0)) +
+                            s.max_new_tokens);
   return seq;
 }
 

@@ -221,17 +221,25 @@ TEST_CASE("generate: greedy equals transformers token for token, prompts batched
     auto alone = generate(*model, {prompts[1]}, o);
     REQUIRE(alone.ok());
     CHECK((*alone)[0].tokens == expected[1]);
-    // Prefilled one position a forward (as a long batch of episode turns is sliced): the same
-    // tokens, and log-probs up to the rounding of the other shapes.
-    o.prefill_scratch_bytes = 1;
-    auto sliced = generate(*model, prompts, o);
-    REQUIRE(sliced.ok());
-    for (std::size_t i = 0; i < prompts.size(); ++i) {
-      CAPTURE(i);
-      CHECK((*sliced)[i].tokens == expected[i]);
-      REQUIRE((*sliced)[i].logprobs.size() == (*out)[i].logprobs.size());
-      for (std::size_t t = 0; t < (*out)[i].logprobs.size(); ++t)
-        CHECK((*sliced)[i].logprobs[t] == doctest::Approx((*out)[i].logprobs[t]).epsilon(1e-4));
+    // Prefilled in slices of 1 and of 3 positions (as a long batch of episode turns is, the last
+    // slice shorter): the same tokens, and log-probs up to the rounding of the other shapes.
+    std::size_t longest = 0;
+    for (const auto& p : prompts) longest = std::max(longest, p.size());
+    const double per_position = static_cast<double>(prompts.size() * longest) *
+                                static_cast<double>(attention_bytes_per_pair(model->config, at::kFloat, false));
+    REQUIRE(longest % 3 != 0);
+    for (const double positions : {1.0, 3.0}) {
+      CAPTURE(positions);
+      o.prefill_scratch_bytes = positions * per_position;
+      auto sliced = generate(*model, prompts, o);
+      REQUIRE(sliced.ok());
+      for (std::size_t i = 0; i < prompts.size(); ++i) {
+        CAPTURE(i);
+        CHECK((*sliced)[i].tokens == expected[i]);
+        REQUIRE((*sliced)[i].logprobs.size() == (*out)[i].logprobs.size());
+        for (std::size_t t = 0; t < (*out)[i].logprobs.size(); ++t)
+          CHECK((*sliced)[i].logprobs[t] == doctest::Approx((*out)[i].logprobs[t]).epsilon(1e-4));
+      }
     }
   }
 }

@@ -149,8 +149,8 @@ TEST_CASE("memory plan: episodes lengthen the planned sequence, and candidate ch
   a.max_turns = 3;
   a.observation_max_tokens = 512;
   CHECK(planned_sequence_tokens(s, a) == planned_prompt_tokens + 3 * 2048 + 2 * 512);
-  a.max_tokens = 4096;  // no turn starts past 4096 tokens of context: the last may add 2048 more
-  CHECK(planned_sequence_tokens(s, a) == 4096 + 2048);
+  a.max_tokens = 4096;  // no turn starts past 4096 tokens of context and an observation: the last may add 2048 more
+  CHECK(planned_sequence_tokens(s, a) == 4096 + 512 + 2048);
 
   policy_shape small = qwen_7b();
   small.layers = 2;
@@ -214,7 +214,7 @@ TEST_CASE("memory plan: the table of training modes is the plan's estimates, for
   CHECK(memory_table_command(opt, out, err) == 2);
 }
 
-TEST_CASE("episodes of an engine policy end at its context less one turn where agent.max_tokens leaves them open") {
+TEST_CASE("episodes of an engine policy stay within its context where agent.max_tokens leaves them open") {
   if (auto tiny = policy_shape_of(std::string(KFORGE_SOURCE_DIR) + "/models/kforge-tiny"); !tiny) {
     MESSAGE("the model library is not in this build: " << tiny.message());
     return;
@@ -227,8 +227,8 @@ TEST_CASE("episodes of an engine policy end at its context less one turn where a
   CHECK(m->agent.max_tokens == 0u);  // single-shot: nothing to bound
   m->agent.max_turns = 3;
   bound_episode_tokens(*m);
-  CHECK(m->agent.max_tokens == 8192u - 3072u);
-  // The memory plan then plans for that context and one more turn, not 3 turns and 2 observations.
+  CHECK(m->agent.max_tokens == 8192u - 3072u - m->agent.observation_max_tokens);
+  // The memory plan then plans for the model's whole context, not 3 turns and 2 observations.
   CHECK(planned_sequence_tokens(m->sampler, m->agent) == 8192);
   m->agent.max_tokens = 4000;  // the manifest's own bound stays
   bound_episode_tokens(*m);
