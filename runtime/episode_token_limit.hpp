@@ -1,11 +1,10 @@
 #pragma once
 // Where [agent] max_tokens leaves episodes open, a run with an engine policy bounds them by the
-// policy's context, as `kforge optimize` does: a next turn starts from at most the checkpoint's
-// max_position_embeddings less one turn of sampler.max_new_tokens. (agent.max_tokens is then that
-// less agent.observation_max_tokens: the reward stage decides before the observation is
-// rendered.) Past the positions it was
-// trained on a model has nothing to go by, and its turns there would be trained on as if they were
-// its best.
+// policy's context, as `kforge optimize` does: no next turn may run past the checkpoint's
+// max_position_embeddings. The reward stage decides before the observation is rendered, so the
+// bound is that context less one turn of sampler.max_new_tokens and one observation of
+// agent.observation_max_tokens. Past the positions it was trained on a model has nothing to go
+// by, and its turns there would be trained on as if they were its best.
 
 #include "config/manifest.hpp"
 

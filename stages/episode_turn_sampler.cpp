@@ -114,13 +114,13 @@ void episode_turn_sampler::continue_range(engine_policy& policy, const std::vect
     for (std::size_t k = 0; k < part.size(); ++k) out[begin + k] = std::move((*all)[k]);
     return;
   }
+  const std::string why = all ? "the policy gave no continuation" : all.message();
   if (part.size() == 1) {
-    out[begin] = all ? error{"the policy gave no continuation"} : all.err();
+    out[begin] = error{why};
     return;
   }
   if (!told_split_)
-    kforge::log::warn("kforge sampler: a batch of " + std::to_string(part.size()) + " episode turns failed (" +
-                      (all ? std::string("the policy gave no continuation") : all.message()) +
+    kforge::log::warn("kforge sampler: a batch of " + std::to_string(part.size()) + " episode turns failed (" + why +
                       "); failed batches are generated in halves (said once)");
   told_split_ = true;
   const std::size_t mid = begin + part.size() / 2;
