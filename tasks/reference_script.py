@@ -14,10 +14,36 @@ import typing
 
 import torch
 
-# torch.X that a Python function calls as Python's own torch.X: operators TorchScript alone runs
-# (aten::tensor, aten::device), which torch.compile cannot trace and whose Python forms are the
-# same functions; `tensor` through python_tensor, which also takes a ScalarType number.
+# torch.X that a Python function calls through another function than torch.ops.aten.X: operators
+# TorchScript alone runs (aten::tensor, aten::device), which torch.compile cannot trace and whose
+# Python forms are the same functions (`tensor` through python_tensor, which also takes a
+# ScalarType number); and the recurrent layers' operators (below).
 PYTHON_FORMS = {"tensor": "python_tensor", "device": "torch.device"}
+
+# Recurrent layers' operators, which a Python function calls outside torch.compile's graph: dynamo
+# breaks its graph at an nn.RNN, nn.GRU or nn.LSTM module (unless torch._dynamo.config.allow_rnn
+# is set), so a KernelBench RNN problem compiled as the field compiles it runs cuDNN's kernels
+# eagerly. Traced instead, inductor unrolls aten::lstm into a cell per time step and layer: a
+# compile of over 280 s for level 3's 36_LSTMHn (512 steps x 6 layers, one H100, 2026-12-07), and
+# a program that is not the field's baseline.
+RECURRENT = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+
+
+def _outside_graph(name):
+    op = getattr(torch.ops.aten, name)
+
+    def run(*args, **kwargs):
+        return op(*args, **kwargs)
+    run.__name__ = run.__qualname__ = "eager_" + name
+    try:
+        import torch._dynamo as dynamo  # torch 2.0 on; before it nothing compiles a Python function
+    except ImportError:
+        return run
+    return dynamo.disable(run)
+
+
+EAGER_FORMS = {"eager_" + name: _outside_graph(name) for name in RECURRENT}
+PYTHON_FORMS.update({name: "eager_" + name for name in RECURRENT})
 
 
 def _scalar_types():
@@ -81,6 +107,7 @@ def python_function(source, name="forward"):
     what script_function's does. Raises ValueError where `source` does not define it."""
     scope = {"torch": torch, "ops": torch.ops, "Tensor": torch.Tensor, "List": typing.List,
              "Optional": typing.Optional, "Tuple": typing.Tuple, "math": math, "inf": math.inf,
-             "nan": math.nan, "annotate": lambda _type, value: value, "python_tensor": python_tensor}
+             "nan": math.nan, "annotate": lambda _type, value: value, "python_tensor": python_tensor,
+             **EAGER_FORMS}
     exec(compile(python_source(source), "<reference>", "exec"), scope)
     return required(scope.get(name), name)

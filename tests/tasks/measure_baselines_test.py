@@ -135,6 +135,49 @@ def check_python_form(script):
               % (what, got if not isinstance(got, torch.Tensor) else list(got.shape), list(want.shape)))
 
 
+# A 2-layer LSTM as the importer prints nn.LSTM's forward (level 3's 36_LSTMHn, smaller).
+LSTM = ("def forward(x, h0, c0, w_ih0, w_hh0, b_ih0, b_hh0, w_ih1, w_hh1, b_ih1, b_hh1) -> Tensor:\n"
+        "  _1 = [w_ih0, w_hh0, b_ih0, b_hh0, w_ih1, w_hh1, b_ih1, b_hh1]\n"
+        "  out, h, c = torch.lstm(x, [h0, c0], _1, True, 2, 0., False, False, True)\n"
+        "  return torch.add(h, torch.sum(out))\n")
+
+
+def lstm_inputs():
+    batch, steps, feat, hidden = 3, 5, 4, 6
+    shapes = [(batch, steps, feat), (2, batch, hidden), (2, batch, hidden)]
+    for layer_in in (feat, hidden):
+        shapes += [(4 * hidden, layer_in), (4 * hidden, hidden), (4 * hidden,), (4 * hidden,)]
+    return [torch.randn(*s) for s in shapes]
+
+
+def check_recurrent(script):
+    """A recurrent layer's operator runs outside torch.compile's graph, as dynamo leaves nn.LSTM
+    modules (tasks/reference_script.py); the Python form computes what TorchScript does."""
+    spec = importlib.util.spec_from_file_location("measure_baselines", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    torch.manual_seed(0)
+    inputs = lstm_inputs()
+    want = mod.script_function(LSTM)(*inputs)
+    fn = mod.as_python(LSTM)
+    got = fn(*inputs)
+    check(got.shape == want.shape and torch.allclose(got, want, atol=1e-5),
+          "the Python form of an LSTM reference computes what TorchScript does")
+    if not hasattr(torch, "compile"):
+        print("check_recurrent: torch %s has no torch.compile; the graph is checked where it has" % torch.__version__)
+        return
+    traced = []
+
+    def backend(gm, _example_inputs):
+        traced.extend(str(n.target) for n in gm.graph.nodes)
+        return gm.forward
+    torch._dynamo.reset()
+    got = torch.compile(fn, backend=backend)(*inputs)
+    check(torch.allclose(got, want, atol=1e-5), "the compiled LSTM reference computes what TorchScript does")
+    check(traced and not any("lstm" in t for t in traced),
+          "torch.compile's graphs hold no lstm (they hold: %s)" % sorted(set(traced)))
+
+
 def check_warmed_first(script):
     """Tasks that warmed (an ok line in a warming pass's file) are measured first, each part in
     file order; a task whose warming failed or was never reached goes last."""
@@ -220,6 +263,7 @@ def main():
     check_mismatch(a.script)
     check_prepared(a.script)
     check_python_form(a.script)
+    check_recurrent(a.script)
     check_warmed_first(a.script)
     if failures:
         print("%d check(s) failed" % len(failures))
