@@ -69,7 +69,8 @@ class file_writer {
   ~file_writer() { discard(); }
 
   /// Writes all of `bytes`, or on an error none of them: what a short write put in the file is
-  /// cut off again (as far as the file system lets it), so the file ends where it did before.
+  /// cut off again (as far as the file system lets it: the error says where it did not), so the
+  /// file ends where it did before.
   [[nodiscard]] status append(std::string_view bytes) {
     if (fd_ < 0) return error{path_ + ": cannot write: the file is closed"};
     const auto length = bytes.size();
@@ -78,7 +79,8 @@ class file_writer {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         auto e = file_error(path_, "write");
-        if (bytes.size() < length) (void)::ftruncate(fd_, static_cast<off_t>(size_));
+        if (bytes.size() < length && ::ftruncate(fd_, static_cast<off_t>(size_)) != 0)
+          e.message += " (and the part written could not be cut off: " + std::string(std::strerror(errno)) + ")";
         return e;
       }
       bytes.remove_prefix(static_cast<std::size_t>(n));
