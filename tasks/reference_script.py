@@ -8,6 +8,7 @@ torch.zeros_like refuses a ScalarType number such as `dtype=6`), and some have o
 (torch.triplet_margin_loss reduces nothing where aten's reduces to the mean). Both Python tools
 that read references, the KernelBench importer and the compile-baseline measure, read them here.
 """
+import functools
 import math
 import re
 import typing
@@ -27,23 +28,25 @@ PYTHON_FORMS = {"tensor": "python_tensor", "device": "torch.device"}
 # compile of over 280 s for level 3's 36_LSTMHn (512 steps x 6 layers, one H100, 2026-12-07), and
 # a program that is not the field's baseline.
 RECURRENT = ("lstm", "gru", "rnn_tanh", "rnn_relu")
-
-
-def _outside_graph(name):
-    op = getattr(torch.ops.aten, name)
-
-    def run(*args, **kwargs):
-        return op(*args, **kwargs)
-    run.__name__ = run.__qualname__ = "eager_" + name
-    try:
-        import torch._dynamo as dynamo  # torch 2.0 on; before it nothing compiles a Python function
-    except ImportError:
-        return run
-    return dynamo.disable(run)
-
-
-EAGER_FORMS = {"eager_" + name: _outside_graph(name) for name in RECURRENT}
 PYTHON_FORMS.update({name: "eager_" + name for name in RECURRENT})
+
+
+@functools.lru_cache(maxsize=None)
+def eager_forms():
+    """eager_lstm, ...: the recurrent operators, each marked to run outside torch.compile's graph.
+    Made on first use: torch._dynamo takes seconds to import, and only the compile measure needs it
+    (torch 2.0 on; before it nothing compiles a Python function, and the plain operators serve)."""
+    try:
+        import torch._dynamo as dynamo
+    except ImportError:
+        dynamo = None
+    forms = {}
+    for name in RECURRENT:
+        def run(*args, _op=getattr(torch.ops.aten, name), **kwargs):
+            return _op(*args, **kwargs)
+        run.__name__ = run.__qualname__ = "eager_" + name
+        forms[run.__name__] = dynamo.disable(run) if dynamo is not None else run
+    return forms
 
 
 def _scalar_types():
@@ -108,6 +111,6 @@ def python_function(source, name="forward"):
     scope = {"torch": torch, "ops": torch.ops, "Tensor": torch.Tensor, "List": typing.List,
              "Optional": typing.Optional, "Tuple": typing.Tuple, "math": math, "inf": math.inf,
              "nan": math.nan, "annotate": lambda _type, value: value, "python_tensor": python_tensor,
-             **EAGER_FORMS}
+             **eager_forms()}
     exec(compile(python_source(source), "<reference>", "exec"), scope)
     return required(scope.get(name), name)
