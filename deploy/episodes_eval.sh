@@ -13,7 +13,8 @@
 # commands; nothing runs, so no pass rate).
 # Writes OUT/single-shot/ and OUT/episodes/ (each with verdicts.jsonl), and OUT/compare-best.txt
 # (`kforge compare --best-of-task`: a task passes when any of its candidates is correct, at its
-# best speedup; the figure the equal budget is about) and OUT/compare-samples.txt (per candidate).
+# best speedup; the figure the equal budget is about), OUT/compare-samples.txt (per candidate) and
+# OUT/chart.svg (both sides against the candidates spent, bench/episodes_chart.py).
 # Two models' OUT/episodes/verdicts.jsonl compare the same way (`kforge compare A B --best-of-task`).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -60,3 +61,8 @@ echo "episodes_eval: episodes, $episodes of up to $turns turns a task, took $((S
 "$kforge" compare "$out/single-shot/verdicts.jsonl" "$out/episodes/verdicts.jsonl" --best-of-task |
   tee "$out/compare-best.txt"
 "$kforge" compare "$out/single-shot/verdicts.jsonl" "$out/episodes/verdicts.jsonl" >"$out/compare-samples.txt"
+# Both sides against the budget spent (bench/episodes_chart.py); a chart that cannot be drawn costs
+# nothing of the measure above.
+python3 "$root/bench/episodes_chart.py" --out "$out/chart.svg" --episodes "episodes=$out/episodes/verdicts.jsonl" \
+  --single-shot "single-shot=$out/single-shot/verdicts.jsonl" >/dev/null ||
+  echo "episodes_eval: no chart: the message above says why" >&2

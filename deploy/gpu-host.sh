@@ -142,9 +142,9 @@ fi
     # checkpointing (the memory plan refuses 3-turn episodes without it on an 80 GiB GPU); measured
     # by episodesbefore / episodesafter: deploy/episodes_eval.sh (3 episodes of up to N turns
     # against 3 x N single-shot samples) on the shipped model and on the run's newest checkpoint,
-    # then kforge compare of the two models' episodes per task. KFORGE_EPISODES_BEFORE: a recorded
-    # episodesbefore measure (its episodes' verdict lines) for that compare, as KFORGE_DEMO_BEFORE is
-    # for demoafter's.
+    # then kforge compare of the two models' episodes per task and a chart of both against the
+    # budget ($out/episodes_chart.svg). KFORGE_EPISODES_BEFORE: a recorded episodesbefore measure
+    # (its episodes' verdict lines) for that compare, as KFORGE_DEMO_BEFORE is for demoafter's.
     demo=${KFORGE_DEMO_DIR:-$build/demo}
     demo_manifest=()
     [[ -n ${KFORGE_DEMO_MANIFEST:-} ]] && demo_manifest=(--manifest "$KFORGE_DEMO_MANIFEST")
@@ -168,6 +168,7 @@ fi
       local rc=$?
       cp "$demo/episodes-$2/compare-best.txt" "$out/episodes_$2_compare_best.txt" 2>/dev/null
       cp "$demo/episodes-$2/episodes/verdicts.jsonl" "$out/episodes_$2_verdicts.jsonl" 2>/dev/null
+      cp "$demo/episodes-$2/single-shot/verdicts.jsonl" "$out/episodes_$2_single_shot_verdicts.jsonl" 2>/dev/null
       return $rc
     }
     # The newest complete checkpoint of the demonstration's run (what kforge run --resume loads).
@@ -235,6 +236,16 @@ fi
         if [[ -s $demo/episodes-before/episodes/verdicts.jsonl ]]; then
           step "episodes: kforge compare" episodes-compare.log "$build/kforge" compare \
             "$demo/episodes-before/episodes/verdicts.jsonl" "$demo/episodes-after/episodes/verdicts.jsonl" --best-of-task
+          # Before and after in one chart: both models' episodes, and the single-shot samples of
+          # each measure made on this machine.
+          chart=()
+          for w in before after; do
+            chart+=(--episodes "$w=$demo/episodes-$w/episodes/verdicts.jsonl")
+            [[ -s $demo/episodes-$w/single-shot/verdicts.jsonl ]] &&
+              chart+=(--single-shot "$w=$demo/episodes-$w/single-shot/verdicts.jsonl")
+          done
+          step "episodes: chart" episodes-chart.log python3 "$root/bench/episodes_chart.py" \
+            --out "$out/episodes_chart.svg" "${chart[@]}"
         else
           row "episodes: kforge compare" FAIL "no before measure on this machine (run episodesbefore first)"
         fi

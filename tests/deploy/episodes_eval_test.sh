@@ -16,8 +16,9 @@ echo "$*" >>"$(dirname "$0")/calls"
 arg() { local want=$1; shift; while [[ $# -gt 1 ]]; do [[ $1 == "$want" ]] && { echo "$2"; return; }; shift; done; }
 case $1 in
   sample) mkdir -p "$(arg --out "$@")" && echo '{}' >"$(arg --out "$@")/tasks.jsonl" ;;
-  eval) echo '{"task":"t"}' >"$(arg --out "$@")" ;;
-  optimize) mkdir -p "$(arg --out "$@")" && echo '{"task":"t"}' >"$(arg --out "$@")/verdicts.jsonl" ;;
+  eval) echo '{"task":"t","status":"ok","speedup":1.5}' >"$(arg --out "$@")" ;;
+  optimize) mkdir -p "$(arg --out "$@")" &&
+    echo '{"task":"t","status":"ok","speedup":1.2,"episode":0,"turn":1}' >"$(arg --out "$@")/verdicts.jsonl" ;;
   compare) echo "compared $2 $3" ;;
 esac
 FAKE
@@ -35,6 +36,7 @@ grep -q -- "^optimize .*--compile-only" <<<"$calls" && fail "--compile-only with
 grep -q -- "^compare $work/a/single-shot/verdicts.jsonl $work/a/episodes/verdicts.jsonl --best-of-task" <<<"$calls" ||
   fail "no per-task comparison: $calls"
 [[ -s $work/a/compare-best.txt && -s $work/a/compare-samples.txt ]] || fail "the comparisons were not written"
+grep -q "<polyline" "$work/a/chart.svg" 2>/dev/null || { cat "$work/log"; fail "no chart of the two sides"; }
 
 rm "$work/calls"
 ee --out "$work/a" >"$work/log" 2>&1 && fail "a second run into the same --out was accepted"
