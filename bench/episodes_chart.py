@@ -66,11 +66,10 @@ def episode_points(rows, path):
     for t in range(1, max(int(r["turn"]) for r in rows) + 1):
         spent = solved = best_sum = 0.0
         for cands in by_task.values():
-            upto = [speed(r) for r in cands if int(r["turn"]) <= t]
+            upto = [r for r in cands if int(r["turn"]) <= t]
             spent += len(upto)
-            ok = [r for r in cands if int(r["turn"]) <= t and r["status"] == "ok"]
-            solved += 1 if ok else 0
-            best_sum += max(upto, default=0.0)
+            solved += any(r["status"] == "ok" for r in upto)
+            best_sum += max((speed(r) for r in upto), default=0.0)
         points.append((spent / len(by_task), solved, best_sum / len(by_task)))
     return points, len(by_task)
 
@@ -80,15 +79,15 @@ def single_shot_points(rows):
     fewest samples any task has)."""
     by_task = defaultdict(list)
     for r in rows:
-        by_task[r["task"]].append(speed(r))
+        by_task[r["task"]].append(r)
     n_min = min(len(v) for v in by_task.values())
     points = []
     for k in range(1, n_min + 1):
         solved = best_sum = 0.0
-        for v in by_task.values():
-            n, c = len(v), sum(1 for s in v if s > 0)
+        for cands in by_task.values():
+            n, c = len(cands), sum(r["status"] == "ok" for r in cands)
             solved += 1.0 - math.comb(n - c, k) / math.comb(n, k)
-            v = sorted(v)
+            v = sorted(speed(r) for r in cands)
             best_sum += sum(v[i] * math.comb(i, k - 1) for i in range(n)) / math.comb(n, k)
         points.append((k, solved, best_sum / len(by_task)))
     return points, len(by_task)

@@ -57,6 +57,15 @@ with tempfile.TemporaryDirectory() as d:
     check(svg.startswith("<svg") and svg.count("<polyline") == 4 and "stroke-dasharray" in svg,
           "an SVG with a line per curve and panel, single-shot dashed")
 
+    # A correct verdict without a speedup still solves its task, on both sides alike.
+    nospeed = os.path.join(d, "nospeed.jsonl")
+    with open(nospeed, "w") as f:
+        f.write(json.dumps(v("c", "ok", episode=0, turn=1)) + "\n")
+    r = run("--out", out, "--episodes", "E=" + nospeed, "--single-shot", "S=" + nospeed)
+    check("E (episodes, 1 tasks): 1.0: 1.0 tasks, 0.000x" in r.stdout.splitlines() and
+          "S (single-shot, 1 tasks): 1.0: 1.0 tasks, 0.000x" in r.stdout.splitlines(),
+          "a correct kernel without a speedup is a solved task on both sides: %s" % r.stdout)
+
     # Refusals: exit 2 and a reason, no chart.
     bad = os.path.join(d, "bad.svg")
     r = run("--out", bad, "--episodes", "E=" + s)
