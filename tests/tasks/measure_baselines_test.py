@@ -54,12 +54,18 @@ def run(argv):
     return r
 
 
-def check_mismatch(script):
-    """The compiled-against-eager comparison, which works in slices of 2^24 elements: a wrong
-    element in the last slice, past the first, is found."""
+def load_script(script):
+    """The measure script as a module, for the checks that call its functions."""
     spec = importlib.util.spec_from_file_location("measure_baselines", script)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def check_mismatch(script):
+    """The compiled-against-eager comparison, which works in slices of 2^24 elements: a wrong
+    element in the last slice, past the first, is found."""
+    mod = load_script(script)
     task = {"outputs": [{"dtype": "float32"}], "tolerance": {"atol": 1e-3, "rtol": 0.0}}
     e = torch.zeros((1 << 24) + 7)
     check(mod.mismatch(task, [e], [e.clone()]) is None, "equal outputs match")
@@ -76,9 +82,7 @@ def check_prepared(script):
     """A task whose inputs derive from drawn tensors (draws and prepare): its inputs are prepare's
     result on the draws (a symmetric matrix, a bool mask), and a prepare that returns the wrong dtype
     is refused saying which input."""
-    spec = importlib.util.spec_from_file_location("measure_baselines", script)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(script)
     task = {"id": "t/derived", "draws": [
                 {"name": "d0", "shape": [8, 8], "dtype": "float32", "init": {"dist": "uniform", "low": 0.0, "high": 1.0}},
                 {"name": "d1", "shape": [8, 8], "dtype": "int64", "init": {"dist": "randint", "low": 0, "high": 2}}],
@@ -119,9 +123,7 @@ SPELLINGS = {
 
 
 def check_python_form(script):
-    spec = importlib.util.spec_from_file_location("measure_baselines", script)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(script)
     torch.manual_seed(0)
     for what, (source, count) in SPELLINGS.items():
         inputs = [torch.randn(4, 6) for _ in range(count)]
@@ -153,9 +155,7 @@ def lstm_inputs():
 def check_recurrent(script):
     """A recurrent layer's operator runs outside torch.compile's graph, as dynamo leaves nn.LSTM
     modules (tasks/reference_script.py); the Python form computes what TorchScript does."""
-    spec = importlib.util.spec_from_file_location("measure_baselines", script)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(script)
     torch.manual_seed(0)
     inputs = lstm_inputs()
     want = mod.script_function(LSTM)(*inputs)
@@ -181,9 +181,7 @@ def check_recurrent(script):
 def check_warmed_first(script):
     """Tasks that warmed (an ok line in a warming pass's file) are measured first, each part in
     file order; a task whose warming failed or was never reached goes last."""
-    spec = importlib.util.spec_from_file_location("measure_baselines", script)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(script)
     tasks = [{"id": i} for i in ("slow", "a", "failed", "b", "unreached")]
     with tempfile.TemporaryDirectory() as d:
         w1, w2 = os.path.join(d, "w1.jsonl"), os.path.join(d, "w2.jsonl")
