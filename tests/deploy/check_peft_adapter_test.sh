@@ -3,11 +3,11 @@
 # adapter for the fixture Qwen2, the script merges it by hand (W + scale B A) into a plain
 # checkpoint, and kforge's logits of that checkpoint must be its logits of the model with the
 # adapter, while a merge with a wrong scale must fail the same comparison. Where transformers is
-# importable, the script's transformers check too. Needs /usr/bin/python3 with torch; 77 without.
-#   check_peft_adapter_test.sh KFORGE_BINARY REPO_ROOT
+# importable, the script's transformers check too. Needs a Python with torch; 77 without.
+#   check_peft_adapter_test.sh KFORGE_BINARY REPO_ROOT [PYTHON (default /usr/bin/python3)]
 set -euo pipefail
 kforge=$1 root=$2
-py=/usr/bin/python3
+py=${3:-/usr/bin/python3}
 $py -c "import torch" 2>/dev/null || { echo "skipped: no torch for $py"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
