@@ -130,15 +130,17 @@ def chart(title, curves):
     speed_max = max(p[2] for _, _, pts, _ in curves for p in pts)
     speed_max = math.ceil(speed_max * 4 + 0.5) / 4
     series = [(COLORS[i % len(COLORS)], not ep, pts) for i, (_, ep, pts, _) in enumerate(curves)]
-    svg = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif">' % (WIDTH, HEIGHT),
+    legend_top = TOP + PANEL_H + 60
+    height = max(HEIGHT, legend_top + 16 * len(curves))
+    svg = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif">' % (WIDTH, height),
            '<rect width="100%" height="100%" fill="white"/>',
            '<text x="%d" y="22" font-size="15">%s</text>' % (LEFT, title)]
     svg += panel(LEFT, "tasks with a correct kernel (of %d)" % tasks_max, series, x_max, tasks_max,
                  lambda p: p[1], lambda y: "%d" % round(y))
     svg += panel(LEFT + PANEL_W + 90, "mean best speedup over eager (none = 0)", series, x_max, speed_max,
                  lambda p: p[2], lambda y: "%.2f" % y)
-    for i, (label, ep, pts, tasks) in enumerate(curves):
-        y, x = TOP + PANEL_H + 60 + 16 * (i // 2), LEFT + (i % 2) * 400
+    for i, (label, ep, pts, tasks) in enumerate(curves):  # one a row: labels can be long
+        y, x = legend_top + 16 * i, LEFT
         kind = "episodes, after each turn" if ep else "single-shot, expected best of k"
         svg.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>'
                    % (x, y - 4, x + 24, y - 4, COLORS[i % len(COLORS)], "" if ep else ' stroke-dasharray="5,4"'))
