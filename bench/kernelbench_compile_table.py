@@ -9,7 +9,7 @@ the tasks imported (with --tasks), the tasks measured (`ok` lines), how many com
 and > 5 % slower than eager, and the geomean and median of eager_ms / compile_ms (above 1:
 compile is faster). With --tasks, each level is also split by whether the reference has a
 convolution (where torch.compile's gains differ most). A task measured in several files counts
-once: its last ok line. No third-party module is needed, so it runs anywhere.
+once: its last ok line. Lines of two compile modes are refused: a table is of one mode. No third-party module is needed, so it runs anywhere.
 """
 import argparse
 import json
@@ -75,6 +75,8 @@ def main():
                 devices.add(r.get("device", "?"))
             elif r["id"] not in measured:
                 measured.setdefault(r["id"], None)
+    if len(modes) > 1:  # a task's last line would win whatever its mode: one table, one mode
+        sys.exit("lines of several torch.compile modes (%s): give one mode's files" % ", ".join(sorted(modes)))
     tasks = {}
     for path in a.tasks:
         for t in read_lines(path):

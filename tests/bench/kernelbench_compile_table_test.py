@@ -28,6 +28,10 @@ with tempfile.TemporaryDirectory() as d:
     bad.write("{not json\n")
     bad.close()
     err = subprocess.run([sys.executable, script, bad.name], capture_output=True, text=True)
+    other = os.path.join(d, "autotune.jsonl")
+    with open(other, "w") as f:
+        f.write(json.dumps(dict(lines[0], mode="max-autotune")) + "\n")
+    mixed = subprocess.run([sys.executable, script, b, other], capture_output=True, text=True)
 
 expect = [
     "mode default, device X",
@@ -46,4 +50,6 @@ if missing:
     sys.exit("missing lines: %s" % missing)
 if err.returncode == 0 or "bad.jsonl:1: not a JSON line" not in err.stderr:
     sys.exit("a bad line was not refused clearly: rc %d, %r" % (err.returncode, err.stderr))
+if mixed.returncode == 0 or "several torch.compile modes (default, max-autotune)" not in mixed.stderr:
+    sys.exit("lines of two modes were not refused: rc %d, %r" % (mixed.returncode, mixed.stderr))
 print("ok")
