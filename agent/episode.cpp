@@ -9,7 +9,8 @@ result<episode_reward> parse_episode_reward(const std::string& name) {
   if (name == "best") return episode_reward::best;
   if (name == "last") return episode_reward::last;
   if (name == "discounted") return episode_reward::discounted;
-  return error{"unknown episode reward \"" + name + "\" (known: best, last, discounted)"};
+  if (name == "turn_returns") return episode_reward::turn_returns;
+  return error{"unknown episode reward \"" + name + "\" (known: best, last, discounted, turn_returns)"};
 }
 
 episode::episode(std::vector<std::int32_t> prompt, episode_options o)
@@ -88,7 +89,8 @@ double reward_over_turns(const std::vector<double>& rewards, episode_reward kind
       return *std::max_element(rewards.begin(), rewards.end());
     case episode_reward::last:
       return rewards.back();
-    case episode_reward::discounted: {
+    case episode_reward::discounted:
+    case episode_reward::turn_returns: {
       double sum = 0, weight = 1;
       for (const double r : rewards) {
         sum += weight * r;
@@ -98,6 +100,16 @@ double reward_over_turns(const std::vector<double>& rewards, episode_reward kind
     }
   }
   return 0;
+}
+
+std::vector<double> returns_over_turns(const std::vector<double>& rewards, double discount) {
+  std::vector<double> g(rewards.size());
+  double later = 0;
+  for (std::size_t k = rewards.size(); k-- > 0;) {
+    g[k] = rewards[k] + discount * later;
+    later = g[k];
+  }
+  return g;
 }
 
 double episode::reward() const {

@@ -8,7 +8,10 @@
 // It ends after max_turns, when a correct kernel reaches target_speedup, or when the next turn
 // would start past max_tokens. Its reward is the best turn's, the last turn's, or the turns'
 // rewards summed with a discount (turn k weighs discount^(k-1)); with max_turns = 1 every choice is
-// the one turn's reward, exactly the single-shot reward.
+// the one turn's reward, exactly the single-shot reward. "turn_returns" ranks episodes as
+// "discounted" does, and in training credits each turn's tokens with that turn's own return (its
+// reward plus the discounted rewards of the turns after it; returns_over_turns), so a turn that
+// breaks a correct kernel is not paid for the turn before it.
 //
 // Plain logic, no model or sandbox: the caller generates, judges, scores and tokenizes, and tells
 // the episode in the order add_completion, score, then (unless done) observe.
@@ -21,14 +24,18 @@
 
 namespace kforge::agent {
 
-enum class episode_reward { best, last, discounted };
+enum class episode_reward { best, last, discounted, turn_returns };
 
-/// "best", "last", "discounted"; an error names the known ones.
+/// "best", "last", "discounted", "turn_returns"; an error names the known ones.
 result<episode_reward> parse_episode_reward(const std::string& name);
 
 /// An episode's reward from its turns' rewards, in order: the best, the last, or their sum with
-/// turn k weighed discount^(k-1). 0 for no turn.
+/// turn k weighed discount^(k-1) (discounted and turn_returns: the first turn's return). 0 for no
+/// turn.
 double reward_over_turns(const std::vector<double>& rewards, episode_reward kind, double discount);
+
+/// Each turn's return, in order: G_k = r_k + discount * G_(k+1), the last turn's its reward.
+std::vector<double> returns_over_turns(const std::vector<double>& rewards, double discount);
 
 struct episode_options {
   int max_turns = 1;
@@ -37,7 +44,7 @@ struct episode_options {
   /// > 0: no further turn once the context (prompt, completions, observations) holds this many tokens.
   std::size_t max_tokens = 0;
   episode_reward reward = episode_reward::best;
-  double discount = 0.4;  ///< for episode_reward::discounted
+  double discount = 0.4;  ///< for episode_reward::discounted and turn_returns
 };
 
 /// One turn: what the model wrote and what came of it.

@@ -30,9 +30,10 @@ episode_rules rules_of(const agent_options& o) {
   r.max_turns = o.max_turns;
   r.target_speedup = o.target_speedup;
   r.max_tokens = o.max_tokens;
-  r.reward = o.reward == episode_reward_kind::last         ? episode_reward::last
-             : o.reward == episode_reward_kind::discounted ? episode_reward::discounted
-                                                           : episode_reward::best;
+  r.reward = o.reward == episode_reward_kind::last           ? episode_reward::last
+             : o.reward == episode_reward_kind::discounted   ? episode_reward::discounted
+             : o.reward == episode_reward_kind::turn_returns ? episode_reward::turn_returns
+                                                             : episode_reward::best;
   r.discount = o.discount;
   return r;
 }
@@ -46,11 +47,12 @@ bool goes_on(const wire::ScoredT& s, const episode_rules& r) {
 }
 
 void finish_episode(wire::ScoredT& s, const episode_rules& r) {
-  const auto* e = episode_of(s);
+  auto* e = s.verdict && s.verdict->candidate ? s.verdict->candidate->episode.get() : nullptr;
   if (!e) return;
   std::vector<double> rewards = e->turn_rewards;
   rewards.push_back(s.reward);
   s.reward = reward_over_turns(rewards, r.reward, r.discount);
+  if (r.reward == episode_reward::turn_returns) e->turn_returns = returns_over_turns(rewards, r.discount);
   s.policy_version = std::min(s.policy_version, e->first_policy_version);
 }
 

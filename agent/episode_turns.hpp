@@ -44,8 +44,9 @@ episode_rules rules_of(const agent_options& o);
 bool goes_on(const wire::ScoredT& s, const episode_rules& r);
 
 /// Makes the last turn's scored sample the episode's: its reward is reward_over_turns() of every
-/// turn's, its policy_version the first turn's (the episode is as old as its oldest tokens).
-/// Nothing for a single-shot sample.
+/// turn's, its policy_version the first turn's (the episode is as old as its oldest tokens); under
+/// turn_returns its episode also carries every turn's return (Episode.turn_returns) for the
+/// trainer. Nothing for a single-shot sample.
 void finish_episode(wire::ScoredT& s, const episode_rules& r);
 
 /// The episode state of a first turn generated from `prompt_size` prompt tokens; null (single

@@ -361,7 +361,8 @@ void read_agent(table_reader r, agent_options& o) {
   r.read_choice("reward", o.reward,
                 {{"best", episode_reward_kind::best},
                  {"last", episode_reward_kind::last},
-                 {"discounted", episode_reward_kind::discounted}});
+                 {"discounted", episode_reward_kind::discounted},
+                 {"turn_returns", episode_reward_kind::turn_returns}});
   r.read("discount", o.discount, real_range{0, 1});
   r.read_names("feedback", o.feedback, agent_feedback_kinds());
   r.read("observation_template", o.observation_template);

@@ -139,7 +139,8 @@ fi
     # bench/data/2026-12-03-tiny-v14-default-run-355s/v14_heldout_verdicts.jsonl.gz, the same measure and eval seed).
     # KFORGE_DEMO_TURNS=N (N > 1): RL on episodes instead, the default with [agent] max_turns = N,
     # the observations' feedback that deploy/episodes_eval.sh measures (no profiles), and activation
-    # checkpointing (the memory plan refuses 3-turn episodes without it on an 80 GiB GPU); measured
+    # checkpointing (the memory plan refuses 3-turn episodes without it on an 80 GiB GPU), and
+    # KFORGE_DEMO_EPISODE_REWARD as [agent] reward where set (e.g. turn_returns); measured
     # by episodesbefore / episodesafter: deploy/episodes_eval.sh (3 episodes of up to N turns
     # against 3 x N single-shot samples) on the shipped model and on the run's newest checkpoint,
     # then kforge compare of the two models' episodes per task and a chart of both against the
@@ -160,6 +161,8 @@ fi
         { echo "gpu-host: the default manifest has no activation_checkpointing line to turn on" >&2; exit 2; }
       printf '\n[agent]\nmax_turns = %d\nfeedback = ["compile", "resources", "correctness", "runtime", "timing"]\n' \
         "$turns" >>"$build/episodes.toml"
+      [[ -n ${KFORGE_DEMO_EPISODE_REWARD:-} ]] &&
+        printf 'reward = "%s"\n' "$KFORGE_DEMO_EPISODE_REWARD" >>"$build/episodes.toml"
       demo_manifest=(--manifest "$build/episodes.toml")
     fi
     episodes_eval() {  # episodes_eval MODEL before|after: into $demo/episodes-WHEN, its results back in $out

@@ -23,7 +23,7 @@ namespace kforge::pipeline::policy_trainer_detail {
 
 /// An episode's sample as the trainer takes it (agent/episode_turns.hpp): the task's prompt is the
 /// prompt; the earlier turns, their observations and the last turn are the completion, and the loss
-/// mask leaves the observations out. The candidate's prompt_tokens held the whole context of the
+/// mask leaves the observations out; under reward = "turn_returns", each turn's return. The candidate's prompt_tokens held the whole context of the
 /// last turn, completion_tokens and logprobs that turn's.
 inline void as_episode(const wire::Episode& e, trainer::train_sample& t) {
   const std::size_t context = t.prompt_tokens.size();
@@ -49,6 +49,7 @@ inline void as_episode(const wire::Episode& e, trainer::train_sample& t) {
   }
   t.prompt_tokens.resize(prompt);
   t.completion_tokens = std::move(completion);
+  if (e.turn_returns()) t.turn_returns.assign(e.turn_returns()->begin(), e.turn_returns()->end());
 }
 
 /// The trainer-side view of a TrainBatch message (policy_trainer's plain structs).

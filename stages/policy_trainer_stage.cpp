@@ -61,6 +61,8 @@ nlohmann::json to_json(const trainer::policy_step_stats& s) {
           {"samples", s.grpo.samples},
           {"stale_samples", s.grpo.stale_samples},
           {"excluded_samples", s.excluded_samples},
+          {"split_episodes", s.split_episodes},
+          {"whole_episodes", s.whole_episodes},
           {"groups", a.groups},
           {"equal_groups", a.equal_groups},
           {"draw_signal_groups", a.draw_signal_groups},

@@ -21,6 +21,39 @@
 
 namespace kforge::trainer {
 
+std::vector<grpo_sample> split_by_turn(const grpo_sample& episode, const std::vector<double>& returns) {
+  const auto& mask = episode.completion_mask;
+  std::vector<std::pair<std::size_t, std::size_t>> turns;  // [begin, end) of each run of 1s
+  for (std::size_t i = 0; i < mask.size(); ++i) {
+    if (mask[i] == 0) continue;
+    if (turns.empty() || turns.back().second != i) turns.emplace_back(i, i);
+    turns.back().second = i + 1;
+  }
+  // One turn fewer than returns only where the episode ends on an observation: its last turn wrote
+  // nothing (ended_turn_candidate). Anything else would credit turns with another turn's return.
+  const bool last_empty = turns.size() + 1 == returns.size() && !mask.empty() && mask.back() == 0;
+  if (mask.size() != episode.completion.size() || turns.empty() || (turns.size() != returns.size() && !last_empty))
+    return {};
+  const bool has_logp = !episode.behaviour_logp.empty();
+  if (has_logp && episode.behaviour_logp.size() != episode.completion.size()) return {};
+  std::vector<grpo_sample> out;
+  for (std::size_t k = 0; k < turns.size(); ++k) {
+    const auto [begin, end] = turns[k];
+    grpo_sample s;
+    s.prompt = episode.prompt;
+    s.completion.assign(episode.completion.begin(), episode.completion.begin() + static_cast<std::ptrdiff_t>(end));
+    s.completion_mask.assign(end, 0);
+    std::fill(s.completion_mask.begin() + static_cast<std::ptrdiff_t>(begin), s.completion_mask.end(), 1);
+    if (has_logp)
+      s.behaviour_logp.assign(episode.behaviour_logp.begin(),
+                              episode.behaviour_logp.begin() + static_cast<std::ptrdiff_t>(end));
+    s.reward = returns[k];
+    s.policy_version = episode.policy_version;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 packed_sequences pack_sequences(const std::vector<const grpo_sample*>& samples,
                                 std::int64_t pad_id) {
   const auto b = static_cast<std::int64_t>(samples.size());

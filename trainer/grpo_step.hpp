@@ -41,6 +41,17 @@ struct grpo_sample {
   std::vector<std::uint8_t> completion_mask;
 };
 
+/// An episode trained under [agent] reward = "turn_returns" (agent/episode.hpp) as one sample per
+/// turn: its sample holds the task's prompt, and as the completion its turns with the observations
+/// between them (completion_mask 1 on the model's tokens, each turn one run of them). Sample k ends
+/// with turn k, is masked to turn k's tokens alone and is rewarded with returns[k], so that GRPO
+/// normalises every turn's return over the group's episodes and a turn that broke a correct kernel
+/// is not paid for the turn that wrote it. The price: the context of turn k is run once more for
+/// each later turn. `returns` holds one per turn; a last turn without tokens (an episode ended
+/// because its context was full) gets no sample. Empty when the mask's turns do not match
+/// `returns` (the caller keeps the episode whole).
+std::vector<grpo_sample> split_by_turn(const grpo_sample& episode, const std::vector<double>& returns);
+
 /// The G completions of one prompt.
 struct grpo_group {
   std::vector<grpo_sample> samples;

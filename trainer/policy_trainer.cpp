@@ -202,6 +202,7 @@ result<policy_step_stats> policy_trainer::step(const train_batch& batch) {
   groups.reserve(batch.groups.size());
   for (std::size_t g = 0; g < batch.groups.size(); ++g) {
     grpo_group group;
+    bool by_turn = false;
     for (std::size_t i = 0; i < batch.groups[g].samples.size(); ++i) {
       const auto& s = batch.groups[g].samples[i];
       if (!s.excluded.empty()) {
@@ -226,9 +227,21 @@ result<policy_step_stats> policy_trainer::step(const train_batch& batch) {
       gs.behaviour_logp = s.logprobs;
       gs.completion_mask = s.completion_mask;
       gs.policy_version = s.policy_version;
+      if (!s.turn_returns.empty()) {
+        auto turns = split_by_turn(gs, s.turn_returns);
+        if (!turns.empty()) {
+          for (auto& t : turns) group.samples.push_back(std::move(t));
+          by_turn = true;
+          ++out.split_episodes;
+          continue;
+        }
+        ++out.whole_episodes;  // its turns did not match its returns: trained whole, on its reward
+      }
       group.samples.push_back(std::move(gs));
     }
-    if (st.opt.baseline_from_draws) group.baseline = batch.groups[g].draw_rewards;
+    // The draws carry one reward an episode, not a turn's return: a group of turns is its own
+    // baseline.
+    if (st.opt.baseline_from_draws && !by_turn) group.baseline = batch.groups[g].draw_rewards;
     // A group left empty by exclusions has nothing to train on (and no group of size 0 exists).
     if (!group.samples.empty()) groups.push_back(std::move(group));
   }

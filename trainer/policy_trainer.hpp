@@ -54,6 +54,9 @@ struct train_sample {
   double reward = 0;                            ///< Scored.reward
   std::uint64_t policy_version = 0;             ///< Scored.policy_version: the weights that sampled it
   std::string excluded;                         ///< Scored.excluded: non-empty = never trained on
+  /// Episode.turn_returns: one per turn under [agent] reward = "turn_returns", each turn's tokens
+  /// trained with its own return (split_by_turn); empty: the reward for every token.
+  std::vector<double> turn_returns;
 };
 
 /// The completions of one prompt; mirrors SampleGroup.
@@ -129,6 +132,10 @@ struct policy_step_stats {
   grpo_step_stats grpo;                ///< loss, KL, clip, IS and advantage statistics
   kl_update kl;                        ///< coefficient for the next step and the window mean
   std::int64_t excluded_samples = 0;   ///< samples dropped for Scored.excluded
+  /// Episodes with turn_returns trained as one sample a turn (split_by_turn), and those whose
+  /// turns did not match their returns, trained whole on their reward.
+  std::int64_t split_episodes = 0;
+  std::int64_t whole_episodes = 0;
   std::int64_t completion_tokens = 0;  ///< completion tokens trained on
   double seconds = 0;                  ///< wall time of the step
 };

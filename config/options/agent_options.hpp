@@ -14,7 +14,7 @@ inline const std::vector<std::string>& agent_feedback_kinds() {
   return kinds;
 }
 
-enum class episode_reward_kind { best, last, discounted };
+enum class episode_reward_kind { best, last, discounted, turn_returns };
 
 struct agent_options {
   /// Turns an episode may take; 1: single shot. In [1, 16].
@@ -27,9 +27,10 @@ struct agent_options {
   /// The most tokens an observation adds to the context; a longer one is cut at its end.
   std::size_t observation_max_tokens = 512;
   /// What a GRPO group ranks episodes by: the best turn's reward, the last turn's, or every turn's
-  /// summed with weight discount^(turn - 1).
+  /// summed with weight discount^(turn - 1); turn_returns: as discounted, and the trainer credits
+  /// each turn's tokens with that turn's own return (agent/episode.hpp).
   episode_reward_kind reward = episode_reward_kind::best;
-  /// For reward = "discounted". In [0, 1].
+  /// For reward = "discounted" and "turn_returns". In [0, 1].
   double discount = 0.4;
   /// Which kinds of feedback the observations show (agent/observation.hpp): compile, resources,
   /// correctness, runtime, timing, profile. Empty: all of them.

@@ -91,9 +91,26 @@ TEST_CASE("episode rewards: best, last, discounted; one turn gives that turn's r
   CHECK(run(episode_reward::best, 3) == 0.75);
   CHECK(run(episode_reward::last, 3) == 0.5);
   CHECK(run(episode_reward::discounted, 3) == doctest::Approx(0.25 + 0.4 * 0.75 + 0.16 * 0.5));
+  CHECK(run(episode_reward::turn_returns, 3) == run(episode_reward::discounted, 3));  // ranks the same
   // Single-shot: bit for bit the turn's own reward, whatever the mode.
-  for (auto mode : {episode_reward::best, episode_reward::last, episode_reward::discounted})
+  for (auto mode : {episode_reward::best, episode_reward::last, episode_reward::discounted, episode_reward::turn_returns})
     CHECK(run(mode, 1) == 0.25);
   CHECK(parse_episode_reward("discounted").ok());
+  CHECK(parse_episode_reward("turn_returns").ok());
   CHECK_FALSE(parse_episode_reward("mean").ok());
+}
+
+TEST_CASE("turn returns: each turn's reward plus the discounted return of the turns after it") {
+  const auto g = returns_over_turns({0.25, 0.75, 0.5}, 0.4);
+  REQUIRE(g.size() == 3);
+  CHECK(g[2] == 0.5);
+  CHECK(g[1] == doctest::Approx(0.75 + 0.4 * 0.5));
+  CHECK(g[0] == doctest::Approx(0.25 + 0.4 * 0.75 + 0.16 * 0.5));
+  CHECK(g[0] == doctest::Approx(reward_over_turns({0.25, 0.75, 0.5}, episode_reward::discounted, 0.4)));
+  // A correct first turn broken by the second: the broken turn's return is below the first's.
+  const auto broke = returns_over_turns({1.0, 0.0}, 0.4);
+  CHECK(broke[0] == doctest::Approx(1.0));
+  CHECK(broke[1] == 0.0);
+  CHECK(returns_over_turns({0.3}, 0.4) == std::vector<double>{0.3});  // one turn: its reward exactly
+  CHECK(returns_over_turns({}, 0.4).empty());
 }

@@ -119,6 +119,16 @@ TEST_CASE("an episode's context is its turns' ids in order; the mask marks the m
   auto disc = s3;
   agent::finish_episode(disc, r);
   CHECK(disc.reward == doctest::Approx(0.0 + 0.5 * 0.6 + 0.25 * 0.5));
+  CHECK(disc.verdict->candidate->episode->turn_returns.empty());  // only turn_returns sets them
+  r.reward = agent::episode_reward::turn_returns;
+  auto returns = s3;
+  agent::finish_episode(returns, r);
+  CHECK(returns.reward == disc.reward);
+  const auto& g = returns.verdict->candidate->episode->turn_returns;
+  REQUIRE(g.size() == 3);
+  CHECK(g[2] == 0.5);
+  CHECK(g[1] == doctest::Approx(0.6 + 0.5 * 0.5));
+  CHECK(g[0] == doctest::Approx(returns.reward));
 }
 
 TEST_CASE("a turn whose episode state does not match its tokens is refused") {

@@ -522,6 +522,49 @@ TEST_CASE("grpo step: an episode's observation tokens and its prompt get no grad
   }
 }
 
+TEST_CASE("split_by_turn: one sample a turn, ending with it, masked to it, rewarded with its return") {
+  // Completion: turn 1 {3, 4}, observation {5}, turn 2 {6}, observation {7, 8}, turn 3 {9, 10}.
+  grpo_sample e;
+  e.prompt = {1, 2};
+  e.completion = {3, 4, 5, 6, 7, 8, 9, 10};
+  e.completion_mask = {1, 1, 0, 1, 0, 0, 1, 1};
+  e.behaviour_logp = {-1, -2, 0, -3, 0, 0, -4, -5};
+  e.policy_version = 4;
+  e.reward = 9;  // the episode's own reward is not used
+  const auto turns = split_by_turn(e, {1.08, 0.2, 0.5});
+  REQUIRE(turns.size() == 3);
+  for (const auto& t : turns) {
+    CHECK(t.prompt == e.prompt);
+    CHECK(t.policy_version == 4);
+  }
+  CHECK(turns[0].completion == std::vector<std::int64_t>{3, 4});
+  CHECK(turns[0].completion_mask == std::vector<std::uint8_t>{1, 1});
+  CHECK(turns[0].behaviour_logp == std::vector<float>{-1, -2});
+  CHECK(turns[0].reward == 1.08);
+  CHECK(turns[1].completion == std::vector<std::int64_t>{3, 4, 5, 6});
+  CHECK(turns[1].completion_mask == std::vector<std::uint8_t>{0, 0, 0, 1});
+  CHECK(turns[1].reward == 0.2);
+  CHECK(turns[2].completion == e.completion);
+  CHECK(turns[2].completion_mask == std::vector<std::uint8_t>{0, 0, 0, 0, 0, 0, 1, 1});
+  CHECK(turns[2].behaviour_logp == e.behaviour_logp);
+  CHECK(turns[2].reward == 0.5);
+
+  // An episode ended on an observation (its last turn could not be generated): no sample for it.
+  grpo_sample ended = e;
+  ended.completion = {3, 4, 5};
+  ended.completion_mask = {1, 1, 0};
+  ended.behaviour_logp = {-1, -2, 0};
+  const auto two = split_by_turn(ended, {0.4, 0.0});
+  REQUIRE(two.size() == 1);
+  CHECK(two[0].reward == 0.4);
+  // Turns that do not match the returns: nothing (the caller trains the episode whole).
+  CHECK(split_by_turn(e, {1.0, 0.5}).empty());                    // a turn fewer, not ended
+  CHECK(split_by_turn(e, {1.0, 0.5, 0.2, 0.1}).empty());          // a turn more
+  grpo_sample bad = e;
+  bad.behaviour_logp.pop_back();
+  CHECK(split_by_turn(bad, {1.08, 0.2, 0.5}).empty());            // log-probs do not fit
+}
+
 TEST_CASE("token_logprobs: log_softmax + gather's values and gradients, chunk by chunk") {
   torch::manual_seed(3);
   for (auto dtype : {torch::kFloat, torch::kBFloat16})

@@ -690,6 +690,37 @@ TEST_CASE("policy trainer: excluded samples are dropped, bad samples are errors 
   CHECK_FALSE(parse_trainer_state("{\"version\": 1}", "x").ok());
 }
 
+TEST_CASE("policy trainer: episodes with turn returns train one sample a turn; mismatched turns train whole") {
+  at::manual_seed(2);
+  policy_trainer t(load_policy(), [] {
+    auto o = resume_options();
+    o.baseline_from_draws = true;  // a group of turns ignores its draws (one reward an episode)
+    return o;
+  }());
+  auto batch = sample_batch(t, prompts, 4, 3, 5, -1);
+  std::int64_t episodes = 0;
+  for (auto& g : batch.groups) {
+    g.draw_rewards = {5, 5, 5, 5};  // would make every turn's advantage negative, were it used
+    for (auto& s : g.samples) {
+      // Two turns {5, 6} and {8, 9} around an observation {7}; returns that differ in the group.
+      s.completion_tokens = {5, 6, 7, 8, 9};
+      s.completion_mask = {1, 1, 0, 1, 1};
+      s.logprobs.clear();
+      const double k = static_cast<double>(episodes++ % 4);
+      s.turn_returns = {0.1 * k, 0.3 - 0.1 * k};
+      s.reward = s.turn_returns[0];
+    }
+  }
+  batch.groups[0].samples[0].turn_returns = {1, 2, 3};  // three returns for two turns
+  const auto st = t.step(batch);
+  REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.message()));
+  CHECK(st->split_episodes == episodes - 1);
+  CHECK(st->whole_episodes == 1);
+  CHECK(st->grpo.samples == 2 * (episodes - 1) + 1);
+  CHECK(st->grpo.advantages.adv_max > 0);  // the draws (all 5) did not set the baseline
+  CHECK(st->grpo.loss.tokens == 4 * (episodes - 1) + 4);  // two tokens a turn; the whole one four
+}
+
 namespace {
 // A thread rank that says it sums in the background (as NCCL ranks in processes do), so the GRPO
 // step uses the gradient reducer on the CPU; its sums still run at once.
