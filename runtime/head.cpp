@@ -147,6 +147,20 @@ std::optional<std::string> memory_plan_problem(const manifest& m, const host_fac
 /// Prints the plan and what each stage needs on this host (with --check, the host's checks too),
 /// then makes the checks that stop a run before any process starts. Returns the exit code when the
 /// run ends here (always with --check), nullopt when it may start; `stand_ins` says whether stand-ins run.
+/// The run's episode rules in one line: turns, the context bound, the reward.
+std::string episodes_line(const agent_options& a) {
+  std::ostringstream o;
+  o << "episodes: up to " << a.max_turns << " turns; ";
+  if (a.max_tokens > 0)
+    o << "no next turn from " << a.max_tokens << " tokens of context or more (before its observation)";
+  else
+    o << "no bound on their context (agent.max_tokens = 0)";
+  o << "; reward " << episode_reward_name(a.reward);
+  if (a.reward == episode_reward_kind::discounted || a.reward == episode_reward_kind::turn_returns)
+    o << " (discount " << a.discount << ")";
+  return o.str();
+}
+
 std::optional<int> announce_and_check(const run_plan& plan, bool check_only, bool& stand_ins,
                                       std::ostream& out, std::ostream& err) {
   const auto& m = plan.m;
@@ -156,12 +170,7 @@ std::optional<int> announce_and_check(const run_plan& plan, bool check_only, boo
   if (plan.resume)
     out << "resuming at step " << plan.resume->step << " of " << m.run.steps << " from "
         << plan.resume->checkpoint << "\n" << dedup_left_out_note(m) << "\n";
-  if (m.agent.max_turns > 1)
-    out << "episodes: up to " << m.agent.max_turns << " turns; "
-        << (m.agent.max_tokens > 0 ? "no next turn from " + std::to_string(m.agent.max_tokens) +
-                                         " tokens of context or more (before its observation)"
-                                   : std::string("no bound on their context (agent.max_tokens = 0)"))
-        << "\n";
+  if (m.agent.max_turns > 1) out << episodes_line(m.agent) << "\n";
   const auto host = probe_host();
   out << readiness_report(m, host) << "\n";
   const auto needs = check_only ? host_checks(m, host) : std::vector<host_check>{};

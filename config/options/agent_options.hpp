@@ -16,6 +16,17 @@ inline const std::vector<std::string>& agent_feedback_kinds() {
 
 enum class episode_reward_kind { best, last, discounted, turn_returns };
 
+/// The manifest's name of an episode reward.
+inline const char* episode_reward_name(episode_reward_kind k) {
+  switch (k) {
+    case episode_reward_kind::best: return "best";
+    case episode_reward_kind::last: return "last";
+    case episode_reward_kind::discounted: return "discounted";
+    case episode_reward_kind::turn_returns: return "turn_returns";
+  }
+  return "?";
+}
+
 struct agent_options {
   /// Turns an episode may take; 1: single shot. In [1, 16].
   int max_turns = 1;

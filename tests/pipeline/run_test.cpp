@@ -272,10 +272,13 @@ TEST_CASE("multi-turn episodes run end to end: turns go back to the samplers, ep
   REQUIRE(text.find(links) != std::string::npos);
   text.replace(text.find(links), links.size(),
                "links = [\"verdicts\", \"scored\", \"batches\", \"weights\", \"observations\"]");
-  std::ofstream(manifest) << text << "\n[agent]\nmax_turns = 3\n";
+  // Per-turn returns: the reward stage stores them in each finished episode (stand-in trainer).
+  std::ofstream(manifest) << text << "\n[agent]\nmax_turns = 3\nreward = \"turn_returns\"\n";
   auto r = run_manifest(manifest, dir / "run", 120s, {"--steps", "4"});
   INFO(r->output);
   CHECK(r->exit_code == 0);
+  CHECK(r->output.find("episodes: up to 3 turns; no bound on their context (agent.max_tokens = 0); "
+                       "reward turn_returns (discount 0.4)") != std::string::npos);
   const auto summary = read_json(dir / "run" / "summary.json");
   REQUIRE(summary.is_object());
   CHECK(summary["outcome"] == "completed");
@@ -329,6 +332,9 @@ TEST_CASE("multi-turn episodes run end to end: turns go back to the samplers, ep
       CHECK(ep->turn() >= 1);
       CHECK(size(ep->turn_rewards()) == ep->turn() - 1);
       CHECK(size(ep->context_mask()) == size(c->prompt_tokens()));
+      // A finished episode carries a return per turn, the first one its reward.
+      REQUIRE(size(ep->turn_returns()) == ep->turn());
+      CHECK(ep->turn_returns()->Get(0) == doctest::Approx((*e)->env.as<kforge::wire::Scored>()->reward()));
       trained += ep->turn() == 3;
     }
   }
