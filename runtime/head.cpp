@@ -144,9 +144,6 @@ std::optional<std::string> memory_plan_problem(const manifest& m, const host_fac
   return "the memory plan does not fit the GPUs (above)";
 }
 
-/// Prints the plan and what each stage needs on this host (with --check, the host's checks too),
-/// then makes the checks that stop a run before any process starts. Returns the exit code when the
-/// run ends here (always with --check), nullopt when it may start; `stand_ins` says whether stand-ins run.
 /// The run's episode rules in one line: turns, the context bound, the reward.
 std::string episodes_line(const agent_options& a) {
   std::ostringstream o;
@@ -161,6 +158,9 @@ std::string episodes_line(const agent_options& a) {
   return o.str();
 }
 
+/// Prints the plan and what each stage needs on this host (with --check, the host's checks too),
+/// then makes the checks that stop a run before any process starts. Returns the exit code when the
+/// run ends here (always with --check), nullopt when it may start; `stand_ins` says whether stand-ins run.
 std::optional<int> announce_and_check(const run_plan& plan, bool check_only, bool& stand_ins,
                                       std::ostream& out, std::ostream& err) {
   const auto& m = plan.m;

@@ -4,6 +4,7 @@
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -128,6 +129,36 @@ status check_tokens(const std::vector<std::int64_t>& ids, std::int64_t vocab, co
   return {};
 }
 
+/// Under [agent] reward = "turn_returns": the group's episodes as one sample a turn
+/// (split_by_turn), where the group holds two or more episodes with returns. A lone episode stays
+/// whole and keeps the group's draws as its baseline: against its own turns alone it would be
+/// normalised against itself, and a one-turn episode alone would teach nothing. `returns[i]` are
+/// group.samples[i]'s. Returns whether any episode was split (the draws then set no baseline).
+bool split_turns(grpo_group& group, const std::vector<const std::vector<double>*>& returns,
+                 policy_step_stats& out) {
+  const auto with_returns = std::count_if(returns.begin(), returns.end(), [](auto* r) { return !r->empty(); });
+  if (with_returns == 0) return false;
+  if (with_returns < 2) {
+    out.whole_episodes += with_returns;
+    return false;
+  }
+  std::vector<grpo_sample> samples;
+  bool split = false;
+  for (std::size_t i = 0; i < group.samples.size(); ++i) {
+    auto turns = returns[i]->empty() ? std::vector<grpo_sample>{} : split_by_turn(group.samples[i], *returns[i]);
+    if (turns.empty()) {
+      out.whole_episodes += !returns[i]->empty();  // its turns did not match its returns
+      samples.push_back(std::move(group.samples[i]));
+      continue;
+    }
+    for (auto& t : turns) samples.push_back(std::move(t));
+    ++out.split_episodes;
+    split = true;
+  }
+  group.samples = std::move(samples);
+  return split;
+}
+
 }  // namespace
 
 std::string format_step_log(const policy_step_stats& s) {
@@ -202,7 +233,7 @@ result<policy_step_stats> policy_trainer::step(const train_batch& batch) {
   groups.reserve(batch.groups.size());
   for (std::size_t g = 0; g < batch.groups.size(); ++g) {
     grpo_group group;
-    bool by_turn = false;
+    std::vector<const std::vector<double>*> returns;  // each kept sample's turn returns
     for (std::size_t i = 0; i < batch.groups[g].samples.size(); ++i) {
       const auto& s = batch.groups[g].samples[i];
       if (!s.excluded.empty()) {
@@ -227,18 +258,10 @@ result<policy_step_stats> policy_trainer::step(const train_batch& batch) {
       gs.behaviour_logp = s.logprobs;
       gs.completion_mask = s.completion_mask;
       gs.policy_version = s.policy_version;
-      if (!s.turn_returns.empty()) {
-        auto turns = split_by_turn(gs, s.turn_returns);
-        if (!turns.empty()) {
-          for (auto& t : turns) group.samples.push_back(std::move(t));
-          by_turn = true;
-          ++out.split_episodes;
-          continue;
-        }
-        ++out.whole_episodes;  // its turns did not match its returns: trained whole, on its reward
-      }
       group.samples.push_back(std::move(gs));
+      returns.push_back(&s.turn_returns);
     }
+    const bool by_turn = split_turns(group, returns, out);
     // The draws carry one reward an episode, not a turn's return: a group of turns is its own
     // baseline.
     if (st.opt.baseline_from_draws && !by_turn) group.baseline = batch.groups[g].draw_rewards;

@@ -99,8 +99,8 @@ struct policy_step_stats {
   grpo_step_stats grpo;                ///< loss, KL, clip, IS and advantage statistics
   kl_update kl;                        ///< coefficient for the next step and the window mean
   std::int64_t excluded_samples = 0;   ///< samples dropped for Scored.excluded
-  /// Episodes with turn_returns trained as one sample a turn (split_by_turn), and those whose
-  /// turns did not match their returns, trained whole on their reward.
+  /// Episodes with turn_returns trained as one sample a turn (split_by_turn), and those trained
+  /// whole on their reward: turns that did not match their returns, or alone in their group.
   std::int64_t split_episodes = 0;
   std::int64_t whole_episodes = 0;
   std::int64_t completion_tokens = 0;  ///< completion tokens trained on

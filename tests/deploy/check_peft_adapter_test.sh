@@ -8,7 +8,7 @@
 set -euo pipefail
 kforge=$1 root=$2
 py=${3:-/usr/bin/python3}
-$py -c "import torch" 2>/dev/null || { echo "skipped: no torch for $py"; exit 77; }
+"$py" -c "import torch" 2>/dev/null || { echo "skipped: no torch for $py"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -20,15 +20,15 @@ logits() { "$kforge" model logits --model "$1" --tokens "$tokens" --out "$2" "${
 "$kforge" model random-adapter --model "$model" --out "$work/adapter" --rank 4 --alpha 12 --b-std 0.1 >/dev/null
 logits "$model" "$work/kforge.safetensors" --adapter "$work/adapter"
 logits "$model" "$work/base.safetensors"
-$py "$check" --model "$model" --adapter "$work/adapter" --write-merged "$work/merged" >/dev/null
+"$py" "$check" --model "$model" --adapter "$work/adapter" --write-merged "$work/merged" >/dev/null
 logits "$work/merged" "$work/merged.safetensors"
-compare() { $py "$check" --kforge-logits "$work/kforge.safetensors" --reference-logits "$1" \
+compare() { "$py" "$check" --kforge-logits "$work/kforge.safetensors" --reference-logits "$1" \
   --base-logits "$work/base.safetensors" >"$work/log" 2>&1; }
 compare "$work/merged.safetensors" || { cat "$work/log"; fail "the merged checkpoint's logits differ"; }
 grep -q "^PASS" "$work/log" || fail "no PASS line"
 
 # The same check on a merge with the scale doubled must fail: the comparison sees a wrong merge.
-PYTHONPATH=$root/deploy $py - "$model" "$work/adapter" "$work/wrong" <<'PY' >/dev/null
+PYTHONPATH=$root/deploy "$py" - "$model" "$work/adapter" "$work/wrong" <<'PY' >/dev/null
 import sys
 import check_peft_adapter as c
 right = c.lora_scale
@@ -39,12 +39,12 @@ logits "$work/wrong" "$work/wrong.safetensors"
 if compare "$work/wrong.safetensors"; then cat "$work/log"; fail "a merge with a doubled scale passed"; fi
 grep -q "^FAIL" "$work/log" || fail "no FAIL line"
 # Base logits as the reference: an adapter that changes nothing would pass, and must not.
-$py "$check" --kforge-logits "$work/base.safetensors" --reference-logits "$work/base.safetensors" \
+"$py" "$check" --kforge-logits "$work/base.safetensors" --reference-logits "$work/base.safetensors" \
   --base-logits "$work/base.safetensors" >"$work/log" 2>&1 && { cat "$work/log"; fail "a vacuous check passed"; }
 grep -q "proves nothing" "$work/log" || { cat "$work/log"; fail "no word on the vacuous check"; }
 
-if $py -c "import transformers" 2>/dev/null; then
-  $py "$check" --model "$model" --adapter "$work/adapter" --kforge-logits "$work/kforge.safetensors" \
+if "$py" -c "import transformers" 2>/dev/null; then
+  "$py" "$check" --model "$model" --adapter "$work/adapter" --kforge-logits "$work/kforge.safetensors" \
     --kforge-base-logits "$work/base.safetensors" || fail "kforge against transformers"
 else
   echo "transformers not importable: its check left to deploy/check_peft_adapter.sh"

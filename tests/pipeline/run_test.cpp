@@ -333,7 +333,7 @@ TEST_CASE("multi-turn episodes run end to end: turns go back to the samplers, ep
       CHECK(size(ep->turn_rewards()) == ep->turn() - 1);
       CHECK(size(ep->context_mask()) == size(c->prompt_tokens()));
       // A finished episode carries a return per turn, the first one its reward.
-      REQUIRE(size(ep->turn_returns()) == ep->turn());
+      REQUIRE(size(ep->turn_returns()) == size(ep->turn_rewards()) + 1);
       CHECK(ep->turn_returns()->Get(0) == doctest::Approx((*e)->env.as<kforge::wire::Scored>()->reward()));
       trained += ep->turn() == 3;
     }

@@ -690,7 +690,7 @@ TEST_CASE("policy trainer: excluded samples are dropped, bad samples are errors 
   CHECK_FALSE(parse_trainer_state("{\"version\": 1}", "x").ok());
 }
 
-TEST_CASE("policy trainer: episodes with turn returns train one sample a turn; mismatched turns train whole") {
+TEST_CASE("policy trainer: episodes with turn returns train one sample a turn; mismatched or lone ones whole") {
   at::manual_seed(2);
   policy_trainer t(load_policy(), [] {
     auto o = resume_options();
@@ -700,7 +700,7 @@ TEST_CASE("policy trainer: episodes with turn returns train one sample a turn; m
   auto batch = sample_batch(t, prompts, 4, 3, 5, -1);
   std::int64_t episodes = 0;
   for (auto& g : batch.groups) {
-    g.draw_rewards = {5, 5, 5, 5};  // would make every turn's advantage negative, were it used
+    g.draw_rewards = {5, 5, 0, 0};  // would make every turn's advantage negative, were it used
     for (auto& s : g.samples) {
       // Two turns {5, 6} and {8, 9} around an observation {7}; returns that differ in the group.
       s.completion_tokens = {5, 6, 7, 8, 9};
@@ -712,13 +712,17 @@ TEST_CASE("policy trainer: episodes with turn returns train one sample a turn; m
     }
   }
   batch.groups[0].samples[0].turn_returns = {1, 2, 3};  // three returns for two turns
+  // Group 1 keeps one episode: whole, against its draws (alone it would be all-equal, skipped).
+  REQUIRE(batch.groups[1].samples.size() == 4);
+  for (int i = 1; i < 4; ++i) batch.groups[1].samples[i].excluded = "infra_error: test";
   const auto st = t.step(batch);
   REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.message()));
-  CHECK(st->split_episodes == episodes - 1);
-  CHECK(st->whole_episodes == 1);
-  CHECK(st->grpo.samples == 2 * (episodes - 1) + 1);
-  CHECK(st->grpo.advantages.adv_max > 0);  // the draws (all 5) did not set the baseline
-  CHECK(st->grpo.loss.tokens == 4 * (episodes - 1) + 4);  // two tokens a turn; the whole one four
+  const std::int64_t split = episodes - 5;
+  CHECK(st->split_episodes == split);
+  CHECK(st->whole_episodes == 2);
+  CHECK(st->grpo.samples == 2 * split + 2);
+  CHECK(st->grpo.advantages.adv_max > 0);  // the draws (mean 2.5) did not set the split groups' baseline
+  CHECK(st->grpo.loss.tokens == 4 * split + 8);  // two tokens a turn; each whole episode four
 }
 
 namespace {
