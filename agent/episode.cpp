@@ -6,11 +6,12 @@
 namespace kforge::agent {
 
 result<episode_reward> parse_episode_reward(const std::string& name) {
-  if (name == "best") return episode_reward::best;
-  if (name == "last") return episode_reward::last;
-  if (name == "discounted") return episode_reward::discounted;
-  if (name == "turn_returns") return episode_reward::turn_returns;
-  return error{"unknown episode reward \"" + name + "\" (known: best, last, discounted, turn_returns)"};
+  std::string known;
+  for (auto k : {episode_reward::best, episode_reward::last, episode_reward::discounted, episode_reward::turn_returns}) {
+    if (name == episode_reward_name(k)) return k;
+    known += (known.empty() ? "" : ", ") + std::string(episode_reward_name(k));
+  }
+  return error{"unknown episode reward \"" + name + "\" (known: " + known + ")"};
 }
 
 episode::episode(std::vector<std::int32_t> prompt, episode_options o)

@@ -21,10 +21,12 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "config/options/agent_options.hpp"
 
 namespace kforge::agent {
 
-enum class episode_reward { best, last, discounted, turn_returns };
+/// The manifest's [agent] reward kinds (config/options/agent_options.hpp), by this name here.
+using episode_reward = kforge::episode_reward_kind;
 
 /// "best", "last", "discounted", "turn_returns"; an error names the known ones.
 result<episode_reward> parse_episode_reward(const std::string& name);

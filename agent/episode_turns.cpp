@@ -30,10 +30,7 @@ episode_rules rules_of(const agent_options& o) {
   r.max_turns = o.max_turns;
   r.target_speedup = o.target_speedup;
   r.max_tokens = o.max_tokens;
-  r.reward = o.reward == episode_reward_kind::last           ? episode_reward::last
-             : o.reward == episode_reward_kind::discounted   ? episode_reward::discounted
-             : o.reward == episode_reward_kind::turn_returns ? episode_reward::turn_returns
-                                                             : episode_reward::best;
+  r.reward = o.reward;
   r.discount = o.discount;
   return r;
 }
