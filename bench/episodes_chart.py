@@ -55,13 +55,18 @@ def speed(r):
     return float(r.get("speedup") or 0.0) if r["status"] == "ok" else 0.0
 
 
+def group_by_task(rows):
+    by_task = defaultdict(list)
+    for r in rows:
+        by_task[r["task"]].append(r)
+    return by_task
+
+
 def episode_points(rows, path):
     """[(candidates per task, tasks solved, mean best speedup)] after each turn."""
     if any("turn" not in r or "episode" not in r for r in rows):
         fail("%s: episode verdicts need \"episode\" and \"turn\" (kforge optimize's lines)" % path)
-    by_task = defaultdict(list)
-    for r in rows:
-        by_task[r["task"]].append(r)
+    by_task = group_by_task(rows)
     points = []
     for t in range(1, max(int(r["turn"]) for r in rows) + 1):
         spent = solved = best_sum = 0.0
@@ -77,9 +82,7 @@ def episode_points(rows, path):
 def single_shot_points(rows):
     """[(k, expected tasks solved by k samples, expected mean best-of-k speedup)], k = 1..n (the
     fewest samples any task has)."""
-    by_task = defaultdict(list)
-    for r in rows:
-        by_task[r["task"]].append(r)
+    by_task = group_by_task(rows)
     n_min = min(len(v) for v in by_task.values())
     points = []
     for k in range(1, n_min + 1):
