@@ -45,6 +45,10 @@ struct input_spec {
   tasks::shape shape;  ///< primary shape (the one timed)
   dtype type = dtype::float32;
   init_spec init;
+  /// A parameter or buffer of the model the task came from (KernelBench's weights): the same
+  /// tensor on every call there. Harnesses that treat such tensors apart (torch.compile's CUDA
+  /// graphs do not copy them) read it; the kernel ABI passes it as any input.
+  bool parameter = false;
 };
 
 /// One output of the reference; `shape` is its shape at the primary input shapes.

@@ -138,21 +138,32 @@ init_spec get_init(const json& v, const std::string& path) {
   return init;
 }
 
-// `drawn`: whether the tensor is drawn from its init (a draw, or an input of a task without
-// prepare) or computed by prepare (then it has no init).
-input_spec get_input(const json& v, const std::string& path, bool drawn) {
+// What a tensor of the task is: a draw (drawn from its init, for prepare), an input drawn from its
+// init (a task without prepare), or an input prepare computes (no init). Inputs alone have a role.
+enum class tensor_kind { draw, drawn_input, prepared_input };
+
+input_spec get_input(const json& v, const std::string& path, tensor_kind kind) {
   expect_object(v, path);
-  if (drawn)
-    only_keys(v, path, {"name", "shape", "dtype", "init"});
-  else if (v.contains("init"))
-    fail(join(path, "init"), "not allowed: prepare computes this input from the draws");
-  else
-    only_keys(v, path, {"name", "shape", "dtype"});
+  switch (kind) {
+    case tensor_kind::draw: only_keys(v, path, {"name", "shape", "dtype", "init"}); break;
+    case tensor_kind::drawn_input: only_keys(v, path, {"name", "shape", "dtype", "init", "role"}); break;
+    case tensor_kind::prepared_input:
+      if (v.contains("init"))
+        fail(join(path, "init"), "not allowed: prepare computes this input from the draws");
+      only_keys(v, path, {"name", "shape", "dtype", "role"});
+      break;
+  }
   input_spec in;
   in.name = get_string(need(v, path, "name"), join(path, "name"));
   in.shape = get_shape(need(v, path, "shape"), join(path, "shape"));
   in.type = get_dtype(need(v, path, "dtype"), join(path, "dtype"));
-  if (drawn) in.init = get_init(need(v, path, "init"), join(path, "init"));
+  if (kind != tensor_kind::prepared_input) in.init = get_init(need(v, path, "init"), join(path, "init"));
+  if (const json* r = maybe(v, "role")) {
+    auto role = get_string(*r, join(path, "role"));
+    if (role != "input" && role != "parameter")
+      fail(join(path, "role"), "unknown role '" + role + "' (expected input, parameter)");
+    in.parameter = role == "parameter";
+  }
   return in;
 }
 
@@ -186,11 +197,12 @@ task get_task(const json& v) {
   if (const json* d = maybe(v, "draws")) {
     get_array(*d, "draws");
     for (std::size_t i = 0; i < d->size(); ++i)
-      t.draws.push_back(get_input((*d)[i], indexed("draws", i), /*drawn=*/true));
+      t.draws.push_back(get_input((*d)[i], indexed("draws", i), tensor_kind::draw));
   }
   const auto& inputs = get_array(need(v, "", "inputs"), "inputs");
   for (std::size_t i = 0; i < inputs.size(); ++i)
-    t.inputs.push_back(get_input(inputs[i], indexed("inputs", i), t.prepare.empty()));
+    t.inputs.push_back(get_input(inputs[i], indexed("inputs", i),
+                                 t.prepare.empty() ? tensor_kind::drawn_input : tensor_kind::prepared_input));
   const auto& outputs = get_array(need(v, "", "outputs"), "outputs");
   for (std::size_t i = 0; i < outputs.size(); ++i)
     t.outputs.push_back(get_output(outputs[i], indexed("outputs", i)));
@@ -287,6 +299,7 @@ nlohmann::ordered_json to_json(const task& t) {
                {"shape", shape_json(in.shape)},
                {"dtype", std::string(to_string(in.type))}};
     if (drawn) o["init"] = init_json(in);
+    if (in.parameter) o["role"] = "parameter";
     return o;
   };
   if (!t.prepare.empty()) {

@@ -39,6 +39,7 @@ std::unique_ptr<wire::TensorSpecT> drawn_spec(const input_spec& in) {
   s->init->low = in.init.low;
   s->init->high = in.init.high;
   s->init->value = in.init.value;
+  s->parameter = in.parameter;
   return s;
 }
 
@@ -51,6 +52,7 @@ result<input_spec> from_wire(const wire::TensorSpecT* s, const std::string& fiel
   auto dt = from_wire(s->dtype, field + ".dtype");
   if (!dt) return dt.err();
   in.type = *dt;
+  in.parameter = s->parameter;
   if (!drawn) return in;
   if (!s->init) return error{field + ".init: required field is missing"};
   auto dist = parse_distribution(s->init->dist);

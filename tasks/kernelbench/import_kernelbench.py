@@ -3,9 +3,10 @@
 
 A problem file defines `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`. For each:
   - the module is built as `Model(*get_init_inputs())` on the CPU; its parameters and buffers
-    become task inputs after the problem's own inputs, each with an init spec read off the values
-    the module's own initialisation drew (constant, uniform over their range, or normal with their
-    mean and std), so every check draws fresh weights of the same kind;
+    become task inputs after the problem's own inputs, marked "role": "parameter", each with an
+    init spec read off the values the module's own initialisation drew (constant, uniform over
+    their range, or normal with their mean and std), so every check draws fresh weights of the
+    same kind;
   - `get_inputs()` runs with torch's random factories recording what each input is drawn from
     (randn: normal(0, 1), rand: uniform [0, 1), randint: its range) and returning meta tensors,
     so no input of the full size is ever allocated; where get_inputs computes inputs from what it
@@ -556,7 +557,7 @@ def convert(path, scale, cpu_budget):
     for pname in order:
         t = state[pname]
         inputs.append({"name": sanitize(pname, taken), "shape": list(t.shape), "dtype": DTYPES.get(t.dtype, "?"),
-                       "init": param_inits[pname]})
+                       "init": param_inits[pname], "role": "parameter"})
     # A tensor the forward makes on its input's device: the trace wrote the device it saw.
     first_arg = re.match(r"\s*def forward\(\s*(\w+)", code)
     if first_arg:

@@ -83,6 +83,10 @@ TEST_CASE("KernelBench problems import as kforge tasks whose references run") {
   CHECK(gemm.at("inputs")[1].at("name") == "gemm_weight");
   CHECK(gemm.at("inputs")[1].at("init").at("dist") == "uniform");
   CHECK(gemm.at("inputs")[1].at("shape") == nlohmann::json::array({512, 512}));
+  // ... marked as the module's parameters; the problem's own input is not.
+  CHECK_FALSE(gemm.at("inputs")[0].contains("role"));
+  CHECK(gemm.at("inputs")[1].at("role") == "parameter");
+  CHECK(gemm.at("inputs")[2].at("role") == "parameter");
   CHECK(gemm.at("reference").get<std::string>().find("torch.leaky_relu") != std::string::npos);
   // Scaled sizes are said, never silent.
   CHECK(gemm.at("description").get<std::string>().find("sizes divided by 16") != std::string::npos);

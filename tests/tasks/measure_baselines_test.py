@@ -197,6 +197,20 @@ def check_warmed_first(script):
         check(got == ["a", "b", "slow", "failed", "unreached"], "a cut line is skipped: %s" % got)
 
 
+def check_static_parameters(script):
+    """Under the modes that run CUDA graphs the task's parameters are the inputs marked static;
+    under the others none is."""
+    mod = load_script(script)
+    task = dict(GOOD, inputs=[GOOD["inputs"][0], dict(GOOD["inputs"][1], role="parameter")])
+    inputs = [torch.zeros(1), torch.zeros(1)]
+    for mode in ("max-autotune", "reduce-overhead"):
+        got = mod.static_parameters(task, inputs, mode)
+        check([n for n, _ in got] == ["w"] and got[0][1] is inputs[1], "%s: the parameter w is static" % mode)
+    for mode in ("default", "max-autotune-no-cudagraphs"):
+        check(mod.static_parameters(task, inputs, mode) == [], "%s: nothing marked static" % mode)
+    check(mod.static_parameters(GOOD, inputs, "max-autotune") == [], "a task without parameters: nothing static")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--script", required=True)
@@ -258,11 +272,20 @@ def main():
             check(r.returncode == 0 and got[0]["ok"] is True, "torch.compile measured on the cpu")
             check(got[0].get("compile_ms", 0) > 0 and got[0].get("compile_s", 0) > 0 and got[0]["mode"] == "default",
                   "compile time, compile seconds and mode recorded")
+            check("static_inputs" not in got[0], "default mode marks nothing static")
+            # A mode with CUDA graphs (skipped on the CPU): the parameter is marked and recorded.
+            params = os.path.join(d, "params.jsonl")
+            write(params, [dict(GOOD, inputs=[GOOD["inputs"][0], dict(GOOD["inputs"][1], role="parameter")])])
+            r = run(script + [params, "--out", out, "--device", "cpu", "--trials", "3", "--mode", "reduce-overhead"])
+            got = lines(out)
+            check(r.returncode == 0 and got[0]["ok"] is True and got[0].get("static_inputs") == ["w"],
+                  "reduce-overhead: the parameter is marked static and the line says so")
     check_mismatch(a.script)
     check_prepared(a.script)
     check_python_form(a.script)
     check_recurrent(a.script)
     check_warmed_first(a.script)
+    check_static_parameters(a.script)
     if failures:
         print("%d check(s) failed" % len(failures))
         return 1

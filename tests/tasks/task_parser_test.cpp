@@ -72,6 +72,8 @@ TEST_CASE("a good JSON Lines file loads every field; blank lines are skipped") {
 
   const task& g = (*tasks)[1];  // line 3: line 2 is blank
   CHECK(g.inputs[0].type == dtype::bfloat16);
+  CHECK_FALSE(g.inputs[0].parameter);
+  CHECK(g.inputs[1].parameter);  // "role": "parameter"
   CHECK(g.inputs[2].init.dist == distribution::constant);
   CHECK(g.inputs[2].init.value == 0.5);
   CHECK(g.allow_cublas);
@@ -149,6 +151,37 @@ TEST_CASE("error: unknown key, at the top and nested") {
   j = make_good();
   j["outputs"][0]["init"] = {{"dist", "normal"}};
   CHECK(has(error_of(j), "outputs[0].init: unknown key (expected one of: name, shape, dtype)"));
+}
+
+TEST_CASE("an input's role: input or parameter, written back only for a parameter; a draw has none") {
+  auto j = make_good();
+  j["inputs"][0]["role"] = "input";
+  j["inputs"][1]["role"] = "parameter";
+  auto t = parse_task(j.dump(), "roles");
+  REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.message()));
+  CHECK_FALSE(t->inputs[0].parameter);
+  CHECK(t->inputs[1].parameter);
+  const auto line = json::parse(to_json_line(*t));
+  CHECK_FALSE(line["inputs"][0].contains("role"));
+  CHECK(line["inputs"][1]["role"] == "parameter");
+
+  j["inputs"][1]["role"] = "weight";
+  CHECK(has(error_of(j), "inputs[1].role: unknown role 'weight' (expected input, parameter)"));
+  j["inputs"][1]["role"] = true;
+  CHECK(has(error_of(j), "inputs[1].role:"));
+
+  // An input prepare computes may be a parameter; a draw is no input of the reference.
+  j = make_good();
+  j["draws"] = j["inputs"];
+  j["prepare"] = "def prepare(x, y):\n    return (x, y)\n";
+  for (auto& in : j["inputs"]) in.erase("init");
+  j.erase("variants");
+  j["inputs"][1]["role"] = "parameter";
+  auto prepared = parse_task(j.dump(), "prepared");
+  REQUIRE_MESSAGE(prepared.ok(), (prepared.ok() ? "" : prepared.message()));
+  CHECK(prepared->inputs[1].parameter);
+  j["draws"][0]["role"] = "parameter";
+  CHECK(has(error_of(j), "draws[0].role: unknown key (expected one of: name, shape, dtype, init)"));
 }
 
 TEST_CASE("error: a required field is missing") {
