@@ -35,6 +35,9 @@ inline CLI::App* add_optimize_subcommand(CLI::App& app, optimize_options& o) {
   cmd->add_flag("--compile-only", o.compile_only, "The sandbox compiles only, even with GPUs");
   cmd->add_option("--arch", o.arch, "nvcc target (default auto: the sandbox GPU's)");
   cmd->add_option("--seed", o.seed, "Sampling and input-set seed, inputs as kforge eval --seed's (default 1)");
+  cmd->add_option("--baselines", o.baselines,
+                  "Eager and torch.compile times (kforge tasks baseline --against compile --out): also give each "
+                  "correct kernel's speedup against torch.compile, for the tasks measured on this sandbox's GPU model");
   cmd->add_flag("--reuse-repeats", o.reuse_repeats, "Judge a task's repeated kernel once (as kforge eval's flag)");
   cmd->add_option("--ncu", o.ncu,
                   "Nsight Compute for the profiles of correct kernels, taken with --turns > 1 and profile in --feedback "

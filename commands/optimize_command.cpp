@@ -4,7 +4,9 @@
 #include <chrono>
 #include <filesystem>
 #include <iomanip>
+#include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <thread>
@@ -22,6 +24,7 @@
 #include "sandbox/verdict_json.hpp"
 #include "stages/engine_sampler.hpp"
 #include "tasks/builtin.hpp"
+#include "tasks/measured_baselines.hpp"
 #include "tasks/prompt.hpp"
 #include "tasks/task_parser.hpp"
 
@@ -74,6 +77,28 @@ result<std::size_t> episode_token_limit(const optimize_options& o) {
   auto limit = model::turn_context_limit(*config, o.max_new_tokens);
   if (!limit) return error{"--max-new-tokens: " + limit.message()};
   return limit;
+}
+
+/// The compile / eager ratios of --baselines for the sandbox's GPU (kforge eval's rule: only times
+/// measured on this GPU model count), saying how many of the tasks have one.
+std::map<std::string, double> compile_ratios_for(const tasks::measured_baselines& b, const std::vector<tasks::task>& ts,
+                                                 const sandbox::sandbox_pool& pool, std::ostream& out) {
+  const std::string device = pool.runs_on_gpu() && pool.facts() ? pool.facts()->name : "";
+  if (device.empty()) {
+    out << "kforge optimize: --baselines: no GPU runs the kernels, so there are no speedups to set against torch.compile\n";
+    return {};
+  }
+  const auto ratios = b.compile_ratios(device);
+  std::size_t with = 0;
+  for (const auto& t : ts) with += ratios.count(t.id);
+  out << "kforge optimize: --baselines: " << with << " of " << ts.size() << " task(s) have a torch.compile time measured on "
+      << device << " in " << b.file;
+  if (with == 0) {
+    out << "; it holds devices:";
+    for (const auto& d : b.devices()) out << " \"" << d << "\"";
+  }
+  out << "\n";
+  return ratios;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -206,6 +231,12 @@ int optimize_command(const optimize_options& o, std::ostream& out, std::ostream&
   if (!observations) return fail(observations.message());
   auto token_limit = episode_token_limit(o);
   if (!token_limit) return fail(token_limit.message());
+  std::optional<tasks::measured_baselines> baselines;
+  if (!o.baselines.empty()) {
+    auto b = tasks::read_measured_baselines(o.baselines);
+    if (!b) return fail("--baselines: " + b.message());
+    baselines = std::move(b).value();
+  }
 
   sandbox::pool_options po;
   po.eval.compile.arch = o.arch;
@@ -244,11 +275,12 @@ int optimize_command(const optimize_options& o, std::ostream& out, std::ostream&
   out << "kforge optimize: " << (tasks->size() == 1 ? tasks->front().id : std::to_string(tasks->size()) + " tasks")
       << ", " << o.samples << " episode(s)" << (tasks->size() == 1 ? "" : " each") << " of up to " << o.turns
       << " turn(s); " << (*pool)->describe() << "\n";
+  auto compile_ratios = baselines ? compile_ratios_for(*baselines, *tasks, **pool, out) : std::map<std::string, double>{};
   for (int t = 1; t <= o.turns; ++t) {
     if (auto s = l.turn(t); !s) return fail(s.message(), 1);
     l.say(t, tasks->size(), out);
   }
-  const optimize_run_facts facts{o.model, o.turns, (*pool)->runs_on_gpu()};
+  const optimize_run_facts facts{o.model, o.turns, (*pool)->runs_on_gpu(), o.baselines, std::move(compile_ratios)};
   if (auto s = write_optimize_outputs(o.out, l.runs, !o.tasks.empty(), facts, out); !s) return fail(s.message(), 1);
   out << "kforge optimize: transcripts and verdicts under " << o.out << ", summary in "
       << (fs::path(o.out) / "report.md").string() << ", verdict lines in "

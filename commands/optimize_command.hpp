@@ -11,6 +11,9 @@
 //   verdicts.jsonl          every turn's verdict with "task", "episode" and "turn": the lines
 //                           `kforge eval` writes, so `kforge compare --best-of-task` sets episodes
 //                           beside single-shot samples of the same budget
+// With --baselines FILE (torch.compile's times, as kforge eval's flag) a correct kernel's lines,
+// best.json and the reports also give its speedup against torch.compile, the bar KernelBench's
+// results are reported against.
 // `--tasks FILE|builtin` works every task of a task file the same way, each in DIR/<task id>/, with
 // DIR/report.md over tasks (per turn: tasks with a correct kernel, mean best speedup) and one
 // DIR/verdicts.jsonl. Each turn, every live episode of every task is generated in batches of
@@ -53,6 +56,9 @@ struct optimize_options {
   /// "reused".
   bool reuse_repeats = false;
   std::string ncu;                     ///< Nsight Compute for profiles; empty: found as [sandbox] ncu
+  /// Eager and torch.compile times (tasks/measured_baselines.hpp), as kforge eval --baselines:
+  /// correct kernels also get their speedup against torch.compile. Empty: against eager only.
+  std::string baselines;
 };
 
 /// Runs the command: 0 when it ran (whether or not a correct kernel was found), 2 on bad input.

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 
 #include "common/text_file.hpp"
+#include "sandbox/eval_against_compile.hpp"
 
 namespace kforge::pipeline {
 
@@ -39,11 +41,29 @@ by_turn progress(const std::vector<const episode_run*>& runs, int turn) {
   return p;
 }
 
+/// compile_ms / eager_ms of task `id` on this GPU, where --baselines measured it.
+std::optional<double> compile_ratio(const optimize_run_facts& f, const std::string& id) {
+  const auto r = f.compile_ratios.find(id);
+  if (r == f.compile_ratios.end()) return std::nullopt;
+  return r->second;
+}
+
+/// A best speedup over eager, and over torch.compile where the task has a compile time: "1.20x"
+/// or "1.20x (1.05x torch.compile)"; "-" for none.
+std::string best_cell(const optimize_run_facts& f, const std::string& id, double best) {
+  if (best <= 0) return "-";
+  const auto r = compile_ratio(f, id);
+  return times(best) + (r ? " (" + times(best * *r) + " torch.compile)" : "");
+}
+
 std::string header(const optimize_run_facts& f, std::size_t episodes, const std::string& what) {
   std::ostringstream s;
   s << "# kforge optimize: " << what << "\n\n"
     << episodes << " episode(s) of up to " << f.turns << " turn(s), model " << f.model
     << (f.on_gpu ? "" : "; COMPILE-ONLY: kernels were built, not run, so none is correct") << ".\n\n";
+  if (!f.baselines.empty())
+    s << "Speedups are over eager PyTorch; in brackets over torch.compile, from the compile times of "
+      << f.baselines << " measured on this GPU (only the ratio of its compile and eager times is used).\n\n";
   return s.str();
 }
 
@@ -55,9 +75,11 @@ std::string task_report(const optimize_run_facts& f, const tasks::task& t, const
     << "| turn | episodes with a correct kernel by then | best speedup by then |\n|---|---|---|\n";
   for (int turn = 1; turn <= f.turns; ++turn) {
     const auto p = progress(runs, turn);
-    s << "| " << turn << " | " << p.episodes_correct << " of " << runs.size() << " | "
-      << (p.best > 0 ? times(p.best) : "-") << " |\n";
+    s << "| " << turn << " | " << p.episodes_correct << " of " << runs.size() << " | " << best_cell(f, t.id, p.best)
+      << " |\n";
   }
+  if (!f.baselines.empty() && !compile_ratio(f, t.id))
+    s << "\nNo torch.compile time for " << t.id << " on this GPU in " << f.baselines << ".\n";
   s << "\n| episode | turns | statuses | ended by |\n|---|---|---|---|\n";
   for (const auto* r : runs) {
     std::string statuses;
@@ -95,7 +117,7 @@ std::string summary_report(const optimize_run_facts& f, const std::vector<std::v
   for (const auto& runs : tasks) {
     const auto p = progress(runs, f.turns);
     s << "| " << runs.front()->task->id << " | " << p.episodes_correct << " of " << runs.size() << " | "
-      << (p.best > 0 ? times(p.best) : "-") << " |\n";
+      << best_cell(f, runs.front()->task->id, p.best) << " |\n";
   }
   return s.str();
 }
@@ -120,6 +142,7 @@ status write_task(const fs::path& dir, const optimize_run_facts& f, const std::v
       line["category"] = std::string(tasks::to_string(t.category));
       line["episode"] = r->index;
       line["file"] = fs::relative(stem + ".cu", root).string();
+      sandbox::add_speedup_vs_compile(line, f.compile_ratios);
       lines += line.dump() + "\n";
       if (v.contains("speedup") && (best.is_null() || v["speedup"].get<double>() > best["speedup"].get<double>()))
         best = {{"episode", r->index}, {"turn", i + 1}, {"speedup", v["speedup"]}, {"task", t.id}, {"verdict", v},
@@ -130,11 +153,15 @@ status write_task(const fs::path& dir, const optimize_run_facts& f, const std::v
   if (!best.is_null()) {
     const std::string source = best["source"];
     best.erase("source");
+    if (const auto r = compile_ratio(f, t.id)) best["speedup_vs_compile"] = best["speedup"].get<double>() * *r;
     if (auto s = write_text_file_atomically((dir / "best.cu").string(), source); !s) return s;
     if (auto s = write_text_file_atomically((dir / "best.json").string(), best.dump(2) + "\n"); !s) return s;
     out << "kforge optimize: " << t.id << ": best kernel " << (dir / "best.cu").string() << ": episode "
         << best["episode"] << ", turn " << best["turn"] << ", " << std::fixed << std::setprecision(2)
-        << best["speedup"].get<double>() << "x the baseline\n";
+        << best["speedup"].get<double>() << "x the baseline";
+    if (best.contains("speedup_vs_compile"))
+      out << " (" << best["speedup_vs_compile"].get<double>() << "x torch.compile)";
+    out << "\n";
   } else {
     out << "kforge optimize: " << t.id << ": no correct kernel" << (f.on_gpu ? "" : " (compile-only: nothing was run)")
         << "\n";

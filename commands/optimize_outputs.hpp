@@ -3,6 +3,7 @@
 // kernel and verdict, transcripts, the best kernel, the reports, and the verdict lines that
 // `kforge compare` reads.
 #include <cstddef>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ struct optimize_run_facts {
   std::string model;
   int turns = 0;
   bool on_gpu = false;  ///< false: compile-only, no kernel can be correct
+  /// Task id -> compile_ms / eager_ms on the sandbox's GPU (measured_baselines::compile_ratios),
+  /// from `baselines`; empty file name: no speedups against torch.compile are given.
+  std::string baselines;
+  std::map<std::string, double> compile_ratios;
 };
 
 /// Writes `runs` (the episodes of one or more tasks, in task order) under `dir`: with one task the

@@ -114,6 +114,12 @@ TEST_CASE("kforge optimize: episodes of the shipped model, each turn judged and 
   REQUIRE(bad.ok());
   CHECK(bad->exit_code == 2);
   CHECK(bad->output.find("--task l1/no_such_task: no built-in task of that id") != std::string::npos);
+  argv = {KFORGE_BINARY, "optimize", "--task", task.string(), "--out", (dir / "x").string(), "--baselines",
+          (dir / "no_such_baselines.jsonl").string()};
+  bad = kforge::run_process(argv, std::chrono::minutes(1));
+  REQUIRE(bad.ok());
+  CHECK(bad->exit_code == 2);
+  CHECK(bad->output.find("kforge optimize: --baselines: ") != std::string::npos);
   std::error_code ec;
   fs::remove_all(dir, ec);
   fs::remove(task, ec);
