@@ -222,6 +222,12 @@ int optimize_command(const optimize_options& o, std::ostream& out, std::ostream&
   if (auto s = check(o); !s) return fail(s.message());
   auto tasks = load_tasks(o);
   if (!tasks) return fail(tasks.message());
+  std::optional<tasks::measured_baselines> baselines;
+  if (!o.baselines.empty()) {
+    auto b = tasks::read_measured_baselines(o.baselines);
+    if (!b) return fail("--baselines: " + b.message());
+    baselines = std::move(b).value();
+  }
   auto kinds = o.feedback.empty() ? result<agent::feedback_kinds>(agent::feedback_kinds{})
                                   : agent::feedback_kinds::parse(o.feedback);
   if (!kinds) return fail("--feedback: " + kinds.message());
@@ -231,12 +237,6 @@ int optimize_command(const optimize_options& o, std::ostream& out, std::ostream&
   if (!observations) return fail(observations.message());
   auto token_limit = episode_token_limit(o);
   if (!token_limit) return fail(token_limit.message());
-  std::optional<tasks::measured_baselines> baselines;
-  if (!o.baselines.empty()) {
-    auto b = tasks::read_measured_baselines(o.baselines);
-    if (!b) return fail("--baselines: " + b.message());
-    baselines = std::move(b).value();
-  }
 
   sandbox::pool_options po;
   po.eval.compile.arch = o.arch;
