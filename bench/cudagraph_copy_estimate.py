@@ -18,6 +18,7 @@ import math
 import sys
 
 BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "bool": 1}
+GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 def by_id(path):
@@ -31,6 +32,13 @@ def by_id(path):
                     sys.exit("%s:%d: not JSON: %s" % (path, n, e))
                 out[row.get("id")] = row
     return out
+
+
+def refuse(rows, path, good, why):
+    """Exits naming the first measured line of `path` that is not `good`."""
+    for tid, r in rows.items():
+        if r.get("ok") and not good(r):
+            sys.exit("%s: %s %s" % (path, tid, why))
 
 
 def copied_bytes(task, static):
@@ -47,6 +55,14 @@ def main():
     if a.bandwidth <= 0:
         sys.exit("--bandwidth %g: must be positive" % a.bandwidth)
     tasks, base, mode = by_id(a.tasks), by_id(a.default), by_id(a.mode)
+    refuse(base, a.default, lambda r: r.get("mode") == "default", "holds lines of a mode other than default")
+    refuse(mode, a.mode, lambda r: r.get("mode") in GRAPH_MODES, "holds lines of a mode without CUDA graphs (%s)"
+           % ", ".join(GRAPH_MODES))
+    for rows, path in ((base, a.default), (mode, a.mode)):
+        refuse(rows, path, lambda r: r.get("shapes", "primary") == "primary", "holds lines timed at other than the primary shapes")
+    devices = {r.get("device") for r in list(base.values()) + list(mode.values()) if r.get("ok")}
+    if len(devices) > 1:
+        print("note: the two files' times come from %s" % ", ".join(sorted(map(str, devices))))
     print("%-46s %9s %9s %9s %8s %8s" % ("task", "copy ms", "excess ms", "default", "mode/def", "less copy"))
     for tid, row in mode.items():
         b = base.get(tid)

@@ -61,7 +61,7 @@ std::string header(const optimize_run_facts& f, std::size_t episodes, const std:
   s << "# kforge optimize: " << what << "\n\n"
     << episodes << " episode(s) of up to " << f.turns << " turn(s), model " << f.model
     << (f.on_gpu ? "" : "; COMPILE-ONLY: kernels were built, not run, so none is correct") << ".\n\n";
-  if (!f.baselines.empty())
+  if (!f.baselines.empty() && f.on_gpu)
     s << "Speedups are over eager PyTorch; in brackets over torch.compile, from the compile times of "
       << f.baselines << " measured on this GPU (only the ratio of its compile and eager times is used).\n\n";
   return s.str();
@@ -78,7 +78,7 @@ std::string task_report(const optimize_run_facts& f, const tasks::task& t, const
     s << "| " << turn << " | " << p.episodes_correct << " of " << runs.size() << " | " << best_cell(f, t.id, p.best)
       << " |\n";
   }
-  if (!f.baselines.empty() && !compile_ratio(f, t.id))
+  if (!f.baselines.empty() && f.on_gpu && !compile_ratio(f, t.id))
     s << "\nNo torch.compile time for " << t.id << " on this GPU in " << f.baselines << ".\n";
   s << "\n| episode | turns | statuses | ended by |\n|---|---|---|---|\n";
   for (const auto* r : runs) {

@@ -104,6 +104,8 @@ result<task> from_wire(const wire::TaskT& w) {
   for (std::size_t i = 0; i < w.draws.size(); ++i) {
     auto d = from_wire(w.draws[i].get(), "draws[" + std::to_string(i) + "]", true);
     if (!d) return fail(d.message());
+    // The task format gives draws no role: a child re-parsing the task would refuse it.
+    if (d->parameter) return fail("draws[" + std::to_string(i) + "].parameter: a draw is no input of the reference");
     t.draws.push_back(std::move(d).value());
   }
   for (std::size_t i = 0; i < w.inputs.size(); ++i) {

@@ -214,9 +214,9 @@ def static_parameters(task, inputs, mode):
     """The inputs to mark as static addresses under the modes that run CUDA graphs: the task's
     parameters (role "parameter", KernelBench's weights), which a graph of KernelBench's own
     module reads in place as it reads a module's parameters. Unmarked, each call copies them (on an
-    H100, 2026-12-07, max-autotune's time over default's matched the time to copy every input once
-    on 14 of 16 GEMM and convolution problems). The problem's own inputs are copied as they would be
-    there. Returns (name, tensor) pairs; none for the other modes."""
+    H100, 2026-12-07, an estimate of copying every input came to 64-106 % of max-autotune's time
+    over default's on 13 of 16 GEMM and convolution problems). The problem's own inputs are copied
+    as they would be there. Returns (name, tensor) pairs; none for the other modes."""
     if mode not in CUDA_GRAPH_MODES:
         return []
     return [(spec["name"], t) for spec, t in zip(task["inputs"], inputs) if spec.get("role") == "parameter"]
@@ -242,6 +242,9 @@ def measure(task, a, device, device_name):
             # tasks after the eighth.
             torch._dynamo.reset()
             static = static_parameters(task, inputs, a.mode)
+            if static and not hasattr(torch._dynamo, "mark_static_address"):
+                raise task_error("torch %s has no torch._dynamo.mark_static_address (torch >= 2.1): mode %s would "
+                                 "copy the task's parameters on every call" % (torch.__version__, a.mode))
             for _, t in static:
                 torch._dynamo.mark_static_address(t)
             if a.mode in CUDA_GRAPH_MODES:

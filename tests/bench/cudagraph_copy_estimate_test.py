@@ -12,10 +12,10 @@ script = sys.argv[1]
 inputs = [{"name": "x", "shape": [10, 100], "dtype": "float32"},
           {"name": "w", "shape": [500], "dtype": "float32", "role": "parameter"}]
 tasks = [{"id": "kb/l2/1_A", "inputs": inputs}, {"id": "kb/l2/2_B", "inputs": inputs}, {"id": "kb/l2/3_C", "inputs": inputs}]
-default = [{"id": t["id"], "ok": True, "compile_ms": 1.0} for t in tasks[:2]]
-mode = [{"id": "kb/l2/1_A", "ok": True, "compile_ms": 1.5},
-        {"id": "kb/l2/2_B", "ok": True, "compile_ms": 2.0, "static_inputs": ["w"]},
-        {"id": "kb/l2/3_C", "ok": True, "compile_ms": 2.0}]
+default = [{"id": t["id"], "ok": True, "compile_ms": 1.0, "mode": "default"} for t in tasks[:2]]
+mode = [{"id": "kb/l2/1_A", "ok": True, "compile_ms": 1.5, "mode": "max-autotune"},
+        {"id": "kb/l2/2_B", "ok": True, "compile_ms": 2.0, "static_inputs": ["w"], "mode": "max-autotune"},
+        {"id": "kb/l2/3_C", "ok": True, "compile_ms": 2.0, "mode": "max-autotune"}]
 failures = 0
 with tempfile.TemporaryDirectory() as d:
     paths = []
@@ -25,6 +25,8 @@ with tempfile.TemporaryDirectory() as d:
             f.writelines(json.dumps(r) + "\n" for r in rows)
     out = subprocess.run([sys.executable, script, *paths, "--bandwidth", "12e6"], capture_output=True, text=True)
     bad = subprocess.run([sys.executable, script, *paths, "--bandwidth", "0"], capture_output=True, text=True)
+    # Files swapped: the "mode" file holds default's lines, which ran no CUDA graphs.
+    swapped = subprocess.run([sys.executable, script, paths[0], paths[2], paths[1]], capture_output=True, text=True)
 
 rows = {l.split()[0]: l.split()[1:] for l in out.stdout.splitlines()[1:]}
 expect = {"kb/l2/1_A": ["1.000", "0.500", "1.000", "1.50", "0.50"],  # every input copied
@@ -35,6 +37,9 @@ for tid, want in expect.items():
         failures += 1
 if "not in all three files" not in " ".join(rows.get("kb/l2/3_C", [])):
     print("FAILED: a task missing from the default file is not said: %s" % rows.get("kb/l2/3_C"))
+    failures += 1
+if swapped.returncode == 0 or "mode other than default" not in swapped.stderr:
+    print("FAILED: swapped files accepted: %s" % swapped.stderr)
     failures += 1
 if out.returncode != 0 or bad.returncode == 0 or "--bandwidth" not in bad.stderr:
     print("FAILED: exit %d on good input, %d on a bad bandwidth (%s)" % (out.returncode, bad.returncode, bad.stderr))

@@ -98,13 +98,17 @@ TEST_CASE("optimize's files give speedups against torch.compile for the tasks me
         std::string::npos);
 }
 
-TEST_CASE("without --baselines optimize's files speak of eager only") {
+TEST_CASE("without --baselines, or without a GPU, optimize's files speak of eager only") {
   const auto a = task_of("kb/l1/a");
   const std::vector<episode_run> runs{correct_then_wrong(a, 2.0)};
-  out_dir dir;
-  std::ostringstream out;
-  REQUIRE(kforge::pipeline::write_optimize_outputs(dir.path.string(), runs, false, {"m", 2, true, "", {}}, out));
-  CHECK(out.str().find("torch.compile") == std::string::npos);
-  CHECK(read(dir.path / "report.md").find("torch.compile") == std::string::npos);
-  CHECK_FALSE(json::parse(read(dir.path / "best.json")).contains("speedup_vs_compile"));
+  // Compile-only, --baselines given: no ratios (no GPU ran), and the reports do not speak of them.
+  for (const optimize_run_facts& facts : {optimize_run_facts{"m", 2, true, "", {}},
+                                          optimize_run_facts{"m", 2, false, "compile.jsonl", {}}}) {
+    out_dir dir;
+    std::ostringstream out;
+    REQUIRE(kforge::pipeline::write_optimize_outputs(dir.path.string(), runs, false, facts, out));
+    CHECK(out.str().find("torch.compile") == std::string::npos);
+    CHECK(read(dir.path / "report.md").find("torch.compile") == std::string::npos);
+    CHECK_FALSE(json::parse(read(dir.path / "best.json")).contains("speedup_vs_compile"));
+  }
 }

@@ -114,15 +114,24 @@ TEST_CASE("kforge optimize: episodes of the shipped model, each turn judged and 
   REQUIRE(bad.ok());
   CHECK(bad->exit_code == 2);
   CHECK(bad->output.find("--task l1/no_such_task: no built-in task of that id") != std::string::npos);
-  argv = {KFORGE_BINARY, "optimize", "--task", task.string(), "--out", (dir / "x").string(), "--baselines",
-          (dir / "no_such_baselines.jsonl").string()};
-  bad = kforge::run_process(argv, std::chrono::minutes(1));
-  REQUIRE(bad.ok());
-  CHECK(bad->exit_code == 2);
-  CHECK(bad->output.find("kforge optimize: --baselines: ") != std::string::npos);
   std::error_code ec;
   fs::remove_all(dir, ec);
   fs::remove(task, ec);
+}
+
+// A --baselines file that cannot be read is refused before the model or the sandbox start (no
+// toolchain needed).
+TEST_CASE("kforge optimize: a bad --baselines file is refused saying so") {
+  const fs::path dir = fs::temp_directory_path() / ("kforge-optimize-bad-" + std::to_string(::getpid()));
+  std::vector<std::string> argv{KFORGE_BINARY, "optimize", "--task", "l1/relu", "--model",
+                                (fs::path(KFORGE_SOURCE_DIR) / "models/kforge-tiny").string(), "--out",
+                                dir.string(), "--baselines", (dir / "no_such_baselines.jsonl").string()};
+  auto bad = kforge::run_process(argv, std::chrono::minutes(1));
+  REQUIRE(bad.ok());
+  INFO(bad->output);
+  CHECK(bad->exit_code == 2);
+  CHECK(bad->output.find("kforge optimize: --baselines: ") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "report.md"));
 }
 
 // `kforge optimize --tasks`: every task of a file in one loop, each in OUT/<task id>/, with a report

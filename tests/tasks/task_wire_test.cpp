@@ -49,4 +49,18 @@ TEST_CASE("a bad wire task is an error naming the task and field") {
   r = from_wire(w);
   REQUIRE_FALSE(r.ok());
   CHECK(r.message() == "task 't/softmax_rows' (wire): inputs[0].init: required field is missing");
+
+  // A draw marked as a parameter: the task format gives draws no role.
+  w = to_wire((*tasks)[0]);
+  auto draw = std::make_unique<kforge::wire::TensorSpecT>();
+  draw->name = "d0";
+  draw->shape = {4};
+  draw->init = std::make_unique<kforge::wire::InitSpecT>();
+  draw->init->dist = "normal";
+  draw->parameter = true;
+  w.draws.push_back(std::move(draw));
+  w.prepare = "def prepare(d0):\n    return d0\n";
+  r = from_wire(w);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.message().find("draws[0].parameter: a draw is no input of the reference") != std::string::npos);
 }
