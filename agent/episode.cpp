@@ -5,15 +5,6 @@
 
 namespace kforge::agent {
 
-result<episode_reward> parse_episode_reward(const std::string& name) {
-  std::string known;
-  for (auto k : {episode_reward::best, episode_reward::last, episode_reward::discounted, episode_reward::turn_returns}) {
-    if (name == episode_reward_name(k)) return k;
-    known += (known.empty() ? "" : ", ") + std::string(episode_reward_name(k));
-  }
-  return error{"unknown episode reward \"" + name + "\" (known: " + known + ")"};
-}
-
 episode::episode(std::vector<std::int32_t> prompt, episode_options o)
     : o_(o), context_(std::move(prompt)), prompt_size_(context_.size()) {
   if (o_.max_turns < 1) o_.max_turns = 1;

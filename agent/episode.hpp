@@ -28,9 +28,6 @@ namespace kforge::agent {
 /// The manifest's [agent] reward kinds (config/options/agent_options.hpp), by this name here.
 using episode_reward = kforge::episode_reward_kind;
 
-/// "best", "last", "discounted", "turn_returns"; an error names the known ones.
-result<episode_reward> parse_episode_reward(const std::string& name);
-
 /// An episode's reward from its turns' rewards, in order: the best, the last, or their sum with
 /// turn k weighed discount^(k-1) (discounted and turn_returns: the first turn's return). 0 for no
 /// turn.

@@ -9,7 +9,8 @@ the tasks imported (with --tasks), the tasks measured (`ok` lines), how many com
 and > 5 % slower than eager, and the geomean and median of eager_ms / compile_ms (above 1:
 compile is faster). With --tasks, each level is also split by whether the reference has a
 convolution (where torch.compile's gains differ most). A task measured in several files counts
-once: its last ok line. Lines of two compile modes are refused: a table is of one mode. No third-party module is needed, so it runs anywhere.
+once: its last ok line. Lines of two compile modes are refused: a table is of one mode. No
+third-party module is needed, so it runs anywhere.
 """
 import argparse
 import json

@@ -782,6 +782,17 @@ TEST_CASE("[trainer] shard_optimizer: off by default, for full fine-tuning only"
   CHECK(parse_manifest(minimal + "[trainer]\nshard_optimizer = false\nlora = { rank = 8 }\n", "test.toml").ok());
 }
 
+TEST_CASE("[agent] reward: each episode reward by its name; an unknown one names the known") {
+  for (auto k : {episode_reward_kind::best, episode_reward_kind::last, episode_reward_kind::discounted,
+                 episode_reward_kind::turn_returns}) {
+    auto m = parse_manifest(minimal + "[agent]\nmax_turns = 3\nreward = \"" + episode_reward_name(k) + "\"\n", "test.toml");
+    REQUIRE_MESSAGE(m.ok(), m.message());
+    CHECK(m->agent.reward == k);
+  }
+  CHECK(has(rejected(minimal + "[agent]\nreward = \"mean\"\n"),
+            "agent.reward: must be one of \"best\", \"last\", \"discounted\", \"turn_returns\", got \"mean\""));
+}
+
 TEST_CASE("the manifests in deploy/manifests parse and validate (the loops' @MODEL@ filled in)") {
   for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(KFORGE_SOURCE_DIR) / "deploy/manifests")) {
     if (e.path().extension() != ".toml") continue;
