@@ -83,7 +83,7 @@ result<std::size_t> episode_token_limit(const optimize_options& o) {
 /// measured on this GPU model count), saying how many of the tasks have one.
 std::map<std::string, double> compile_ratios_for(const tasks::measured_baselines& b, const std::vector<tasks::task>& ts,
                                                  const sandbox::sandbox_pool& pool, std::ostream& out) {
-  const std::string device = pool.runs_on_gpu() && pool.facts() ? pool.facts()->name : "";
+  const std::string device = pool.device_name();
   if (device.empty()) {
     out << "kforge optimize: --baselines: no GPU runs the kernels, so there are no speedups to set against torch.compile\n";
     return {};

@@ -336,7 +336,7 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
   }
   std::ostream& lines = opt.out.empty() ? out : file_out;
   // Compile times count only where they were measured on this sandbox's GPU model.
-  const std::string device = (*pool)->runs_on_gpu() && (*pool)->facts() ? (*pool)->facts()->name : "";
+  const std::string device = (*pool)->device_name();
   const auto compile_ratios =
       baselines && !device.empty() ? baselines->compile_ratios(device) : std::map<std::string, double>{};
   std::vector<json> verdicts(items->size());

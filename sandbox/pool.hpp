@@ -78,6 +78,9 @@ class sandbox_pool {
   status start_all();
   /// Facts of the first GPU, if any.
   std::optional<gpu_facts> facts() const { return facts_; }
+  /// The name CUDA gives the GPU that runs the kernels (what baselines files key their times by);
+  /// "" when none runs them (compile-only).
+  std::string device_name() const { return runs_on_gpu() && facts_ ? facts_->name : ""; }
   /// One line: "2 GPU(s) (NVIDIA H200), 4 runner(s) each, nvcc 13.0, for sm_90a (auto: ...)" or
   /// "compile-only (...), nvcc 13.0, for sm_90a (...)".
   std::string describe() const;
