@@ -98,6 +98,26 @@ class sampler_logic {
     return std::vector<result<wire::CandidateT>>(
         turns.size(), error{"this sampler generates no later turns of episodes ([agent] max_turns > 1)"});
   }
+  /// What generate_together gives: one result per request and one per turn, in order.
+  struct batch_results {
+    std::vector<result<std::vector<wire::CandidateT>>> groups;
+    std::vector<result<wire::CandidateT>> turns;
+  };
+  /// Requests and episodes' next turns waiting at the same time, answered in one go. Each result
+  /// must equal what generate_batch or next_turns gives for it. An engine decodes them in one
+  /// batch: a small model's decoding call takes as long as its longest sequence whatever its rows,
+  /// so two calls, one for each kind, take about twice as long. The default calls next_turns and
+  /// then generate_batch.
+  virtual batch_results generate_together(const std::vector<request_item>& requests,
+                                          const std::vector<turn_item>& turns) {
+    batch_results out;
+    if (!turns.empty()) out.turns = next_turns(turns);
+    if (!requests.empty()) out.groups = generate_batch(requests);
+    return out;
+  }
+  /// Counters since the last call (deltas, as reward_logic::take_counters), added to the stage's
+  /// extra metrics after every batch: an engine's joint calls of groups and turns, say.
+  virtual std::vector<std::pair<std::string, std::uint64_t>> take_counters() { return {}; }
   /// Switch to new weights. Only when this succeeds does the actor tag later candidates with
   /// weights.version(); on failure it keeps the old version and counts the error.
   virtual status set_weights(const wire::PolicyWeights& weights) = 0;

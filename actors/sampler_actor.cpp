@@ -52,28 +52,32 @@ void enqueue(self_ptr self, const generate_request_msg& m) {
   schedule_flush(self);
 }
 
-// The next turns of the observed episodes, in batches of the logic's max_turn_batch. Held while paused.
-void flush_turns(self_ptr self) {
+// Up to `most` (at least one) of the waiting messages, oldest first; the rest wait for the next flush.
+template <class Msg>
+std::vector<Msg> take_front(self_ptr self, std::vector<Msg>& queue, std::size_t most) {
+  const std::size_t take = std::min(queue.size(), std::max<std::size_t>(1, most));
+  std::vector<Msg> batch(std::make_move_iterator(queue.begin()), std::make_move_iterator(queue.begin() + take));
+  queue.erase(queue.begin(), queue.begin() + take);
+  if (!queue.empty()) schedule_flush(self);
+  return batch;
+}
+
+// Whether the logic answered every input; if not, each input counts an error.
+bool as_many(self_ptr self, std::size_t answers, std::size_t inputs, const char* what, const char* of) {
+  if (answers == inputs) return true;
+  const error e{"the sampler logic returned " + std::to_string(answers) + " " + what + " for " +
+                std::to_string(inputs) + " " + of};
+  for (std::size_t i = 0; i < inputs; ++i) self->state.core.count_error(e);
+  return false;
+}
+
+// Each observed episode's next turn downstream, under the sample id of its turn.
+void emit_turns(self_ptr self, const std::vector<sampler_logic::turn_item>& items,
+                std::vector<result<wire::CandidateT>>& out) {
   auto& st = self->state;
-  if (st.paused || st.turns.empty()) return;
-  const std::size_t take = std::min(st.turns.size(), std::max<std::size_t>(1, st.logic->max_turn_batch()));
-  std::vector<scored_msg> batch(std::make_move_iterator(st.turns.begin()),
-                                std::make_move_iterator(st.turns.begin() + take));
-  st.turns.erase(st.turns.begin(), st.turns.begin() + take);
-  if (!st.turns.empty()) schedule_flush(self);
-  std::vector<sampler_logic::turn_item> items;
-  items.reserve(batch.size());
-  for (const auto& m : batch) items.push_back({&m.payload(), envelope_info::of(m.header())});
-  using outputs = std::vector<result<wire::CandidateT>>;
-  auto out = st.core.call([&]() -> result<outputs> { return st.logic->next_turns(items); });
+  if (!as_many(self, out.size(), items.size(), "turns", "observations")) return;
   for (std::size_t i = 0; i < items.size(); ++i) {
-    if (!out.ok() || out->size() != items.size()) {
-      st.core.count_error(out.ok() ? error{"the sampler logic returned " + std::to_string(out->size()) +
-                                          " turns for " + std::to_string(items.size()) + " observations"}
-                                   : out.err());
-      continue;
-    }
-    auto& c = (*out)[i];
+    auto& c = out[i];
     if (!c.ok()) {
       st.core.count_error(c.err());
       continue;
@@ -82,6 +86,13 @@ void flush_turns(self_ptr self) {
     auto h = st.core.next_header(derive_sample_id(items[i].info.sample_id, turn), st.policy_version);
     detail::forward(self, st.downstream, candidate_msg::pack(h, *c));
   }
+}
+
+// Each request's group downstream.
+void emit_groups(self_ptr self, const std::vector<sampler_logic::request_item>& items,
+                 std::vector<result<std::vector<wire::CandidateT>>>& out) {
+  if (!as_many(self, out.size(), items.size(), "results", "requests")) return;
+  for (std::size_t i = 0; i < items.size(); ++i) emit(self, items[i].info, out[i]);
 }
 
 void take_observation(self_ptr self, scored_msg& m) {
@@ -95,29 +106,32 @@ void take_observation(self_ptr self, scored_msg& m) {
   schedule_flush(self);
 }
 
+// The observed episodes' next turns (max_turn_batch of them, held while paused) and the waiting
+// requests (max_batch), generated in one call of the logic.
 void flush(self_ptr self) {
   auto& st = self->state;
   st.flush_sent = false;
-  flush_turns(self);
-  if (st.pending.empty()) return;
-  const std::size_t take = std::min(st.pending.size(), std::max<std::size_t>(1, st.logic->max_batch()));
-  std::vector<generate_request_msg> batch(std::make_move_iterator(st.pending.begin()),
-                                          std::make_move_iterator(st.pending.begin() + take));
-  st.pending.erase(st.pending.begin(), st.pending.begin() + take);
-  if (!st.pending.empty()) schedule_flush(self);  // the rest go in the next batch
-  std::vector<sampler_logic::request_item> items;
-  items.reserve(batch.size());
-  for (const auto& m : batch) items.push_back({&m.payload(), envelope_info::of(m.header())});
-  using outputs = std::vector<result<std::vector<wire::CandidateT>>>;
-  auto out = st.core.call([&]() -> result<outputs> { return st.logic->generate_batch(items); });
-  if (!out.ok() || out->size() != items.size()) {
-    const error e = out.ok() ? error{"the sampler logic returned " + std::to_string(out->size()) +
-                                     " results for " + std::to_string(items.size()) + " requests"}
-                             : out.err();
-    for (std::size_t i = 0; i < items.size(); ++i) st.core.count_error(e);
+  std::vector<scored_msg> turns;
+  if (!st.paused && !st.turns.empty()) turns = take_front(self, st.turns, st.logic->max_turn_batch());
+  std::vector<generate_request_msg> requests;
+  if (!st.pending.empty()) requests = take_front(self, st.pending, st.logic->max_batch());
+  if (turns.empty() && requests.empty()) return;
+  std::vector<sampler_logic::turn_item> turn_items;
+  turn_items.reserve(turns.size());
+  for (const auto& m : turns) turn_items.push_back({&m.payload(), envelope_info::of(m.header())});
+  std::vector<sampler_logic::request_item> request_items;
+  request_items.reserve(requests.size());
+  for (const auto& m : requests) request_items.push_back({&m.payload(), envelope_info::of(m.header())});
+  auto out = st.core.call([&]() -> result<sampler_logic::batch_results> {
+    return st.logic->generate_together(request_items, turn_items);
+  });
+  for (const auto& [counter, n] : st.logic->take_counters()) st.core.count_extra(counter, n);
+  if (!out.ok()) {
+    for (std::size_t i = 0; i < turn_items.size() + request_items.size(); ++i) st.core.count_error(out.err());
     return;
   }
-  for (std::size_t i = 0; i < items.size(); ++i) emit(self, items[i].info, (*out)[i]);
+  emit_turns(self, turn_items, out->turns);
+  emit_groups(self, request_items, out->groups);
 }
 
 void set_weights(self_ptr self, const policy_weights_msg& m) {

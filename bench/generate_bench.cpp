@@ -2,8 +2,8 @@
 // Hugging Face transformers' generate() as the anchor, in the same run on the same model files.
 //
 //   generate_bench [--json FILE] [--shape NAME] [--reps R] [--layers L] [--batch P] [--samples N]
-//                  [--prompt-len T] [--new-tokens K] [--lora-rank R] [--no-anchor] [--model DIR]
-//                  [--profile] [--cpu-smoke [--qwen-shape] [--bf16]]
+//                  [--prompt-len T] [--new-tokens K] [--lora-rank R] [--turns T [--turn-context C]]
+//                  [--no-anchor] [--model DIR] [--profile] [--cpu-smoke [--qwen-shape] [--bf16]]
 //
 // --model DIR benches that checkpoint instead of the random 0.5B one (prompts are random ids in its
 // vocabulary). --profile then decodes once more under model/op_profile.hpp and prints where the
@@ -18,6 +18,12 @@
 // of each as for the base model; tokens/s, peak memory and merged / unmerged, in the JSON as
 // "lora". Checked: the merged model scores the unmerged rows as they were sampled (the tolerance
 // below).
+//
+// --turns T: then episodes' next turns beside the batch, as the engine sampler meets them: T contexts
+// of C random ids (--turn-context, default 4096), one sample each, generated after the groups in a
+// call of their own and then together with them in one call (model::sampling_options::prompt_n, the
+// sampler's [sampler] batch_turns_with_groups); R reps of each, alternating; the seconds of each and
+// together / apart, in the JSON as "turns", the joint call's rows checked as below.
 //
 // Model: random weights (normal, std 0.02; norms 1) in Qwen2.5-0.5B's shapes — hidden 896, 24
 // layers, 14 query / 2 key-value heads of 64, MLP 4864, vocab 151936, tied embeddings, rope theta
@@ -252,6 +258,66 @@ json bench_adapter(km::CausalLMImpl& model, const std::vector<std::vector<std::i
           {"merged", merged->report}, {"merged_over_unmerged", ratio}, {"merged_scores_unmerged_rows", same}};
 }
 
+// Episodes' turns beside a batch of new groups, as the engine sampler meets them: `turns` contexts of
+// `context` random ids with one sample each. Apart: the groups' call, then the turns' call (the
+// sampler with [sampler] batch_turns_with_groups = false); together: one call, prompt_n giving each
+// prompt its count. R reps of each, alternating, after one warm-up of each; the joint call's rows are
+// checked as the groups' are (the first group row and the last turn row scored).
+json bench_turns(km::CausalLMImpl& model, const std::vector<std::vector<std::int64_t>>& groups, const workload& w,
+                 std::int64_t turns, std::int64_t context, const at::Device& dev, bool bf16, bool& ok) {
+  workload tw = w;
+  tw.prompts = turns;
+  tw.samples = 1;
+  tw.prompt_len = context;
+  const auto contexts = random_prompts(tw, model.config.vocab_size);
+  std::vector<std::vector<std::int64_t>> all = groups;
+  all.insert(all.end(), contexts.begin(), contexts.end());
+  auto joint_options = [&](std::uint64_t seed, std::int64_t new_tokens) {
+    km::sampling_options so = sampling(w, seed, new_tokens);
+    so.prompt_n.assign(groups.size(), w.samples);
+    so.prompt_n.resize(all.size(), 1);
+    return so;
+  };
+  auto apart = [&](std::uint64_t seed, std::int64_t new_tokens) -> kforge::status {
+    if (auto g = km::generate(model, groups, sampling(w, seed, new_tokens)); !g) return g.err();
+    km::sampling_options so = sampling(w, seed + 1, new_tokens);
+    so.n = 1;
+    if (auto t = km::generate(model, contexts, so); !t) return t.err();
+    return {};
+  };
+  if (auto s = apart(7, w.warmup_tokens); !s) return {{"failed", "warm-up apart: " + s.message()}};
+  if (auto g = km::generate(model, all, joint_options(7, w.warmup_tokens)); !g)
+    return {{"failed", "warm-up together: " + g.message()}};
+  std::vector<double> apart_s, joint_s;
+  std::vector<km::generation> last;
+  for (int r = 0; r < w.reps; ++r) {
+    const auto seed = 100 + static_cast<std::uint64_t>(r);
+    sync(dev);
+    auto t = clk::now();
+    if (auto s = apart(seed, w.new_tokens); !s) return {{"failed", "apart: " + s.message()}};
+    apart_s.push_back(std::chrono::duration<double>(clk::now() - t).count());
+    sync(dev);
+    t = clk::now();
+    auto g = km::generate(model, all, joint_options(seed, w.new_tokens));
+    if (!g) return {{"failed", "together: " + g.message()}};
+    joint_s.push_back(std::chrono::duration<double>(clk::now() - t).count());
+    std::printf("turns: rep %d: apart %.2f s, together %.2f s\n", r, apart_s.back(), joint_s.back());
+    last = std::move(g).value();
+  }
+  bool fine = true;
+  std::printf("the joint call's rows: ");
+  workload cw = w;
+  json checked = check(model, all, last, cw, bf16 ? same_bf16 : same_fp32, fine);
+  ok = ok && fine;
+  const spread a = spread::of(apart_s), j = spread::of(joint_s);
+  std::printf("turns: %lld contexts of %lld ids beside %zu groups of %lld: apart %.2f s (%.2f..%.2f), together "
+              "%.2f s (%.2f..%.2f): together / apart %.2fx\n",
+              static_cast<long long>(turns), static_cast<long long>(context), groups.size(),
+              static_cast<long long>(w.samples), a.median, a.min, a.max, j.median, j.min, j.max, j.median / a.median);
+  return {{"turns", turns}, {"turn_context", context}, {"apart_seconds", a.to_json()},
+          {"together_seconds", j.to_json()}, {"together_over_apart", j.median / a.median}, {"check", checked}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -261,6 +327,7 @@ int main(int argc, char** argv) {
   bool cpu_smoke = false, anchor = true, qwen_shape = false, cpu_bf16 = false, profile = false;
   std::string model_dir;
   std::int64_t layers = -1, prompts = -1, samples = -1, prompt_len = -1, new_tokens = -1, lora_rank = 0;
+  std::int64_t turns = 0, turn_context = 4096;
   int reps = -1;
   std::string shape_list;
   for (const auto& [name, unused] : kforge::bench::named_shapes()) shape_list += (shape_list.empty() ? "" : "|") + name;
@@ -272,6 +339,8 @@ int main(int argc, char** argv) {
       else if (a == "--reps") reps = std::stoi(next());
       else if (a == "--shape") s = kforge::bench::shape_named(next()).value();  // throws for an unknown name
       else if (a == "--lora-rank") lora_rank = std::stoll(next());
+      else if (a == "--turns") turns = std::stoll(next());
+      else if (a == "--turn-context") turn_context = std::stoll(next());
       else if (a == "--layers") layers = std::stoll(next());
       else if (a == "--batch") prompts = std::stoll(next());
       else if (a == "--samples") samples = std::stoll(next());
@@ -284,11 +353,12 @@ int main(int argc, char** argv) {
       else if (a == "--qwen-shape") qwen_shape = true;
       else if (a == "--bf16") cpu_bf16 = true;
       else throw std::invalid_argument(a);
-      if (lora_rank < 0) throw std::invalid_argument(a);
+      if (lora_rank < 0 || turns < 0 || turn_context < 1) throw std::invalid_argument(a);
     } catch (const std::exception&) {
       std::fprintf(stderr,
                    "usage: %s [--json FILE] [--shape %s] [--reps R] [--layers L] [--batch P] [--samples N] "
-                   "[--prompt-len T] [--new-tokens K] [--lora-rank R] [--no-anchor] [--model DIR] [--profile] "
+                   "[--prompt-len T] [--new-tokens K] [--lora-rank R] [--turns T [--turn-context C]] [--no-anchor] "
+                   "[--model DIR] [--profile] "
                    "[--cpu-smoke [--qwen-shape] [--bf16]]\n",
                    argv[0], shape_list.c_str());
       return 2;
@@ -385,6 +455,7 @@ int main(int argc, char** argv) {
                   g ? "generate ok" : g.message().c_str());
       out["profile"] = p;
     }
+    if (turns > 0) out["turns"] = bench_turns(**model, prompts_ids, w, turns, turn_context, dev, bf16, ok);
     if (lora_rank > 0)  // last: it merges the adapter into the model
       out["lora"] = bench_adapter(**model, prompts_ids, w, dev, bf16, lora_rank, (dir / "adapter").string(), ok);
   }

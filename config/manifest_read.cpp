@@ -294,6 +294,7 @@ void read_sampler(table_reader r, sampler_options& o) {
   r.read("top_p", o.top_p, real_range{0, 1, true, false});
   r.read("max_new_tokens", o.max_new_tokens, 1, max_new_tokens_limit);
   r.read("batch_requests", o.batch_requests, 1, max_batch_requests);
+  r.read("batch_turns_with_groups", o.batch_turns_with_groups);
   r.read("model", o.model);
   r.read("server_url", o.server_url);
   if (const toml::node* n = r.take("server_urls")) {

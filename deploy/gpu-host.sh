@@ -140,7 +140,9 @@ fi
     # KFORGE_DEMO_TURNS=N (N > 1): RL on episodes instead, the default with [agent] max_turns = N,
     # the observations' feedback that deploy/episodes_eval.sh measures (no profiles), and activation
     # checkpointing (the memory plan refuses 3-turn episodes without it on an 80 GiB GPU), and
-    # KFORGE_DEMO_EPISODE_REWARD as [agent] reward where set (e.g. turn_returns); measured
+    # KFORGE_DEMO_EPISODE_REWARD as [agent] reward where set (e.g. turn_returns), and with
+    # KFORGE_DEMO_TURNS_APART=1 [sampler] batch_turns_with_groups = false (turns and new groups in
+    # separate calls, as before 2026-12-07, for a measure of one change at a time); measured
     # by episodesbefore / episodesafter: deploy/episodes_eval.sh (3 episodes of up to N turns
     # against 3 x N single-shot samples) on the shipped model and on the run's newest checkpoint,
     # then kforge compare of the two models' episodes per task and a chart of both against the
@@ -163,6 +165,11 @@ fi
         "$turns" >>"$build/episodes.toml"
       [[ -n ${KFORGE_DEMO_EPISODE_REWARD:-} ]] &&
         printf 'reward = "%s"\n' "$KFORGE_DEMO_EPISODE_REWARD" >>"$build/episodes.toml"
+      if [[ ${KFORGE_DEMO_TURNS_APART:-0} == 1 ]]; then
+        sed -i 's/^batch_turns_with_groups = true/batch_turns_with_groups = false/' "$build/episodes.toml"
+        grep -q '^batch_turns_with_groups = false' "$build/episodes.toml" ||
+          { echo "gpu-host: the default manifest has no batch_turns_with_groups line to turn off" >&2; exit 2; }
+      fi
       demo_manifest=(--manifest "$build/episodes.toml")
     fi
     episodes_eval() {  # episodes_eval MODEL before|after: into $demo/episodes-WHEN, its results back in $out

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -74,6 +75,11 @@ result<std::size_t> check_generate_args(const std::vector<std::vector<std::int64
   if (!o.prompt_seeds.empty() && o.prompt_seeds.size() != prompts.size())
     return error{"generate: " + std::to_string(o.prompt_seeds.size()) + " prompt seeds for " +
                  std::to_string(prompts.size()) + " prompts"};
+  if (!o.prompt_n.empty() && o.prompt_n.size() != prompts.size())
+    return error{"generate: " + std::to_string(o.prompt_n.size()) + " sample counts for " +
+                 std::to_string(prompts.size()) + " prompts"};
+  for (std::size_t i = 0; i < o.prompt_n.size(); ++i)
+    if (o.prompt_n[i] < 1) return error{"generate: prompt " + std::to_string(i) + "'s sample count must be at least 1"};
   std::size_t longest = 0;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     if (prompts[i].empty()) return error{"generate: prompt " + std::to_string(i) + " is empty"};
@@ -86,21 +92,27 @@ result<std::size_t> check_generate_args(const std::vector<std::vector<std::int64
 
 }
 
+/// Each prompt's sample count: prompt_n, or n for every prompt.
+std::vector<std::int64_t> sample_counts(const sampling_options& o, std::size_t prompts) {
+  return o.prompt_n.empty() ? std::vector<std::int64_t>(prompts, o.n) : o.prompt_n;
+}
+
 /// The uniforms of inverse-CDF sampling, [N, R] fp32 on `dev`: one per original row every step,
-/// drawn from CPU generators (the whole run's seed, or each prompt's block of n rows from its own
+/// drawn from CPU generators (the whole run's seed, or each prompt's block of rows from its own
 /// seed) so that they are reproducible on any device.
-at::Tensor draw_uniforms(const sampling_options& o, std::int64_t prompts, std::int64_t N, const at::Device& dev) {
+at::Tensor draw_uniforms(const sampling_options& o, const std::vector<std::int64_t>& counts, std::int64_t R,
+                         std::int64_t N, const at::Device& dev) {
   const auto f64 = at::TensorOptions().dtype(at::kDouble);
   at::Tensor u;
   if (o.prompt_seeds.empty()) {
     at::Generator gen = at::detail::createCPUGenerator(o.seed);
-    u = at::rand({N, prompts * o.n}, gen, f64);
-  } else {  // [N, n] per prompt
+    u = at::rand({N, R}, gen, f64);
+  } else {  // [N, count] per prompt
     std::vector<at::Tensor> blocks;
-    blocks.reserve(static_cast<std::size_t>(prompts));
-    for (auto seed : o.prompt_seeds) {
-      at::Generator gen = at::detail::createCPUGenerator(seed);
-      blocks.push_back(at::rand({N, o.n}, gen, f64));
+    blocks.reserve(counts.size());
+    for (std::size_t p = 0; p < counts.size(); ++p) {
+      at::Generator gen = at::detail::createCPUGenerator(o.prompt_seeds[p]);
+      blocks.push_back(at::rand({N, counts[p]}, gen, f64));
     }
     u = at::cat(blocks, 1);
   }
@@ -133,16 +145,21 @@ void mark_stops(at::Tensor& stop_at, const at::Tensor& next, const at::Tensor& s
 /// Each row's tokens and log-probs ([R, steps] on the CPU) up to and with its first stop token
 /// (`stop_at`, N for none; undefined without stop tokens), decoded when `tok` is given.
 std::vector<generation> to_generations(const at::Tensor& tokens, const at::Tensor& logps, const at::Tensor& stop_at,
-                                       std::int64_t R, std::int64_t N, const sampling_options& o,
-                                       const tokenizer* tok) {
+                                       const std::vector<std::int64_t>& counts, std::int64_t N,
+                                       const sampling_options& o, const tokenizer* tok) {
   const std::int64_t steps = tokens.size(1);
   const auto* tok_p = tokens.data_ptr<std::int64_t>();
   const auto* lp_p = logps.data_ptr<float>();
-  std::vector<generation> out(static_cast<std::size_t>(R));
-  for (std::int64_t r = 0; r < R; ++r) {
+  std::vector<generation> out;
+  for (std::size_t p = 0; p < counts.size(); ++p)
+    for (std::int64_t k = 0; k < counts[p]; ++k) {
+      generation g;
+      g.prompt = p;
+      g.sample = static_cast<std::size_t>(k);
+      out.push_back(std::move(g));
+    }
+  for (std::int64_t r = 0; r < static_cast<std::int64_t>(out.size()); ++r) {
     generation& g = out[static_cast<std::size_t>(r)];
-    g.prompt = static_cast<std::size_t>(r / o.n);
-    g.sample = static_cast<std::size_t>(r % o.n);
     const std::int64_t first_stop = stop_at.defined() ? stop_at.data_ptr<std::int64_t>()[r] : N;
     g.stopped = first_stop < N;
     const std::int64_t len = g.stopped ? first_stop + 1 : steps;
@@ -190,7 +207,8 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     const auto dev = popt.device();
     const auto i64 = at::TensorOptions().dtype(at::kLong);
     const std::int64_t P = static_cast<std::int64_t>(prompts.size());
-    const std::int64_t R = P * o.n;
+    const std::vector<std::int64_t> counts = sample_counts(o, prompts.size());
+    const std::int64_t R = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
     const std::int64_t L = static_cast<std::int64_t>(*longest);
     const std::int64_t N = o.max_new_tokens;
     const std::int64_t capacity = L + N;
@@ -207,9 +225,9 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
       std::fill_n(mask_host.begin() + i * capacity + (L - n), n, 1);
       prompt_len[static_cast<std::size_t>(i)] = n;
     }
-    // Each prompt is prefilled once, then its cache, mask and last logits are copied to its n rows
-    // (rows prompt-major): a GRPO group's G samples share one prompt, and a long prompt's prefill
-    // costs G times less.
+    // Each prompt is prefilled once, then its cache, mask and last logits are copied to its rows
+    // (prompt-major): a GRPO group's G samples share one prompt, and a long prompt's prefill costs G
+    // times less.
     // Held from here to each wait for the device.
     device_window window{o.device_use};
     window.enter();
@@ -222,8 +240,8 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     at::Tensor logits = prefill(model, ids, prompt_mask, args, o.prefill_scratch_bytes).select(1, 0).to(at::kFloat);
     at::Tensor mask = prompt_mask;
     at::Tensor lengths = at::tensor(prompt_len, i64).to(dev);
-    if (o.n > 1) {
-      const at::Tensor to_rows = at::arange(P, i64.device(dev)).repeat_interleave(o.n);
+    if (R > P) {
+      const at::Tensor to_rows = at::arange(P, i64).repeat_interleave(at::tensor(counts, i64)).to(dev);
       for (auto& t : cache.k) t = t.index_select(0, to_rows);
       for (auto& t : cache.v) t = t.index_select(0, to_rows);
       logits = logits.index_select(0, to_rows);
@@ -239,7 +257,7 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     // original row every step (so a row's samples do not depend on which others stopped), all
     // drawn here in step-major order (the order step-by-step draws would take) and moved to the
     // device once, rather than a host-to-device copy, which waits for the device, every step.
-    const at::Tensor uniforms = greedy ? at::Tensor() : draw_uniforms(o, P, N, dev);  // [N, R] fp32
+    const at::Tensor uniforms = greedy ? at::Tensor() : draw_uniforms(o, counts, R, N, dev);  // [N, R] fp32
 
     // Per step, tokens and log-probs stay on the device ([N, R] by original row), and so does the
     // step at which each row first produced a stop token (N: not yet). The host looks at the stops
@@ -316,7 +334,7 @@ result<std::vector<generation>> generate(CausalLMImpl& model, const std::vector<
     const at::Tensor logps_c = logps_d.narrow(0, 0, steps).t().contiguous().to(at::kCPU);
     const at::Tensor stop_c = has_stops ? stop_at.to(at::kCPU).contiguous() : at::Tensor();
     window.leave();
-    return to_generations(tokens_c, logps_c, stop_c, R, N, o, tok);
+    return to_generations(tokens_c, logps_c, stop_c, counts, N, o, tok);
   } catch (const c10::Error& e) {
     return error{std::string("generate: ") + e.what_without_backtrace()};
   }

@@ -28,14 +28,18 @@ namespace kforge::model {
 
 /// Called every step on the next-token logits [rows, V] (fp32, modifiable in place, e.g. set to
 /// -inf to forbid tokens), with the tokens generated so far [rows, step], which original row each
-/// batch row is ([rows] int64: prompt = row / n, sample = row % n; rows that stopped leave the
-/// batch) and the step index.
+/// batch row is ([rows] int64, prompt-major: prompt = row / n, sample = row % n, or by the running
+/// sum of prompt_n where given; rows that stopped leave the batch) and the step index.
 using logits_processor = std::function<void(at::Tensor& logits, const at::Tensor& generated,
                                             const at::Tensor& rows, std::int64_t step)>;
 
 struct sampling_options {
   /// Samples per prompt (a GRPO group).
   std::int64_t n = 1;
+  /// One count per prompt instead of `n` (each >= 1; empty: n for every prompt), so that groups
+  /// and single continuations share one batch. Prompt p's samples are the ones a call with that
+  /// prompt alone and n = prompt_n[p] gives (with prompt_seeds; up to batched rounding).
+  std::vector<std::int64_t> prompt_n;
   /// Softmax temperature; 0 picks the arg max (greedy).
   double temperature = 1.0;
   /// Nucleus sampling: keep the smallest set of tokens whose probability reaches top_p (1 = off).
@@ -77,16 +81,16 @@ struct sampling_options {
 
 struct generation {
   std::size_t prompt = 0;            ///< index into the prompts
-  std::size_t sample = 0;            ///< 0 .. n-1
+  std::size_t sample = 0;            ///< 0 .. n-1 (prompt_n[prompt] - 1)
   std::vector<std::int64_t> tokens;  ///< new tokens, the stop token included when one ended it
   std::vector<float> logprobs;       ///< one per token
   std::string text;                  ///< decoded tokens (without a final stop token); empty without a tokenizer
   bool stopped = false;              ///< ended by a stop token rather than max_new_tokens
 };
 
-/// prompts.size() * n generations, prompt-major (prompt 0's samples first). Runs under no-grad on
-/// the model's device and dtype. Errors: empty prompt list or prompt, bad options, tokens outside
-/// the vocabulary.
+/// prompts.size() * n generations (the sum of prompt_n where given), prompt-major (prompt 0's
+/// samples first). Runs under no-grad on the model's device and dtype. Errors: empty prompt list or
+/// prompt, bad options, tokens outside the vocabulary.
 [[nodiscard]] result<std::vector<generation>> generate(CausalLMImpl& model,
                                                        const std::vector<std::vector<std::int64_t>>& prompts,
                                                        const sampling_options& options,

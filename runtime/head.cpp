@@ -119,7 +119,7 @@ std::optional<std::string> memory_plan_problem(const manifest& m, const host_fac
   const auto trainer_gpus = stage_gpus(m, actor_kind::trainer);
   if (!sampler_gpus || !trainer_gpus || (sampler_gpus->empty() && trainer_gpus->empty())) return std::nullopt;
   const auto seq = planned_sequence_tokens(m.sampler, m.agent);
-  const auto sampler = sampler_memory(*shape, m.sampler, seq);
+  const auto sampler = sampler_memory(*shape, m.sampler, seq, m.agent);
   // The ranks optimiser state may be sharded over: one per GPU of the trainer's group, and those
   // joining from other hosts.
   const auto ranks = static_cast<std::int64_t>(std::max<std::size_t>(1, trainer_gpus->size())) + m.trainer.remote_ranks;

@@ -94,9 +94,16 @@ std::int64_t planned_sequence_tokens(const sampler_options& s, const agent_optio
   return seq;
 }
 
-memory_estimate sampler_memory(const policy_shape& p, const sampler_options& s, std::int64_t sequence_tokens) {
+std::int64_t planned_sampler_rows(const sampler_options& s, const agent_options& a) {
+  const std::int64_t groups = static_cast<std::int64_t>(s.batch_requests) * s.group_size;
+  // A call of turns takes as many rows as one of groups (the engine's max_turn_batch).
+  return a.max_turns > 1 && s.batch_turns_with_groups ? 2 * groups : groups;
+}
+
+memory_estimate sampler_memory(const policy_shape& p, const sampler_options& s, std::int64_t sequence_tokens,
+                               const agent_options& a) {
   const double params = static_cast<double>(p.parameters());
-  const double rows = static_cast<double>(s.batch_requests) * s.group_size;
+  const double rows = static_cast<double>(planned_sampler_rows(s, a));
   const double seq = static_cast<double>(sequence_tokens);
   const double kv = rows * seq * static_cast<double>(p.layers) * 2 * static_cast<double>(p.kv_heads * p.head_dim) * bf16;
   return sorted({"sampler", {{"weights (bf16)", params * bf16},

@@ -43,9 +43,10 @@ struct memory_estimate {
   double total() const;
 };
 
-/// The sampler's KV cache and logits for a full batch of groups, every sequence `sequence_tokens`
-/// long (planned_sequence_tokens).
-memory_estimate sampler_memory(const policy_shape& p, const sampler_options& s, std::int64_t sequence_tokens);
+/// The sampler's KV cache and logits for its largest batch (planned_sampler_rows), every sequence
+/// `sequence_tokens` long (planned_sequence_tokens).
+memory_estimate sampler_memory(const policy_shape& p, const sampler_options& s, std::int64_t sequence_tokens,
+                               const agent_options& a = {});
 /// Bytes on each trainer rank, a micro-batch of sequences `sequence_tokens` long; `ranks`: the
 /// data-parallel ranks optimiser state is sharded over with trainer.shard_optimizer (1, or no
 /// sharding: every rank holds all of it).
@@ -82,5 +83,8 @@ inline constexpr double planned_child_bytes = 10.0 * 1024 * 1024 * 1024;
 /// before the next (one turn: the prompt and max_new_tokens). agent.max_tokens, when set, stops an
 /// episode's turns once its context holds that many tokens, so the last turn starts below it.
 std::int64_t planned_sequence_tokens(const sampler_options& s, const agent_options& a = {});
+/// The most sequences one generate call of the engine sampler decodes: batch_requests groups of
+/// group_size, and with episodes joined with as many turns (sampler.batch_turns_with_groups).
+std::int64_t planned_sampler_rows(const sampler_options& s, const agent_options& a = {});
 
 }  // namespace kforge::pipeline

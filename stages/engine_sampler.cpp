@@ -10,12 +10,14 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <torch/cuda.h>
 
 #include "common/gpu_use_lock.hpp"
 #include "common/hash.hpp"
+#include "common/log.hpp"
 #include "common/visible_gpus.hpp"
 #include "model/chat.hpp"
 #include "model/generate.hpp"
@@ -74,27 +76,53 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
   std::vector<result<std::vector<wire::CandidateT>>> generate_batch(
       const std::vector<request_item>& items) override {
     std::vector<result<std::vector<wire::CandidateT>>> out(items.size(), error{"not generated"});
-    std::vector<prepared> ready;
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      auto p = prepare(*items[i].request, items[i].info);
-      if (!p) {
-        out[i] = p.err();
-        continue;
+    const std::vector<prepared> ready = prepare_all(items, out);
+    std::vector<const prepared*> all;
+    for (const auto& p : ready) all.push_back(&p);
+    run_groups(items, all, out);
+    return out;
+  }
+
+  // New groups and episodes' next turns in one model::generate call ([sampler]
+  // batch_turns_with_groups): a group's n rows and one row per turn, each prompt with its own seed,
+  // so every candidate is the one the separate calls give. Requests at other settings than the
+  // turns', and both parts after a failed joint call (memory, say), go the separate ways.
+  batch_results generate_together(const std::vector<request_item>& requests,
+                                  const std::vector<turn_item>& turns) override {
+    if (!turns_ || !o_.sampler.batch_turns_with_groups || requests.empty() || turns.empty())
+      return sampler_logic::generate_together(requests, turns);
+    batch_results out;
+    out.groups.assign(requests.size(), error{"not generated"});
+    const std::vector<prepared> ready = prepare_all(requests, out.groups);
+    auto pending = turns_->prepare(*this, turns);
+    std::vector<const prepared*> joined, apart;
+    for (const auto& p : ready) (sampled_as_turns(p.options) ? joined : apart).push_back(&p);
+    std::vector<result<continuation>> conts;
+    if (!joined.empty() && !pending.contexts.empty()) {
+      if (auto c = generate_joined(requests, joined, pending, out.groups)) {
+        conts = std::move(*c);
+        ++joint_calls_;
+      } else {
+        ++joint_failures_;
+        if (!told_joint_failure_)
+          kforge::log::warn("kforge sampler: a joint call for new groups and episode turns failed (" + c.message() +
+                            "); such calls are repeated separately (said once)");
+        told_joint_failure_ = true;
+        apart.insert(apart.end(), joined.begin(), joined.end());
       }
-      p->item = i;
-      ready.push_back(std::move(*p));
+    } else {
+      apart.insert(apart.end(), joined.begin(), joined.end());
     }
-    std::vector<bool> done(ready.size(), false);
-    for (std::size_t a = 0; a < ready.size(); ++a) {
-      if (done[a]) continue;
-      std::vector<const prepared*> group;
-      for (std::size_t b = a; b < ready.size(); ++b)
-        if (!done[b] && same_settings(ready[a].options, ready[b].options)) {
-          group.push_back(&ready[b]);
-          done[b] = true;
-        }
-      run_group(items, group, out);
-    }
+    run_groups(requests, apart, out.groups);
+    if (conts.empty()) conts = turns_->continue_all(*this, pending.contexts, pending.seeds);
+    out.turns = turns_->finish(std::move(pending), std::move(conts));
+    return out;
+  }
+
+  std::vector<std::pair<std::string, std::uint64_t>> take_counters() override {
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    if (joint_calls_ > 0) out.emplace_back("joint_calls", std::exchange(joint_calls_, 0));
+    if (joint_failures_ > 0) out.emplace_back("joint_call_failures", std::exchange(joint_failures_, 0));
     return out;
   }
 
@@ -235,8 +263,13 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
     const auto& d = o_.sampler;
     auto& so = p.options;
     so.n = req.group_size() >= 1 ? req.group_size() : d.group_size;
-    so.temperature = req.temperature() > 0 ? req.temperature() : d.temperature;
-    so.top_p = req.top_p() > 0 && req.top_p() <= 1 ? req.top_p() : d.top_p;
+    // The wire carries floats: one equal to [sampler]'s value in float precision is that value, so
+    // that groups, episodes' turns and the trainer's scoring use one temperature (0.8f is not 0.8).
+    const auto exact = [](float sent, double configured) {
+      return static_cast<float>(configured) == sent ? configured : static_cast<double>(sent);
+    };
+    so.temperature = req.temperature() > 0 ? exact(req.temperature(), d.temperature) : d.temperature;
+    so.top_p = req.top_p() > 0 && req.top_p() <= 1 ? exact(req.top_p(), d.top_p) : d.top_p;
     so.max_new_tokens = req.max_new_tokens() >= 1 ? std::min<std::int64_t>(req.max_new_tokens(), d.max_new_tokens)
                                                   : d.max_new_tokens;
     so.stop_tokens = stops_;
@@ -249,6 +282,44 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
   static bool same_settings(const model::sampling_options& a, const model::sampling_options& b) {
     return a.n == b.n && a.temperature == b.temperature && a.top_p == b.top_p &&
            a.max_new_tokens == b.max_new_tokens;
+  }
+
+  // Whether a request samples at the settings episodes' turns are continued at.
+  bool sampled_as_turns(const model::sampling_options& a) const {
+    const auto& t = turns_->sampling();
+    return a.temperature == t.temperature && a.top_p == t.top_p && a.max_new_tokens == t.max_new_tokens;
+  }
+
+  // Each request checked and tokenized; a request that fails has its error in `out`.
+  std::vector<prepared> prepare_all(const std::vector<request_item>& items,
+                                    std::vector<result<std::vector<wire::CandidateT>>>& out) const {
+    std::vector<prepared> ready;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      auto p = prepare(*items[i].request, items[i].info);
+      if (!p) {
+        out[i] = p.err();
+        continue;
+      }
+      p->item = i;
+      ready.push_back(std::move(*p));
+    }
+    return ready;
+  }
+
+  // The requests, those with equal sampling settings in one model::generate call each.
+  void run_groups(const std::vector<request_item>& items, const std::vector<const prepared*>& ready,
+                  std::vector<result<std::vector<wire::CandidateT>>>& out) {
+    std::vector<bool> done(ready.size(), false);
+    for (std::size_t a = 0; a < ready.size(); ++a) {
+      if (done[a]) continue;
+      std::vector<const prepared*> group;
+      for (std::size_t b = a; b < ready.size(); ++b)
+        if (!done[b] && same_settings(ready[a]->options, ready[b]->options)) {
+          group.push_back(ready[b]);
+          done[b] = true;
+        }
+      run_group(items, group, out);
+    }
   }
 
   void run_group(const std::vector<request_item>& items, const std::vector<const prepared*>& group,
@@ -266,8 +337,47 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
       for (const auto* p : group) out[p->item] = error{p->where + gens.message()};
       return;
     }
-    std::vector<std::vector<wire::CandidateT>> per(group.size());
+    store_groups(items, group, *gens, out);
+  }
+
+  // The joined requests' groups (stored in `out`) and a continuation of each pending turn's
+  // context, from one call: the requests' prompts first, n rows each, then one row per context.
+  result<std::vector<result<continuation>>> generate_joined(const std::vector<request_item>& items,
+                                                            const std::vector<const prepared*>& joined,
+                                                            const episode_turn_sampler::pending_turns& turns,
+                                                            std::vector<result<std::vector<wire::CandidateT>>>& out) {
+    model::sampling_options so = joined.front()->options;
+    std::vector<std::vector<std::int64_t>> prompts;
+    so.prompt_n.clear();
+    so.prompt_seeds.clear();
+    for (const auto* p : joined) {
+      prompts.push_back(p->ids);
+      so.prompt_n.push_back(p->options.n);
+      so.prompt_seeds.push_back(p->options.seed);
+    }
+    for (std::size_t k = 0; k < turns.contexts.size(); ++k) {
+      prompts.emplace_back(turns.contexts[k].begin(), turns.contexts[k].end());
+      so.prompt_n.push_back(1);
+      so.prompt_seeds.push_back(turns.seeds[k]);
+    }
+    if (o_.device >= 0) so.device_use = gpu_use_;
+    auto gens = model::generate(*model_, prompts, so, &tok_);
+    if (!gens) return gens.err();
+    std::vector<model::generation> group_rows;
+    std::vector<result<continuation>> conts(turns.contexts.size(), error{"not generated"});
     for (auto& g : *gens) {
+      if (g.prompt < joined.size()) group_rows.push_back(std::move(g));
+      else conts[g.prompt - joined.size()] = continuation_of(g);
+    }
+    store_groups(items, joined, group_rows, out);
+    return conts;
+  }
+
+  // Candidates of `group`'s requests from their generations (g.prompt indexes `group`).
+  void store_groups(const std::vector<request_item>& items, const std::vector<const prepared*>& group,
+                    std::vector<model::generation>& gens, std::vector<result<std::vector<wire::CandidateT>>>& out) {
+    std::vector<std::vector<wire::CandidateT>> per(group.size());
+    for (auto& g : gens) {
       const prepared& p = *group[g.prompt];
       const wire::GenerateRequest& req = *items[p.item].request;
       wire::CandidateT c;
@@ -396,6 +506,9 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
 
   engine_sampler_options o_;
   std::optional<episode_turn_sampler> turns_;  ///< set with [agent] max_turns > 1
+  bool told_joint_failure_ = false;            ///< the first failed joint call is said on the log
+  std::uint64_t joint_calls_ = 0;              ///< groups and turns generated in one call (take_counters)
+  std::uint64_t joint_failures_ = 0;           ///< joint calls that failed and were repeated apart
   std::uint64_t version_ = 0;                  ///< of the weights held, for first turns' episodes
   // On a GPU: a host-wide shared use of it while generation's work is on it, so that a sandbox
   // timing on the same GPU (one GPU for rollout and sandbox) times alone.

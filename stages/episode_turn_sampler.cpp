@@ -24,49 +24,58 @@ result<episode_turn_sampler> episode_turn_sampler::make(const agent_options& age
 
 std::vector<result<wire::CandidateT>> episode_turn_sampler::next_turns(
     engine_policy& policy, const std::vector<actors::sampler_logic::turn_item>& turns) const {
-  std::vector<result<wire::CandidateT>> out(turns.size(), error{"not generated"});
-  std::vector<std::unique_ptr<wire::ScoredT>> observed(turns.size());
-  std::vector<agent::next_turn> next(turns.size());
-  std::vector<std::size_t> index;  // of the turns that go to the policy
-  std::vector<std::vector<std::int32_t>> contexts;
-  std::vector<std::uint64_t> seeds;
+  auto p = prepare(policy, turns);
+  auto gens = continue_all(policy, p.contexts, p.seeds);
+  return finish(std::move(p), std::move(gens));
+}
+
+episode_turn_sampler::pending_turns episode_turn_sampler::prepare(
+    const engine_policy& policy, const std::vector<actors::sampler_logic::turn_item>& turns) const {
+  pending_turns p;
+  p.out.assign(turns.size(), error{"not generated"});
+  p.observed.resize(turns.size());
+  p.next.resize(turns.size());
   for (std::size_t i = 0; i < turns.size(); ++i) {
-    observed[i].reset(turns[i].observed->UnPack());
-    const auto& s = *observed[i];
+    p.observed[i].reset(turns[i].observed->UnPack());
+    const auto& s = *p.observed[i];
     if (!s.verdict || !s.verdict->candidate) {
-      out[i] = error{"observation " + std::to_string(turns[i].info.sample_id) + " carries no candidate"};
+      p.out[i] = error{"observation " + std::to_string(turns[i].info.sample_id) + " carries no candidate"};
       continue;
     }
     const std::string text = template_.render(*s.verdict, agent::observed_turn(s), kinds_);
     auto n = agent::prepare_next_turn(s, observation_ids(policy, text, s.verdict->candidate->completion_tokens));
     if (!n) {
-      out[i] = error{"observation " + std::to_string(turns[i].info.sample_id) + ": " + n.message()};
+      p.out[i] = error{"observation " + std::to_string(turns[i].info.sample_id) + ": " + n.message()};
       continue;
     }
-    next[i] = std::move(*n);
-    index.push_back(i);
-    contexts.push_back(next[i].context);
-    seeds.push_back(group_seed(seed_, turns[i].info.sample_id) + next[i].episode.turn);
+    p.next[i] = std::move(*n);
+    p.index.push_back(i);
+    p.contexts.push_back(p.next[i].context);
+    p.seeds.push_back(group_seed(seed_, turns[i].info.sample_id) + p.next[i].episode.turn);
   }
-  if (index.empty()) return out;
-  auto gens = continue_all(policy, contexts, seeds);
-  for (std::size_t k = 0; k < index.size(); ++k) {
-    const auto i = index[k];
-    if (!gens[k]) {
+  return p;
+}
+
+std::vector<result<wire::CandidateT>> episode_turn_sampler::finish(
+    pending_turns p, std::vector<result<engine_policy::continuation>> gens) const {
+  for (std::size_t k = 0; k < p.index.size(); ++k) {
+    const auto i = p.index[k];
+    if (k >= gens.size() || !gens[k]) {
+      const std::string why = k < gens.size() ? gens[k].message() : "no continuation was generated";
       // The episode ends here rather than vanish: its group must still complete.
       if (!told_failure_)
-        kforge::log::warn("kforge sampler: an episode's next turn was not generated (" + gens[k].message() +
+        kforge::log::warn("kforge sampler: an episode's next turn was not generated (" + why +
                           "); such episodes end with an empty turn (said once)");
       told_failure_ = true;
-      out[i] = agent::ended_turn_candidate(*observed[i], std::move(next[i]));
+      p.out[i] = agent::ended_turn_candidate(*p.observed[i], std::move(p.next[i]));
       continue;
     }
     auto& g = *gens[k];
     std::string source = candidate_source(g.text);
-    out[i] = agent::next_turn_candidate(*observed[i], std::move(next[i]), std::move(g.tokens),
-                                        std::move(g.logprobs), std::move(g.text), std::move(source));
+    p.out[i] = agent::next_turn_candidate(*p.observed[i], std::move(p.next[i]), std::move(g.tokens),
+                                          std::move(g.logprobs), std::move(g.text), std::move(source));
   }
-  return out;
+  return std::move(p.out);
 }
 
 std::vector<std::int32_t> episode_turn_sampler::observation_ids(const engine_policy& policy, const std::string& text,
@@ -95,7 +104,7 @@ std::vector<result<engine_policy::continuation>> episode_turn_sampler::continue_
     engine_policy& policy, const std::vector<std::vector<std::int32_t>>& contexts,
     const std::vector<std::uint64_t>& seeds) const {
   std::vector<result<engine_policy::continuation>> out(contexts.size(), error{"not generated"});
-  continue_range(policy, contexts, seeds, 0, contexts.size(), out);
+  if (!contexts.empty()) continue_range(policy, contexts, seeds, 0, contexts.size(), out);
   return out;
 }
 

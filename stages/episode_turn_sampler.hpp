@@ -8,9 +8,11 @@
 // turns. Torch-free: it drives the engine through engine_policy.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "actors/logic_interfaces.hpp"
+#include "agent/episode_turns.hpp"
 #include "agent/observation.hpp"
 #include "common/result.hpp"
 #include "config/options/agent_options.hpp"
@@ -30,14 +32,33 @@ class episode_turn_sampler {
   std::vector<result<wire::CandidateT>> next_turns(engine_policy& policy,
                                                    const std::vector<actors::sampler_logic::turn_item>& turns) const;
 
- private:
-  /// The observation's ids as a user message after `previous`, at most observation_max_tokens.
-  std::vector<std::int32_t> observation_ids(const engine_policy& policy, const std::string& text,
-                                            const std::vector<std::int32_t>& previous) const;
+  /// Observations rendered and appended to their episodes' ids, ready for the policy: the
+  /// contexts to continue (one each, with its seed) and the turns that failed already.
+  struct pending_turns {
+    std::vector<result<wire::CandidateT>> out;  ///< one per observation; errors so far
+    std::vector<std::unique_ptr<wire::ScoredT>> observed;
+    std::vector<agent::next_turn> next;
+    std::vector<std::size_t> index;  ///< the observations whose context goes to the policy
+    std::vector<std::vector<std::int32_t>> contexts;
+    std::vector<std::uint64_t> seeds;
+  };
+  /// next_turns in parts, for a sampler that generates the contexts in a batch of its own (with
+  /// new groups, say): prepare, continue every context at sampling()'s settings, then finish with
+  /// one continuation (or error) per context.
+  pending_turns prepare(const engine_policy& policy, const std::vector<actors::sampler_logic::turn_item>& turns) const;
+  std::vector<result<wire::CandidateT>> finish(pending_turns p,
+                                               std::vector<result<engine_policy::continuation>> gens) const;
   /// A continuation of each context; the batch at once, or in halves when it fails.
   std::vector<result<engine_policy::continuation>> continue_all(
       engine_policy& policy, const std::vector<std::vector<std::int32_t>>& contexts,
       const std::vector<std::uint64_t>& seeds) const;
+  /// The settings turns are sampled at: [sampler]'s temperature, top_p and max_new_tokens.
+  const sampler_options& sampling() const { return sampling_; }
+
+ private:
+  /// The observation's ids as a user message after `previous`, at most observation_max_tokens.
+  std::vector<std::int32_t> observation_ids(const engine_policy& policy, const std::string& text,
+                                            const std::vector<std::int32_t>& previous) const;
   void continue_range(engine_policy& policy, const std::vector<std::vector<std::int32_t>>& contexts,
                       const std::vector<std::uint64_t>& seeds, std::size_t begin, std::size_t end,
                       std::vector<result<engine_policy::continuation>>& out) const;

@@ -104,6 +104,12 @@ class fake_sampler : public sampler_logic {
     return out;
   }
 
+  batch_results generate_together(const std::vector<request_item>& requests,
+                                  const std::vector<turn_item>& turns) override {
+    together_sizes.emplace_back(requests.size(), turns.size());
+    return sampler_logic::generate_together(requests, turns);
+  }
+
   status set_weights(const wire::PolicyWeights& weights) override {
     if (refuse_versions.count(weights.version()) != 0)
       return error{"weights file v" + std::to_string(weights.version()) + " is corrupt"};
@@ -118,6 +124,8 @@ class fake_sampler : public sampler_logic {
   std::vector<std::size_t> batch_sizes;  ///< requests per generate_batch call
   std::size_t max_turn_batch_size = 1;
   std::vector<std::size_t> turn_batch_sizes;  ///< observations per next_turns call
+  /// (requests, observations) per generate_together call: one call of the logic each flush
+  std::vector<std::pair<std::size_t, std::size_t>> together_sizes;
 };
 
 /// An `ok` verdict for every candidate, except chosen code hashes that fail or throw.

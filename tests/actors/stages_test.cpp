@@ -582,3 +582,24 @@ TEST_CASE_FIXTURE(caf_fixture, "the sampler continues the observed episodes wait
   CHECK(m.sent == 7);
   CHECK(m.queue_depth == 0);
 }
+
+TEST_CASE_FIXTURE(caf_fixture, "requests and observed episodes waiting together are generated in one call of the logic") {
+  // An engine decodes them as one batch (sampler_logic::generate_together); two calls would take
+  // about twice as long.
+  auto logic = std::make_shared<fake_sampler>();
+  logic->max_batch_requests = 2;
+  logic->max_turn_batch_size = 2;
+  auto out = std::make_shared<std::vector<candidate_msg>>();
+  auto sampler =
+      spawn_sampler(sys, "sampler/0", logic, spawn_collector<candidate_sink>(sys, out)).value();
+  for (std::uint64_t i = 1; i <= 3; ++i) self->send(sampler, make_scored(i, 100 + i, 0.0, 70, 2));
+  for (std::uint64_t i = 11; i <= 12; ++i) self->send(sampler, make_request(i, 3));
+  sched.run();
+  using calls = std::vector<std::pair<std::size_t, std::size_t>>;
+  CHECK(logic->together_sizes == calls{{2, 2}, {0, 1}});
+  REQUIRE(out->size() == 3 + 2 * 3);
+  auto m = try_metrics(sampler).value();
+  CHECK(m.sent == 9);
+  CHECK(m.errors == 0);
+  CHECK(m.queue_depth == 0);
+}

@@ -384,6 +384,48 @@ TEST_CASE("generate: prompt seeds make a batched call give each prompt's own sam
   CHECK(e.message().find("2 prompt seeds for 3 prompts") != std::string::npos);
 }
 
+TEST_CASE("generate: per-prompt sample counts batch groups with single continuations") {
+  // A sampler generates a new group (n = 3 here) and episodes' next turns (n = 1) in one call; each
+  // prompt must still get the samples it gets alone, with its own count and seed.
+  CausalLM model = load("qwen2");
+  const std::vector<std::vector<std::int64_t>> prompts{{5, 17, 300, 42}, {1}, {100, 200, 300, 7, 9, 11}};
+  sampling_options o;
+  o.temperature = 0.9;
+  o.max_new_tokens = 10;
+  o.stop_tokens = {42};
+  o.prompt_n = {3, 1, 2};
+  o.prompt_seeds = {101, 202, 303};
+  auto mixed = generate(*model, prompts, o);
+  REQUIRE_MESSAGE(mixed.ok(), (mixed.ok() ? "" : mixed.message()));
+  REQUIRE(mixed->size() == 6);
+  std::size_t row = 0;
+  for (std::size_t p = 0; p < prompts.size(); ++p) {
+    sampling_options one = o;
+    one.prompt_n.clear();
+    one.prompt_seeds.clear();
+    one.n = o.prompt_n[p];
+    one.seed = o.prompt_seeds[p];
+    auto alone = generate(*model, {prompts[p]}, one);
+    REQUIRE(alone.ok());
+    REQUIRE(alone->size() == static_cast<std::size_t>(one.n));
+    for (std::size_t i = 0; i < alone->size(); ++i, ++row) {
+      const auto& m = (*mixed)[row];
+      CHECK(m.prompt == p);
+      CHECK(m.sample == i);
+      CHECK(m.tokens == (*alone)[i].tokens);
+    }
+  }
+  sampling_options bad = o;
+  bad.prompt_n = {3, 1};
+  auto e = generate(*model, prompts, bad);
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.message().find("2 sample counts for 3 prompts") != std::string::npos);
+  bad.prompt_n = {3, 0, 1};
+  e = generate(*model, prompts, bad);
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.message().find("prompt 1's sample count must be at least 1") != std::string::npos);
+}
+
 TEST_CASE("generate: how often the host checks for stops changes nothing but the waste") {
   // The GPU default checks every 8 steps; rows that stopped in between keep computing tokens that
   // must not leak into the results, and dropping rows later must not change the others.

@@ -613,3 +613,69 @@ TEST_CASE("episode turns: a batch that fails is generated in halves, not one con
   }
   CHECK(one_bad.calls == 9);  // 16, 8 + 8, 4 + 4, 2 + 2, 1 + 1: one failed half split at each level
 }
+
+TEST_CASE("engine sampler: new groups and episodes' next turns generated together are the candidates of separate calls") {
+  auto o = options();
+  o.agent.max_turns = 3;
+  auto joint = make_engine_sampler(o);
+  REQUIRE_MESSAGE(joint.ok(), (joint.ok() ? "" : joint.message()));
+  o.sampler.batch_turns_with_groups = false;
+  auto apart = make_engine_sampler(o);
+  REQUIRE(apart.ok());
+  // Two requests at the turns' settings (the sampler's 0.8 sent as a float) join the turns; one at
+  // another temperature and one without a prompt do not.
+  const auto a = request("Write a CUDA relu kernel.", 3, 0.8f, 16);
+  const auto b = request("Fuse add and relu.", 2, 0.8f, 16);
+  const auto c = request("Write a kernel.", 3, 0.5f, 16);
+  const auto empty = request("", 3, 0.8f, 16);
+  std::vector<actors::sampler_logic::request_item> requests{{a->get(), {}}, {b->get(), {}}, {c->get(), {}},
+                                                            {empty->get(), {}}};
+  for (std::size_t i = 0; i < requests.size(); ++i) requests[i].info.sample_id = 40 + i;
+  flatbuffers::FlatBufferBuilder fb1, fb2;
+  fb1.Finish(wire::Scored::Pack(fb1, observed_turn(10, "wrong answer at index 3").get()));
+  fb2.Finish(wire::Scored::Pack(fb2, observed_turn(30, "short").get()));
+  std::vector<actors::sampler_logic::turn_item> turns{{flatbuffers::GetRoot<wire::Scored>(fb1.GetBufferPointer()), {}},
+                                                      {flatbuffers::GetRoot<wire::Scored>(fb2.GetBufferPointer()), {}}};
+  turns[0].info.sample_id = 70;
+  turns[1].info.sample_id = 71;
+  auto together = (*joint)->generate_together(requests, turns);
+  auto separate = (*apart)->generate_together(requests, turns);
+  using counters = std::vector<std::pair<std::string, std::uint64_t>>;
+  CHECK((*joint)->take_counters() == counters{{"joint_calls", 1}});
+  CHECK((*joint)->take_counters().empty());  // deltas
+  CHECK((*apart)->take_counters().empty());
+  REQUIRE(together.groups.size() == 4);
+  REQUIRE(separate.groups.size() == 4);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    REQUIRE(together.groups[i].ok());
+    REQUIRE(separate.groups[i].ok());
+    REQUIRE(together.groups[i]->size() == separate.groups[i]->size());
+    for (std::size_t k = 0; k < together.groups[i]->size(); ++k) {
+      const auto& x = (*together.groups[i])[k];
+      const auto& y = (*separate.groups[i])[k];
+      CHECK(x.completion_tokens == y.completion_tokens);
+      REQUIRE(x.logprobs.size() == y.logprobs.size());
+      for (std::size_t t = 0; t < x.logprobs.size(); ++t) CHECK(x.logprobs[t] == doctest::Approx(y.logprobs[t]).epsilon(1e-4));
+      CHECK(x.episode->turn == 1);
+    }
+  }
+  CHECK(together.groups[1]->size() == 2);
+  REQUIRE_FALSE(together.groups[3].ok());
+  CHECK(contains(together.groups[3].message(), "no prompt"));
+  REQUIRE(together.turns.size() == 2);
+  REQUIRE(separate.turns.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    REQUIRE(together.turns[i].ok());
+    REQUIRE(separate.turns[i].ok());
+    const auto& x = *together.turns[i];
+    const auto& y = *separate.turns[i];
+    CHECK(x.episode->turn == 2);
+    CHECK_FALSE(x.completion_tokens.empty());
+    CHECK(x.prompt_tokens == y.prompt_tokens);
+    CHECK(x.completion_tokens == y.completion_tokens);
+    REQUIRE(x.logprobs.size() == y.logprobs.size());
+    for (std::size_t t = 0; t < x.logprobs.size(); ++t) CHECK(x.logprobs[t] == doctest::Approx(y.logprobs[t]).epsilon(1e-4));
+  }
+}

@@ -89,6 +89,21 @@ TEST_CASE("memory plan: a small policy fits, and sharing one GPU adds the two st
   CHECK(both.text.find("the sampler and trainer on one GPU needs") != std::string::npos);
 }
 
+TEST_CASE("memory plan: episodes whose turns decode with new groups count twice the sampler's rows") {
+  sampler_options s;
+  agent_options a;
+  CHECK(planned_sampler_rows(s, a) == s.batch_requests * s.group_size);
+  a.max_turns = 3;
+  CHECK(planned_sampler_rows(s, a) == 2 * s.batch_requests * s.group_size);
+  const auto seq = planned_sequence_tokens(s, a);
+  const auto joined = sampler_memory(qwen_7b(), s, seq, a);
+  s.batch_turns_with_groups = false;
+  CHECK(planned_sampler_rows(s, a) == s.batch_requests * s.group_size);
+  const auto apart = sampler_memory(qwen_7b(), s, seq, a);
+  CHECK(joined.total() > apart.total());
+  CHECK(joined.parts.front().first.find("(128 sequences)") != std::string::npos);
+}
+
 TEST_CASE("memory plan: LoRA and activation checkpointing bring a 7B trainer onto one 80 GiB GPU") {
   sampler_options s;
   s.max_new_tokens = 2048;
