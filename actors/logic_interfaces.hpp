@@ -103,11 +103,14 @@ class sampler_logic {
     std::vector<result<std::vector<wire::CandidateT>>> groups;
     std::vector<result<wire::CandidateT>> turns;
   };
+  /// Whether generate_together is worth calling now: an engine decoding both kinds in one batch
+  /// (a small model's decoding call takes as long as its longest sequence whatever its rows, so two
+  /// calls take about twice as long). Otherwise the actor calls next_turns and generate_batch,
+  /// each on its own, and sends the turns on before the groups are generated.
+  virtual bool generates_together() const { return false; }
   /// Requests and episodes' next turns waiting at the same time, answered in one go. Each result
-  /// must equal what generate_batch or next_turns gives for it. An engine decodes them in one
-  /// batch: a small model's decoding call takes as long as its longest sequence whatever its rows,
-  /// so two calls, one for each kind, take about twice as long. The default calls next_turns and
-  /// then generate_batch.
+  /// must equal what generate_batch or next_turns gives for it (up to the rounding of batched
+  /// arithmetic). The default calls next_turns and then generate_batch.
   virtual batch_results generate_together(const std::vector<request_item>& requests,
                                           const std::vector<turn_item>& turns) {
     batch_results out;

@@ -106,8 +106,27 @@ void take_observation(self_ptr self, scored_msg& m) {
   schedule_flush(self);
 }
 
+// The turns' and the requests' candidates from calls of the logic, each kind on its own: the turns
+// go on before the groups are generated, and an exception in one call loses only its own kind.
+void generate_apart(self_ptr self, const std::vector<sampler_logic::turn_item>& turns,
+                    const std::vector<sampler_logic::request_item>& requests) {
+  auto& st = self->state;
+  if (!turns.empty()) {
+    using outputs = std::vector<result<wire::CandidateT>>;
+    auto out = st.core.call([&]() -> result<outputs> { return st.logic->next_turns(turns); });
+    if (out.ok()) emit_turns(self, turns, *out);
+    else for (std::size_t i = 0; i < turns.size(); ++i) st.core.count_error(out.err());
+  }
+  if (!requests.empty()) {
+    using outputs = std::vector<result<std::vector<wire::CandidateT>>>;
+    auto out = st.core.call([&]() -> result<outputs> { return st.logic->generate_batch(requests); });
+    if (out.ok()) emit_groups(self, requests, *out);
+    else for (std::size_t i = 0; i < requests.size(); ++i) st.core.count_error(out.err());
+  }
+}
+
 // The observed episodes' next turns (max_turn_batch of them, held while paused) and the waiting
-// requests (max_batch), generated in one call of the logic.
+// requests (max_batch): in one call of the logic where it generates both together, else apart.
 void flush(self_ptr self) {
   auto& st = self->state;
   st.flush_sent = false;
@@ -122,16 +141,23 @@ void flush(self_ptr self) {
   std::vector<sampler_logic::request_item> request_items;
   request_items.reserve(requests.size());
   for (const auto& m : requests) request_items.push_back({&m.payload(), envelope_info::of(m.header())});
-  auto out = st.core.call([&]() -> result<sampler_logic::batch_results> {
-    return st.logic->generate_together(request_items, turn_items);
-  });
-  for (const auto& [counter, n] : st.logic->take_counters()) st.core.count_extra(counter, n);
-  if (!out.ok()) {
-    for (std::size_t i = 0; i < turn_items.size() + request_items.size(); ++i) st.core.count_error(out.err());
-    return;
+  if (turns.empty() || requests.empty() || !st.logic->generates_together()) {
+    generate_apart(self, turn_items, request_items);
+  } else {
+    auto out = st.core.call([&]() -> result<sampler_logic::batch_results> {
+      return st.logic->generate_together(request_items, turn_items);
+    });
+    if (out.ok()) {
+      emit_turns(self, turn_items, out->turns);
+      emit_groups(self, request_items, out->groups);
+    } else {
+      // The exception lost both: each kind again on its own, so that one kind's fault does not
+      // end the other's episodes or groups.
+      st.core.count_extra("joint_call_failures");
+      generate_apart(self, turn_items, request_items);
+    }
   }
-  emit_turns(self, turn_items, out->turns);
-  emit_groups(self, request_items, out->groups);
+  for (const auto& [counter, n] : st.logic->take_counters()) st.core.count_extra(counter, n);
 }
 
 void set_weights(self_ptr self, const policy_weights_msg& m) {

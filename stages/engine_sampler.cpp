@@ -85,11 +85,15 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
 
   // New groups and episodes' next turns in one model::generate call ([sampler]
   // batch_turns_with_groups): a group's n rows and one row per turn, each prompt with its own seed,
-  // so every candidate is the one the separate calls give. Requests at other settings than the
+  // so the candidates are those of separate calls up to batched rounding. Requests at other settings than the
   // turns', and both parts after a failed joint call (memory, say), go the separate ways.
+  bool generates_together() const override {
+    return turns_ && o_.sampler.batch_turns_with_groups && !joint_off_;
+  }
+
   batch_results generate_together(const std::vector<request_item>& requests,
                                   const std::vector<turn_item>& turns) override {
-    if (!turns_ || !o_.sampler.batch_turns_with_groups || requests.empty() || turns.empty())
+    if (!generates_together() || requests.empty() || turns.empty())
       return sampler_logic::generate_together(requests, turns);
     batch_results out;
     out.groups.assign(requests.size(), error{"not generated"});
@@ -103,11 +107,11 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
         conts = std::move(*c);
         ++joint_calls_;
       } else {
+        // Most likely memory, which stays short: repeated separately, and apart from now on.
         ++joint_failures_;
-        if (!told_joint_failure_)
-          kforge::log::warn("kforge sampler: a joint call for new groups and episode turns failed (" + c.message() +
-                            "); such calls are repeated separately (said once)");
-        told_joint_failure_ = true;
+        joint_off_ = true;
+        kforge::log::warn("kforge sampler: a joint call for new groups and episode turns failed (" + c.message() +
+                          "); generated separately, and from now on new groups and turns are generated apart");
         apart.insert(apart.end(), joined.begin(), joined.end());
       }
     } else {
@@ -506,7 +510,7 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
 
   engine_sampler_options o_;
   std::optional<episode_turn_sampler> turns_;  ///< set with [agent] max_turns > 1
-  bool told_joint_failure_ = false;            ///< the first failed joint call is said on the log
+  bool joint_off_ = false;                     ///< a joint call failed: groups and turns apart from then on
   std::uint64_t joint_calls_ = 0;              ///< groups and turns generated in one call (take_counters)
   std::uint64_t joint_failures_ = 0;           ///< joint calls that failed and were repeated apart
   std::uint64_t version_ = 0;                  ///< of the weights held, for first turns' episodes

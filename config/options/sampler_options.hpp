@@ -65,8 +65,8 @@ struct sampler_options {
   /// same time are decoded in one batch rather than one call after the other. A small model's
   /// call takes as long as its longest sequence whatever its rows, so this about halves the
   /// sampler's time for both (kforge-tiny on an H100: 0.51x, 2026-12-07); the batch's KV cache then holds every row at the longest context
-  /// (twice the rows of either call: runtime/memory_plan.hpp counts them). The candidates are the
-  /// same either way.
+  /// (twice the rows of either call: runtime/memory_plan.hpp counts them). Each prompt keeps its
+  /// seed: the candidates are those of separate calls up to the rounding of batched arithmetic.
   bool batch_turns_with_groups = true;
   /// Model: a directory for the engine backend, a model name for the openai backend. Empty: the
   /// stand-in sampler and trainer (synthetic candidates; nothing trained), as the run's banner says.

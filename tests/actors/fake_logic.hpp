@@ -104,9 +104,11 @@ class fake_sampler : public sampler_logic {
     return out;
   }
 
+  bool generates_together() const override { return together; }
   batch_results generate_together(const std::vector<request_item>& requests,
                                   const std::vector<turn_item>& turns) override {
     together_sizes.emplace_back(requests.size(), turns.size());
+    if (throw_together) throw std::runtime_error("joint batch failed");
     return sampler_logic::generate_together(requests, turns);
   }
 
@@ -126,6 +128,8 @@ class fake_sampler : public sampler_logic {
   std::vector<std::size_t> turn_batch_sizes;  ///< observations per next_turns call
   /// (requests, observations) per generate_together call: one call of the logic each flush
   std::vector<std::pair<std::size_t, std::size_t>> together_sizes;
+  bool together = true;         ///< generates_together()
+  bool throw_together = false;  ///< generate_together throws (after recording its sizes)
 };
 
 /// An `ok` verdict for every candidate, except chosen code hashes that fail or throw.

@@ -596,10 +596,41 @@ TEST_CASE_FIXTURE(caf_fixture, "requests and observed episodes waiting together 
   for (std::uint64_t i = 11; i <= 12; ++i) self->send(sampler, make_request(i, 3));
   sched.run();
   using calls = std::vector<std::pair<std::size_t, std::size_t>>;
-  CHECK(logic->together_sizes == calls{{2, 2}, {0, 1}});
+  // The third observation waits for the next flush, alone: turns alone go to next_turns (the
+  // fake's joint call also runs next_turns, for its 2).
+  CHECK(logic->together_sizes == calls{{2, 2}});
+  CHECK(logic->turn_batch_sizes == std::vector<std::size_t>{2, 1});
   REQUIRE(out->size() == 3 + 2 * 3);
   auto m = try_metrics(sampler).value();
   CHECK(m.sent == 9);
   CHECK(m.errors == 0);
   CHECK(m.queue_depth == 0);
+}
+
+TEST_CASE_FIXTURE(caf_fixture, "a sampler that does not generate together, or whose joint call throws, generates each kind apart") {
+  for (const bool throws : {false, true}) {
+    CAPTURE(throws);
+    auto logic = std::make_shared<fake_sampler>();
+    logic->max_batch_requests = 2;
+    logic->max_turn_batch_size = 2;
+    logic->together = throws;  // not together at all, or together and throwing
+    logic->throw_together = throws;
+    auto out = std::make_shared<std::vector<candidate_msg>>();
+    auto sampler =
+        spawn_sampler(sys, "sampler/0", logic, spawn_collector<candidate_sink>(sys, out)).value();
+    for (std::uint64_t i = 1; i <= 2; ++i) self->send(sampler, make_scored(i, 100 + i, 0.0, 70, 2));
+    for (std::uint64_t i = 11; i <= 12; ++i) self->send(sampler, make_request(i, 3));
+    sched.run();
+    CHECK(logic->together_sizes.size() == (throws ? 1u : 0u));
+    CHECK(logic->turn_batch_sizes == std::vector<std::size_t>{2});
+    CHECK(logic->batch_sizes == std::vector<std::size_t>{2});
+    // The turns go on first, then the groups; nothing is lost to the joint call's exception.
+    REQUIRE(out->size() == 2 + 2 * 3);
+    CHECK((*out)[0].payload().code_hash() == 102);
+    CHECK((*out)[1].payload().code_hash() == 103);
+    auto m = try_metrics(sampler).value();
+    CHECK(m.sent == 8);
+    CHECK(m.errors == 0);
+    CHECK(m.extra.count("joint_call_failures") == (throws ? 1u : 0u));
+  }
 }

@@ -614,6 +614,17 @@ TEST_CASE("episode turns: a batch that fails is generated in halves, not one con
   CHECK(one_bad.calls == 9);  // 16, 8 + 8, 4 + 4, 2 + 2, 1 + 1: one failed half split at each level
 }
 
+namespace {
+
+// The same tokens, and log-probs up to the rounding of batched arithmetic.
+void check_same_sample(const wire::CandidateT& x, const wire::CandidateT& y) {
+  CHECK(x.completion_tokens == y.completion_tokens);
+  REQUIRE(x.logprobs.size() == y.logprobs.size());
+  for (std::size_t t = 0; t < x.logprobs.size(); ++t) CHECK(x.logprobs[t] == doctest::Approx(y.logprobs[t]).epsilon(1e-4));
+}
+
+}  // namespace
+
 TEST_CASE("engine sampler: new groups and episodes' next turns generated together are the candidates of separate calls") {
   auto o = options();
   o.agent.max_turns = 3;
@@ -638,6 +649,9 @@ TEST_CASE("engine sampler: new groups and episodes' next turns generated togethe
                                                       {flatbuffers::GetRoot<wire::Scored>(fb2.GetBufferPointer()), {}}};
   turns[0].info.sample_id = 70;
   turns[1].info.sample_id = 71;
+  CHECK((*joint)->generates_together());
+  CHECK_FALSE((*apart)->generates_together());
+  CHECK_FALSE(sampler()->generates_together());  // single-shot: no turns to join
   auto together = (*joint)->generate_together(requests, turns);
   auto separate = (*apart)->generate_together(requests, turns);
   using counters = std::vector<std::pair<std::string, std::uint64_t>>;
@@ -652,12 +666,8 @@ TEST_CASE("engine sampler: new groups and episodes' next turns generated togethe
     REQUIRE(separate.groups[i].ok());
     REQUIRE(together.groups[i]->size() == separate.groups[i]->size());
     for (std::size_t k = 0; k < together.groups[i]->size(); ++k) {
-      const auto& x = (*together.groups[i])[k];
-      const auto& y = (*separate.groups[i])[k];
-      CHECK(x.completion_tokens == y.completion_tokens);
-      REQUIRE(x.logprobs.size() == y.logprobs.size());
-      for (std::size_t t = 0; t < x.logprobs.size(); ++t) CHECK(x.logprobs[t] == doctest::Approx(y.logprobs[t]).epsilon(1e-4));
-      CHECK(x.episode->turn == 1);
+      check_same_sample((*together.groups[i])[k], (*separate.groups[i])[k]);
+      CHECK((*together.groups[i])[k].episode->turn == 1);
     }
   }
   CHECK(together.groups[1]->size() == 2);
@@ -670,12 +680,9 @@ TEST_CASE("engine sampler: new groups and episodes' next turns generated togethe
     REQUIRE(together.turns[i].ok());
     REQUIRE(separate.turns[i].ok());
     const auto& x = *together.turns[i];
-    const auto& y = *separate.turns[i];
     CHECK(x.episode->turn == 2);
     CHECK_FALSE(x.completion_tokens.empty());
-    CHECK(x.prompt_tokens == y.prompt_tokens);
-    CHECK(x.completion_tokens == y.completion_tokens);
-    REQUIRE(x.logprobs.size() == y.logprobs.size());
-    for (std::size_t t = 0; t < x.logprobs.size(); ++t) CHECK(x.logprobs[t] == doctest::Approx(y.logprobs[t]).epsilon(1e-4));
+    CHECK(x.prompt_tokens == separate.turns[i]->prompt_tokens);
+    check_same_sample(x, *separate.turns[i]);
   }
 }
