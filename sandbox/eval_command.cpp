@@ -285,7 +285,41 @@ json judge_file(sandbox_pool& pool, const candidate_file& c, std::uint64_t seed,
   return j;
 }
 
+// The verdict file with one line per candidate again, after retries: written beside it and renamed
+// over it, so a failure leaves the lines written as they came.
+bool rewrite_lines(const std::string& path, const std::vector<json>& verdicts, std::ostream& err) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    for (const auto& v : verdicts) f << v.dump() << "\n";
+    if (!f.flush()) {
+      err << "kforge eval: cannot write " << tmp << "\n";
+      return false;
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    err << "kforge eval: cannot replace " << path << ": " << ec.message() << "\n";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+std::size_t retry_infra_alone(std::vector<json>& verdicts, const std::function<json(std::size_t)>& judge) {
+  std::size_t retried = 0;
+  for (std::size_t i = 0; i < verdicts.size(); ++i) {
+    if (verdicts[i].value("status", "") != "infra_error") continue;
+    json again = judge(i);
+    again["retried_alone"] = true;
+    again["first_reason"] = verdicts[i].value("reason", "");
+    verdicts[i] = std::move(again);
+    ++retried;
+  }
+  return retried;
+}
 
 int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) {
   auto loaded = opt.tasks.empty() ? tasks::builtin_tasks() : tasks::load_task_file(opt.tasks);
@@ -349,6 +383,23 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
     lines << j.dump() << "\n" << std::flush;
     verdicts[i] = std::move(j);
   });
+  std::size_t retried = 0;
+  if (opt.retry_infra_alone) {
+    // One at a time, and without reused verdicts: the retry is the candidate alone on its GPU.
+    retried = retry_infra_alone(verdicts, [&](std::size_t i) {
+      json j = judge_file(**pool, (*items)[i], seed, nullptr, compile_ratios);
+      lines << j.dump() << "\n" << std::flush;  // on stdout the later line of a file stands
+      return j;
+    });
+    if (retried > 0) {
+      const auto still = std::count_if(verdicts.begin(), verdicts.end(), [](const json& v) {
+        return v.value("status", "") == "infra_error";
+      });
+      err << "kforge eval: " << retried << " infra_error candidate(s) judged again alone; " << still
+          << " still infra_error\n";
+      if (!opt.out.empty() && !rewrite_lines(opt.out, verdicts, err)) return 2;
+    }
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
@@ -357,6 +408,7 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
   summary["candidates_per_second"] = seconds > 0 ? items->size() / seconds : 0.0;
   summary["seed"] = seed;
   if (opt.reuse_repeats) summary["reused"] = repeats.take_reused();
+  if (opt.retry_infra_alone) summary["retried_alone"] = retried;
   summary["sandbox"] = (*pool)->describe();
   err << format_summary(summary);
   if (baselines) {

@@ -4,6 +4,7 @@
 // fast_p for p = 0, 1, 1.5, 2, geometric-mean speedup of the correct ones, counts per verdict).
 // Runs without the rest of the pipeline.
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -42,6 +43,10 @@ struct eval_options {
   double confirm_speedup = 5.0;
   /// Eager and torch.compile times (tasks/measured_baselines.hpp); empty: against eager only.
   std::string baselines;
+  /// Candidates judged infra_error are judged once more after the others, one at a time, so alone
+  /// on their GPU (retry_infra_alone): the sandbox's failures beside other candidates (the GPU's
+  /// memory short with a large KernelBench problem's neighbours) are not the kernel's.
+  bool retry_infra_alone = true;
 };
 
 class sandbox_pool;
@@ -62,6 +67,11 @@ struct eval_item {
 
 /// The summary over verdict lines (each with "status" and, when ok, "speedup").
 nlohmann::json summarize_verdicts(const std::vector<nlohmann::json>& verdicts);
+
+/// The infra_error lines of `verdicts` judged again by `judge(i)`, one after another; each new line
+/// replaces the old, marked "retried_alone" with the old reason as "first_reason". How many were.
+std::size_t retry_infra_alone(std::vector<nlohmann::json>& verdicts,
+                              const std::function<nlohmann::json(std::size_t)>& judge);
 
 /// Human-readable form of summarize_verdicts' result.
 std::string format_summary(const nlohmann::json& summary);

@@ -329,6 +329,31 @@ TEST_CASE("eval summary: correctness rate, fast_p and the geometric mean over co
   CHECK(ks::format_summary(s).find("fast_p") != std::string::npos);
 }
 
+TEST_CASE("eval: infra_error candidates are judged once more, one at a time, and the second verdict stands") {
+  std::vector<nlohmann::json> v{
+      {{"task", "a"}, {"status", "ok"}, {"speedup", 1.1}},
+      {{"task", "b"}, {"status", "infra_error"}, {"reason", "reference server: CUDA out of memory"}},
+      {{"task", "c"}, {"status", "wrong_answer"}},
+      {{"task", "d"}, {"status", "infra_error"}, {"reason", "sandbox child: CUDA out of memory"}},
+  };
+  std::vector<std::size_t> judged;
+  const auto n = ks::retry_infra_alone(v, [&](std::size_t i) {
+    judged.push_back(i);
+    return i == 1 ? nlohmann::json{{"task", "b"}, {"status", "ok"}, {"speedup", 2.0}}
+                  : nlohmann::json{{"task", "d"}, {"status", "infra_error"}, {"reason", "out of memory again"}};
+  });
+  CHECK(n == 2);
+  CHECK(judged == std::vector<std::size_t>{1, 3});  // in order, one after another
+  CHECK(v[0].count("retried_alone") == 0);
+  CHECK(v[1]["status"] == "ok");
+  CHECK(v[1]["retried_alone"] == true);
+  CHECK(v[1]["first_reason"] == "reference server: CUDA out of memory");
+  CHECK(v[3]["status"] == "infra_error");
+  CHECK(v[3]["reason"] == "out of memory again");
+  const auto s = ks::summarize_verdicts(v);
+  CHECK(s["correct"] == 2);
+}
+
 TEST_CASE("eval summary per task, as the field counts: best of a task's samples and their mean, by level") {
   using nlohmann::json;
   // kb/l1/a: samples 2.0x and wrong; l1/b: 0.5x and 0.8x; kb/l2/c: only wrong.
