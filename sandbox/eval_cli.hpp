@@ -25,7 +25,7 @@ inline CLI::App* add_eval_subcommand(CLI::App& app, eval_options& opt) {
   cmd->add_option("--cache", opt.cache, "Compile cache (default: ~/.cache/kforge/compile)");
   cmd->add_flag("--no-cache", opt.no_cache, "Compile every candidate afresh");
   cmd->add_flag_callback("--no-retry", [&opt] { opt.retry_infra_alone = false; },
-                         "Judge an infra_error candidate once (default: once more at the end, alone on its GPU)");
+                         "Judge a candidate out of memory once (default: once more at the end, alone on its GPU)");
   cmd->add_flag("--reuse-repeats", opt.reuse_repeats,
                 "Judge a task's identical sources once (they share inputs); copies say \"reused\"");
   cmd->add_option("--arch", opt.arch,

@@ -311,7 +311,9 @@ bool rewrite_lines(const std::string& path, const std::vector<json>& verdicts, s
 std::size_t retry_infra_alone(std::vector<json>& verdicts, const std::function<json(std::size_t)>& judge) {
   std::size_t retried = 0;
   for (std::size_t i = 0; i < verdicts.size(); ++i) {
-    if (verdicts[i].value("status", "") != "infra_error") continue;
+    if (verdicts[i].value("status", "") != "infra_error" ||
+        verdicts[i].value("reason", "").find("out of memory") == std::string::npos)
+      continue;
     json again = judge(i);
     again["retried_alone"] = true;
     again["first_reason"] = verdicts[i].value("reason", "");
@@ -395,8 +397,8 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
       const auto still = std::count_if(verdicts.begin(), verdicts.end(), [](const json& v) {
         return v.value("status", "") == "infra_error";
       });
-      err << "kforge eval: " << retried << " infra_error candidate(s) judged again alone; " << still
-          << " still infra_error\n";
+      err << "kforge eval: " << retried << " candidate(s) out of memory judged again alone; " << still
+          << " infra_error now\n";
       if (!opt.out.empty() && !rewrite_lines(opt.out, verdicts, err)) return 2;
     }
   }

@@ -43,9 +43,9 @@ struct eval_options {
   double confirm_speedup = 5.0;
   /// Eager and torch.compile times (tasks/measured_baselines.hpp); empty: against eager only.
   std::string baselines;
-  /// Candidates judged infra_error are judged once more after the others, one at a time, so alone
-  /// on their GPU (retry_infra_alone): the sandbox's failures beside other candidates (the GPU's
-  /// memory short with a large KernelBench problem's neighbours) are not the kernel's.
+  /// Candidates judged infra_error for want of memory are judged once more after the others, one
+  /// at a time, so alone on their GPU (retry_infra_alone): a large KernelBench problem beside
+  /// others can find the GPU's memory short, which is not the kernel's doing.
   bool retry_infra_alone = true;
 };
 
@@ -68,8 +68,10 @@ struct eval_item {
 /// The summary over verdict lines (each with "status" and, when ok, "speedup").
 nlohmann::json summarize_verdicts(const std::vector<nlohmann::json>& verdicts);
 
-/// The infra_error lines of `verdicts` judged again by `judge(i)`, one after another; each new line
-/// replaces the old, marked "retried_alone" with the old reason as "first_reason". How many were.
+/// The infra_error lines of `verdicts` whose reason is the GPU (or host) out of memory judged again
+/// by `judge(i)`, one after another; each new line replaces the old, marked "retried_alone" with
+/// the old reason as "first_reason". How many were. Other infra errors (a toolchain missing, a
+/// server that keeps failing) would fail again, one slow retry after another: not retried.
 std::size_t retry_infra_alone(std::vector<nlohmann::json>& verdicts,
                               const std::function<nlohmann::json(std::size_t)>& judge);
 

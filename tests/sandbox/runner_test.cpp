@@ -329,12 +329,13 @@ TEST_CASE("eval summary: correctness rate, fast_p and the geometric mean over co
   CHECK(ks::format_summary(s).find("fast_p") != std::string::npos);
 }
 
-TEST_CASE("eval: infra_error candidates are judged once more, one at a time, and the second verdict stands") {
+TEST_CASE("eval: candidates out of memory are judged once more, one at a time, and the second verdict stands") {
   std::vector<nlohmann::json> v{
       {{"task", "a"}, {"status", "ok"}, {"speedup", 1.1}},
       {{"task", "b"}, {"status", "infra_error"}, {"reason", "reference server: CUDA out of memory"}},
       {{"task", "c"}, {"status", "wrong_answer"}},
       {{"task", "d"}, {"status", "infra_error"}, {"reason", "sandbox child: CUDA out of memory"}},
+      {{"task", "e"}, {"status", "infra_error"}, {"reason", "nvcc not found"}},  // would fail again
   };
   std::vector<std::size_t> judged;
   const auto n = ks::retry_infra_alone(v, [&](std::size_t i) {
@@ -350,6 +351,7 @@ TEST_CASE("eval: infra_error candidates are judged once more, one at a time, and
   CHECK(v[1]["first_reason"] == "reference server: CUDA out of memory");
   CHECK(v[3]["status"] == "infra_error");
   CHECK(v[3]["reason"] == "out of memory again");
+  CHECK(v[4].count("retried_alone") == 0);
   const auto s = ks::summarize_verdicts(v);
   CHECK(s["correct"] == 2);
 }
