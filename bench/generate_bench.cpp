@@ -306,8 +306,7 @@ json bench_turns(km::CausalLMImpl& model, const std::vector<std::vector<std::int
   }
   bool fine = true;
   std::printf("the joint call's rows: ");
-  workload cw = w;
-  json checked = check(model, all, last, cw, bf16 ? same_bf16 : same_fp32, fine);
+  json checked = check(model, all, last, w, bf16 ? same_bf16 : same_fp32, fine);
   ok = ok && fine;
   const spread a = spread::of(apart_s), j = spread::of(joint_s);
   std::printf("turns: %lld contexts of %lld ids beside %zu groups of %lld: apart %.2f s (%.2f..%.2f), together "

@@ -151,24 +151,22 @@ std::vector<generation> to_generations(const at::Tensor& tokens, const at::Tenso
   const auto* tok_p = tokens.data_ptr<std::int64_t>();
   const auto* lp_p = logps.data_ptr<float>();
   std::vector<generation> out;
-  for (std::size_t p = 0; p < counts.size(); ++p)
-    for (std::int64_t k = 0; k < counts[p]; ++k) {
-      generation g;
+  std::int64_t r = 0;  // rows are prompt-major
+  for (std::size_t p = 0; p < counts.size(); ++p) {
+    for (std::int64_t k = 0; k < counts[p]; ++k, ++r) {
+      generation& g = out.emplace_back();
       g.prompt = p;
       g.sample = static_cast<std::size_t>(k);
-      out.push_back(std::move(g));
-    }
-  for (std::int64_t r = 0; r < static_cast<std::int64_t>(out.size()); ++r) {
-    generation& g = out[static_cast<std::size_t>(r)];
-    const std::int64_t first_stop = stop_at.defined() ? stop_at.data_ptr<std::int64_t>()[r] : N;
-    g.stopped = first_stop < N;
-    const std::int64_t len = g.stopped ? first_stop + 1 : steps;
-    g.tokens.assign(tok_p + r * steps, tok_p + r * steps + len);
-    g.logprobs.assign(lp_p + r * steps, lp_p + r * steps + len);
-    if (tok != nullptr) {
-      std::vector<std::int64_t> body = g.tokens;
-      if (g.stopped) body.pop_back();
-      g.text = tok->decode(body, o.skip_special_tokens);
+      const std::int64_t first_stop = stop_at.defined() ? stop_at.data_ptr<std::int64_t>()[r] : N;
+      g.stopped = first_stop < N;
+      const std::int64_t len = g.stopped ? first_stop + 1 : steps;
+      g.tokens.assign(tok_p + r * steps, tok_p + r * steps + len);
+      g.logprobs.assign(lp_p + r * steps, lp_p + r * steps + len);
+      if (tok != nullptr) {
+        std::vector<std::int64_t> body = g.tokens;
+        if (g.stopped) body.pop_back();
+        g.text = tok->decode(body, o.skip_special_tokens);
+      }
     }
   }
   return out;

@@ -285,27 +285,6 @@ json judge_file(sandbox_pool& pool, const candidate_file& c, std::uint64_t seed,
   return j;
 }
 
-// The verdict file with one line per candidate again, after retries: written beside it and renamed
-// over it, so a failure leaves the lines written as they came.
-bool rewrite_lines(const std::string& path, const std::vector<json>& verdicts, std::ostream& err) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    for (const auto& v : verdicts) f << v.dump() << "\n";
-    if (!f.flush()) {
-      err << "kforge eval: cannot write " << tmp << "\n";
-      return false;
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    err << "kforge eval: cannot replace " << path << ": " << ec.message() << "\n";
-    return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 std::size_t retry_infra_alone(std::vector<json>& verdicts, const std::function<json(std::size_t)>& judge) {
@@ -399,7 +378,15 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
       });
       err << "kforge eval: " << retried << " candidate(s) out of memory judged again alone; " << still
           << " infra_error now\n";
-      if (!opt.out.empty() && !rewrite_lines(opt.out, verdicts, err)) return 2;
+      if (!opt.out.empty()) {
+        // One line per candidate again, replaced whole: a failure leaves the lines as they came.
+        std::string text;
+        for (const auto& v : verdicts) text += v.dump() + "\n";
+        if (auto s = write_text_file_atomically(opt.out, text); !s) {
+          err << "kforge eval: " << s.message() << "\n";
+          return 2;
+        }
+      }
     }
   }
   const double seconds =

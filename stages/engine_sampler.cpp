@@ -85,8 +85,9 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
 
   // New groups and episodes' next turns in one model::generate call ([sampler]
   // batch_turns_with_groups): a group's n rows and one row per turn, each prompt with its own seed,
-  // so the candidates are those of separate calls up to batched rounding. Requests at other settings than the
-  // turns', and both parts after a failed joint call (memory, say), go the separate ways.
+  // so the candidates are those of separate calls up to batched rounding. Requests at other
+  // settings than the turns', and both parts after a failed joint call (memory, say), go the
+  // separate ways.
   bool generates_together() const override {
     return turns_ && o_.sampler.batch_turns_with_groups && !joint_off_;
   }
@@ -102,9 +103,12 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
     std::vector<const prepared*> joined, apart;
     for (const auto& p : ready) (sampled_as_turns(p.options) ? joined : apart).push_back(&p);
     std::vector<result<continuation>> conts;
+    bool joint = false;
     if (!joined.empty() && !pending.contexts.empty()) {
-      if (auto c = generate_joined(requests, joined, pending, out.groups)) {
+      auto c = generate_rows(requests, joined, pending.contexts, pending.seeds, out.groups);
+      if (c) {
         conts = std::move(*c);
+        joint = true;
         ++joint_calls_;
       } else {
         // Most likely memory, which stays short: repeated separately, and apart from now on.
@@ -112,13 +116,11 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
         joint_off_ = true;
         kforge::log::warn("kforge sampler: a joint call for new groups and episode turns failed (" + c.message() +
                           "); generated separately, and from now on new groups and turns are generated apart");
-        apart.insert(apart.end(), joined.begin(), joined.end());
       }
-    } else {
-      apart.insert(apart.end(), joined.begin(), joined.end());
     }
+    if (!joint) apart.insert(apart.end(), joined.begin(), joined.end());
     run_groups(requests, apart, out.groups);
-    if (conts.empty()) conts = turns_->continue_all(*this, pending.contexts, pending.seeds);
+    if (!joint) conts = turns_->continue_all(*this, pending.contexts, pending.seeds);
     out.turns = turns_->finish(std::move(pending), std::move(conts));
     return out;
   }
@@ -328,52 +330,43 @@ class engine_sampler final : public actors::sampler_logic, public engine_policy 
 
   void run_group(const std::vector<request_item>& items, const std::vector<const prepared*>& group,
                  std::vector<result<std::vector<wire::CandidateT>>>& out) {
-    model::sampling_options so = group.front()->options;
-    std::vector<std::vector<std::int64_t>> prompts;
-    so.prompt_seeds.clear();
-    for (const auto* p : group) {
-      prompts.push_back(p->ids);
-      so.prompt_seeds.push_back(p->options.seed);
-    }
-    if (o_.device >= 0) so.device_use = gpu_use_;
-    auto gens = model::generate(*model_, prompts, so, &tok_);
-    if (!gens) {
-      for (const auto* p : group) out[p->item] = error{p->where + gens.message()};
-      return;
-    }
-    store_groups(items, group, *gens, out);
+    if (auto r = generate_rows(items, group, {}, {}, out); !r)
+      for (const auto* p : group) out[p->item] = error{p->where + r.message()};
   }
 
-  // The joined requests' groups (stored in `out`) and a continuation of each pending turn's
-  // context, from one call: the requests' prompts first, n rows each, then one row per context.
-  result<std::vector<result<continuation>>> generate_joined(const std::vector<request_item>& items,
-                                                            const std::vector<const prepared*>& joined,
-                                                            const episode_turn_sampler::pending_turns& turns,
-                                                            std::vector<result<std::vector<wire::CandidateT>>>& out) {
-    model::sampling_options so = joined.front()->options;
+  // One model::generate call for `group`'s requests (at the first one's settings, n rows each) and
+  // after them one row per context (episodes' next turns; none for new groups alone), every prompt
+  // drawing from its own seed. The requests' candidates go to `out`; the contexts' continuations
+  // are returned, in order.
+  result<std::vector<result<continuation>>> generate_rows(const std::vector<request_item>& items,
+                                                          const std::vector<const prepared*>& group,
+                                                          const std::vector<std::vector<std::int32_t>>& contexts,
+                                                          const std::vector<std::uint64_t>& seeds,
+                                                          std::vector<result<std::vector<wire::CandidateT>>>& out) {
+    model::sampling_options so = group.front()->options;
     std::vector<std::vector<std::int64_t>> prompts;
     so.prompt_n.clear();
     so.prompt_seeds.clear();
-    for (const auto* p : joined) {
+    for (const auto* p : group) {
       prompts.push_back(p->ids);
       so.prompt_n.push_back(p->options.n);
       so.prompt_seeds.push_back(p->options.seed);
     }
-    for (std::size_t k = 0; k < turns.contexts.size(); ++k) {
-      prompts.emplace_back(turns.contexts[k].begin(), turns.contexts[k].end());
+    for (std::size_t k = 0; k < contexts.size(); ++k) {
+      prompts.emplace_back(contexts[k].begin(), contexts[k].end());
       so.prompt_n.push_back(1);
-      so.prompt_seeds.push_back(turns.seeds[k]);
+      so.prompt_seeds.push_back(seeds[k]);
     }
     if (o_.device >= 0) so.device_use = gpu_use_;
     auto gens = model::generate(*model_, prompts, so, &tok_);
     if (!gens) return gens.err();
     std::vector<model::generation> group_rows;
-    std::vector<result<continuation>> conts(turns.contexts.size(), error{"not generated"});
+    std::vector<result<continuation>> conts(contexts.size(), error{"not generated"});
     for (auto& g : *gens) {
-      if (g.prompt < joined.size()) group_rows.push_back(std::move(g));
-      else conts[g.prompt - joined.size()] = continuation_of(g);
+      if (g.prompt < group.size()) group_rows.push_back(std::move(g));
+      else conts[g.prompt - group.size()] = continuation_of(g);
     }
-    store_groups(items, joined, group_rows, out);
+    store_groups(items, group, group_rows, out);
     return conts;
   }
 
