@@ -285,14 +285,17 @@ json judge_file(sandbox_pool& pool, const candidate_file& c, std::uint64_t seed,
   return j;
 }
 
+bool out_of_memory(const json& verdict) {
+  return verdict.value("status", "") == "infra_error" &&
+         verdict.value("reason", "").find("out of memory") != std::string::npos;
+}
+
 }  // namespace
 
 std::size_t retry_infra_alone(std::vector<json>& verdicts, const std::function<json(std::size_t)>& judge) {
   std::size_t retried = 0;
   for (std::size_t i = 0; i < verdicts.size(); ++i) {
-    if (verdicts[i].value("status", "") != "infra_error" ||
-        verdicts[i].value("reason", "").find("out of memory") == std::string::npos)
-      continue;
+    if (!out_of_memory(verdicts[i])) continue;
     json again = judge(i);
     again["retried_alone"] = true;
     again["first_reason"] = verdicts[i].value("reason", "");
@@ -365,8 +368,16 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
     verdicts[i] = std::move(j);
   });
   std::size_t retried = 0;
-  if (opt.retry_infra_alone) {
-    // One at a time, and without reused verdicts: the retry is the candidate alone on its GPU.
+  if (opt.retry_infra_alone && std::any_of(verdicts.begin(), verdicts.end(), out_of_memory)) {
+    // The retry is each candidate alone on its GPU: one at a time, without reused verdicts, and in
+    // a fresh pool, since the first pool's reference servers and children may still hold memory
+    // (on an H100 one of them still held 57 GiB when the same pool judged again).
+    pool->reset();
+    pool = make_eval_pool(opt);
+    if (!pool) {
+      err << "kforge eval: no fresh sandbox for the retry: " << pool.err().message << "\n";
+      return 2;
+    }
     retried = retry_infra_alone(verdicts, [&](std::size_t i) {
       json j = judge_file(**pool, (*items)[i], seed, nullptr, compile_ratios);
       lines << j.dump() << "\n" << std::flush;  // on stdout the later line of a file stands

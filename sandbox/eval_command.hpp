@@ -44,8 +44,8 @@ struct eval_options {
   /// Eager and torch.compile times (tasks/measured_baselines.hpp); empty: against eager only.
   std::string baselines;
   /// Candidates judged infra_error for want of memory are judged once more after the others, one
-  /// at a time, so alone on their GPU (retry_infra_alone): a large KernelBench problem beside
-  /// others can find the GPU's memory short, which is not the kernel's doing.
+  /// at a time in a fresh pool, so alone on their GPU (retry_infra_alone): a large KernelBench
+  /// problem beside others can find the GPU's memory short, which is not the kernel's doing.
   bool retry_infra_alone = true;
 };
 
