@@ -25,6 +25,7 @@
 
 #include "common/child_process.hpp"
 #include "kforge/kernel_abi.h"
+#include "sandbox/call_shapes.hpp"
 #include "sandbox/child_protocol.hpp"
 #include "sandbox/children.hpp"
 #include "sandbox/gpu_facts.hpp"
@@ -291,6 +292,16 @@ class candidate_child {
     return std::nullopt;
   }
 
+  /// A runtime failure of a check's call with the shapes the call had (call_shapes.hpp).
+  json with_shapes(json bad, const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) const {
+    if (bad.value("status", "") != "runtime_error") return bad;
+    std::vector<tasks::shape> in, out;
+    for (const auto& t : inputs) in.push_back(t.sizes().vec());
+    for (const auto& t : outputs) out.push_back(t.sizes().vec());
+    bad["reason"] = bad.value("reason", "") + " (" + describe_call(*task_, in, out) + ")";
+    return bad;
+  }
+
   json check(const json& req) {
     if (!lib_ || !task_) return failure("infra_error", "check before load");
     const auto seed = req.at("seed").get<std::uint64_t>();
@@ -320,7 +331,7 @@ class candidate_child {
       for (auto& o : outs) poison(o, pass);
       cudaDeviceSynchronize();
       if (auto bad = prepare_frame(inputs, outs, f)) return *bad;
-      if (auto bad = call(f)) return *bad;
+      if (auto bad = call(f)) return with_shapes(std::move(*bad), inputs, outs);
     }
     for (std::size_t i = 0; i < inputs.size(); ++i)
       if (!at::equal(inputs[i], pristine[i]))

@@ -610,6 +610,14 @@ class candidate_run {
     return verdict(wire::VerdictStatus::wrong_answer, buf);
   }
 
+  /// A check that failed outright (a runtime error, a timeout): its reason says on which input set,
+  /// as a wrong answer's does.
+  bool failed_on(const std::string& what) {
+    if (out_.status == wire::VerdictStatus::runtime_error || out_.status == wire::VerdictStatus::timeout)
+      out_.reason = what + ": " + out_.reason;
+    return false;
+  }
+
   bool verify() {
     const auto verify_start = clock_type::now();
     json earlier = json::array();
@@ -634,7 +642,7 @@ class candidate_run {
                     {"dir", r_.scratch_->work()},
                     {"ipc", ipc_}},
                    reply))
-            return false;
+            return failed_on(what);
         }
         cmp = compare(reply, spec, static_cast<int>(k), earlier, files_instead);
         if (!cmp && !files_instead) return false;

@@ -115,6 +115,16 @@ TEST_CASE("the candidate suite gets its expected verdicts on a GPU, and the sand
     CHECK((verdicts[i].value("reason", "").find("sandbox.slow_cutoff") != std::string::npos) == slow);
   }
 
+  // A runtime failure says on which input set and with which shapes the call failed: a kernel
+  // that rejects a variant's shapes is told the shapes it rejected.
+  for (std::size_t i = 0; i < suite.size(); ++i) {
+    if (suite[i].file != "relu_fixed_shape.cu") continue;
+    INFO(verdicts[i].dump());
+    CHECK(verdicts[i].value("reason", "") ==
+          "input set 3 (a variant's shapes): kf_forward returned 2 (called with x float32 [1000, 1537]; "
+          "outputs y float32 [1000, 1537])");
+  }
+
   // The sandbox survived: every candidate expected ok is still ok after all the hostile ones.
   std::vector<std::size_t> good;
   for (std::size_t i = 0; i < suite.size(); ++i)
