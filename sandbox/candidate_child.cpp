@@ -112,7 +112,17 @@ class candidate_child {
     if (op == "hello") return hello();
     if (op == "probe") return probe(req);
     if (op == "load") return load(req);
-    if (op == "check") return check(req);
+    if (op == "check") {
+      json reply = check(req);
+      // The check's tensors are free now but still torch's: for a large set (its inputs, their
+      // copy, two outputs, the comparison's temporaries) several times the set's size. The
+      // reference server compares next on the same GPU and needs that memory. Kept, a server
+      // computing KernelBench's RMSNorm (7 GiB input) ran out beside a process holding 56.7 GiB,
+      // 8 times the set, with that candidate alone on an H100 (2026-12-08); LeakyReLU's 6 GiB set
+      // beside 54.7 GiB, 9 times, the day before.
+      if (check_bytes_ >= protocol::large_set_bytes) model::release_torch_cache();
+      return reply;
+    }
     if (op == "time") return time(req);
     if (op == "unload") return unload();
     if (op == "profile") return profile(req);
@@ -303,6 +313,7 @@ class candidate_child {
   }
 
   json check(const json& req) {
+    check_bytes_ = 0;
     if (!lib_ || !task_) return failure("infra_error", "check before load");
     const auto seed = req.at("seed").get<std::uint64_t>();
     const int variant = req.at("variant").get<int>();
@@ -311,6 +322,7 @@ class candidate_child {
     auto drawn = tasks::make_inputs(*task_, seed, which, tasks::device::cuda(0));
     if (!drawn) return failure("infra_error", drawn.err().message);
     const std::vector<at::Tensor> inputs = drawn->tensors();
+    for (const auto& t : inputs) check_bytes_ += t.numel() * t.element_size();
     std::vector<at::Tensor> pristine;
     for (const auto& t : inputs) pristine.push_back(t.clone());
 
@@ -322,6 +334,7 @@ class candidate_child {
       const auto opts = at::device(at::kCUDA).dtype(tasks::detail::to_at(task_->outputs[i].type));
       first.push_back(at::empty(shapes[i], opts));
       second.push_back(at::empty(shapes[i], opts));
+      check_bytes_ += first.back().numel() * first.back().element_size();
     }
     cudaDeviceSynchronize();  // inputs drawn on torch's stream are ready before ours runs
 
@@ -604,6 +617,7 @@ class candidate_child {
   std::map<std::uint64_t, std::vector<at::Tensor>> timed_sets_;  ///< the rotation's input sets
   std::vector<at::Tensor> timed_inputs_, timed_outputs_;          ///< what every timed call reads
   std::size_t timed_calls_ = 0;                                   ///< rotation position
+  std::int64_t check_bytes_ = 0;  ///< the last check's input and output bytes
   call_frame timed_frame_;
   /// One output's buffer shared over CUDA IPC (cudaMalloc'd on its own: IPC shares whole
   /// allocations).
