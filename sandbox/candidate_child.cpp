@@ -113,15 +113,22 @@ class candidate_child {
     if (op == "probe") return probe(req);
     if (op == "load") return load(req);
     if (op == "check") {
-      json reply = check(req);
-      // The check's tensors are free now but still torch's: for a large set (its inputs, their
-      // copy, two outputs, the comparison's temporaries) several times the set's size. The
-      // reference server compares next on the same GPU and needs that memory. Kept, a server
-      // computing KernelBench's RMSNorm (7 GiB input) ran out beside a process holding 56.7 GiB,
-      // 8 times the set, with that candidate alone on an H100 (2026-12-08); LeakyReLU's 6 GiB set
-      // beside 54.7 GiB, 9 times, the day before.
-      if (check_bytes_ >= protocol::large_set_bytes) model::release_torch_cache();
-      return reply;
+      // The check's tensors are free once it returns but still torch's: for a large set (its
+      // inputs, their copy, two outputs, the comparison's temporaries) several times the set's
+      // size. The reference server compares next on the same GPU and needs that memory. Kept, a
+      // server computing KernelBench's RMSNorm (7 GiB input) ran out beside a process holding
+      // 56.7 GiB, 8 times the set, with that candidate alone on an H100 (2026-12-08); LeakyReLU's
+      // 6 GiB set beside 54.7 GiB, 9 times, the day before.
+      try {
+        json reply = check(req);
+        // Not after a sticky CUDA error (a fatal reply): the context is broken, cudaFree would
+        // only fail, and the child exits anyway.
+        if (!reply.value("fatal", false)) release_after_large_check();
+        return reply;
+      } catch (...) {  // out of memory, most likely: what it had allocated is free now
+        release_after_large_check();
+        throw;
+      }
     }
     if (op == "time") return time(req);
     if (op == "unload") return unload();
@@ -310,6 +317,15 @@ class candidate_child {
     for (const auto& t : outputs) out.push_back(t.sizes().vec());
     bad["reason"] = bad.value("reason", "") + " (" + describe_call(*task_, in, out) + ")";
     return bad;
+  }
+
+  /// torch's cached blocks back to the driver after a check of a large set; best effort.
+  void release_after_large_check() noexcept {
+    if (check_bytes_ < protocol::large_set_bytes) return;
+    try {
+      model::release_torch_cache();
+    } catch (...) {  // a CUDA error here is the candidate's, and its own reply already says so
+    }
   }
 
   json check(const json& req) {

@@ -355,6 +355,7 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
   std::ostream& lines = opt.out.empty() ? out : file_out;
   // Compile times count only where they were measured on this sandbox's GPU model.
   const std::string device = (*pool)->device_name();
+  const std::string sandbox_described = (*pool)->describe();
   const auto compile_ratios =
       baselines && !device.empty() ? baselines->compile_ratios(device) : std::map<std::string, double>{};
   std::vector<json> verdicts(items->size());
@@ -370,19 +371,19 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
   std::size_t retried = 0;
   if (opt.retry_infra_alone && std::any_of(verdicts.begin(), verdicts.end(), out_of_memory)) {
     // The retry is each candidate alone on its GPU: one at a time, without reused verdicts, and in
-    // a fresh pool, since the first pool's reference servers and children may still hold memory
-    // (on an H100 one of them still held 57 GiB when the same pool judged again).
+    // a fresh pool, since the first pool's processes may still hold memory (on an H100 the same
+    // pool's retry ran out beside one holding 56.7 GiB).
     pool->reset();
-    pool = make_eval_pool(opt);
-    if (!pool) {
-      err << "kforge eval: no fresh sandbox for the retry: " << pool.err().message << "\n";
-      return 2;
-    }
-    retried = retry_infra_alone(verdicts, [&](std::size_t i) {
-      json j = judge_file(**pool, (*items)[i], seed, nullptr, compile_ratios);
-      lines << j.dump() << "\n" << std::flush;  // on stdout the later line of a file stands
-      return j;
-    });
+    auto fresh = make_eval_pool(opt);
+    if (!fresh)
+      err << "kforge eval: no fresh sandbox to judge the out-of-memory candidates again ("
+          << fresh.err().message << "); their first verdicts stand\n";
+    else
+      retried = retry_infra_alone(verdicts, [&](std::size_t i) {
+        json j = judge_file(**fresh, (*items)[i], seed, nullptr, compile_ratios);
+        lines << j.dump() << "\n" << std::flush;  // on stdout the later line of a file stands
+        return j;
+      });
     if (retried > 0) {
       const auto still = std::count_if(verdicts.begin(), verdicts.end(), [](const json& v) {
         return v.value("status", "") == "infra_error";
@@ -409,7 +410,7 @@ int eval_command(const eval_options& opt, std::ostream& out, std::ostream& err) 
   summary["seed"] = seed;
   if (opt.reuse_repeats) summary["reused"] = repeats.take_reused();
   if (opt.retry_infra_alone) summary["retried_alone"] = retried;
-  summary["sandbox"] = (*pool)->describe();
+  summary["sandbox"] = sandbox_described;
   err << format_summary(summary);
   if (baselines) {
     summary["vs_compile"] = against_compile(verdicts, *baselines, device);
